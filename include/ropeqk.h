@@ -1,0 +1,211 @@
+/*
+ * ropeqk — Rotary Positional Embedding fused with attention scores, on any OpenCL device.
+ *
+ *   S[b,h,i,j] = scale * < rope(q[b,h,i], pq[i]), rope(k[b,h/g,j], pk[j]) >     (g = Hq / Hkv)
+ *
+ * with an optional causal mask (S = -inf where pk[j] > pq[i]). Conventions (layouts, frequencies,
+ * positions, error metric) follow ROPE.md, summarised in README.md.
+ *
+ * Lifetime: ropeqk_ctx_create() / ropeqk_ctx_destroy() (NULL-safe). A context either owns an OpenCL
+ * context + queue on a chosen device, or borrows the caller's (retained, released on destroy).
+ *
+ * Errors: every function returns a ropeqk_status. Negative values above -4000 are OpenCL's own
+ * error codes (core and extensions) passed through unchanged; the library's own codes are in
+ * [-4099, -4000], clear of OpenCL extension codes (-1000...) and CLBlast's (-1024..-2048).
+ * ropeqk_status_string() names any of them. The last raw cl_int and the last program build log
+ * of a context are kept and retrievable. The library never aborts or exits.
+ *
+ * Thread safety: a ropeqk_ctx may be shared by threads that each pass their own command queue to
+ * ropeqk_enqueue() (or use ropeqk_scores() which uses the context's queue under its lock). The
+ * program cache is guarded by a mutex. ropeqk_ctx_last_cl_error()/build_log() report the most
+ * recent failure of any thread. ropeqk_ctx_destroy() must not race with calls on the same context.
+ */
+#ifndef ROPEQK_H
+#define ROPEQK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ROPEQK_VERSION_MAJOR 0
+#define ROPEQK_VERSION_MINOR 1
+#define ROPEQK_VERSION_PATCH 0
+const char *ropeqk_version(void);
+
+/* ---- status codes ------------------------------------------------------------------------- */
+typedef enum {
+    ROPEQK_SUCCESS = 0,
+    /* (-4000, 0): OpenCL error codes (CL_OUT_OF_RESOURCES, CL_INVALID_MEM_OBJECT, ...) as is. */
+    ROPEQK_ERR_NULL_POINTER = -4000,    /* a required pointer argument is NULL */
+    ROPEQK_ERR_BAD_SHAPE = -4001,       /* zero/negative sizes, B or D mismatch between tensors */
+    ROPEQK_ERR_BAD_ROTARY_DIM = -4002,  /* rotary dim odd, < 2 or > D */
+    ROPEQK_ERR_BAD_HEADS = -4003,       /* Hq % Hkv != 0 */
+    ROPEQK_ERR_BAD_STRIDES = -4004,     /* negative/misaligned strides, D not contiguous */
+    ROPEQK_ERR_OVERLAP = -4005,         /* strides make elements alias, or output overlaps an input */
+    ROPEQK_ERR_BUFFER_TOO_SMALL = -4006,/* a view reaches past the end of its buffer */
+    ROPEQK_ERR_OVERFLOW = -4007,        /* a size or byte count does not fit */
+    ROPEQK_ERR_BAD_DTYPE = -4008,       /* unknown dtype, or a dtype not allowed for this tensor */
+    ROPEQK_ERR_BAD_PARAM = -4009,       /* base <= 0 or not finite, scale not finite, bad layout */
+    ROPEQK_ERR_POSITION_RANGE = -4010,  /* offset + row does not fit int32 */
+    ROPEQK_ERR_NO_DEVICE = -4011,       /* no OpenCL platform/device, or the spec matches none */
+    ROPEQK_ERR_BUILD = -4012,           /* program build failed: see ropeqk_ctx_build_log() */
+    ROPEQK_ERR_OUT_OF_HOST_MEMORY = -4013,
+    ROPEQK_ERR_BAD_SCALING = -4014,     /* frequency-scaling parameters missing or contradictory */
+    ROPEQK_ERR_TOO_LARGE = -4015,       /* a buffer the call needs exceeds the device's limits */
+} ropeqk_status;
+
+const char *ropeqk_status_string(int status);
+
+/* ---- tensors ------------------------------------------------------------------------------ */
+typedef enum {
+    ROPEQK_F32 = 0,
+    ROPEQK_F16 = 1,   /* IEEE half storage, f32 math (vload_half; no cl_khr_fp16 needed) */
+    ROPEQK_BF16 = 2,  /* bfloat16 storage (upper 16 bits of an f32), f32 math */
+    ROPEQK_F64 = 3,   /* only for outputs of the scalar reference path */
+} ropeqk_dtype;
+
+size_t ropeqk_dtype_size(ropeqk_dtype t); /* 0 for an unknown dtype */
+
+/*
+ * A strided view, ggml style: element counts and byte strides per dimension, in the math order
+ * [B, H, S, D] (batch, heads, rows, head dim) for Q and K, and [B, Hq, Sq, Sk] for scores.
+ * Any stride order works (BHSD, BSHD, padded rows...), as long as strides are non-negative
+ * multiples of the element size, elements do not alias, and the innermost dimension of Q/K
+ * (D) is contiguous (nb[3] == element size).
+ */
+typedef struct {
+    ropeqk_dtype dtype;
+    int64_t ne[4];
+    int64_t nb[4];
+} ropeqk_tensor;
+
+/* Contiguous [B,H,S,D] (BHSD) memory. */
+ropeqk_tensor ropeqk_tensor_bhsd(ropeqk_dtype t, int64_t B, int64_t H, int64_t S, int64_t D);
+/* Contiguous [B,S,H,D] (BSHD) memory, described in [B,H,S,D] order. */
+ropeqk_tensor ropeqk_tensor_bshd(ropeqk_dtype t, int64_t B, int64_t S, int64_t H, int64_t D);
+/* Bytes spanned by the view (1 + max offset), 0 on overflow or a bad view. */
+size_t ropeqk_tensor_extent(const ropeqk_tensor *t);
+
+/* ---- RoPE parameters ---------------------------------------------------------------------- */
+typedef enum {
+    ROPEQK_INTERLEAVED = 0, /* pairs (x[2i], x[2i+1]): RoFormer, Meta Llama, GPT-J, ggml mode 0 */
+    ROPEQK_HALF_SPLIT = 1,  /* pairs (x[i], x[i+R/2]): GPT-NeoX, HF rotate_half, ggml NEOX */
+} ropeqk_layout;
+
+typedef struct {
+    ropeqk_layout layout;
+    int32_t rotary_dim;   /* R: even, 2..D; 0 = D. Dims R..D-1 pass through unrotated. */
+    double base;          /* theta base; 0 = 10000 */
+    double scale;         /* 0 = 1/sqrt(D) */
+    int causal;           /* S = -inf where pk[j] > pq[i] */
+    int conjugate;        /* rotate by -angle (inverse rotation) */
+    int64_t q_pos_offset; /* pq[i] = q_pos_offset + i when no per-token positions are given */
+    int64_t k_pos_offset; /* pk[j] = k_pos_offset + j likewise */
+} ropeqk_params;
+
+/* Fills the defaults (interleaved, R = D, base 10000, scale 1/sqrt(D), no mask, offsets 0). */
+void ropeqk_default_params(ropeqk_params *p);
+
+/*
+ * Inverse frequencies the library uses, in fp64: inv[i] = base^(-2i/R), i < R/2.
+ * `inv` must hold rotary_dim/2 doubles. head_dim resolves rotary_dim == 0.
+ */
+ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv);
+
+/* ---- scalar reference path (host memory, fp64 angles and sums) ---------------------------- */
+/*
+ * Same validation as the device path. q_pos / k_pos: per-row int32 positions (Sq resp. Sk
+ * entries) or NULL for offset + row. out: dtype ROPEQK_F32 or ROPEQK_F64, [B,Hq,Sq,Sk].
+ * Sizes of the host buffers are taken from the descriptors' extents.
+ */
+ropeqk_status ropeqk_scores_ref(const ropeqk_params *p,
+                                const ropeqk_tensor *q, const void *q_data,
+                                const ropeqk_tensor *k, const void *k_data,
+                                const int32_t *q_pos, const int32_t *k_pos,
+                                const ropeqk_tensor *out, void *out_data);
+
+/*
+ * The error metric of ROPE.md: max |S - S64| / (scale * |q_i| * |k_j|) over unmasked entries.
+ * s and s64 are [B,Hq,Sq,Sk] views (f32 and f64). *mask_mismatch counts entries where exactly one
+ * of the two is -inf, or where either is NaN. Norms are of the unrotated inputs.
+ */
+ropeqk_status ropeqk_max_error(const ropeqk_params *p,
+                               const ropeqk_tensor *q, const void *q_data,
+                               const ropeqk_tensor *k, const void *k_data,
+                               const ropeqk_tensor *s, const void *s_data,
+                               const ropeqk_tensor *s64, const void *s64_data,
+                               double *max_err, int64_t *mask_mismatch);
+
+/* ---- OpenCL context ----------------------------------------------------------------------- */
+typedef struct ropeqk_ctx ropeqk_ctx;
+
+typedef struct {
+    /* Device to use when the library creates its own context: "P:D" (platform:device indices),
+     * or a case-insensitive substring of the device name. NULL/"" = $ROPEQK_DEVICE, else the
+     * first device of the first platform. Ignored when `queue` is given. */
+    const char *device;
+    /* Borrowed objects (both or neither): the library retains them and never destroys them. */
+    cl_context context;
+    cl_command_queue queue;
+} ropeqk_ctx_params;
+
+/* Resolve a device spec as ropeqk_ctx_create() would. `why` (optional) receives a short reason
+ * ("ROPEQK_DEVICE=0:0", "first device", ...). */
+ropeqk_status ropeqk_select_device(const char *spec, cl_platform_id *platform, cl_device_id *device,
+                                   char *why, size_t why_len);
+
+ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **out);
+void ropeqk_ctx_destroy(ropeqk_ctx *ctx);
+
+cl_context ropeqk_ctx_cl_context(const ropeqk_ctx *ctx);
+cl_command_queue ropeqk_ctx_cl_queue(const ropeqk_ctx *ctx);
+cl_device_id ropeqk_ctx_cl_device(const ropeqk_ctx *ctx);
+cl_int ropeqk_ctx_last_cl_error(const ropeqk_ctx *ctx);
+/* Build log of the last failed program build ("" if none). Valid until the next call on ctx. */
+const char *ropeqk_ctx_build_log(const ropeqk_ctx *ctx);
+/* Build options the library uses on this context's device (tuning -D values), for reports. */
+const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx);
+
+/* Builds (or finds in the cache) the program for this context's device now, so that the first
+ * ropeqk_enqueue() does not pay the compile. Optional. */
+ropeqk_status ropeqk_ctx_warmup(ropeqk_ctx *ctx);
+
+/* ---- the fused operation ------------------------------------------------------------------ */
+typedef struct {
+    cl_mem buf;     /* NULL allowed only for positions (meaning: use the offsets in params) */
+    size_t offset;  /* byte offset into buf */
+} ropeqk_mem;
+
+/*
+ * Enqueue S = scale * RoPE(Q) RoPE(K)^T on `queue` (NULL = the context's queue), after the
+ * `num_wait` events in `wait`. On success *event (if non-NULL) receives an event that completes
+ * when the scores are written; the caller releases it. Positions are int32 device buffers of
+ * Sq resp. Sk entries. Q, K: f32, f16 or bf16; out: f32. On error nothing is enqueued.
+ */
+ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,
+                             const ropeqk_tensor *q, ropeqk_mem q_mem,
+                             const ropeqk_tensor *k, ropeqk_mem k_mem,
+                             ropeqk_mem q_pos, ropeqk_mem k_pos,
+                             const ropeqk_tensor *out, ropeqk_mem out_mem,
+                             cl_uint num_wait, const cl_event *wait, cl_event *event);
+
+/* Convenience: host memory in and out (upload, run, download, blocking) on the context's queue.
+ * Positions may be NULL (offsets). Host buffer sizes follow the descriptors' extents. */
+ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p,
+                            const ropeqk_tensor *q, const void *q_data,
+                            const ropeqk_tensor *k, const void *k_data,
+                            const int32_t *q_pos, const int32_t *k_pos,
+                            const ropeqk_tensor *out, float *out_data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ROPEQK_H */

@@ -1,0 +1,183 @@
+/* Device selection and context lifetime. */
+#include "ctx.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RQ_MAX_PLATFORMS 16
+#define RQ_MAX_DEVICES 64
+
+static bool all_digits(const char *s, const char *end)
+{
+    if (s == end)
+        return false;
+    for (; s < end; s++)
+        if (!isdigit((unsigned char)*s))
+            return false;
+    return true;
+}
+
+static bool name_contains(const char *name, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *h = name; *h; h++) {
+        size_t i = 0;
+        while (i < n && h[i] && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return true;
+    }
+    return n == 0;
+}
+
+ropeqk_status ropeqk_select_device(const char *spec, cl_platform_id *platform, cl_device_id *device,
+                                   char *why, size_t why_len)
+{
+    if (!platform || !device)
+        return ROPEQK_ERR_NULL_POINTER;
+    const char *source = "argument";
+    if (!spec || !*spec) {
+        spec = getenv("ROPEQK_DEVICE");
+        source = "ROPEQK_DEVICE";
+        if (spec && !*spec)
+            spec = NULL;
+    }
+    cl_platform_id plats[RQ_MAX_PLATFORMS];
+    cl_uint np = 0;
+    cl_int err = clGetPlatformIDs(RQ_MAX_PLATFORMS, plats, &np);
+    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && np == 0))
+        return ROPEQK_ERR_NO_DEVICE;
+    if (err != CL_SUCCESS)
+        return (ropeqk_status)err;
+    if (np > RQ_MAX_PLATFORMS)
+        np = RQ_MAX_PLATFORMS;
+
+    long want_p = -1, want_d = -1;
+    const char *colon = spec ? strchr(spec, ':') : NULL;
+    if (colon && all_digits(spec, colon) && all_digits(colon + 1, colon + strlen(colon))) {
+        want_p = strtol(spec, NULL, 10);
+        want_d = strtol(colon + 1, NULL, 10);
+    }
+    for (cl_uint p = 0; p < np; p++) {
+        cl_device_id devs[RQ_MAX_DEVICES];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, RQ_MAX_DEVICES, devs, &nd) != CL_SUCCESS)
+            continue;
+        if (nd > RQ_MAX_DEVICES)
+            nd = RQ_MAX_DEVICES;
+        for (cl_uint d = 0; d < nd; d++) {
+            bool match;
+            if (!spec) {
+                match = true;
+            } else if (want_p >= 0) {
+                match = (long)p == want_p && (long)d == want_d;
+            } else {
+                char name[256] = "";
+                clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof name - 1, name, NULL);
+                match = name_contains(name, spec);
+            }
+            if (match) {
+                *platform = plats[p];
+                *device = devs[d];
+                if (why && why_len)
+                    snprintf(why, why_len, spec ? "%s=%s" : "first device of the first platform",
+                             source, spec);
+                return ROPEQK_SUCCESS;
+            }
+        }
+    }
+    return ROPEQK_ERR_NO_DEVICE;
+}
+
+ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **out)
+{
+    if (!out)
+        return ROPEQK_ERR_NULL_POINTER;
+    *out = NULL;
+    ropeqk_ctx_params defaults;
+    memset(&defaults, 0, sizeof defaults);
+    if (!params)
+        params = &defaults;
+    if ((params->context == NULL) != (params->queue == NULL))
+        return ROPEQK_ERR_NULL_POINTER; /* borrow both or neither */
+
+    ropeqk_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        free(ctx);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    }
+    atomic_init(&ctx->last_cl, CL_SUCCESS);
+    cl_int err = CL_SUCCESS;
+    ropeqk_status st = ROPEQK_SUCCESS;
+    if (params->queue) {
+        err = clGetCommandQueueInfo(params->queue, CL_QUEUE_DEVICE, sizeof ctx->device, &ctx->device, NULL);
+        if (err == CL_SUCCESS)
+            err = clRetainContext(params->context);
+        if (err == CL_SUCCESS) {
+            ctx->context = params->context;
+            err = clRetainCommandQueue(params->queue);
+            if (err == CL_SUCCESS)
+                ctx->queue = params->queue;
+        }
+    } else {
+        cl_platform_id plat;
+        st = ropeqk_select_device(params->device, &plat, &ctx->device, NULL, 0);
+        if (st == ROPEQK_SUCCESS) {
+            cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
+            ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
+            if (err == CL_SUCCESS) {
+                /* profiling is cheap and lets callers time the returned events */
+                ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, CL_QUEUE_PROFILING_ENABLE, &err);
+            }
+        }
+    }
+    if (err != CL_SUCCESS)
+        st = (ropeqk_status)err;
+    if (st == ROPEQK_SUCCESS)
+        st = rq_tune_for_device(ctx);
+    if (st != ROPEQK_SUCCESS) {
+        ropeqk_ctx_destroy(ctx);
+        return st;
+    }
+    *out = ctx;
+    return ROPEQK_SUCCESS;
+}
+
+void ropeqk_ctx_destroy(ropeqk_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->queue)
+        clFinish(ctx->queue);
+    rq_free_programs(ctx);
+    if (ctx->queue)
+        clReleaseCommandQueue(ctx->queue);
+    if (ctx->context)
+        clReleaseContext(ctx->context);
+    free(ctx->build_log);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+cl_context ropeqk_ctx_cl_context(const ropeqk_ctx *ctx) { return ctx ? ctx->context : NULL; }
+cl_command_queue ropeqk_ctx_cl_queue(const ropeqk_ctx *ctx) { return ctx ? ctx->queue : NULL; }
+cl_device_id ropeqk_ctx_cl_device(const ropeqk_ctx *ctx) { return ctx ? ctx->device : NULL; }
+
+cl_int ropeqk_ctx_last_cl_error(const ropeqk_ctx *ctx)
+{
+    return ctx ? atomic_load(&((ropeqk_ctx *)ctx)->last_cl) : CL_SUCCESS;
+}
+
+const char *ropeqk_ctx_build_log(const ropeqk_ctx *ctx)
+{
+    return ctx && ctx->build_log ? ctx->build_log : "";
+}
+
+const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx)
+{
+    return ctx ? ctx->options : "";
+}

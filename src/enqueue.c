@@ -1,0 +1,287 @@
+/* The OpenCL path: argument checks against the buffers, scratch, and the three enqueues
+ * (rotate Q, rotate K, scores). Everything is checked before anything is enqueued. */
+#include "ctx.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    size_t off, len; /* byte range inside buf */
+    cl_mem buf;
+} rq_range;
+
+static bool ranges_overlap(const rq_range *a, const rq_range *b)
+{
+    return a->buf && a->buf == b->buf && a->off < b->off + b->len && b->off < a->off + a->len;
+}
+
+/* Checks a view against its buffer: alignment, fits inside. */
+static ropeqk_status check_mem(ropeqk_ctx *ctx, ropeqk_mem m, size_t align, size_t extent, rq_range *r)
+{
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(m.buf, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return rq_cl_fail(ctx, err);
+    if (m.offset % align != 0)
+        return ROPEQK_ERR_BAD_STRIDES;
+    if (m.offset > size || extent > size - m.offset)
+        return ROPEQK_ERR_BUFFER_TOO_SMALL;
+    r->buf = m.buf;
+    r->off = m.offset;
+    r->len = extent;
+    return ROPEQK_SUCCESS;
+}
+
+/* inv_freq / pi in fp64, split into three floats per frequency (see cl/angle.cl). */
+static void split_freqs(const rq_problem *pb, const double *inv, cl_float4 *v)
+{
+    for (int64_t i = 0; i < pb->R / 2; i++) {
+        double x = inv[i] / 3.14159265358979323846;
+        if (pb->conjugate)
+            x = -x; /* the inverse rotation is the rotation by -angle */
+        float hi = (float)x;
+        float mid = (float)(x - hi);
+        float lo = (float)(x - hi - mid);
+        v[i].s[0] = hi;
+        v[i].s[1] = mid;
+        v[i].s[2] = lo;
+        v[i].s[3] = 0.0f;
+    }
+}
+
+#define SET(k, i, T, v)                                                                            \
+    do {                                                                                           \
+        T tmp_ = (v);                                                                              \
+        if (!err)                                                                                  \
+            err = clSetKernelArg((k), (i), sizeof(T), &tmp_);                                      \
+    } while (0)
+
+static const char *rotate_kernel_name(ropeqk_dtype t)
+{
+    return t == ROPEQK_F16 ? "rope_rotate_f16" : t == ROPEQK_BF16 ? "rope_rotate_bf16" : "rope_rotate_f32";
+}
+
+/* Sets the arguments of a rope_rotate_* kernel for one tensor. */
+static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m, int64_t S, const rq_problem *pb,
+                              ropeqk_mem pos, int pos_base, cl_mem vfreq, float out_mul, cl_mem dst,
+                              int64_t d_bh, int64_t d_row, int64_t d_dim)
+{
+    cl_int err = CL_SUCCESS;
+    SET(k, 0, cl_mem, m.buf);
+    SET(k, 1, cl_long, (cl_long)m.offset);
+    for (int i = 0; i < 4; i++)
+        SET(k, 2 + i, cl_long, t->nb[i]);
+    SET(k, 6, cl_int, (cl_int)t->ne[1]);
+    SET(k, 7, cl_int, (cl_int)(t->ne[0] * t->ne[1]));
+    SET(k, 8, cl_int, (cl_int)S);
+    SET(k, 9, cl_int, (cl_int)pb->D);
+    SET(k, 10, cl_int, (cl_int)pb->R);
+    SET(k, 11, cl_int, pb->layout);
+    /* with no per-token positions any valid buffer will do: use_pos = 0 never reads it */
+    SET(k, 12, cl_mem, pos.buf ? pos.buf : vfreq);
+    SET(k, 13, cl_long, (cl_long)(pos.offset / sizeof(cl_int)));
+    SET(k, 14, cl_int, pos.buf != NULL);
+    SET(k, 15, cl_int, pos_base);
+    SET(k, 16, cl_mem, vfreq);
+    SET(k, 17, cl_float, 1.0f);
+    SET(k, 18, cl_float, out_mul);
+    SET(k, 19, cl_mem, dst);
+    SET(k, 20, cl_long, d_bh);
+    SET(k, 21, cl_long, d_row);
+    SET(k, 22, cl_long, d_dim);
+    return err;
+}
+
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,
+                             const ropeqk_tensor *q, ropeqk_mem q_mem, const ropeqk_tensor *k, ropeqk_mem k_mem,
+                             ropeqk_mem q_pos, ropeqk_mem k_pos, const ropeqk_tensor *out, ropeqk_mem out_mem,
+                             cl_uint num_wait, const cl_event *wait, cl_event *event)
+{
+    if (!ctx)
+        return ROPEQK_ERR_NULL_POINTER;
+    rq_problem pb;
+    ropeqk_status st = rq_validate(p, q, k, out, false, &pb);
+    if (st)
+        return st;
+    if (!q_mem.buf || !k_mem.buf || !out_mem.buf || (num_wait > 0 && !wait))
+        return ROPEQK_ERR_NULL_POINTER;
+    if (!queue)
+        queue = ctx->queue;
+
+    rq_range rq, rk, ro, rqp = {0, 0, NULL}, rkp = {0, 0, NULL};
+    if ((st = check_mem(ctx, q_mem, ropeqk_dtype_size(q->dtype), pb.q_extent, &rq)) ||
+        (st = check_mem(ctx, k_mem, ropeqk_dtype_size(k->dtype), pb.k_extent, &rk)) ||
+        (st = check_mem(ctx, out_mem, sizeof(float), pb.out_extent, &ro)))
+        return st;
+    if (q_pos.buf && (st = check_mem(ctx, q_pos, sizeof(cl_int), (size_t)pb.Sq * sizeof(cl_int), &rqp)))
+        return st;
+    if (k_pos.buf && (st = check_mem(ctx, k_pos, sizeof(cl_int), (size_t)pb.Sk * sizeof(cl_int), &rkp)))
+        return st;
+    if (ranges_overlap(&ro, &rq) || ranges_overlap(&ro, &rk) || ranges_overlap(&ro, &rqp) ||
+        ranges_overlap(&ro, &rkp))
+        return ROPEQK_ERR_OVERLAP;
+
+    /* Scratch sizes and kernel index ranges (kernels carry rows, heads and dims as int). */
+    size_t wg = (size_t)ctx->wg, tq = (size_t)ctx->tq;
+    size_t sk_pad = round_up((size_t)pb.Sk, wg);
+    int64_t M = pb.G * pb.Sq;
+    size_t qr_n, kt_n, tmp;
+    bool ovf = __builtin_mul_overflow((size_t)(pb.B * pb.Hq), (size_t)pb.Sq, &qr_n) ||
+               __builtin_mul_overflow(qr_n, (size_t)pb.D, &qr_n) ||
+               __builtin_add_overflow(qr_n, tq * (size_t)pb.D, &qr_n) ||
+               __builtin_mul_overflow(qr_n, sizeof(float), &tmp) ||
+               __builtin_mul_overflow((size_t)(pb.B * pb.Hkv), sk_pad, &kt_n) ||
+               __builtin_mul_overflow(kt_n, (size_t)pb.D, &kt_n) || __builtin_mul_overflow(kt_n, sizeof(float), &tmp);
+    if (ovf)
+        return ROPEQK_ERR_OVERFLOW;
+    if (qr_n * sizeof(float) > ctx->max_alloc || kt_n * sizeof(float) > ctx->max_alloc ||
+        pb.out_extent > ctx->max_alloc)
+        return ROPEQK_ERR_TOO_LARGE;
+    if (M > INT32_MAX || (int64_t)sk_pad > INT32_MAX || pb.B * pb.Hq > INT32_MAX || pb.Sk > INT32_MAX)
+        return ROPEQK_ERR_TOO_LARGE;
+
+    cl_program prog;
+    if ((st = rq_get_program(ctx, ctx->device, &prog)))
+        return st;
+
+    cl_int err = CL_SUCCESS;
+    cl_mem vfreq = NULL, qr = NULL, kt = NULL;
+    cl_kernel krq = NULL, krk = NULL, ks = NULL;
+    cl_event ev[3] = {NULL, NULL, NULL};
+    cl_float4 *v = malloc((size_t)(pb.R / 2) * sizeof *v);
+    double *inv = malloc((size_t)(pb.R / 2) * sizeof *inv);
+    if (!v || !inv) {
+        st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        goto done;
+    }
+    rq_inv_freq(&pb, inv);
+    split_freqs(&pb, inv, v);
+    vfreq = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)(pb.R / 2) * sizeof *v, v, &err);
+    if (!err)
+        qr = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, qr_n * sizeof(float), NULL, &err);
+    if (!err)
+        kt = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, kt_n * sizeof(float), NULL, &err);
+    if (!err)
+        krq = clCreateKernel(prog, rotate_kernel_name(q->dtype), &err);
+    if (!err)
+        krk = clCreateKernel(prog, rotate_kernel_name(k->dtype), &err);
+    if (!err)
+        ks = clCreateKernel(prog, "qk_scores", &err);
+    if (err)
+        goto done;
+
+    /* Q -> Qr [B*Hq][Sq][D] times the scale; K -> Kt [B*Hkv][D][Sk_pad] */
+    size_t units = (size_t)(pb.R / 2 + (pb.D - pb.R));
+    err = set_rotate_args(krq, q, q_mem, pb.Sq, &pb, q_pos, (int)pb.q_off, vfreq, (float)pb.scale, qr,
+                          pb.Sq * pb.D, pb.D, 1);
+    if (!err) {
+        size_t g[2] = {(size_t)pb.Sq, units};
+        err = clEnqueueNDRangeKernel(queue, krq, 2, NULL, g, NULL, num_wait, wait, &ev[0]);
+    }
+    if (!err)
+        err = set_rotate_args(krk, k, k_mem, pb.Sk, &pb, k_pos, (int)pb.k_off, vfreq, 1.0f, kt,
+                              (int64_t)(pb.D * sk_pad), 1, (int64_t)sk_pad);
+    if (!err) {
+        size_t g[2] = {(size_t)pb.Sk, units};
+        err = clEnqueueNDRangeKernel(queue, krk, 2, NULL, g, NULL, num_wait, wait, &ev[1]);
+    }
+    if (err)
+        goto done;
+    SET(ks, 0, cl_mem, qr);
+    SET(ks, 1, cl_mem, kt);
+    SET(ks, 2, cl_int, (cl_int)M);
+    SET(ks, 3, cl_int, (cl_int)pb.Sq);
+    SET(ks, 4, cl_int, (cl_int)pb.Sk);
+    SET(ks, 5, cl_int, (cl_int)sk_pad);
+    SET(ks, 6, cl_int, (cl_int)pb.D);
+    SET(ks, 7, cl_int, (cl_int)pb.G);
+    SET(ks, 8, cl_int, (cl_int)pb.Hkv);
+    SET(ks, 9, cl_mem, q_pos.buf ? q_pos.buf : vfreq);
+    SET(ks, 10, cl_long, (cl_long)(q_pos.offset / sizeof(cl_int)));
+    SET(ks, 11, cl_int, q_pos.buf != NULL);
+    SET(ks, 12, cl_int, (cl_int)pb.q_off);
+    SET(ks, 13, cl_mem, k_pos.buf ? k_pos.buf : vfreq);
+    SET(ks, 14, cl_long, (cl_long)(k_pos.offset / sizeof(cl_int)));
+    SET(ks, 15, cl_int, k_pos.buf != NULL);
+    SET(ks, 16, cl_int, (cl_int)pb.k_off);
+    SET(ks, 17, cl_int, pb.causal);
+    SET(ks, 18, cl_mem, out_mem.buf);
+    SET(ks, 19, cl_long, (cl_long)out_mem.offset);
+    for (int i = 0; i < 4; i++)
+        SET(ks, 20 + i, cl_long, out->nb[i]);
+    if (!err) {
+        size_t g[3] = {sk_pad, (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb.B * pb.Hkv)};
+        size_t l[3] = {wg, 1, 1};
+        err = clEnqueueNDRangeKernel(queue, ks, 3, NULL, g, l, 2, ev, &ev[2]);
+    }
+    if (!err && event) {
+        *event = ev[2];
+        ev[2] = NULL;
+    }
+done:
+    if (err)
+        st = rq_cl_fail(ctx, err);
+    /* Releasing here is safe: OpenCL keeps objects alive until the enqueued commands finish. */
+    for (int i = 0; i < 3; i++)
+        if (ev[i])
+            clReleaseEvent(ev[i]);
+    if (ks) clReleaseKernel(ks);
+    if (krk) clReleaseKernel(krk);
+    if (krq) clReleaseKernel(krq);
+    if (kt) clReleaseMemObject(kt);
+    if (qr) clReleaseMemObject(qr);
+    if (vfreq) clReleaseMemObject(vfreq);
+    free(v);
+    free(inv);
+    return st;
+}
+
+ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
+                            const ropeqk_tensor *k, const void *k_data, const int32_t *q_pos,
+                            const int32_t *k_pos, const ropeqk_tensor *out, float *out_data)
+{
+    if (!ctx)
+        return ROPEQK_ERR_NULL_POINTER;
+    rq_problem pb;
+    ropeqk_status st = rq_validate(p, q, k, out, false, &pb);
+    if (st)
+        return st;
+    if (!q_data || !k_data || !out_data)
+        return ROPEQK_ERR_NULL_POINTER;
+    cl_int err = CL_SUCCESS;
+    cl_mem bq = NULL, bk = NULL, bo = NULL, bqp = NULL, bkp = NULL;
+    cl_event ev = NULL;
+    const cl_mem_flags in = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
+    bq = clCreateBuffer(ctx->context, in, pb.q_extent, (void *)q_data, &err);
+    if (!err)
+        bk = clCreateBuffer(ctx->context, in, pb.k_extent, (void *)k_data, &err);
+    if (!err && q_pos)
+        bqp = clCreateBuffer(ctx->context, in, (size_t)pb.Sq * sizeof(cl_int), (void *)q_pos, &err);
+    if (!err && k_pos)
+        bkp = clCreateBuffer(ctx->context, in, (size_t)pb.Sk * sizeof(cl_int), (void *)k_pos, &err);
+    /* copy the caller's output in first, so that padding between strided rows stays as it was */
+    if (!err)
+        bo = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, pb.out_extent, out_data, &err);
+    if (err) {
+        st = rq_cl_fail(ctx, err);
+        goto done;
+    }
+    ropeqk_mem mq = {bq, 0}, mk = {bk, 0}, mo = {bo, 0}, mqp = {bqp, 0}, mkp = {bkp, 0};
+    st = ropeqk_enqueue(ctx, ctx->queue, p, q, mq, k, mk, mqp, mkp, out, mo, 0, NULL, &ev);
+    if (st)
+        goto done;
+    err = clEnqueueReadBuffer(ctx->queue, bo, CL_TRUE, 0, pb.out_extent, out_data, 1, &ev, NULL);
+    if (err)
+        st = rq_cl_fail(ctx, err);
+done:
+    if (ev) clReleaseEvent(ev);
+    if (bo) clReleaseMemObject(bo);
+    if (bkp) clReleaseMemObject(bkp);
+    if (bqp) clReleaseMemObject(bqp);
+    if (bk) clReleaseMemObject(bk);
+    if (bq) clReleaseMemObject(bq);
+    return st;
+}

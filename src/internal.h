@@ -1,0 +1,36 @@
+/* Internal helpers shared by the reference path and the OpenCL path. Not installed. */
+#ifndef ROPEQK_INTERNAL_H
+#define ROPEQK_INTERNAL_H
+
+#include "ropeqk.h"
+#include <stdbool.h>
+
+/* A validated problem: every size resolved, every default filled. */
+typedef struct {
+    int64_t B, Hq, Hkv, G, Sq, Sk, D, R;
+    double base, scale;
+    int layout, causal, conjugate;
+    int64_t q_off, k_off; /* position offsets, checked so that offset + row fits int32 */
+    size_t q_extent, k_extent, out_extent; /* bytes spanned by each view */
+} rq_problem;
+
+/* Validates parameters and descriptors (not data pointers). out_f64 allows an f64 output (the
+ * reference path only). Touches nothing but *pb. */
+ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
+                          const ropeqk_tensor *out, bool out_f64, rq_problem *pb);
+
+/* fp64 inverse frequencies for a validated problem; inv holds R/2 doubles. */
+void rq_inv_freq(const rq_problem *pb, double *inv);
+
+/* Storage conversions, host side. */
+float rq_half_to_float(uint16_t h);
+float rq_bf16_to_float(uint16_t b);
+double rq_load_elem(const void *base, size_t byte_off, ropeqk_dtype t);
+
+/* Byte offset of element (i0,i1,i2,i3) of a view. */
+static inline size_t rq_off(const ropeqk_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
+{
+    return (size_t)(i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+}
+
+#endif

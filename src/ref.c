@@ -1,0 +1,137 @@
+/* The scalar reference path: the definition of ROPE.md evaluated in fp64, as plainly as possible,
+ * so that it can be read against the spec. It is the truth every device result is checked against. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Rotates one row (D values) in place by position `pos`. */
+static void rotate_row(const rq_problem *pb, const double *inv, int64_t pos, double *x)
+{
+    for (int64_t u = 0; u < pb->R / 2; u++) {
+        int64_t i0 = pb->layout == ROPEQK_INTERLEAVED ? 2 * u : u;
+        int64_t i1 = pb->layout == ROPEQK_INTERLEAVED ? 2 * u + 1 : u + pb->R / 2;
+        double a = (double)pos * inv[u];
+        double c = cos(a), s = pb->conjugate ? -sin(a) : sin(a);
+        double x0 = x[i0], x1 = x[i1];
+        x[i0] = x0 * c - x1 * s;
+        x[i1] = x0 * s + x1 * c;
+    }
+}
+
+static void load_row(const ropeqk_tensor *t, const void *data, int64_t b, int64_t h, int64_t s, int64_t D,
+                     double *x)
+{
+    for (int64_t d = 0; d < D; d++)
+        x[d] = rq_load_elem(data, rq_off(t, b, h, s, d), t->dtype);
+}
+
+static void store(const ropeqk_tensor *out, void *data, int64_t b, int64_t h, int64_t i, int64_t j, double v)
+{
+    unsigned char *p = (unsigned char *)data + rq_off(out, b, h, i, j);
+    if (out->dtype == ROPEQK_F64) {
+        *(double *)(void *)p = v;
+    } else {
+        *(float *)(void *)p = (float)v;
+    }
+}
+
+ropeqk_status ropeqk_scores_ref(const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
+                                const ropeqk_tensor *k, const void *k_data, const int32_t *q_pos,
+                                const int32_t *k_pos, const ropeqk_tensor *out, void *out_data)
+{
+    rq_problem pb;
+    ropeqk_status st = rq_validate(p, q, k, out, true, &pb);
+    if (st)
+        return st;
+    if (!q_data || !k_data || !out_data)
+        return ROPEQK_ERR_NULL_POINTER;
+    /* rotated K for all (b, hk, j), rotated Q one row at a time */
+    size_t nk, bytes;
+    if (__builtin_mul_overflow((size_t)(pb.B * pb.Hkv), (size_t)pb.Sk, &nk) ||
+        __builtin_mul_overflow(nk, (size_t)pb.D, &nk) || __builtin_mul_overflow(nk, sizeof(double), &bytes))
+        return ROPEQK_ERR_OVERFLOW;
+    double *kr = malloc(bytes);
+    double *qr = malloc((size_t)pb.D * sizeof(double));
+    double *inv = malloc((size_t)(pb.R / 2) * sizeof(double));
+    if (!kr || !qr || !inv) {
+        free(kr); free(qr); free(inv);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    }
+    rq_inv_freq(&pb, inv);
+    for (int64_t b = 0; b < pb.B; b++)
+        for (int64_t h = 0; h < pb.Hkv; h++)
+            for (int64_t j = 0; j < pb.Sk; j++) {
+                double *x = kr + ((b * pb.Hkv + h) * pb.Sk + j) * pb.D;
+                load_row(k, k_data, b, h, j, pb.D, x);
+                rotate_row(&pb, inv, k_pos ? k_pos[j] : pb.k_off + j, x);
+            }
+    for (int64_t b = 0; b < pb.B; b++)
+        for (int64_t h = 0; h < pb.Hq; h++)
+            for (int64_t i = 0; i < pb.Sq; i++) {
+                int64_t pi = q_pos ? q_pos[i] : pb.q_off + i;
+                load_row(q, q_data, b, h, i, pb.D, qr);
+                rotate_row(&pb, inv, pi, qr);
+                const double *kh = kr + (b * pb.Hkv + h / pb.G) * pb.Sk * pb.D;
+                for (int64_t j = 0; j < pb.Sk; j++) {
+                    int64_t pj = k_pos ? k_pos[j] : pb.k_off + j;
+                    double sum = 0.0;
+                    for (int64_t d = 0; d < pb.D; d++)
+                        sum += qr[d] * kh[j * pb.D + d];
+                    store(out, out_data, b, h, i, j, pb.causal && pj > pi ? -INFINITY : pb.scale * sum);
+                }
+            }
+    free(kr); free(qr); free(inv);
+    return ROPEQK_SUCCESS;
+}
+
+static double row_norm(const ropeqk_tensor *t, const void *data, int64_t b, int64_t h, int64_t s, int64_t D)
+{
+    double n = 0.0;
+    for (int64_t d = 0; d < D; d++) {
+        double v = rq_load_elem(data, rq_off(t, b, h, s, d), t->dtype);
+        n += v * v;
+    }
+    return sqrt(n);
+}
+
+ropeqk_status ropeqk_max_error(const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
+                               const ropeqk_tensor *k, const void *k_data, const ropeqk_tensor *s,
+                               const void *s_data, const ropeqk_tensor *s64, const void *s64_data,
+                               double *max_err, int64_t *mask_mismatch)
+{
+    rq_problem pb, pb64;
+    ropeqk_status st = rq_validate(p, q, k, s, true, &pb);
+    if (!st)
+        st = rq_validate(p, q, k, s64, true, &pb64);
+    if (st)
+        return st;
+    if (!q_data || !k_data || !s_data || !s64_data || !max_err || !mask_mismatch)
+        return ROPEQK_ERR_NULL_POINTER;
+    double worst = 0.0;
+    int64_t bad = 0;
+    for (int64_t b = 0; b < pb.B; b++)
+        for (int64_t h = 0; h < pb.Hq; h++)
+            for (int64_t i = 0; i < pb.Sq; i++) {
+                double nq = row_norm(q, q_data, b, h, i, pb.D);
+                for (int64_t j = 0; j < pb.Sk; j++) {
+                    double v = rq_load_elem(s_data, rq_off(s, b, h, i, j), s->dtype);
+                    double w = rq_load_elem(s64_data, rq_off(s64, b, h, i, j), s64->dtype);
+                    bool mv = isinf(v) && v < 0, mw = isinf(w) && w < 0;
+                    if (isnan(v) || isnan(w) || mv != mw) {
+                        bad++;
+                        continue;
+                    }
+                    if (mv)
+                        continue;
+                    double den = fabs(pb.scale) * nq * row_norm(k, k_data, b, h / pb.G, j, pb.D);
+                    double diff = fabs(v - w);
+                    double e = den > 0.0 ? diff / den : (diff > 0.0 ? INFINITY : 0.0);
+                    if (e > worst)
+                        worst = e;
+                }
+            }
+    *max_err = worst;
+    *mask_mismatch = bad;
+    return ROPEQK_SUCCESS;
+}

@@ -1,0 +1,59 @@
+/* Status strings: the library's own range plus every OpenCL core error code. */
+#include "ropeqk.h"
+
+const char *ropeqk_version(void) { return "0.1.0"; }
+
+static const char *cl_error_name(int s)
+{
+    switch (s) {
+#define E(x) case x: return #x;
+    E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
+    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
+    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_IMAGE_FORMAT_MISMATCH)
+    E(CL_IMAGE_FORMAT_NOT_SUPPORTED) E(CL_BUILD_PROGRAM_FAILURE) E(CL_MAP_FAILURE)
+    E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    E(CL_COMPILE_PROGRAM_FAILURE) E(CL_LINKER_NOT_AVAILABLE) E(CL_LINK_PROGRAM_FAILURE)
+    E(CL_DEVICE_PARTITION_FAILED) E(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
+    E(CL_INVALID_VALUE) E(CL_INVALID_DEVICE_TYPE) E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE)
+    E(CL_INVALID_CONTEXT) E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE)
+    E(CL_INVALID_HOST_PTR) E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
+    E(CL_INVALID_IMAGE_SIZE) E(CL_INVALID_SAMPLER) E(CL_INVALID_BINARY) E(CL_INVALID_BUILD_OPTIONS)
+    E(CL_INVALID_PROGRAM) E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME)
+    E(CL_INVALID_KERNEL_DEFINITION) E(CL_INVALID_KERNEL) E(CL_INVALID_ARG_INDEX)
+    E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE) E(CL_INVALID_KERNEL_ARGS)
+    E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE) E(CL_INVALID_WORK_ITEM_SIZE)
+    E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST) E(CL_INVALID_EVENT)
+    E(CL_INVALID_OPERATION) E(CL_INVALID_GL_OBJECT) E(CL_INVALID_BUFFER_SIZE)
+    E(CL_INVALID_MIP_LEVEL) E(CL_INVALID_GLOBAL_WORK_SIZE) E(CL_INVALID_PROPERTY)
+    E(CL_INVALID_IMAGE_DESCRIPTOR) E(CL_INVALID_COMPILER_OPTIONS) E(CL_INVALID_LINKER_OPTIONS)
+    E(CL_INVALID_DEVICE_PARTITION_COUNT)
+#undef E
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+    default: return NULL;
+    }
+}
+
+const char *ropeqk_status_string(int s)
+{
+    switch ((ropeqk_status)s) {
+    case ROPEQK_SUCCESS: return "success";
+    case ROPEQK_ERR_NULL_POINTER: return "a required pointer argument is NULL";
+    case ROPEQK_ERR_BAD_SHAPE: return "bad shape: sizes must be >= 1 and B, D must agree between Q, K and scores";
+    case ROPEQK_ERR_BAD_ROTARY_DIM: return "bad rotary dim: must be even, >= 2 and <= head dim";
+    case ROPEQK_ERR_BAD_HEADS: return "query heads must be a multiple of key/value heads";
+    case ROPEQK_ERR_BAD_STRIDES: return "bad strides: must be non-negative multiples of the element size, head dim contiguous";
+    case ROPEQK_ERR_OVERLAP: return "overlapping memory: a view aliases itself or the output overlaps an input";
+    case ROPEQK_ERR_BUFFER_TOO_SMALL: return "a view reaches past the end of its buffer";
+    case ROPEQK_ERR_OVERFLOW: return "a size or byte count overflows";
+    case ROPEQK_ERR_BAD_DTYPE: return "unsupported dtype for this tensor";
+    case ROPEQK_ERR_BAD_PARAM: return "bad parameter: base must be finite and > 0, scale finite, layout known";
+    case ROPEQK_ERR_POSITION_RANGE: return "position offset + row does not fit in int32";
+    case ROPEQK_ERR_NO_DEVICE: return "no OpenCL device found (or none matches the device spec)";
+    case ROPEQK_ERR_BUILD: return "OpenCL program build failed (see ropeqk_ctx_build_log)";
+    case ROPEQK_ERR_OUT_OF_HOST_MEMORY: return "out of host memory";
+    case ROPEQK_ERR_BAD_SCALING: return "frequency-scaling parameters missing or contradictory";
+    case ROPEQK_ERR_TOO_LARGE: return "request exceeds the device's allocation limits";
+    }
+    const char *n = cl_error_name(s);
+    return n ? n : (s < 0 ? "unknown OpenCL error" : "unknown status");
+}

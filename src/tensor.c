@@ -1,0 +1,218 @@
+/* Descriptors, parameter defaults and the validation shared by the reference and OpenCL paths.
+ * Validation is the single gate: both paths call rq_validate() before touching any memory. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+size_t ropeqk_dtype_size(ropeqk_dtype t)
+{
+    switch (t) {
+    case ROPEQK_F32: return 4;
+    case ROPEQK_F16: return 2;
+    case ROPEQK_BF16: return 2;
+    case ROPEQK_F64: return 8;
+    }
+    return 0;
+}
+
+static ropeqk_tensor make(ropeqk_dtype t, const int64_t ne[4], const int order[4])
+{
+    /* order lists the dims from innermost to outermost memory position */
+    ropeqk_tensor d;
+    memset(&d, 0, sizeof d);
+    d.dtype = t;
+    memcpy(d.ne, ne, sizeof d.ne);
+    int64_t stride = (int64_t)ropeqk_dtype_size(t);
+    for (int i = 0; i < 4; i++) {
+        d.nb[order[i]] = stride;
+        stride *= ne[order[i]] > 0 ? ne[order[i]] : 1;
+    }
+    return d;
+}
+
+ropeqk_tensor ropeqk_tensor_bhsd(ropeqk_dtype t, int64_t B, int64_t H, int64_t S, int64_t D)
+{
+    const int64_t ne[4] = {B, H, S, D};
+    const int order[4] = {3, 2, 1, 0};
+    return make(t, ne, order);
+}
+
+ropeqk_tensor ropeqk_tensor_bshd(ropeqk_dtype t, int64_t B, int64_t S, int64_t H, int64_t D)
+{
+    const int64_t ne[4] = {B, H, S, D};
+    const int order[4] = {3, 1, 2, 0};
+    return make(t, ne, order);
+}
+
+size_t ropeqk_tensor_extent(const ropeqk_tensor *t)
+{
+    if (!t)
+        return 0;
+    size_t es = ropeqk_dtype_size(t->dtype);
+    if (es == 0)
+        return 0;
+    size_t ext = es;
+    for (int i = 0; i < 4; i++) {
+        if (t->ne[i] < 1 || t->nb[i] < 0)
+            return 0;
+        size_t span;
+        if (__builtin_mul_overflow((size_t)(t->ne[i] - 1), (size_t)t->nb[i], &span) ||
+            __builtin_add_overflow(ext, span, &ext))
+            return 0;
+    }
+    /* kernels index with signed 64-bit arithmetic */
+    return ext > (size_t)INT64_MAX ? 0 : ext;
+}
+
+/* Checks one view: dtype allowed, sizes >= 1, strides aligned and non-aliasing. */
+static ropeqk_status check_view(const ropeqk_tensor *t, bool qk, bool f64_ok, size_t *extent)
+{
+    size_t es = ropeqk_dtype_size(t->dtype);
+    if (es == 0 || (t->dtype == ROPEQK_F64 && !f64_ok) ||
+        (!qk && t->dtype != ROPEQK_F32 && t->dtype != ROPEQK_F64))
+        return ROPEQK_ERR_BAD_DTYPE;
+    for (int i = 0; i < 4; i++)
+        if (t->ne[i] < 1)
+            return ROPEQK_ERR_BAD_SHAPE;
+    for (int i = 0; i < 4; i++)
+        if (t->nb[i] < 0 || t->nb[i] % (int64_t)es != 0)
+            return ROPEQK_ERR_BAD_STRIDES;
+    if (qk && t->nb[3] != (int64_t)es && t->ne[3] > 1)
+        return ROPEQK_ERR_BAD_STRIDES;
+    int64_t n;
+    if (__builtin_mul_overflow(t->ne[0], t->ne[1], &n) || __builtin_mul_overflow(n, t->ne[2], &n) ||
+        __builtin_mul_overflow(n, t->ne[3], &n))
+        return ROPEQK_ERR_OVERFLOW;
+    *extent = ropeqk_tensor_extent(t);
+    if (*extent == 0)
+        return ROPEQK_ERR_OVERFLOW;
+    /* Non-aliasing: sorted by stride, each dim must step over the whole previous block. */
+    int idx[4], m = 0;
+    for (int i = 0; i < 4; i++)
+        if (t->ne[i] > 1)
+            idx[m++] = i;
+    for (int a = 1; a < m; a++)
+        for (int b = a; b > 0 && t->nb[idx[b]] < t->nb[idx[b - 1]]; b--) {
+            int tmp = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = tmp;
+        }
+    int64_t block = (int64_t)es;
+    for (int a = 0; a < m; a++) {
+        if (t->nb[idx[a]] < block)
+            return ROPEQK_ERR_OVERLAP;
+        block = t->nb[idx[a]] * t->ne[idx[a]]; /* fits: bounded by the extent */
+    }
+    return ROPEQK_SUCCESS;
+}
+
+void ropeqk_default_params(ropeqk_params *p)
+{
+    if (!p)
+        return;
+    memset(p, 0, sizeof *p);
+    p->layout = ROPEQK_INTERLEAVED;
+    p->base = 10000.0;
+}
+
+ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
+                          const ropeqk_tensor *out, bool out_f64, rq_problem *pb)
+{
+    if (!p || !q || !k || !out || !pb)
+        return ROPEQK_ERR_NULL_POINTER;
+    rq_problem r;
+    memset(&r, 0, sizeof r);
+    ropeqk_status st;
+    if ((st = check_view(q, true, false, &r.q_extent)) || (st = check_view(k, true, false, &r.k_extent)) ||
+        (st = check_view(out, false, out_f64, &r.out_extent)))
+        return st;
+    r.B = q->ne[0]; r.Hq = q->ne[1]; r.Sq = q->ne[2]; r.D = q->ne[3];
+    r.Hkv = k->ne[1]; r.Sk = k->ne[2];
+    if (k->ne[0] != r.B || k->ne[3] != r.D || out->ne[0] != r.B || out->ne[1] != r.Hq ||
+        out->ne[2] != r.Sq || out->ne[3] != r.Sk)
+        return ROPEQK_ERR_BAD_SHAPE;
+    if (r.Hq % r.Hkv != 0)
+        return ROPEQK_ERR_BAD_HEADS;
+    r.G = r.Hq / r.Hkv;
+    /* 2^16 keeps every per-row index product in kernels far from 32-bit limits */
+    if (r.D > 65536)
+        return ROPEQK_ERR_BAD_SHAPE;
+    r.R = p->rotary_dim == 0 ? r.D : p->rotary_dim;
+    if (r.R < 2 || r.R > r.D || r.R % 2 != 0)
+        return ROPEQK_ERR_BAD_ROTARY_DIM;
+    if (p->layout != ROPEQK_INTERLEAVED && p->layout != ROPEQK_HALF_SPLIT)
+        return ROPEQK_ERR_BAD_PARAM;
+    r.base = p->base == 0.0 ? 10000.0 : p->base;
+    if (!isfinite(r.base) || r.base <= 0.0)
+        return ROPEQK_ERR_BAD_PARAM;
+    r.scale = p->scale == 0.0 ? 1.0 / sqrt((double)r.D) : p->scale;
+    if (!isfinite(r.scale))
+        return ROPEQK_ERR_BAD_PARAM;
+    r.layout = p->layout;
+    r.causal = p->causal != 0;
+    r.conjugate = p->conjugate != 0;
+    /* offset + row must be an int32 position (what the kernels and per-token arrays carry) */
+    if (p->q_pos_offset < INT32_MIN || p->q_pos_offset > (int64_t)INT32_MAX - (r.Sq - 1) ||
+        p->k_pos_offset < INT32_MIN || p->k_pos_offset > (int64_t)INT32_MAX - (r.Sk - 1))
+        return ROPEQK_ERR_POSITION_RANGE;
+    r.q_off = p->q_pos_offset;
+    r.k_off = p->k_pos_offset;
+    *pb = r;
+    return ROPEQK_SUCCESS;
+}
+
+void rq_inv_freq(const rq_problem *pb, double *inv)
+{
+    for (int64_t i = 0; i < pb->R / 2; i++)
+        inv[i] = pow(pb->base, -2.0 * (double)i / (double)pb->R);
+}
+
+ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv)
+{
+    if (!p || !inv)
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, head_dim);
+    ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, 1);
+    rq_problem pb;
+    ropeqk_status st = rq_validate(p, &q, &q, &o, false, &pb);
+    if (st == ROPEQK_SUCCESS)
+        rq_inv_freq(&pb, inv);
+    return st;
+}
+
+float rq_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+    if (e == 0x1f) {
+        bits = sign | 0x7f800000u | (m << 13);
+    } else if (e != 0) {
+        bits = sign | ((e + 112) << 23) | (m << 13);
+    } else if (m == 0) {
+        bits = sign;
+    } else { /* subnormal: value = m * 2^-24, exact in float */
+        float f = ldexpf((float)m, -24);
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+float rq_bf16_to_float(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+double rq_load_elem(const void *base, size_t off, ropeqk_dtype t)
+{
+    const unsigned char *p = (const unsigned char *)base + off;
+    switch (t) {
+    case ROPEQK_F32: { float f; memcpy(&f, p, 4); return f; }
+    case ROPEQK_F16: { uint16_t h; memcpy(&h, p, 2); return rq_half_to_float(h); }
+    case ROPEQK_BF16: { uint16_t h; memcpy(&h, p, 2); return rq_bf16_to_float(h); }
+    case ROPEQK_F64: { double d; memcpy(&d, p, 8); return d; }
+    }
+    return 0.0;
+}
