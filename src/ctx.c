@@ -139,6 +139,15 @@ ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **ou
         st = (ropeqk_status)err;
     if (st == ROPEQK_SUCCESS)
         st = rq_tune_for_device(ctx);
+    /* extra build options, for debugging and tuning (and for testing the build-failure path) */
+    const char *extra = getenv("ROPEQK_BUILD_OPTIONS");
+    if (st == ROPEQK_SUCCESS && extra && *extra) {
+        size_t used = strlen(ctx->options);
+        if (used + 1 + strlen(extra) >= sizeof ctx->options)
+            st = ROPEQK_ERR_BAD_PARAM;
+        else
+            snprintf(ctx->options + used, sizeof ctx->options - used, " %s", extra);
+    }
     if (st != ROPEQK_SUCCESS) {
         ropeqk_ctx_destroy(ctx);
         return st;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ropeqk needs (only those missing), then configures and builds into
+# ./build. Safe to run again: it does only what is left to do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  gcc pkg-config meson ninja-build python3   # build
+  ocl-icd-opencl-dev opencl-headers            # OpenCL through the ICD loader
+  pocl-opencl-icd clinfo                        # a CPU OpenCL device (CI, laptops without a GPU)
+  libcriterion-dev                              # tests
+  libclblast-dev libopenblas-dev                # benchmark baselines
+  libpng-dev                                    # PNG plots
+  libcjson-dev                                  # Hugging Face config.json reader
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -f build/build.ninja ]; then
+  meson setup build "$@"
+elif [ $# -gt 0 ]; then
+  meson configure build "$@"
+fi
+ninja -C build

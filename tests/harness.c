@@ -1,0 +1,185 @@
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 0xA5u /* a float of four 0xA5 bytes is a plain number; the check is bytewise */
+
+uint64_t th_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double th_uniform(uint64_t *s) { return (double)(th_rand(s) >> 11) * 0x1.0p-52 - 1.0; }
+
+bool th_alloc(th_buf *b, ropeqk_dtype dt, const int64_t ne[4], th_layout lay)
+{
+    memset(b, 0, sizeof *b);
+    int64_t es = (int64_t)ropeqk_dtype_size(dt);
+    if (lay == TH_BSHD) {
+        b->t = ropeqk_tensor_bshd(dt, ne[0], ne[2], ne[1], ne[3]);
+    } else if (lay == TH_PADDED) {
+        /* rows padded by 3 elements, heads by 5 rows' worth, batches by 1 element */
+        b->t.dtype = dt;
+        memcpy(b->t.ne, ne, sizeof b->t.ne);
+        b->t.nb[3] = es;
+        b->t.nb[2] = (ne[3] + 3) * es;
+        b->t.nb[1] = b->t.nb[2] * (ne[2] + 5);
+        b->t.nb[0] = b->t.nb[1] * ne[1] + es;
+    } else {
+        b->t = ropeqk_tensor_bhsd(dt, ne[0], ne[1], ne[2], ne[3]);
+    }
+    /* extra bytes after the extent catch writes one past the end */
+    b->bytes = ropeqk_tensor_extent(&b->t) + 64;
+    b->data = malloc(b->bytes);
+    if (!b->data)
+        return false;
+    memset(b->data, GUARD, b->bytes);
+    return true;
+}
+
+void th_free(th_buf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static size_t off(const ropeqk_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    return (size_t)(a * t->nb[0] + b * t->nb[1] + c * t->nb[2] + d * t->nb[3]);
+}
+
+/* A random half in [-1, 1): sign, exponent 2^-6..2^-1, random mantissa. */
+static uint16_t rand_half(uint64_t *rng)
+{
+    uint64_t r = th_rand(rng);
+    return (uint16_t)(((r & 1) << 15) | ((9 + (r >> 1) % 6) << 10) | ((r >> 8) & 0x3ff));
+}
+
+void th_fill_random(th_buf *b, uint64_t *rng)
+{
+    const ropeqk_tensor *t = &b->t;
+    for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+        for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+            for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+                for (int64_t i3 = 0; i3 < t->ne[3]; i3++) {
+                    unsigned char *p = b->data + off(t, i0, i1, i2, i3);
+                    if (t->dtype == ROPEQK_F16) {
+                        uint16_t h = rand_half(rng);
+                        memcpy(p, &h, 2);
+                    } else if (t->dtype == ROPEQK_BF16) {
+                        float f = (float)th_uniform(rng);
+                        uint32_t bits;
+                        memcpy(&bits, &f, 4);
+                        uint16_t h = (uint16_t)(bits >> 16);
+                        memcpy(p, &h, 2);
+                    } else {
+                        float f = (float)th_uniform(rng);
+                        memcpy(p, &f, 4);
+                    }
+                }
+}
+
+bool th_guards_intact(const th_buf *b)
+{
+    /* mark the view's bytes in a map, then every unmarked byte must be GUARD */
+    unsigned char *in = calloc(b->bytes, 1);
+    if (!in)
+        return false;
+    const ropeqk_tensor *t = &b->t;
+    size_t es = ropeqk_dtype_size(t->dtype);
+    for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+        for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+            for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+                for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+                    memset(in + off(t, i0, i1, i2, i3), 1, es);
+    bool ok = true;
+    for (size_t i = 0; i < b->bytes && ok; i++)
+        ok = in[i] || b->data[i] == GUARD;
+    free(in);
+    return ok;
+}
+
+void th_describe(const th_case *c, char *buf, size_t len)
+{
+    static const char *lay[] = {"bhsd", "bshd", "padded"};
+    static const char *dt[] = {"f32", "f16", "bf16", "f64"};
+    snprintf(buf, len,
+             "B=%lld Hq=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld R=%d %s %s in=%s out=%s base=%g causal=%d conj=%d "
+             "qoff=%lld koff=%lld pos=%s(max %lld)",
+             (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->Sq, (long long)c->Sk,
+             (long long)c->D, c->p.rotary_dim, c->p.layout ? "half-split" : "interleaved", dt[c->dtype],
+             lay[c->in_layout], lay[c->out_layout], c->p.base, c->p.causal, c->p.conjugate,
+             (long long)c->p.q_pos_offset, (long long)c->p.k_pos_offset, c->per_token_pos ? "per-token" : "offsets",
+             (long long)c->pos_max);
+}
+
+th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed)
+{
+    th_result r = {ROPEQK_SUCCESS, INFINITY, -1, false, 0};
+    uint64_t rng = seed;
+    th_buf q, k, o, o64;
+    const int64_t qe[4] = {c->B, c->Hq, c->Sq, c->D}, ke[4] = {c->B, c->Hkv, c->Sk, c->D};
+    const int64_t oe[4] = {c->B, c->Hq, c->Sq, c->Sk};
+    int32_t *qp = NULL, *kp = NULL;
+    bool ok = th_alloc(&q, c->dtype, qe, c->in_layout) & th_alloc(&k, c->dtype, ke, c->in_layout) &
+              th_alloc(&o, ROPEQK_F32, oe, c->out_layout) & th_alloc(&o64, ROPEQK_F64, oe, TH_BHSD);
+    unsigned char *q_copy = NULL, *k_copy = NULL;
+    if (!ok) {
+        r.status = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        goto done;
+    }
+    th_fill_random(&q, &rng);
+    th_fill_random(&k, &rng);
+    if (c->per_token_pos) {
+        qp = malloc((size_t)c->Sq * sizeof *qp);
+        kp = malloc((size_t)c->Sk * sizeof *kp);
+        for (int64_t i = 0; i < c->Sq; i++)
+            qp[i] = (int32_t)(th_rand(&rng) % (uint64_t)(c->pos_max + 1));
+        for (int64_t j = 0; j < c->Sk; j++)
+            kp[j] = (int32_t)(th_rand(&rng) % (uint64_t)(c->pos_max + 1));
+    }
+    q_copy = malloc(q.bytes);
+    k_copy = malloc(k.bytes);
+    memcpy(q_copy, q.data, q.bytes);
+    memcpy(k_copy, k.data, k.bytes);
+    r.status = ropeqk_scores(ctx, &c->p, &q.t, q.data, &k.t, k.data, qp, kp, &o.t, (float *)(void *)o.data);
+    if (r.status)
+        goto done;
+    r.status = ropeqk_scores_ref(&c->p, &q.t, q.data, &k.t, k.data, qp, kp, &o64.t, o64.data);
+    if (r.status)
+        goto done;
+    r.status = ropeqk_max_error(&c->p, &q.t, q.data, &k.t, k.data, &o.t, o.data, &o64.t, o64.data, &r.max_err,
+                                &r.mismatch);
+    r.guards_ok = th_guards_intact(&o) && memcmp(q_copy, q.data, q.bytes) == 0 &&
+                  memcmp(k_copy, k.data, k.bytes) == 0;
+    const double *s64 = (const double *)(void *)o64.data;
+    for (int64_t i = 0; i < c->B * c->Hq * c->Sq * c->Sk; i++)
+        r.masked += isinf(s64[i]) && s64[i] < 0;
+done:
+    free(q_copy);
+    free(k_copy);
+    free(qp);
+    free(kp);
+    th_free(&q);
+    th_free(&k);
+    th_free(&o);
+    th_free(&o64);
+    return r;
+}
+
+ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
+{
+    ropeqk_ctx *ctx = NULL;
+    ropeqk_status st = ropeqk_ctx_create(NULL, &ctx);
+    if (st) {
+        snprintf(why, len, "no OpenCL device: %s", ropeqk_status_string(st));
+        return NULL;
+    }
+    return ctx;
+}

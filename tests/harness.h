@@ -1,0 +1,55 @@
+/* Test harness: strided views with guard bytes, seeded random data, device-vs-reference runs. */
+#ifndef ROPEQK_TEST_HARNESS_H
+#define ROPEQK_TEST_HARNESS_H
+
+#include "ropeqk.h"
+#include <stdbool.h>
+
+/* splitmix64: small, seedable, the same on every platform */
+uint64_t th_rand(uint64_t *s);
+double th_uniform(uint64_t *s); /* [-1, 1) */
+
+typedef enum { TH_BHSD = 0, TH_BSHD = 1, TH_PADDED = 2 } th_layout;
+
+/* A host buffer holding one view; every byte outside the view holds a guard pattern. */
+typedef struct {
+    ropeqk_tensor t;
+    unsigned char *data;
+    size_t bytes;
+} th_buf;
+
+/* Makes a view of [B,H,S,D] (or [B,Hq,Sq,Sk] for scores) in the given memory layout. TH_PADDED adds
+ * spare elements after each row and after each head, so strides are not the packed ones. */
+bool th_alloc(th_buf *b, ropeqk_dtype dt, const int64_t ne[4], th_layout lay);
+void th_free(th_buf *b);
+/* Random values in the view (f16/bf16 storage get exactly representable values). */
+void th_fill_random(th_buf *b, uint64_t *rng);
+/* True when every byte outside the view still holds the guard pattern. */
+bool th_guards_intact(const th_buf *b);
+
+typedef struct {
+    int64_t B, Hq, Hkv, Sq, Sk, D;
+    ropeqk_params p;
+    ropeqk_dtype dtype;
+    th_layout in_layout, out_layout;
+    bool per_token_pos;   /* random int32 positions instead of offsets */
+    int64_t pos_max;      /* per-token positions drawn from [0, pos_max] */
+} th_case;
+
+typedef struct {
+    ropeqk_status status;
+    double max_err;
+    int64_t mismatch;
+    bool guards_ok;  /* output padding untouched, inputs unchanged */
+    int64_t masked;  /* -inf entries in the reference */
+} th_result;
+
+/* Runs a case on the device and on the scalar path, compares with the ROPE.md metric. */
+th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed);
+/* One line describing a case, for failure messages. */
+void th_describe(const th_case *c, char *buf, size_t len);
+
+/* A context on the default device, or NULL (with the reason printed) when there is none. */
+ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len);
+
+#endif
