@@ -23,7 +23,8 @@ void qk_scores(__global const float *qr, __global const float *kt,
                         int M, int Sq, int Sk, int Sk_pad, int D, int G, int Hkv,
                         __global const int *qpos, long qpos_off, int use_qpos, int q_base,
                         __global const int *kpos, long kpos_off, int use_kpos, int k_base, int causal,
-                        __global uchar *out, long out_off, long onb0, long onb1, long onb2, long onb3)
+                        __global uchar *out, long out_off, long onb0, long onb1, long onb2, long onb3,
+                        long window)
 {
     int j = get_global_id(0);
     int m0 = get_global_id(1) * RQ_TQ;
@@ -54,7 +55,8 @@ void qk_scores(__global const float *qr, __global const float *kt,
             int g = m / Sq, i = m - g * Sq;
             int pi = use_qpos ? qpos[qpos_off + i] : q_base + i;
             long o = out_off + (long)b * onb0 + (long)(hk * G + g) * onb1 + (long)i * onb2 + (long)j * onb3;
-            *(__global float *)(out + o) = (causal && pj > pi) ? -INFINITY : acc[r];
+            bool masked = (causal && pj > pi) || (window > 0 && (long)pi - pj >= window);
+            *(__global float *)(out + o) = masked ? -INFINITY : acc[r];
         }
     }
 }

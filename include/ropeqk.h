@@ -100,6 +100,59 @@ typedef enum {
     ROPEQK_HALF_SPLIT = 1,  /* pairs (x[i], x[i+R/2]): GPT-NeoX, HF rotate_half, ggml NEOX */
 } ropeqk_layout;
 
+/*
+ * Frequency scaling for long context, with the Hugging Face `rope_scaling` names and defaults
+ * (fields left 0 take the default; a field the chosen type does not use must stay 0/NULL, so a
+ * typo'd configuration is an error, not silently ignored). All frequencies are computed once on
+ * the host in fp64 and handed to the kernel: no variant costs kernel speed or accuracy.
+ *
+ *   LINEAR    inv /= factor                                   (factor required)
+ *   DYNAMIC   NTK: for L = seq_len > L0, base' = base * (factor*L/L0 - (factor-1))^(R/(R-2))
+ *                                                              (factor, original_max_position)
+ *   YARN      ramp between interpolated (inv/factor) and extrapolated frequencies over the
+ *             correction range [beta_fast (32), beta_slow (1)]; cos and sin are multiplied by
+ *             attention_factor (default 0.1 ln(factor) + 1), so scores carry it squared.
+ *                                                              (factor, original_max_position)
+ *   LLAMA3    wavelengths past L0/low_freq_factor (1) divide by factor (8), below L0/high (4)
+ *             keep, smooth in between.                         (L0 default 8192)
+ *   LONGROPE  inv = 1 / (ext[i] * base^(2i/R)), ext = long_factor when seq_len > L0, else
+ *             short_factor (R/2 entries each); attention_factor default
+ *             sqrt(1 + ln(factor)/ln(L0)) when factor > 1, else 1.  (original_max_position)
+ * freq_factors (any type, ggml's per-frequency divisors): inv[i] /= freq_factors[i] afterwards.
+ *
+ * seq_len (DYNAMIC, LONGROPE): the current length L; 0 = max(q_pos_offset + Sq, k_pos_offset + Sk),
+ * which needs offsets: with per-token positions seq_len must be given.
+ *
+ * attention_factor convention: this is Hugging Face's (cos and sin both multiplied, rotated dims
+ * only). ggml/llama.cpp's `attn_factor` argument is the same multiplier, but llama.cpp computes
+ * YaRN's default itself from `ext_factor` and folds `mscale` differently for DeepSeek
+ * (mscale/mscale_all_dim); pass the final multiplier here when mapping a ggml model.
+ */
+typedef enum {
+    ROPEQK_SCALING_NONE = 0,
+    ROPEQK_SCALING_LINEAR,
+    ROPEQK_SCALING_DYNAMIC,
+    ROPEQK_SCALING_YARN,
+    ROPEQK_SCALING_LLAMA3,
+    ROPEQK_SCALING_LONGROPE,
+} ropeqk_scaling_type;
+
+typedef struct {
+    ropeqk_scaling_type type;
+    double factor;                 /* s */
+    int64_t original_max_position; /* L0 (HF original_max_position_embeddings) */
+    int64_t seq_len;               /* L, for DYNAMIC and LONGROPE */
+    double beta_fast, beta_slow;   /* YARN: 32, 1 */
+    double attention_factor;       /* YARN, LONGROPE: 0 = the default formula */
+    double low_freq_factor, high_freq_factor; /* LLAMA3: 1, 4 */
+    const double *long_factor;     /* LONGROPE: n_long_factor == R/2 entries */
+    int32_t n_long_factor;
+    const double *short_factor;    /* LONGROPE: n_short_factor == R/2 entries */
+    int32_t n_short_factor;
+    const double *freq_factors;    /* any type: n_freq_factors == R/2 divisors, or NULL */
+    int32_t n_freq_factors;
+} ropeqk_scaling;
+
 typedef struct {
     ropeqk_layout layout;
     int32_t rotary_dim;   /* R: even, 2..D; 0 = D. Dims R..D-1 pass through unrotated. */
@@ -109,16 +162,21 @@ typedef struct {
     int conjugate;        /* rotate by -angle (inverse rotation) */
     int64_t q_pos_offset; /* pq[i] = q_pos_offset + i when no per-token positions are given */
     int64_t k_pos_offset; /* pk[j] = k_pos_offset + j likewise */
+    int64_t window;       /* sliding window (Mistral, Gemma): also S = -inf where pq[i] - pk[j] >= window; 0 = off */
+    ropeqk_scaling scaling;
 } ropeqk_params;
 
-/* Fills the defaults (interleaved, R = D, base 10000, scale 1/sqrt(D), no mask, offsets 0). */
+/* Fills the defaults (interleaved, R = D, base 10000, scale 1/sqrt(D), no mask, offsets 0, no
+ * frequency scaling). A zeroed struct means the same. */
 void ropeqk_default_params(ropeqk_params *p);
 
 /*
- * Inverse frequencies the library uses, in fp64: inv[i] = base^(-2i/R), i < R/2.
- * `inv` must hold rotary_dim/2 doubles. head_dim resolves rotary_dim == 0.
+ * Inverse frequencies the library uses, in fp64 (base^(-2i/R), i < R/2, after frequency scaling),
+ * and the attention factor that multiplies cos and sin (1 unless YARN/LONGROPE). `inv` must hold
+ * R/2 doubles; head_dim resolves rotary_dim == 0; attention_factor may be NULL. With seq_len 0,
+ * DYNAMIC/LONGROPE take L = max(q_pos_offset, k_pos_offset) + 1.
  */
-ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv);
+ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv, double *attention_factor);
 
 /* ---- scalar reference path (host memory, fp64 angles and sums) ---------------------------- */
 /*

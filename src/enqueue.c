@@ -84,7 +84,7 @@ static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m,
     SET(k, 14, cl_int, pos.buf != NULL);
     SET(k, 15, cl_int, pos_base);
     SET(k, 16, cl_mem, vfreq);
-    SET(k, 17, cl_float, 1.0f);
+    SET(k, 17, cl_float, (cl_float)pb->attn); /* attention factor on cos and sin */
     SET(k, 18, cl_float, out_mul);
     SET(k, 19, cl_mem, dst);
     SET(k, 20, cl_long, d_bh);
@@ -103,7 +103,7 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
     if (!ctx)
         return ROPEQK_ERR_NULL_POINTER;
     rq_problem pb;
-    ropeqk_status st = rq_validate(p, q, k, out, false, &pb);
+    ropeqk_status st = rq_validate(p, q, k, out, false, q_pos.buf || k_pos.buf, &pb);
     if (st)
         return st;
     if (!q_mem.buf || !k_mem.buf || !out_mem.buf || (num_wait > 0 && !wait))
@@ -208,6 +208,7 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
     SET(ks, 15, cl_int, k_pos.buf != NULL);
     SET(ks, 16, cl_int, (cl_int)pb.k_off);
     SET(ks, 17, cl_int, pb.causal);
+    SET(ks, 24, cl_long, pb.window);
     SET(ks, 18, cl_mem, out_mem.buf);
     SET(ks, 19, cl_long, (cl_long)out_mem.offset);
     for (int i = 0; i < 4; i++)
@@ -246,7 +247,7 @@ ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeq
     if (!ctx)
         return ROPEQK_ERR_NULL_POINTER;
     rq_problem pb;
-    ropeqk_status st = rq_validate(p, q, k, out, false, &pb);
+    ropeqk_status st = rq_validate(p, q, k, out, false, q_pos || k_pos, &pb);
     if (st)
         return st;
     if (!q_data || !k_data || !out_data)

@@ -12,20 +12,35 @@ typedef struct {
     int layout, causal, conjugate;
     int64_t q_off, k_off; /* position offsets, checked so that offset + row fits int32 */
     size_t q_extent, k_extent, out_extent; /* bytes spanned by each view */
+    int64_t window;                        /* 0 = no sliding window */
+    /* frequency scaling, resolved (scaling.c) */
+    const ropeqk_scaling *scaling;
+    double factor, beta_fast, beta_slow, low_ff, high_ff;
+    double attn; /* attention factor on cos and sin */
+    int64_t l0, seq_len;
 } rq_problem;
 
 /* Validates parameters and descriptors (not data pointers). out_f64 allows an f64 output (the
- * reference path only). Touches nothing but *pb. */
+ * reference path only); per_token_pos says positions come from arrays, not offsets. Touches
+ * nothing but *pb. */
 ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
-                          const ropeqk_tensor *out, bool out_f64, rq_problem *pb);
+                          const ropeqk_tensor *out, bool out_f64, bool per_token_pos, rq_problem *pb);
 
-/* fp64 inverse frequencies for a validated problem; inv holds R/2 doubles. */
+/* Resolves and checks p->scaling into pb (scaling.c); pb's sizes and offsets must be set. */
+ropeqk_status rq_check_scaling(const ropeqk_scaling *s, rq_problem *pb, bool per_token_pos);
+/* fp64 inverse frequencies for a validated problem, scaling applied; inv holds R/2 doubles. */
 void rq_inv_freq(const rq_problem *pb, double *inv);
 
 /* Storage conversions, host side. */
 float rq_half_to_float(uint16_t h);
 float rq_bf16_to_float(uint16_t b);
 double rq_load_elem(const void *base, size_t byte_off, ropeqk_dtype t);
+
+/* The mask of ROPE.md: causal (pk > pq) and the sliding window (pq - pk >= W). */
+static inline bool rq_masked(const rq_problem *pb, int64_t pq, int64_t pk)
+{
+    return (pb->causal && pk > pq) || (pb->window > 0 && pq - pk >= pb->window);
+}
 
 /* Byte offset of element (i0,i1,i2,i3) of a view. */
 static inline size_t rq_off(const ropeqk_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)

@@ -12,7 +12,7 @@ static void rotate_row(const rq_problem *pb, const double *inv, int64_t pos, dou
         int64_t i0 = pb->layout == ROPEQK_INTERLEAVED ? 2 * u : u;
         int64_t i1 = pb->layout == ROPEQK_INTERLEAVED ? 2 * u + 1 : u + pb->R / 2;
         double a = (double)pos * inv[u];
-        double c = cos(a), s = pb->conjugate ? -sin(a) : sin(a);
+        double c = cos(a) * pb->attn, s = (pb->conjugate ? -sin(a) : sin(a)) * pb->attn;
         double x0 = x[i0], x1 = x[i1];
         x[i0] = x0 * c - x1 * s;
         x[i1] = x0 * s + x1 * c;
@@ -41,7 +41,7 @@ ropeqk_status ropeqk_scores_ref(const ropeqk_params *p, const ropeqk_tensor *q, 
                                 const int32_t *k_pos, const ropeqk_tensor *out, void *out_data)
 {
     rq_problem pb;
-    ropeqk_status st = rq_validate(p, q, k, out, true, &pb);
+    ropeqk_status st = rq_validate(p, q, k, out, true, q_pos || k_pos, &pb);
     if (st)
         return st;
     if (!q_data || !k_data || !out_data)
@@ -78,7 +78,7 @@ ropeqk_status ropeqk_scores_ref(const ropeqk_params *p, const ropeqk_tensor *q, 
                     double sum = 0.0;
                     for (int64_t d = 0; d < pb.D; d++)
                         sum += qr[d] * kh[j * pb.D + d];
-                    store(out, out_data, b, h, i, j, pb.causal && pj > pi ? -INFINITY : pb.scale * sum);
+                    store(out, out_data, b, h, i, j, rq_masked(&pb, pi, pj) ? -INFINITY : pb.scale * sum);
                 }
             }
     free(kr); free(qr); free(inv);
@@ -101,9 +101,9 @@ ropeqk_status ropeqk_max_error(const ropeqk_params *p, const ropeqk_tensor *q, c
                                double *max_err, int64_t *mask_mismatch)
 {
     rq_problem pb, pb64;
-    ropeqk_status st = rq_validate(p, q, k, s, true, &pb);
+    ropeqk_status st = rq_validate(p, q, k, s, true, false, &pb);
     if (!st)
-        st = rq_validate(p, q, k, s64, true, &pb64);
+        st = rq_validate(p, q, k, s64, true, false, &pb64);
     if (st)
         return st;
     if (!q_data || !k_data || !s_data || !s64_data || !max_err || !mask_mismatch)

@@ -115,7 +115,7 @@ void ropeqk_default_params(ropeqk_params *p)
 }
 
 ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
-                          const ropeqk_tensor *out, bool out_f64, rq_problem *pb)
+                          const ropeqk_tensor *out, bool out_f64, bool per_token_pos, rq_problem *pb)
 {
     if (!p || !q || !k || !out || !pb)
         return ROPEQK_ERR_NULL_POINTER;
@@ -156,26 +156,29 @@ ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const 
         return ROPEQK_ERR_POSITION_RANGE;
     r.q_off = p->q_pos_offset;
     r.k_off = p->k_pos_offset;
+    if (p->window < 0)
+        return ROPEQK_ERR_BAD_PARAM;
+    r.window = p->window;
+    if ((st = rq_check_scaling(&p->scaling, &r, per_token_pos)))
+        return st;
+    r.scaling = &p->scaling;
     *pb = r;
     return ROPEQK_SUCCESS;
 }
 
-void rq_inv_freq(const rq_problem *pb, double *inv)
-{
-    for (int64_t i = 0; i < pb->R / 2; i++)
-        inv[i] = pow(pb->base, -2.0 * (double)i / (double)pb->R);
-}
-
-ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv)
+ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv, double *attention_factor)
 {
     if (!p || !inv)
         return ROPEQK_ERR_NULL_POINTER;
     ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, head_dim);
     ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, 1);
     rq_problem pb;
-    ropeqk_status st = rq_validate(p, &q, &q, &o, false, &pb);
-    if (st == ROPEQK_SUCCESS)
+    ropeqk_status st = rq_validate(p, &q, &q, &o, false, false, &pb);
+    if (st == ROPEQK_SUCCESS) {
         rq_inv_freq(&pb, inv);
+        if (attention_factor)
+            *attention_factor = pb.attn;
+    }
     return st;
 }
 
