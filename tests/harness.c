@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GUARD 0xA5u /* a float of four 0xA5 bytes is a plain number; the check is bytewise */
+#define GUARD 0xFFu /* all-ones bytes are NaN as f32, f16 and bf16: a stray read poisons a score */
 
 uint64_t th_rand(uint64_t *s)
 {
@@ -119,6 +119,88 @@ void th_describe(const th_case *c, char *buf, size_t len)
              (long long)c->pos_max);
 }
 
+/* Canary bytes around every device buffer: a quiet-NaN float pattern, so a stray read that ends up
+ * in a score shows as NaN, and a stray write shows as a changed canary. */
+#define CANARY_BYTES 256
+static const uint32_t canary_word = 0x7FC0DEADu;
+
+typedef struct {
+    cl_mem mem;
+    size_t bytes;  /* payload bytes, placed at offset CANARY_BYTES */
+    size_t padded; /* payload rounded up to whole canary words */
+} guarded;
+
+static cl_int guarded_upload(cl_context cx, cl_command_queue qu, const void *data, size_t bytes, guarded *g)
+{
+    cl_int err;
+    g->bytes = bytes;
+    g->padded = (bytes + 3) / 4 * 4;
+    g->mem = clCreateBuffer(cx, CL_MEM_READ_WRITE, g->padded + 2 * CANARY_BYTES, NULL, &err);
+    if (err)
+        return err;
+    err = clEnqueueFillBuffer(qu, g->mem, &canary_word, 4, 0, g->padded + 2 * CANARY_BYTES, 0, NULL, NULL);
+    if (!err)
+        err = clEnqueueWriteBuffer(qu, g->mem, CL_TRUE, CANARY_BYTES, bytes, data, 0, NULL, NULL);
+    return err;
+}
+
+/* Reads the payload back into data (if non-NULL) and checks the canaries, or when expect is
+ * non-NULL that the whole payload equals it bit for bit. */
+static bool guarded_check(cl_command_queue qu, guarded *g, void *data, const void *expect)
+{
+    size_t total = g->padded + 2 * CANARY_BYTES;
+    unsigned char *all = malloc(total);
+    if (!all || clEnqueueReadBuffer(qu, g->mem, CL_TRUE, 0, total, all, 0, NULL, NULL) != CL_SUCCESS) {
+        free(all);
+        return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < CANARY_BYTES; i += 4)
+        ok = ok && memcmp(all + i, &canary_word, 4) == 0 &&
+             memcmp(all + CANARY_BYTES + g->padded + i, &canary_word, 4) == 0;
+    if (expect)
+        ok = ok && memcmp(all + CANARY_BYTES, expect, g->bytes) == 0;
+    if (data)
+        memcpy(data, all + CANARY_BYTES, g->bytes);
+    free(all);
+    clReleaseMemObject(g->mem);
+    g->mem = NULL;
+    return ok;
+}
+
+/* The enqueue path: every buffer (Q, K, positions, scores) sits between canaries at an offset. */
+static ropeqk_status run_enqueue(ropeqk_ctx *ctx, const th_case *c, th_buf *q, th_buf *k, const int32_t *qp,
+                                 const int32_t *kp, th_buf *o, bool *guards_ok)
+{
+    cl_context cx = ropeqk_ctx_cl_context(ctx);
+    cl_command_queue qu = ropeqk_ctx_cl_queue(ctx);
+    guarded g[5];
+    memset(g, 0, sizeof g);
+    cl_int err = guarded_upload(cx, qu, q->data, q->bytes, &g[0]);
+    if (!err)
+        err = guarded_upload(cx, qu, k->data, k->bytes, &g[1]);
+    if (!err)
+        err = guarded_upload(cx, qu, o->data, o->bytes, &g[2]);
+    if (!err && qp)
+        err = guarded_upload(cx, qu, qp, (size_t)c->Sq * 4, &g[3]);
+    if (!err && kp)
+        err = guarded_upload(cx, qu, kp, (size_t)c->Sk * 4, &g[4]);
+    ropeqk_status st = (ropeqk_status)err;
+    if (!err) {
+        ropeqk_mem none = {NULL, 0};
+        st = ropeqk_enqueue(ctx, NULL, &c->p, &q->t, (ropeqk_mem){g[0].mem, CANARY_BYTES}, &k->t,
+                            (ropeqk_mem){g[1].mem, CANARY_BYTES}, qp ? (ropeqk_mem){g[3].mem, CANARY_BYTES} : none,
+                            kp ? (ropeqk_mem){g[4].mem, CANARY_BYTES} : none, &o->t,
+                            (ropeqk_mem){g[2].mem, CANARY_BYTES}, 0, NULL, NULL);
+    }
+    *guards_ok = true;
+    const void *expect[5] = {q->data, k->data, NULL, qp, kp};
+    for (int i = 0; i < 5; i++)
+        if (g[i].mem)
+            *guards_ok &= guarded_check(qu, &g[i], i == 2 ? o->data : NULL, expect[i]);
+    return st;
+}
+
 th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed)
 {
     th_result r = {ROPEQK_SUCCESS, INFINITY, -1, false, 0};
@@ -148,7 +230,11 @@ th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed)
     k_copy = malloc(k.bytes);
     memcpy(q_copy, q.data, q.bytes);
     memcpy(k_copy, k.data, k.bytes);
-    r.status = ropeqk_scores(ctx, &c->p, &q.t, q.data, &k.t, k.data, qp, kp, &o.t, (float *)(void *)o.data);
+    bool device_guards = true;
+    if (c->enqueue)
+        r.status = run_enqueue(ctx, c, &q, &k, qp, kp, &o, &device_guards);
+    else
+        r.status = ropeqk_scores(ctx, &c->p, &q.t, q.data, &k.t, k.data, qp, kp, &o.t, (float *)(void *)o.data);
     if (r.status)
         goto done;
     r.status = ropeqk_scores_ref(&c->p, &q.t, q.data, &k.t, k.data, qp, kp, &o64.t, o64.data);
@@ -156,7 +242,7 @@ th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed)
         goto done;
     r.status = ropeqk_max_error(&c->p, &q.t, q.data, &k.t, k.data, &o.t, o.data, &o64.t, o64.data, &r.max_err,
                                 &r.mismatch);
-    r.guards_ok = th_guards_intact(&o) && memcmp(q_copy, q.data, q.bytes) == 0 &&
+    r.guards_ok = device_guards && th_guards_intact(&o) && memcmp(q_copy, q.data, q.bytes) == 0 &&
                   memcmp(k_copy, k.data, k.bytes) == 0;
     const double *s64 = (const double *)(void *)o64.data;
     for (int64_t i = 0; i < c->B * c->Hq * c->Sq * c->Sk; i++)

@@ -63,6 +63,7 @@ static th_case make_case(int idx, uint64_t seed)
     c.per_token_pos = idx % 6 == 5;
     c.pos_max = far;
     c.in_layout = (th_layout)(idx % 3);
+    c.enqueue = idx % 2 == 0; /* half through device buffers with canaries */
     c.out_layout = th_rand(&rng) % 3 == 0 ? TH_PADDED : TH_BHSD;
     return c;
 }
@@ -109,7 +110,7 @@ Test(sweep, coverage)
 {
     uint64_t seed = sweep_seed();
     int D[257] = {0}, S[513] = {0}, half = 0, inter = 0, partial = 0, f16 = 0, bf16 = 0, causal = 0,
-        far = 0, gqa = 0, bshd = 0, padded = 0, pertok = 0;
+        far = 0, gqa = 0, bshd = 0, padded = 0, pertok = 0, enq = 0;
     for (int i = 0; i < N_CASES; i++) {
         th_case c = make_case(i, seed);
         D[c.D]++;
@@ -126,6 +127,7 @@ Test(sweep, coverage)
         bshd += c.in_layout == TH_BSHD;
         padded += c.in_layout == TH_PADDED || c.out_layout == TH_PADDED;
         pertok += c.per_token_pos;
+        enq += c.enqueue;
     }
     const int ds[] = {2, 8, 64, 80, 96, 128, 256}, ss[] = {1, 7, 33, 127, 512};
     for (int i = 0; i < 7; i++)
@@ -133,5 +135,5 @@ Test(sweep, coverage)
     for (int i = 0; i < 5; i++)
         cr_expect(S[ss[i]] >= 10, "S=%d only %d uses", ss[i], S[ss[i]]);
     cr_expect(half >= 50 && inter >= 50 && partial >= 30 && f16 >= 30 && bf16 >= 10 && causal >= 50);
-    cr_expect(far >= 50 && gqa >= 50 && bshd >= 50 && padded >= 50 && pertok >= 20);
+    cr_expect(far >= 50 && gqa >= 50 && bshd >= 50 && padded >= 50 && pertok >= 20 && enq >= 100);
 }
