@@ -95,6 +95,14 @@ static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m,
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* The value of a -Dname=value tuning option in the context's build options (program.c writes them). */
+static size_t tune_opt(const ropeqk_ctx *ctx, const char *name, size_t dflt)
+{
+    const char *s = strstr(ctx->options, name);
+    long v = s && s[strlen(name)] == '=' ? strtol(s + strlen(name) + 1, NULL, 10) : 0;
+    return v > 0 ? (size_t)v : dflt;
+}
+
 ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,
                              const ropeqk_tensor *q, ropeqk_mem q_mem, const ropeqk_tensor *k, ropeqk_mem k_mem,
                              ropeqk_mem q_pos, ropeqk_mem k_pos, const ropeqk_tensor *out, ropeqk_mem out_mem,
@@ -125,8 +133,14 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
         return ROPEQK_ERR_OVERLAP;
 
     /* Scratch sizes and kernel index ranges (kernels carry rows, heads and dims as int). */
-    size_t wg = (size_t)ctx->wg, tq = (size_t)ctx->tq;
-    size_t sk_pad = round_up((size_t)pb.Sk, wg);
+    /* qk_scores: one work-item per RQ_TQ rows x RQ_VK keys, RQ_WG work-items per group along keys.
+     * sk_pad is the row stride of Kt: a multiple of RQ_VK (aligned vector loads) that covers every key
+     * block a work-item loads, bumped so that its byte size is an odd multiple of 64: a power-of-two
+     * stride (Sk = 1024: 4 KiB) maps all d of one work-item to the same L1 set and thrashes it. */
+    size_t wg = (size_t)ctx->wg, tq = (size_t)ctx->tq, vk = tune_opt(ctx, "RQ_VK", 1);
+    size_t nblk = ((size_t)pb.Sk + vk - 1) / vk, sk_pad = round_up(nblk * vk, 16);
+    if ((sk_pad / 16) % 2 == 0)
+        sk_pad += 16;
     int64_t M = pb.G * pb.Sq;
     size_t qr_n, kt_n, tmp;
     bool ovf = __builtin_mul_overflow((size_t)(pb.B * pb.Hq), (size_t)pb.Sq, &qr_n) ||
@@ -214,7 +228,7 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
     for (int i = 0; i < 4; i++)
         SET(ks, 20 + i, cl_long, out->nb[i]);
     if (!err) {
-        size_t g[3] = {sk_pad, (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb.B * pb.Hkv)};
+        size_t g[3] = {round_up(nblk, wg), (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb.B * pb.Hkv)};
         size_t l[3] = {wg, 1, 1};
         err = clEnqueueNDRangeKernel(queue, ks, 3, NULL, g, l, 2, ev, &ev[2]);
     }
@@ -240,6 +254,20 @@ done:
     return st;
 }
 
+/* A device copy of host memory; NULL with *err set on failure. */
+static cl_mem upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t bytes, cl_int *err)
+{
+    cl_mem m = clCreateBuffer(ctx->context, flags, bytes, NULL, err);
+    if (*err)
+        return NULL;
+    *err = clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, bytes, data, 0, NULL, NULL);
+    if (*err) {
+        clReleaseMemObject(m);
+        return NULL;
+    }
+    return m;
+}
+
 ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
                             const ropeqk_tensor *k, const void *k_data, const int32_t *q_pos,
                             const int32_t *k_pos, const ropeqk_tensor *out, float *out_data)
@@ -255,17 +283,17 @@ ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeq
     cl_int err = CL_SUCCESS;
     cl_mem bq = NULL, bk = NULL, bo = NULL, bqp = NULL, bkp = NULL;
     cl_event ev = NULL;
-    const cl_mem_flags in = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
-    bq = clCreateBuffer(ctx->context, in, pb.q_extent, (void *)q_data, &err);
+    /* blocking writes: on any early return no command may still read the caller's memory */
+    bq = upload(ctx, CL_MEM_READ_ONLY, q_data, pb.q_extent, &err);
     if (!err)
-        bk = clCreateBuffer(ctx->context, in, pb.k_extent, (void *)k_data, &err);
+        bk = upload(ctx, CL_MEM_READ_ONLY, k_data, pb.k_extent, &err);
     if (!err && q_pos)
-        bqp = clCreateBuffer(ctx->context, in, (size_t)pb.Sq * sizeof(cl_int), (void *)q_pos, &err);
+        bqp = upload(ctx, CL_MEM_READ_ONLY, q_pos, (size_t)pb.Sq * sizeof(cl_int), &err);
     if (!err && k_pos)
-        bkp = clCreateBuffer(ctx->context, in, (size_t)pb.Sk * sizeof(cl_int), (void *)k_pos, &err);
-    /* copy the caller's output in first, so that padding between strided rows stays as it was */
+        bkp = upload(ctx, CL_MEM_READ_ONLY, k_pos, (size_t)pb.Sk * sizeof(cl_int), &err);
+    /* the caller's output goes in first, so that padding between strided rows stays as it was */
     if (!err)
-        bo = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, pb.out_extent, out_data, &err);
+        bo = upload(ctx, CL_MEM_READ_WRITE, out_data, pb.out_extent, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto done;

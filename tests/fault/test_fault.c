@@ -1,0 +1,177 @@
+/* Fault injection (issue 6): the n-th call of each wrapped OpenCL entry point or allocator fails,
+ * for every n a representative run reaches. Each time the failing call returns the injected status
+ * (nothing else), nothing leaks (run under ASan/LSan in the sanitizer build), and the next call on
+ * the same context succeeds with bit-identical results. */
+#include "harness.h"
+#include "shim.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { B = 1, HQ = 4, HKV = 2, SQ = 7, SK = 33, D = 16 };
+
+typedef struct {
+    ropeqk_params p;
+    ropeqk_tensor q, k, o, o64;
+    float qd[B * HQ * SQ * D], kd[B * HKV * SK * D];
+    int32_t kpos[SK];
+    float dev[B * HQ * SQ * SK], enq[B * HQ * SQ * SK];
+    double ref[B * HQ * SQ * SK];
+} problem;
+
+static void make(problem *pr)
+{
+    memset(pr, 0, sizeof *pr);
+    ropeqk_default_params(&pr->p);
+    pr->p.causal = 1;
+    pr->p.layout = ROPEQK_HALF_SPLIT;
+    pr->p.q_pos_offset = SK - SQ;
+    pr->q = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, D);
+    pr->k = ropeqk_tensor_bhsd(ROPEQK_F32, B, HKV, SK, D);
+    pr->o = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, SK);
+    pr->o64 = ropeqk_tensor_bhsd(ROPEQK_F64, B, HQ, SQ, SK);
+    uint64_t rng = 77;
+    for (size_t i = 0; i < sizeof pr->qd / 4; i++) pr->qd[i] = (float)th_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->kd / 4; i++) pr->kd[i] = (float)th_uniform(&rng);
+    for (int j = 0; j < SK; j++) pr->kpos[j] = j;
+}
+
+/* Device buffers for the enqueue step, made before any fault is armed. */
+typedef struct {
+    cl_mem q, k, kp, o;
+} bufs;
+
+static void make_bufs(ropeqk_ctx *ctx, const problem *pr, bufs *b)
+{
+    cl_context cx = ropeqk_ctx_cl_context(ctx);
+    cl_int e;
+    b->q = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->qd, (void *)pr->qd, &e);
+    b->k = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->kd, (void *)pr->kd, &e);
+    b->kp = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->kpos, (void *)pr->kpos, &e);
+    b->o = clCreateBuffer(cx, CL_MEM_READ_WRITE, sizeof pr->enq, NULL, &e);
+    cr_assert(b->q && b->k && b->kp && b->o);
+}
+
+static void free_bufs(bufs *b)
+{
+    clReleaseMemObject(b->q); clReleaseMemObject(b->k); clReleaseMemObject(b->kp); clReleaseMemObject(b->o);
+}
+
+/* The representative run: scalar path, host convenience call (first one builds), enqueue call. */
+static void run_all(ropeqk_ctx *ctx, problem *pr, const bufs *b, ropeqk_status st[3])
+{
+    st[0] = ropeqk_scores_ref(&pr->p, &pr->q, pr->qd, &pr->k, pr->kd, NULL, NULL, &pr->o64, pr->ref);
+    st[1] = ropeqk_scores(ctx, &pr->p, &pr->q, pr->qd, &pr->k, pr->kd, NULL, pr->kpos, &pr->o, pr->dev);
+    cl_event ev = NULL;
+    st[2] = ropeqk_enqueue(ctx, NULL, &pr->p, &pr->q, (ropeqk_mem){b->q, 0}, &pr->k, (ropeqk_mem){b->k, 0},
+                           (ropeqk_mem){NULL, 0}, (ropeqk_mem){b->kp, 0}, &pr->o, (ropeqk_mem){b->o, 0}, 0, NULL, &ev);
+    if (ev) {
+        clWaitForEvents(1, &ev);
+        clReleaseEvent(ev);
+    }
+}
+
+static ropeqk_status expected_status(fault_fn f)
+{
+    switch (f) {
+    case F_CREATE_BUFFER: return (ropeqk_status)CL_MEM_OBJECT_ALLOCATION_FAILURE;
+    case F_BUILD_PROGRAM: return (ropeqk_status)CL_OUT_OF_HOST_MEMORY;
+    case F_MALLOC: return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    default: return (ropeqk_status)CL_OUT_OF_RESOURCES;
+    }
+}
+
+static void sweep(fault_fn f)
+{
+    char why[256];
+    ropeqk_ctx *probe = th_ctx_or_skip_reason(why, sizeof why);
+    if (!probe)
+        cr_skip_test("%s", why);
+    ropeqk_ctx_destroy(probe);
+    static problem base, pr;
+    make(&base);
+    ropeqk_status st[3];
+
+    /* count the calls a representative run makes, on a fresh context (so the build is in it) */
+    ropeqk_ctx *ctx = NULL;
+    cr_assert_eq(ropeqk_ctx_create(NULL, &ctx), 0);
+    bufs b;
+    make_bufs(ctx, &base, &b);
+    fault_arm(f, 0);
+    run_all(ctx, &base, &b, st);
+    fault_disarm();
+    long n_calls = fault_calls(f);
+    cr_assert(st[0] == 0 && st[1] == 0 && st[2] == 0, "baseline run failed");
+    clEnqueueReadBuffer(ropeqk_ctx_cl_queue(ctx), b.o, CL_TRUE, 0, sizeof base.enq, base.enq, 0, NULL, NULL);
+    free_bufs(&b);
+    ropeqk_ctx_destroy(ctx);
+    /* the library's own run reaches every entry point but the write path of the host call */
+    cr_assert(n_calls > 0, "%s is never called by the representative run", fault_names[f]);
+
+    for (long n = 1; n <= n_calls; n++) {
+        make(&pr);
+        cr_assert_eq(ropeqk_ctx_create(NULL, &ctx), 0);
+        make_bufs(ctx, &pr, &b);
+        fault_arm(f, n);
+        run_all(ctx, &pr, &b, st);
+        fault_disarm();
+        cr_expect(fault_fired(), "%s #%ld: fault not reached", fault_names[f], n);
+        int failed = 0;
+        for (int i = 0; i < 3; i++) {
+            if (st[i] != ROPEQK_SUCCESS) {
+                failed++;
+                cr_expect_eq(st[i], expected_status(f), "%s #%ld: step %d returned %d (%s)", fault_names[f], n, i,
+                             st[i], ropeqk_status_string(st[i]));
+            }
+        }
+        cr_expect_eq(failed, 1, "%s #%ld: %d steps failed, expected exactly one", fault_names[f], n, failed);
+        if (f != F_MALLOC && f != F_BUILD_PROGRAM && st[1] && st[1] != ROPEQK_ERR_BUILD)
+            cr_expect_eq(ropeqk_ctx_last_cl_error(ctx), (cl_int)expected_status(f), "%s #%ld: last cl error",
+                         fault_names[f], n);
+        /* the same context works afterwards, with the same bits */
+        memset(pr.dev, 0, sizeof pr.dev);
+        run_all(ctx, &pr, &b, st);
+        cr_expect(st[0] == 0 && st[1] == 0 && st[2] == 0, "%s #%ld: recovery run failed (%d %d %d)", fault_names[f],
+                  n, st[0], st[1], st[2]);
+        clEnqueueReadBuffer(ropeqk_ctx_cl_queue(ctx), b.o, CL_TRUE, 0, sizeof pr.enq, pr.enq, 0, NULL, NULL);
+        cr_expect(memcmp(pr.dev, base.dev, sizeof pr.dev) == 0, "%s #%ld: host-call result differs", fault_names[f], n);
+        cr_expect(memcmp(pr.enq, base.enq, sizeof pr.enq) == 0, "%s #%ld: enqueue result differs", fault_names[f], n);
+        cr_expect(memcmp(pr.ref, base.ref, sizeof pr.ref) == 0, "%s #%ld: scalar result differs", fault_names[f], n);
+        free_bufs(&b);
+        ropeqk_ctx_destroy(ctx);
+    }
+    cr_log_info("%s: %ld fault points exercised", fault_names[f], n_calls);
+}
+
+Test(fault, create_buffer) { sweep(F_CREATE_BUFFER); }
+Test(fault, build_program) { sweep(F_BUILD_PROGRAM); }
+Test(fault, create_kernel) { sweep(F_CREATE_KERNEL); }
+Test(fault, enqueue_ndrange) { sweep(F_ENQUEUE_NDRANGE); }
+Test(fault, enqueue_read) { sweep(F_ENQUEUE_READ); }
+Test(fault, enqueue_write) { sweep(F_ENQUEUE_WRITE); }
+Test(fault, malloc) { sweep(F_MALLOC); }
+
+Test(fault, context_create_under_malloc_failure)
+{
+    char why[256];
+    ropeqk_ctx *probe = th_ctx_or_skip_reason(why, sizeof why);
+    if (!probe)
+        cr_skip_test("%s", why);
+    ropeqk_ctx_destroy(probe);
+    ropeqk_ctx *ctx = NULL;
+    fault_arm(F_MALLOC, 0);
+    cr_assert_eq(ropeqk_ctx_create(NULL, &ctx), 0);
+    fault_disarm();
+    long n = fault_calls(F_MALLOC);
+    ropeqk_ctx_destroy(ctx);
+    cr_assert(n > 0);
+    for (long i = 1; i <= n; i++) {
+        ctx = (ropeqk_ctx *)1;
+        fault_arm(F_MALLOC, i);
+        ropeqk_status st = ropeqk_ctx_create(NULL, &ctx);
+        fault_disarm();
+        cr_expect_eq(st, ROPEQK_ERR_OUT_OF_HOST_MEMORY, "malloc #%ld in ctx_create: %d", i, st);
+        cr_expect_null(ctx, "malloc #%ld: *out must be NULL on failure", i);
+    }
+}
