@@ -1,7 +1,27 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds, and runs the test suite on the
-# default OpenCL device (pocl on a machine without a GPU).
+# The README's test command: installs what is missing, builds, and runs
+#   1. the test suite on the default OpenCL device (pocl on a machine without a GPU);
+#   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer runs
+#      after every test; pocl's own allocations are suppressed by tests/lsan.supp);
+#   3. short libFuzzer runs of the .npy parser and the API's argument validation (scripts/fuzz.sh),
+#      FUZZ_SECONDS each (default 60; 0 skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 meson test -C build --print-errorlogs
+
+echo "== sanitizer build (address, undefined) =="
+if [ ! -f build-asan/build.ninja ]; then
+  meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized \
+    -Dbench=disabled >/dev/null
+fi
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
+UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --print-errorlogs --timeout-multiplier 3
+
+if [ "${FUZZ_SECONDS:-60}" != 0 ] && [ -x scripts/fuzz.sh ]; then
+  echo "== fuzzing, ${FUZZ_SECONDS:-60} s per target =="
+  scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+fi

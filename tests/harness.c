@@ -1,5 +1,15 @@
 #include "harness.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define TH_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/lsan_interface.h>
+#define TH_LSAN 1
+#endif
+#endif
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,4 +278,14 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
         return NULL;
     }
     return ctx;
+}
+
+void th_leak_check(void)
+{
+#ifdef TH_LSAN
+    if (__lsan_do_recoverable_leak_check() != 0) {
+        fprintf(stderr, "LeakSanitizer found leaks in this test (report above)\n");
+        abort();
+    }
+#endif
 }

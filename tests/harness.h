@@ -50,6 +50,10 @@ th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed);
 /* One line describing a case, for failure messages. */
 void th_describe(const th_case *c, char *buf, size_t len);
 
+/* In a sanitizer build: run LeakSanitizer now and abort the test worker if anything leaked (Criterion
+ * workers exit without running LSan's own exit-time check). A no-op otherwise. Use as a suite .fini. */
+void th_leak_check(void);
+
 /* A context on the default device, or NULL (with the reason printed) when there is none. */
 ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len);
 

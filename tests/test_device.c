@@ -16,7 +16,11 @@ static void setup(void)
     if (!ctx)
         cr_skip_test("%s", why);
 }
-static void teardown(void) { ropeqk_ctx_destroy(ctx); }
+static void teardown(void)
+{
+    ropeqk_ctx_destroy(ctx);
+    th_leak_check();
+}
 
 TestSuite(device, .init = setup, .fini = teardown);
 

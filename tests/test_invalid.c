@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+TestSuite(invalid, .fini = th_leak_check);
+
 typedef struct {
     ropeqk_params p;
     ropeqk_tensor q, k, o;

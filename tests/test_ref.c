@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+TestSuite(ref, .fini = th_leak_check);
+TestSuite(vectors, .fini = th_leak_check);
+
 static double one_score(const ropeqk_params *p, int64_t D, const float *q, const float *k)
 {
     ropeqk_tensor tq = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, D), tk = tq;

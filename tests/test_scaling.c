@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+TestSuite(scaling, .fini = th_leak_check);
+TestSuite(scaling_freqs, .fini = th_leak_check);
+TestSuite(scaling_device, .fini = th_leak_check);
+
 #define MAXF 256
 
 typedef struct {

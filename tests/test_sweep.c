@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+TestSuite(sweep, .fini = th_leak_check);
+
 #define N_CASES 256
 #define N_CHUNKS 8
 #define BOUND 1e-5

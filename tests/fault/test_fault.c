@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+TestSuite(fault, .fini = th_leak_check);
+
 enum { B = 1, HQ = 4, HKV = 2, SQ = 7, SK = 33, D = 16 };
 
 typedef struct {
