@@ -1,0 +1,316 @@
+/* Helpers of the `ropeqk` command tests. */
+#include "cli_util.h"
+#include "npy.h"
+
+#include <CL/cl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char *slurp_fd(int fd)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return NULL;
+    lseek(fd, 0, SEEK_SET);
+    for (;;) {
+        if (len + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len - 1);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+static int temp_fd(void)
+{
+    const char *t = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/ropeqk-cli-out-XXXXXX", t && *t ? t : "/tmp");
+    int fd = mkstemp(path);
+    if (fd >= 0)
+        unlink(path);
+    return fd;
+}
+
+bool cli_run(cli_result *r, const char *cwd, const char *const *env, int timeout_s, const char *const *args)
+{
+    memset(r, 0, sizeof *r);
+    int fo = temp_fd(), fe = temp_fd();
+    if (fo < 0 || fe < 0) {
+        if (fo >= 0)
+            close(fo);
+        if (fe >= 0)
+            close(fe);
+        return false;
+    }
+    size_t n = 0;
+    while (args[n])
+        n++;
+    const char **argv = calloc(n + 2, sizeof *argv);
+    if (!argv) {
+        close(fo);
+        close(fe);
+        return false;
+    }
+    argv[0] = ROPEQK_EXE;
+    for (size_t i = 0; i < n; i++)
+        argv[i + 1] = args[i];
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (cwd && chdir(cwd) != 0)
+            _exit(126);
+        for (size_t i = 0; env && env[i]; i++) {
+            char kv[512];
+            snprintf(kv, sizeof kv, "%s", env[i]);
+            char *eq = strchr(kv, '=');
+            if (eq) {
+                *eq = '\0';
+                setenv(kv, eq + 1, 1);
+            }
+        }
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, 0);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        alarm((unsigned)timeout_s); /* survives exec: a hang ends as SIGALRM */
+        execv(ROPEQK_EXE, (char *const *)argv);
+        _exit(127);
+    }
+    free(argv);
+    bool ok = pid > 0;
+    if (ok) {
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        r->status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1000;
+        r->out = slurp_fd(fo);
+        r->err = slurp_fd(fe);
+        if (!r->out || !r->err)
+            ok = false;
+    }
+    close(fo);
+    close(fe);
+    if (!ok)
+        cli_result_free(r);
+    return ok;
+}
+
+void cli_result_free(cli_result *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+bool tmpdir_make(char *buf, size_t len)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(buf, len, "%s/ropeqk-cli-test-XXXXXX", t && *t ? t : "/tmp");
+    return mkdtemp(buf) != NULL;
+}
+
+void tmpdir_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char p[1024];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+bool file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+bool write_bytes(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return false;
+    bool ok = fwrite(data, 1, len, f) == len;
+    return fclose(f) == 0 && ok;
+}
+
+bool no_opencl_platform(void)
+{
+    cl_uint n = 0;
+    return clGetPlatformIDs(0, NULL, &n) != CL_SUCCESS || n == 0;
+}
+
+int read_args(const char *path, char ***out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char **v = calloc(65, sizeof *v);
+    char tok[512];
+    int n = 0;
+    while (v && n < 64 && fscanf(f, "%511s", tok) == 1)
+        v[n++] = strdup(tok);
+    fclose(f);
+    if (!v)
+        return -1;
+    *out = v;
+    return n;
+}
+
+void free_args(char **args)
+{
+    for (int i = 0; args && args[i]; i++)
+        free(args[i]);
+    free(args);
+}
+
+static double elem(const npy_array *a, size_t i)
+{
+    const unsigned char *p = (const unsigned char *)a->data;
+    if (a->dtype == NPY_F32) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    if (a->dtype == NPY_F64) {
+        double d;
+        memcpy(&d, p + 8 * i, 8);
+        return d;
+    }
+    uint16_t h; /* f16 */
+    memcpy(&h, p + 2 * i, 2);
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* Norm of row s of head h of batch b; bshd: the file is [B,S,H,D]. */
+static double row_norm(const npy_array *a, bool bshd, int64_t b, int64_t h, int64_t s)
+{
+    int64_t H = bshd ? a->shape[2] : a->shape[1], S = bshd ? a->shape[1] : a->shape[2], D = a->shape[3];
+    int64_t base = bshd ? ((b * S + s) * H + h) * D : ((b * H + h) * S + s) * D;
+    double n = 0.0;
+    for (int64_t d = 0; d < D; d++) {
+        double v = elem(a, (size_t)(base + d));
+        n += v * v;
+    }
+    return sqrt(n);
+}
+
+bool compare_case(const char *case_dir, char *const *flags, const char *out_path, double *max_err,
+                  int64_t *mask_mismatch, char *msg, size_t msglen)
+{
+    bool bshd = false;
+    double scale = 0.0;
+    for (int i = 0; flags[i]; i++) {
+        if (strcmp(flags[i], "--format") == 0 && flags[i + 1])
+            bshd = strcmp(flags[i + 1], "bshd") == 0;
+        if (strcmp(flags[i], "--scale") == 0 && flags[i + 1])
+            scale = strtod(flags[i + 1], NULL);
+    }
+    npy_array q = {0}, k = {0}, e = {0}, o = {0};
+    char p[1024], err[512];
+    bool ok = false;
+    snprintf(p, sizeof p, "%s/q.npy", case_dir);
+    if (npy_load(p, &q, err, sizeof err) != 0)
+        goto fail;
+    snprintf(p, sizeof p, "%s/k.npy", case_dir);
+    if (npy_load(p, &k, err, sizeof err) != 0)
+        goto fail;
+    snprintf(p, sizeof p, "%s/expected.npy", case_dir);
+    if (npy_load(p, &e, err, sizeof err) != 0)
+        goto fail;
+    if (npy_load(out_path, &o, err, sizeof err) != 0)
+        goto fail;
+    if (o.dtype != NPY_F32 || e.dtype != NPY_F64 || o.ndim != 4 || e.ndim != 4 || q.ndim != 4 || k.ndim != 4) {
+        snprintf(err, sizeof err, "unexpected dtype or rank (out %s/%d, expected %s/%d)", npy_dtype_descr(o.dtype),
+                 o.ndim, npy_dtype_descr(e.dtype), e.ndim);
+        goto fail;
+    }
+    for (int i = 0; i < 4; i++)
+        if (o.shape[i] != e.shape[i]) {
+            snprintf(err, sizeof err, "output shape differs from expected in dim %d: %lld vs %lld", i,
+                     (long long)o.shape[i], (long long)e.shape[i]);
+            goto fail;
+        }
+    if (scale == 0.0)
+        scale = 1.0 / sqrt((double)q.shape[3]);
+    int64_t B = o.shape[0], Hq = o.shape[1], Sq = o.shape[2], Sk = o.shape[3];
+    int64_t Hkv = bshd ? k.shape[2] : k.shape[1], G = Hq / Hkv;
+    double worst = 0.0;
+    int64_t bad = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < Sq; i++) {
+                double nq = row_norm(&q, bshd, b, h, i);
+                for (int64_t j = 0; j < Sk; j++) {
+                    size_t x = (size_t)(((b * Hq + h) * Sq + i) * Sk + j);
+                    double v = elem(&o, x), w = elem(&e, x);
+                    bool mv = isinf(v) && v < 0, mw = isinf(w) && w < 0;
+                    if (isnan(v) || mv != mw) {
+                        bad++;
+                        continue;
+                    }
+                    if (mw)
+                        continue;
+                    double den = fabs(scale) * nq * row_norm(&k, bshd, b, h / G, j);
+                    double d = fabs(v - w) / (den > 0 ? den : 1.0);
+                    if (!(d <= worst))
+                        worst = d;
+                }
+            }
+    *max_err = worst;
+    *mask_mismatch = bad;
+    ok = true;
+fail:
+    if (!ok)
+        snprintf(msg, msglen, "%s", err);
+    npy_free(&q);
+    npy_free(&k);
+    npy_free(&e);
+    npy_free(&o);
+    return ok;
+}

@@ -1,0 +1,54 @@
+/* ropeqk: the command-line front end of the library. Dispatch, top-level help and version. */
+#include "cli.h"
+
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *about;
+} subcommand;
+
+static const subcommand commands[] = {
+    {"devices", cmd_devices, "list OpenCL platforms and devices, and the default one"},
+    {"scores", cmd_scores, "RoPE + attention scores of Q and K .npy files into a .npy file"},
+    {"check", cmd_check, "randomized sweep: device against the scalar fp64 path"},
+    {"demo", cmd_demo, "Llama-sized example: timing, accuracy check, optional plot"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ropeqk <command> [options]\n"
+            "       ropeqk <command> --help | ropeqk --help | ropeqk --version\n\n"
+            "RoPE (rotary positional embedding) fused with attention scores, on OpenCL.\n\n"
+            "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].about);
+    fprintf(f,
+            "\ndevice selection: --device P:D | name substring | ref (scalar C path); default\n"
+            "$ROPEQK_DEVICE, else the first device of the first platform.\n"
+            "exit status: 0 ok, 1 runtime error (device, I/O, bad file), 2 usage error, 3 check failed.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("ropeqk %s\n", ropeqk_version());
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    cli_err("unknown command '%s' (commands: devices, scores, check, demo; see ropeqk --help)", cmd);
+    return CLI_USAGE;
+}
