@@ -53,12 +53,12 @@ typedef enum {
     ROPEQK_ERR_BUFFER_TOO_SMALL = -4006,/* a view reaches past the end of its buffer */
     ROPEQK_ERR_OVERFLOW = -4007,        /* a size or byte count does not fit */
     ROPEQK_ERR_BAD_DTYPE = -4008,       /* unknown dtype, or a dtype not allowed for this tensor */
-    ROPEQK_ERR_BAD_PARAM = -4009,       /* base <= 0 or not finite, scale not finite, bad layout */
+    ROPEQK_ERR_BAD_PARAM = -4009,       /* base/scale not finite, base giving unusable frequencies, bad layout, window < 0 */
     ROPEQK_ERR_POSITION_RANGE = -4010,  /* offset + row does not fit int32 */
     ROPEQK_ERR_NO_DEVICE = -4011,       /* no OpenCL platform/device, or the spec matches none */
     ROPEQK_ERR_BUILD = -4012,           /* program build failed: see ropeqk_ctx_build_log() */
     ROPEQK_ERR_OUT_OF_HOST_MEMORY = -4013,
-    ROPEQK_ERR_BAD_SCALING = -4014,     /* frequency-scaling parameters missing or contradictory */
+    ROPEQK_ERR_BAD_SCALING = -4014,     /* scaling parameters missing, contradictory, or giving non-finite frequencies */
     ROPEQK_ERR_TOO_LARGE = -4015,       /* a buffer the call needs exceeds the device's limits */
 } ropeqk_status;
 

@@ -30,6 +30,8 @@ ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const 
 ropeqk_status rq_check_scaling(const ropeqk_scaling *s, rq_problem *pb, bool per_token_pos);
 /* fp64 inverse frequencies for a validated problem, scaling applied; inv holds R/2 doubles. */
 void rq_inv_freq(const rq_problem *pb, double *inv);
+/* Every inverse frequency finite, positive and <= 1e30, and the attention factor finite. */
+bool rq_freqs_usable(const rq_problem *pb);
 
 /* Storage conversions, host side. */
 float rq_half_to_float(uint16_t h);

@@ -49,6 +49,9 @@ ropeqk_status rq_check_scaling(const ropeqk_scaling *s, rq_problem *pb, bool per
         pb->l0 = 8192;
     if (uses_l0 && pb->l0 <= 0)
         return ROPEQK_ERR_BAD_SCALING;
+    /* LongRoPE's default attention factor divides by ln(L0) */
+    if (t == ROPEQK_SCALING_LONGROPE && s->attention_factor == 0.0 && pb->factor > 1.0 && pb->l0 < 2)
+        return ROPEQK_ERR_BAD_SCALING;
     if (uses_len) {
         pb->seq_len = s->seq_len;
         if (pb->seq_len == 0) {
@@ -95,54 +98,86 @@ static double yarn_corr_dim(double rot, double R, double base, double l0)
     return R * log(l0 / (rot * 2.0 * RQ_PI)) / (2.0 * log(base));
 }
 
-void rq_inv_freq(const rq_problem *pb, double *inv)
+/* Quantities shared by every frequency of a problem (the NTK base, YaRN's ramp ends). */
+typedef struct {
+    double base, low, high;
+} freq_setup;
+
+static freq_setup setup(const rq_problem *pb)
+{
+    const ropeqk_scaling_type t = pb->scaling ? pb->scaling->type : ROPEQK_SCALING_NONE;
+    const double R = (double)pb->R;
+    freq_setup f = {pb->base, 0.0, 0.0};
+    if (t == ROPEQK_SCALING_DYNAMIC && pb->seq_len > pb->l0)
+        f.base *= pow(pb->factor * (double)pb->seq_len / (double)pb->l0 - (pb->factor - 1.0), R / (R - 2.0));
+    if (t == ROPEQK_SCALING_YARN) {
+        f.low = fmax(floor(yarn_corr_dim(pb->beta_fast, R, f.base, (double)pb->l0)), 0.0);
+        f.high = fmin(ceil(yarn_corr_dim(pb->beta_slow, R, f.base, (double)pb->l0)), R - 1.0);
+        if (f.low == f.high)
+            f.high += 0.001;
+    }
+    return f;
+}
+
+/* Inverse frequency i, scaling applied. */
+static double inv_at(const rq_problem *pb, const freq_setup *fs, int64_t i)
 {
     const ropeqk_scaling *s = pb->scaling;
     const ropeqk_scaling_type t = s ? s->type : ROPEQK_SCALING_NONE;
-    const int64_t half = pb->R / 2;
     const double R = (double)pb->R;
-    double base = pb->base;
-    if (t == ROPEQK_SCALING_DYNAMIC && pb->seq_len > pb->l0)
-        base *= pow(pb->factor * (double)pb->seq_len / (double)pb->l0 - (pb->factor - 1.0), R / (R - 2.0));
-    double low = 0.0, high = 0.0;
-    if (t == ROPEQK_SCALING_YARN) {
-        low = fmax(floor(yarn_corr_dim(pb->beta_fast, R, base, (double)pb->l0)), 0.0);
-        high = fmin(ceil(yarn_corr_dim(pb->beta_slow, R, base, (double)pb->l0)), R - 1.0);
-        if (low == high)
-            high += 0.001;
+    double f = pow(fs->base, -2.0 * (double)i / R);
+    switch (t) {
+    case ROPEQK_SCALING_LINEAR:
+        f /= pb->factor;
+        break;
+    case ROPEQK_SCALING_YARN: {
+        double ramp = fmin(fmax(((double)i - fs->low) / (fs->high - fs->low), 0.0), 1.0);
+        double e = 1.0 - ramp; /* extrapolation weight */
+        f = (f / pb->factor) * (1.0 - e) + f * e;
+        break;
     }
-    for (int64_t i = 0; i < half; i++) {
-        double f = pow(base, -2.0 * (double)i / R);
-        switch (t) {
-        case ROPEQK_SCALING_LINEAR:
+    case ROPEQK_SCALING_LLAMA3: {
+        double wavelen = 2.0 * RQ_PI / f, l0 = (double)pb->l0;
+        if (wavelen > l0 / pb->low_ff) {
             f /= pb->factor;
-            break;
-        case ROPEQK_SCALING_YARN: {
-            double ramp = fmin(fmax(((double)i - low) / (high - low), 0.0), 1.0);
-            double e = 1.0 - ramp; /* extrapolation weight */
-            f = (f / pb->factor) * (1.0 - e) + f * e;
-            break;
+        } else if (!(wavelen < l0 / pb->high_ff)) {
+            double sm = (l0 / wavelen - pb->low_ff) / (pb->high_ff - pb->low_ff);
+            f = (1.0 - sm) * f / pb->factor + sm * f;
         }
-        case ROPEQK_SCALING_LLAMA3: {
-            double wavelen = 2.0 * RQ_PI / f, l0 = (double)pb->l0;
-            if (wavelen > l0 / pb->low_ff) {
-                f /= pb->factor;
-            } else if (!(wavelen < l0 / pb->high_ff)) {
-                double sm = (l0 / wavelen - pb->low_ff) / (pb->high_ff - pb->low_ff);
-                f = (1.0 - sm) * f / pb->factor + sm * f;
-            }
-            break;
-        }
-        case ROPEQK_SCALING_LONGROPE: {
-            const double *ext = pb->seq_len > pb->l0 ? s->long_factor : s->short_factor;
-            f = 1.0 / (ext[i] * pow(base, 2.0 * (double)i / R));
-            break;
-        }
-        default:
-            break;
-        }
-        if (s && s->freq_factors)
-            f /= s->freq_factors[i];
-        inv[i] = f;
+        break;
     }
+    case ROPEQK_SCALING_LONGROPE: {
+        const double *ext = pb->seq_len > pb->l0 ? s->long_factor : s->short_factor;
+        f = 1.0 / (ext[i] * pow(fs->base, 2.0 * (double)i / R));
+        break;
+    }
+    default:
+        break;
+    }
+    if (s && s->freq_factors)
+        f /= s->freq_factors[i];
+    return f;
+}
+
+void rq_inv_freq(const rq_problem *pb, double *inv)
+{
+    freq_setup fs = setup(pb);
+    for (int64_t i = 0; i < pb->R / 2; i++)
+        inv[i] = inv_at(pb, &fs, i);
+}
+
+bool rq_freqs_usable(const rq_problem *pb)
+{
+    /* The kernels carry inv/pi as floats: past ~1e30 rad per position no angle means anything, and
+     * a non-finite or non-positive frequency (a subnormal divisor, base 1e-300, ...) would turn
+     * every score into NaN. */
+    if (!isfinite(pb->attn) || pb->attn <= 0.0)
+        return false;
+    freq_setup fs = setup(pb);
+    for (int64_t i = 0; i < pb->R / 2; i++) {
+        double f = inv_at(pb, &fs, i);
+        if (!isfinite(f) || f <= 0.0 || f > 1e30)
+            return false;
+    }
+    return true;
 }

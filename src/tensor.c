@@ -23,10 +23,12 @@ static ropeqk_tensor make(ropeqk_dtype t, const int64_t ne[4], const int order[4
     memset(&d, 0, sizeof d);
     d.dtype = t;
     memcpy(d.ne, ne, sizeof d.ne);
+    /* a stride past INT64_MAX saturates: validation then reports ROPEQK_ERR_OVERFLOW */
     int64_t stride = (int64_t)ropeqk_dtype_size(t);
     for (int i = 0; i < 4; i++) {
         d.nb[order[i]] = stride;
-        stride *= ne[order[i]] > 0 ? ne[order[i]] : 1;
+        if (__builtin_mul_overflow(stride, ne[order[i]] > 0 ? ne[order[i]] : 1, &stride))
+            stride = INT64_MAX & ~INT64_C(7); /* still a multiple of every element size */
     }
     return d;
 }
@@ -100,7 +102,10 @@ static ropeqk_status check_view(const ropeqk_tensor *t, bool qk, bool f64_ok, si
     for (int a = 0; a < m; a++) {
         if (t->nb[idx[a]] < block)
             return ROPEQK_ERR_OVERLAP;
-        block = t->nb[idx[a]] * t->ne[idx[a]]; /* fits: bounded by the extent */
+        /* the block of the outermost dim is never compared, and may exceed int64 (extent only
+         * bounds nb * (ne - 1)); every inner one is bounded by the next stride */
+        if (a + 1 < m)
+            block = t->nb[idx[a]] * t->ne[idx[a]];
     }
     return ROPEQK_SUCCESS;
 }
@@ -162,6 +167,9 @@ ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const 
     if ((st = rq_check_scaling(&p->scaling, &r, per_token_pos)))
         return st;
     r.scaling = &p->scaling;
+    if (!rq_freqs_usable(&r))
+        return p->scaling.type == ROPEQK_SCALING_NONE && !p->scaling.freq_factors ? ROPEQK_ERR_BAD_PARAM
+                                                                                   : ROPEQK_ERR_BAD_SCALING;
     *pb = r;
     return ROPEQK_SUCCESS;
 }
@@ -170,6 +178,8 @@ ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *
 {
     if (!p || !inv)
         return ROPEQK_ERR_NULL_POINTER;
+    if (head_dim < 1 || head_dim > 65536)
+        return ROPEQK_ERR_BAD_SHAPE;
     ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, head_dim);
     ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, 1);
     rq_problem pb;

@@ -51,6 +51,9 @@ M(nan_base, c->p.base = NAN)
 M(inf_scale, c->p.scale = INFINITY)
 M(bad_layout, c->p.layout = (ropeqk_layout)7)
 M(offset_past_int32, c->p.q_pos_offset = INT32_MAX - 1)
+M(tiny_base, c->p.base = 1e-300)
+M(helper_strides_past_int64, c->q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, INT64_MAX, 8);
+  c->o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, INT64_MAX, 5))
 M(offset_below_int32, c->p.k_pos_offset = (int64_t)INT32_MIN - 1)
 
 static const struct {
@@ -83,6 +86,8 @@ static const struct {
     {"unknown layout", bad_layout, ROPEQK_ERR_BAD_PARAM},
     {"offset + row past INT32_MAX", offset_past_int32, ROPEQK_ERR_POSITION_RANGE},
     {"offset below INT32_MIN", offset_below_int32, ROPEQK_ERR_POSITION_RANGE},
+    {"base so small the frequencies overflow", tiny_base, ROPEQK_ERR_BAD_PARAM},
+    {"descriptor helper strides past INT64_MAX", helper_strides_past_int64, ROPEQK_ERR_OVERFLOW},
 };
 #define N_INVALID (sizeof cases / sizeof cases[0])
 
@@ -209,4 +214,27 @@ Test(invalid, status_strings_are_distinct_and_named)
     }
     cr_expect_str_eq(ropeqk_status_string(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
     cr_expect_str_eq(ropeqk_status_string(0), "success");
+}
+
+/* Found by fuzz_validate: nb * ne of the outermost dim exceeds int64 although the extent fits. The
+ * view is legal (validation passes, UBSan must stay quiet); a buffer that small is then refused. */
+Test(invalid, outermost_block_past_int64)
+{
+    ropeqk_params p;
+    ropeqk_default_params(&p);
+    ropeqk_tensor q = {ROPEQK_F32, {1, 1, 2, 2}, {8, 8, INT64_C(1) << 62, 4}};
+    ropeqk_tensor k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, 2), o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 2, 1);
+    cr_expect_eq(ropeqk_scores_ref(&p, &q, NULL, &k, NULL, NULL, NULL, &o, NULL), ROPEQK_ERR_NULL_POINTER);
+    char why[256];
+    ropeqk_ctx *ctx = th_ctx_or_skip_reason(why, sizeof why);
+    if (!ctx)
+        cr_skip_test("%s", why);
+    cl_int err;
+    cl_mem m = clCreateBuffer(ropeqk_ctx_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
+    ropeqk_mem none = {NULL, 0};
+    cr_expect_eq(ropeqk_enqueue(ctx, NULL, &p, &q, (ropeqk_mem){m, 0}, &k, (ropeqk_mem){m, 0}, none, none, &o,
+                                (ropeqk_mem){m, 1024}, 0, NULL, NULL),
+                 ROPEQK_ERR_BUFFER_TOO_SMALL);
+    clReleaseMemObject(m);
+    ropeqk_ctx_destroy(ctx);
 }

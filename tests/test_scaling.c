@@ -232,6 +232,13 @@ Test(scaling, invalid_combinations)
                                     q->scaling.n_short_factor = 4));
     BAD("freq_factors wrong length", (q->scaling.freq_factors = ones, q->scaling.n_freq_factors = 2));
     BAD("freq_factors count without list", q->scaling.n_freq_factors = 4);
+    BAD("subnormal linear factor", (q->scaling.type = ROPEQK_SCALING_LINEAR, q->scaling.original_max_position = 0,
+                                    q->scaling.factor = 1e-320));
+    BAD("subnormal yarn factor", q->scaling.factor = 1e-320);
+    BAD("longrope default attention with L0 = 1",
+        (q->scaling = (ropeqk_scaling){0}, q->scaling.type = ROPEQK_SCALING_LONGROPE, q->scaling.factor = 4,
+         q->scaling.original_max_position = 1, q->scaling.long_factor = ones, q->scaling.n_long_factor = 4,
+         q->scaling.short_factor = ones, q->scaling.n_short_factor = 4));
     BAD("dynamic with R = 2", (q->scaling = (ropeqk_scaling){0}, q->scaling.type = ROPEQK_SCALING_DYNAMIC,
                                q->scaling.factor = 2, q->scaling.original_max_position = 16, q->rotary_dim = 2));
     for (int i = 0; i < n; i++)

@@ -1,4 +1,6 @@
-/* Strict .npy reader/writer. See npy.h for the contract.
+/* Strict .npy reader/writer: the file format around the header (magic, version, header length,
+ * exact data size), loading from memory or a file, and atomic saving. See npy.h for the contract;
+ * the header dict itself is parsed in npy_header.c.
  *
  * The reader treats every byte of input as hostile: all lengths are checked against what
  * is actually present before anything is allocated, all arithmetic on header values is
@@ -7,7 +9,7 @@
 #define _POSIX_C_SOURCE 200809L /* pread, fsync, O_CLOEXEC */
 #endif
 
-#include "npy.h"
+#include "npy_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,36 +26,21 @@
 #error "npy.c assumes a little-endian host"
 #endif
 
-#if defined(__GNUC__)
-#define NPY_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define NPY_PRINTF(f, a)
-#endif
-
 static const unsigned char MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
-static const struct {
-    const char *descr;
-    size_t size;
-} DTYPES[] = {
+const npyi_dtype_info npyi_dtypes[NPYI_N_DTYPES] = {
     [NPY_F32] = {"<f4", 4}, [NPY_F16] = {"<f2", 2}, [NPY_F64] = {"<f8", 8},
     [NPY_I32] = {"<i4", 4}, [NPY_I64] = {"<i8", 8}, [NPY_U16] = {"<u2", 2},
 };
-#define N_DTYPES (sizeof DTYPES / sizeof DTYPES[0])
+_Static_assert(NPY_U16 + 1 == NPYI_N_DTYPES, "npyi_dtypes must list every npy_dtype");
 
-size_t npy_dtype_size(npy_dtype t) { return (unsigned)t < N_DTYPES ? DTYPES[t].size : 0; }
+size_t npy_dtype_size(npy_dtype t) { return (unsigned)t < NPYI_N_DTYPES ? npyi_dtypes[t].size : 0; }
 
-const char *npy_dtype_descr(npy_dtype t) { return (unsigned)t < N_DTYPES ? DTYPES[t].descr : NULL; }
+const char *npy_dtype_descr(npy_dtype t) { return (unsigned)t < NPYI_N_DTYPES ? npyi_dtypes[t].descr : NULL; }
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *name;
-    char *err;
-    size_t errlen;
-} ectx;
-
-static int vfail(const ectx *e, const char *fmt, va_list ap)
+int npyi_vfail(const npyi_ectx *e, const char *fmt, va_list ap)
 {
     if (!e->err || e->errlen == 0)
         return -1;
@@ -67,18 +54,14 @@ static int vfail(const ectx *e, const char *fmt, va_list ap)
     return -1;
 }
 
-NPY_PRINTF(2, 3)
-static int fail(const ectx *e, const char *fmt, ...)
+int npyi_fail(const npyi_ectx *e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vfail(e, fmt, ap);
+    npyi_vfail(e, fmt, ap);
     va_end(ap);
     return -1;
 }
-
-/* Caps token echoes so a hostile header cannot flood the message. */
-#define TOK_FMT(n) (int)((n) > 40 ? 40 : (n))
 
 static const char *fmt_shape(char *buf, size_t cap, const int64_t *shape, int ndim)
 {
@@ -118,277 +101,46 @@ int64_t npy_numel(const npy_array *a)
     return n;
 }
 
-static int byte_count(npy_dtype dt, const int64_t *shape, int ndim, const ectx *e, size_t *nbytes)
+static int byte_count(npy_dtype dt, const int64_t *shape, int ndim, const npyi_ectx *e, size_t *nbytes)
 {
     char sb[256];
     int64_t n;
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
-            return fail(e, "negative dimension %lld at axis %d", (long long)shape[i], i);
+            return npyi_fail(e, "negative dimension %lld at axis %d", (long long)shape[i], i);
     if (numel_checked(shape, ndim, &n))
-        return fail(e, "shape %s: element count overflows int64", fmt_shape(sb, sizeof sb, shape, ndim));
-    if (__builtin_mul_overflow(n, (int64_t)DTYPES[dt].size, nbytes))
-        return fail(e, "shape %s of '%s': byte count overflows size_t",
-                    fmt_shape(sb, sizeof sb, shape, ndim), DTYPES[dt].descr);
+        return npyi_fail(e, "shape %s: element count overflows int64", fmt_shape(sb, sizeof sb, shape, ndim));
+    if (__builtin_mul_overflow(n, (int64_t)npyi_dtypes[dt].size, nbytes))
+        return npyi_fail(e, "shape %s of '%s': byte count overflows size_t",
+                         fmt_shape(sb, sizeof sb, shape, ndim), npyi_dtypes[dt].descr);
     return 0;
 }
 
-/* ---- header tokenizer ------------------------------------------------------------------ */
-
-enum { T_EOF, T_LBRACE, T_RBRACE, T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COLON, T_COMMA,
-       T_STR, T_INT, T_IDENT, T_ERR };
-
-typedef struct {
-    int kind;
-    const char *s; /* token text; for strings, without the quotes */
-    size_t n;
-    size_t off; /* file offset, for messages */
-} token;
-
-typedef struct {
-    const char *p;
-    size_t n, pos, base;
-    const ectx *e;
-    token t; /* one token of lookahead */
-} parser;
-
-static int is_digit(char c) { return c >= '0' && c <= '9'; }
-static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-/* Lexing errors are reported at once and leave a sticky T_ERR token. No grammar rule accepts
-   T_ERR, so the parser unwinds through unexpected() without checking every next() call. */
-NPY_PRINTF(2, 3)
-static int lex_fail(parser *P, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(P->e, fmt, ap);
-    va_end(ap);
-    P->t.kind = T_ERR;
-    return -1;
-}
-
-/* Returns -1 after a lexing error only so error paths can be one-liners; callers may ignore it. */
-static int next(parser *P)
-{
-    token *t = &P->t;
-    if (t->kind == T_ERR)
-        return -1;
-    while (P->pos < P->n && is_ws(P->p[P->pos]))
-        P->pos++;
-    t->off = P->base + P->pos;
-    t->s = P->p + P->pos;
-    t->n = 0;
-    t->kind = T_EOF;
-    if (P->pos == P->n)
-        return 0;
-    char c = P->p[P->pos];
-    static const char punct[] = "{}()[]:,";
-    const char *q = c ? strchr(punct, c) : NULL;
-    size_t i = P->pos;
-    if (q) {
-        t->kind = T_LBRACE + (int)(q - punct);
-        i++;
-    } else if (c == '\'' || c == '"') {
-        for (i++; i < P->n && P->p[i] != c && P->p[i] != '\n'; i++)
-            if (P->p[i] == '\\')
-                return lex_fail(P, "escape sequences are not supported in header strings (offset %zu)",
-                                P->base + i);
-        if (i == P->n || P->p[i] != c)
-            return lex_fail(P, "unterminated string in header at offset %zu", t->off);
-        t->kind = T_STR;
-        t->s++;
-        t->n = i - P->pos - 1;
-        P->pos = i + 1;
-        return 0;
-    } else if (c == '-' || is_digit(c)) {
-        for (i += c == '-'; i < P->n && is_digit(P->p[i]); i++)
-            ;
-        if (!is_digit(P->p[i - 1]))
-            return lex_fail(P, "malformed number in header at offset %zu", t->off);
-        t->kind = T_INT;
-    } else if (is_alpha(c)) {
-        while (i < P->n && (is_alpha(P->p[i]) || is_digit(P->p[i])))
-            i++;
-        t->kind = T_IDENT;
-    } else {
-        return lex_fail(P, "unexpected character '%c' in header at offset %zu", c, t->off);
-    }
-    t->n = i - P->pos;
-    P->pos = i;
-    return 0;
-}
-
-static int tok_is(const token *t, int kind, const char *s)
-{
-    return t->kind == kind && t->n == strlen(s) && memcmp(t->s, s, t->n) == 0;
-}
-
-/* A mismatch at end of input means the dict was cut short, which deserves a clearer
-   message than "expected X". */
-static int unexpected(const parser *P, const char *what)
-{
-    if (P->t.kind == T_ERR)
-        return -1;
-    if (P->t.kind == T_EOF)
-        return fail(P->e, "unterminated header (no closing '}')");
-    return fail(P->e, "malformed header: expected %s at offset %zu", what, P->t.off);
-}
-
-/* ---- header parser --------------------------------------------------------------------- */
-
-static int parse_descr(parser *P, npy_array *h)
-{
-    const token *t = &P->t;
-    if (t->kind == T_LBRACK)
-        return fail(P->e, "unsupported dtype: structured (record) dtypes are not supported");
-    if (t->kind != T_STR)
-        return unexpected(P, "a string for 'descr'");
-    for (size_t i = 0; i < N_DTYPES; i++)
-        if (tok_is(t, T_STR, DTYPES[i].descr)) {
-            h->dtype = (npy_dtype)i;
-            next(P);
-            return 0;
-        }
-    /* Same type with the wrong byte-order marker: say so, since the fix is obvious. */
-    for (size_t i = 0; i < N_DTYPES && t->n == 3; i++) {
-        if (memcmp(t->s + 1, DTYPES[i].descr + 1, 2) != 0)
-            continue;
-        if (t->s[0] == '>')
-            return fail(P->e, "unsupported dtype '%.3s' (big-endian; convert with arr.astype('%s'))",
-                        t->s, DTYPES[i].descr);
-        return fail(P->e, "unsupported dtype '%.3s' (byte-order marker must be '<')", t->s);
-    }
-    return fail(P->e, "unsupported dtype '%.*s' (supported: <f4 <f2 <f8 <i4 <i8 <u2)",
-                TOK_FMT(t->n), t->s);
-}
-
-static int parse_fortran(parser *P)
-{
-    if (tok_is(&P->t, T_IDENT, "True"))
-        return fail(P->e, "Fortran order not supported; use np.ascontiguousarray");
-    if (!tok_is(&P->t, T_IDENT, "False"))
-        return unexpected(P, "True or False for 'fortran_order'");
-    next(P);
-    return 0;
-}
-
-static int parse_dim(parser *P, int64_t *out)
-{
-    const token *t = &P->t;
-    if (t->s[0] == '-')
-        return fail(P->e, "negative dimension %.*s in shape", TOK_FMT(t->n), t->s);
-    if (t->n > 1 && t->s[0] == '0')
-        return fail(P->e, "malformed dimension '%.*s' in shape (leading zero)", TOK_FMT(t->n), t->s);
-    int64_t v = 0;
-    for (size_t i = 0; i < t->n; i++)
-        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, t->s[i] - '0', &v))
-            return fail(P->e, "dimension %.*s in shape does not fit in int64", TOK_FMT(t->n), t->s);
-    *out = v;
-    next(P);
-    return 0;
-}
-
-static int parse_shape(parser *P, npy_array *h)
-{
-    if (P->t.kind != T_LPAREN)
-        return unexpected(P, "a tuple such as (2, 3) or (5,) for 'shape'");
-    next(P);
-    h->ndim = 0;
-    while (P->t.kind != T_RPAREN) {
-        if (P->t.kind != T_INT)
-            return unexpected(P, "an integer dimension");
-        if (h->ndim == NPY_MAX_DIMS)
-            return fail(P->e, "shape has more than %d dimensions", NPY_MAX_DIMS);
-        if (parse_dim(P, &h->shape[h->ndim++]))
-            return -1;
-        if (P->t.kind == T_COMMA)
-            next(P);
-        else if (P->t.kind != T_RPAREN)
-            return unexpected(P, "',' or ')' in shape");
-        else if (h->ndim == 1) /* in Python "(5)" is the int 5, not a tuple; NumPy rejects it too */
-            return fail(P->e, "malformed shape: a 1-d shape needs a trailing comma, e.g. (5,)");
-    }
-    next(P);
-    return 0;
-}
-
-static const char *const KEYS[3] = {"descr", "fortran_order", "shape"};
-
-/* hdr[0..len) is the whole header region, including padding and the final newline. */
-static int parse_header(const unsigned char *hdr, size_t len, size_t base, const ectx *e, npy_array *h)
-{
-    if (len == 0 || hdr[len - 1] != '\n')
-        return fail(e, "unterminated header (no newline at the end of its %zu bytes)", len);
-    for (size_t i = 0; i < len; i++) {
-        unsigned c = hdr[i];
-        /* v3 allows utf-8, but nothing we accept needs it; ASCII keeps the lexer trivial. */
-        if (c >= 0x80)
-            return fail(e, "non-ASCII byte 0x%02x in header at offset %zu", c, base + i);
-        if ((c < 0x20 || c == 0x7f) && !is_ws((char)c))
-            return fail(e, "control byte 0x%02x in header at offset %zu", c, base + i);
-    }
-    parser P = {.p = (const char *)hdr, .n = len, .base = base, .e = e};
-    unsigned seen = 0;
-    next(&P);
-    if (P.t.kind != T_LBRACE)
-        return P.t.kind == T_ERR ? -1 : fail(e, "malformed header: expected '{' at offset %zu", P.t.off);
-    next(&P);
-    while (P.t.kind != T_RBRACE) {
-        if (P.t.kind != T_STR)
-            return unexpected(&P, "a quoted key");
-        int k = 0;
-        while (k < 3 && !tok_is(&P.t, T_STR, KEYS[k]))
-            k++;
-        if (k == 3)
-            return fail(e, "unexpected key '%.*s' in header", TOK_FMT(P.t.n), P.t.s);
-        if (seen & (1u << k))
-            return fail(e, "duplicate key '%s' in header", KEYS[k]);
-        seen |= 1u << k;
-        next(&P);
-        if (P.t.kind != T_COLON)
-            return unexpected(&P, "':' after key");
-        next(&P);
-        if ((k == 0 ? parse_descr(&P, h) : k == 1 ? parse_fortran(&P) : parse_shape(&P, h)) != 0)
-            return -1;
-        if (P.t.kind == T_COMMA)
-            next(&P);
-        else if (P.t.kind != T_RBRACE)
-            return unexpected(&P, "',' or '}'");
-    }
-    next(&P);
-    if (P.t.kind != T_EOF)
-        return P.t.kind == T_ERR ? -1 : fail(e, "unexpected text after the header dict at offset %zu", P.t.off);
-    for (int k = 0; k < 3; k++)
-        if (!(seen & (1u << k)))
-            return fail(e, "header is missing key '%s'", KEYS[k]);
-    return 0;
-}
+/* ---- file layout: prefix, header, data ------------------------------------------------- */
 
 /* b[0..have) is the start of a file that is total bytes long. On success *hoff and *hlen give
    the header region, which is guaranteed to lie within the file. */
-static int parse_prefix(const unsigned char *b, size_t have, uint64_t total, const ectx *e,
+static int parse_prefix(const unsigned char *b, size_t have, uint64_t total, const npyi_ectx *e,
                         size_t *hoff, size_t *hlen)
 {
     if (have == 0)
-        return fail(e, "empty file, not a .npy file");
+        return npyi_fail(e, "empty file, not a .npy file");
     if (memcmp(b, MAGIC, have < 6 ? have : 6) != 0)
-        return fail(e, "bad magic, not a .npy file");
+        return npyi_fail(e, "bad magic, not a .npy file");
     if (have < 8)
-        return fail(e, "file truncated (%zu bytes) before the format version", have);
+        return npyi_fail(e, "file truncated (%zu bytes) before the format version", have);
     unsigned major = b[6], minor = b[7];
     if (major < 1 || major > 3 || minor != 0)
-        return fail(e, "unsupported .npy format version %u.%u (expected 1.0, 2.0 or 3.0)", major, minor);
+        return npyi_fail(e, "unsupported .npy format version %u.%u (expected 1.0, 2.0 or 3.0)", major, minor);
     size_t pre = major == 1 ? 10 : 12;
     if (have < pre)
-        return fail(e, "file truncated (%zu bytes) before the header length", have);
+        return npyi_fail(e, "file truncated (%zu bytes) before the header length", have);
     uint32_t len = (uint32_t)b[8] | (uint32_t)b[9] << 8;
     if (major > 1)
         len |= (uint32_t)b[10] << 16 | (uint32_t)b[11] << 24;
     if (len > total - pre)
-        return fail(e, "header length %lu extends past the end of the file (%llu bytes)",
-                    (unsigned long)len, (unsigned long long)total);
+        return npyi_fail(e, "header length %lu extends past the end of the file (%llu bytes)",
+                         (unsigned long)len, (unsigned long long)total);
     *hoff = pre;
     *hlen = len;
     return 0;
@@ -396,17 +148,17 @@ static int parse_prefix(const unsigned char *b, size_t have, uint64_t total, con
 
 /* Everything after the prefix: header dict, byte count, and the exact-size check that must
    pass before anything is allocated for the data. Fills all of *h except data. */
-static int parse_rest(const unsigned char *hdr, size_t hoff, size_t hlen, uint64_t total, const ectx *e,
+static int parse_rest(const unsigned char *hdr, size_t hoff, size_t hlen, uint64_t total, const npyi_ectx *e,
                       npy_array *h)
 {
-    if (parse_header(hdr, hlen, hoff, e, h) || byte_count(h->dtype, h->shape, h->ndim, e, &h->nbytes))
+    if (npyi_parse_header(hdr, hlen, hoff, e, h) || byte_count(h->dtype, h->shape, h->ndim, e, &h->nbytes))
         return -1;
     uint64_t avail = total - hoff - hlen;
     if (h->nbytes > avail)
-        return fail(e, "header says %zu bytes of data, file has %llu", h->nbytes, (unsigned long long)avail);
+        return npyi_fail(e, "header says %zu bytes of data, file has %llu", h->nbytes, (unsigned long long)avail);
     if (h->nbytes < avail)
-        return fail(e, "file has %llu bytes after the data (expected %zu bytes of data)",
-                    (unsigned long long)(avail - h->nbytes), h->nbytes);
+        return npyi_fail(e, "file has %llu bytes after the data (expected %zu bytes of data)",
+                         (unsigned long long)(avail - h->nbytes), h->nbytes);
     return 0;
 }
 
@@ -414,18 +166,18 @@ static int parse_rest(const unsigned char *hdr, size_t hoff, size_t hlen, uint64
 
 int npy_load_mem(const void *buf, size_t len, const char *name, npy_array *out, char *err, size_t errlen)
 {
-    ectx e = {name ? name : "<memory>", err, errlen};
+    npyi_ectx e = {name ? name : "<memory>", err, errlen};
     if (out)
         memset(out, 0, sizeof *out);
     if (!out || (!buf && len))
-        return fail(&e, "invalid argument (NULL %s)", out ? "buffer" : "output");
+        return npyi_fail(&e, "invalid argument (NULL %s)", out ? "buffer" : "output");
     const unsigned char *b = buf;
     size_t hoff, hlen;
     npy_array h = {0};
     if (parse_prefix(b, len, len, &e, &hoff, &hlen) || parse_rest(b + hoff, hoff, hlen, len, &e, &h))
         return -1;
     if (h.nbytes && !(h.data = malloc(h.nbytes)))
-        return fail(&e, "out of memory allocating %zu bytes", h.nbytes);
+        return npyi_fail(&e, "out of memory allocating %zu bytes", h.nbytes);
     if (h.nbytes)
         memcpy(h.data, b + hoff + hlen, h.nbytes);
     *out = h;
@@ -433,7 +185,7 @@ int npy_load_mem(const void *buf, size_t len, const char *name, npy_array *out, 
 }
 
 /* 0 when all n bytes were read; short reads only happen if the file shrank under us. */
-static int pread_full(int fd, void *buf, size_t n, uint64_t off, const ectx *e)
+static int pread_full(int fd, void *buf, size_t n, uint64_t off, const npyi_ectx *e)
 {
     unsigned char *p = buf;
     while (n) {
@@ -441,9 +193,9 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off, const ectx *e)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return fail(e, "read error: %s", strerror(errno));
+            return npyi_fail(e, "read error: %s", strerror(errno));
         if (r == 0)
-            return fail(e, "file shrank while reading");
+            return npyi_fail(e, "file shrank while reading");
         p += r;
         n -= (size_t)r;
         off += (uint64_t)r;
@@ -451,29 +203,29 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off, const ectx *e)
     return 0;
 }
 
-static int load_fd(int fd, const ectx *e, npy_array *out)
+static int load_fd(int fd, const npyi_ectx *e, npy_array *out)
 {
     unsigned char pre[12], *hdr;
     size_t hoff, hlen;
     npy_array h = {0};
     struct stat st;
     if (fstat(fd, &st) != 0)
-        return fail(e, "cannot stat: %s", strerror(errno));
+        return npyi_fail(e, "cannot stat: %s", strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return fail(e, "not a regular file");
+        return npyi_fail(e, "not a regular file");
     uint64_t total = (uint64_t)st.st_size;
     size_t want = total < sizeof pre ? (size_t)total : sizeof pre;
     if (pread_full(fd, pre, want, 0, e) || parse_prefix(pre, want, total, e, &hoff, &hlen))
         return -1;
     /* hlen <= total was checked, so this allocation is bounded by the real file size. */
     if (!(hdr = malloc(hlen ? hlen : 1)))
-        return fail(e, "out of memory allocating %zu bytes", hlen);
+        return npyi_fail(e, "out of memory allocating %zu bytes", hlen);
     int rc = pread_full(fd, hdr, hlen, hoff, e) || parse_rest(hdr, hoff, hlen, total, e, &h);
     free(hdr);
     if (rc)
         return -1;
     if (h.nbytes && !(h.data = malloc(h.nbytes)))
-        return fail(e, "out of memory allocating %zu bytes", h.nbytes);
+        return npyi_fail(e, "out of memory allocating %zu bytes", h.nbytes);
     if (pread_full(fd, h.data, h.nbytes, hoff + hlen, e)) {
         free(h.data);
         return -1;
@@ -484,14 +236,14 @@ static int load_fd(int fd, const ectx *e, npy_array *out)
 
 int npy_load(const char *path, npy_array *out, char *err, size_t errlen)
 {
-    ectx e = {path ? path : "<null>", err, errlen};
+    npyi_ectx e = {path ? path : "<null>", err, errlen};
     if (out)
         memset(out, 0, sizeof *out);
     if (!path || !out)
-        return fail(&e, "invalid argument (NULL %s)", out ? "path" : "output");
+        return npyi_fail(&e, "invalid argument (NULL %s)", out ? "path" : "output");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(&e, "cannot open: %s", strerror(errno));
+        return npyi_fail(&e, "cannot open: %s", strerror(errno));
     int rc = load_fd(fd, &e, out);
     close(fd);
     return rc;
@@ -523,29 +275,29 @@ static size_t padded_hlen(size_t pre, size_t dict_len)
 
 int npy_save(const char *path, const npy_array *a, char *err, size_t errlen)
 {
-    ectx e = {path ? path : "<null>", err, errlen};
+    npyi_ectx e = {path ? path : "<null>", err, errlen};
     char sb[256];
     size_t nbytes;
     if (!path || !*path || !a)
-        return fail(&e, "invalid argument (%s)", a ? "empty path" : "NULL array");
-    if ((unsigned)a->dtype >= N_DTYPES)
-        return fail(&e, "invalid dtype %d", (int)a->dtype);
+        return npyi_fail(&e, "invalid argument (%s)", a ? "empty path" : "NULL array");
+    if ((unsigned)a->dtype >= NPYI_N_DTYPES)
+        return npyi_fail(&e, "invalid dtype %d", (int)a->dtype);
     if (a->ndim < 0 || a->ndim > NPY_MAX_DIMS)
-        return fail(&e, "invalid ndim %d (must be 0..%d)", a->ndim, NPY_MAX_DIMS);
+        return npyi_fail(&e, "invalid ndim %d (must be 0..%d)", a->ndim, NPY_MAX_DIMS);
     if (byte_count(a->dtype, a->shape, a->ndim, &e, &nbytes))
         return -1;
     fmt_shape(sb, sizeof sb, a->shape, a->ndim);
     if (nbytes != a->nbytes)
-        return fail(&e, "nbytes is %zu but shape %s of '%s' needs %zu", a->nbytes, sb,
-                    DTYPES[a->dtype].descr, nbytes);
+        return npyi_fail(&e, "nbytes is %zu but shape %s of '%s' needs %zu", a->nbytes, sb,
+                         npyi_dtypes[a->dtype].descr, nbytes);
     if (nbytes && !a->data)
-        return fail(&e, "invalid argument (NULL data with %zu bytes)", nbytes);
+        return npyi_fail(&e, "invalid argument (NULL data with %zu bytes)", nbytes);
 
     char dict[512];
     int dn = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                      DTYPES[a->dtype].descr, sb);
+                      npyi_dtypes[a->dtype].descr, sb);
     if (dn < 0 || (size_t)dn >= sizeof dict)
-        return fail(&e, "internal error: header too long");
+        return npyi_fail(&e, "internal error: header too long");
     /* Version 2.0 only when a 1.0 header cannot hold it; unreachable with NPY_MAX_DIMS == 8. */
     size_t pre = padded_hlen(10, (size_t)dn) > 65535 ? 12 : 10, hlen = padded_hlen(pre, (size_t)dn);
     unsigned char hdr[12 + sizeof dict + 64];
@@ -561,7 +313,7 @@ int npy_save(const char *path, const npy_array *a, char *err, size_t errlen)
     size_t tn = strlen(path) + 32;
     char *tmp = malloc(tn);
     if (!tmp)
-        return fail(&e, "out of memory");
+        return npyi_fail(&e, "out of memory");
     snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
     /* O_EXCL: a planted symlink is never followed, and a concurrent save of the same path from
        another thread of this process fails here instead of renaming our half-written file. An
@@ -569,8 +321,8 @@ int npy_save(const char *path, const npy_array *a, char *err, size_t errlen)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
         int saved = errno;
-        fail(&e, "cannot create temporary file '%s': %s%s", tmp, strerror(saved),
-             saved == EEXIST ? " (concurrent save of the same path, or a stale temp file)" : "");
+        npyi_fail(&e, "cannot create temporary file '%s': %s%s", tmp, strerror(saved),
+                  saved == EEXIST ? " (concurrent save of the same path, or a stale temp file)" : "");
         free(tmp);
         return -1;
     }
@@ -591,7 +343,7 @@ int npy_save(const char *path, const npy_array *a, char *err, size_t errlen)
     }
     if (what) {
         unlink(tmp);
-        fail(&e, "%s failed: %s", what, saved ? strerror(saved) : "short write");
+        npyi_fail(&e, "%s failed: %s", what, saved ? strerror(saved) : "short write");
     }
     free(tmp);
     return what ? -1 : 0;
