@@ -9,23 +9,101 @@
 #include <string.h>
 #include <unistd.h>
 
+#define MAX_HALF 128 /* R/2 for the largest D below */
+
 typedef struct {
     ropeqk_params p;
     ropeqk_dtype dtype;
     bool bshd, per_token;
     int64_t B, Hq, Hkv, Sq, Sk, D;
     int64_t max_pos;
+    double long_f[MAX_HALF], short_f[MAX_HALF], freq[MAX_HALF]; /* p.scaling points here */
 } check_case;
+
+static const char *const dtype_label[] = {"f32", "f16", "bf16"};
 
 static void describe(const check_case *c, char *buf, size_t len)
 {
+    char sc[256], win[48] = "";
+    cli_scaling_describe(&c->p.scaling, sc, sizeof sc);
+    if (c->p.window)
+        snprintf(win, sizeof win, " window=%" PRId64, c->p.window);
     snprintf(buf, len,
              "%s %s %s B=%" PRId64 " Hq=%" PRId64 " Hkv=%" PRId64 " Sq=%" PRId64 " Sk=%" PRId64 " D=%" PRId64
-             " R=%d base=%g%s%s%s max position %" PRId64,
-             c->p.layout == ROPEQK_HALF_SPLIT ? "half-split" : "interleaved", c->dtype == ROPEQK_F16 ? "f16" : "f32",
-             c->bshd ? "bshd" : "bhsd", c->B, c->Hq, c->Hkv, c->Sq, c->Sk, c->D, c->p.rotary_dim ? (int)c->p.rotary_dim : (int)c->D, c->p.base,
-             c->p.causal ? " causal" : "", c->p.conjugate ? " conjugate" : "",
-             c->per_token ? " per-token positions" : "", c->max_pos);
+             " R=%d base=%g%s%s%s%s%s max position %" PRId64,
+             c->p.layout == ROPEQK_HALF_SPLIT ? "half-split" : "interleaved", dtype_label[c->dtype],
+             c->bshd ? "bshd" : "bhsd", c->B, c->Hq, c->Hkv, c->Sq, c->Sk, c->D,
+             c->p.rotary_dim ? (int)c->p.rotary_dim : (int)c->D, c->p.base, c->p.causal ? " causal" : "",
+             c->p.conjugate ? " conjugate" : "", c->per_token ? " per-token positions" : "", sc, win, c->max_pos);
+}
+
+/* Random frequency scaling, variant v: 0..4 linear, dynamic, yarn, llama3, longrope; 5 none with
+ * freq_factors; 6 any type with freq_factors. Optional parameters are left to their defaults in about
+ * half the cases. */
+static void draw_scaling(check_case *c, cli_rng *r, int v)
+{
+    static const int64_t l0s[] = {2048, 4096, 8192, 32768};
+    ropeqk_scaling *s = &c->p.scaling;
+    const int64_t R = c->p.rotary_dim ? c->p.rotary_dim : c->D, half = R / 2;
+    int t = v < 5 ? v + 1 : v == 5 ? ROPEQK_SCALING_NONE : (int)cli_rng_range(r, 0, 5);
+    if (t == ROPEQK_SCALING_DYNAMIC && R <= 2)
+        t = ROPEQK_SCALING_LINEAR; /* dynamic needs R > 2 */
+    s->type = (ropeqk_scaling_type)t;
+    int64_t l0 = cli_rng_uniform(r) < 0.7 ? l0s[cli_rng_range(r, 0, 3)] : cli_rng_range(r, 64, 65536);
+    double factor = 1.0 + 39.0 * cli_rng_uniform(r);
+    bool opt = cli_rng_uniform(r) < 0.5;
+    switch (s->type) {
+    case ROPEQK_SCALING_NONE:
+        break;
+    case ROPEQK_SCALING_LINEAR:
+        s->factor = factor;
+        break;
+    case ROPEQK_SCALING_DYNAMIC:
+        s->factor = factor;
+        s->original_max_position = l0;
+        break;
+    case ROPEQK_SCALING_YARN:
+        s->factor = factor;
+        s->original_max_position = l0;
+        if (opt) {
+            s->beta_fast = 8.0 + 56.0 * cli_rng_uniform(r);
+            s->beta_slow = 0.5 + 3.5 * cli_rng_uniform(r);
+        }
+        if (cli_rng_uniform(r) < 0.3)
+            s->attention_factor = 0.8 + 0.7 * cli_rng_uniform(r);
+        break;
+    case ROPEQK_SCALING_LLAMA3:
+        if (opt) {
+            s->factor = factor;
+            s->original_max_position = l0;
+            s->low_freq_factor = 0.5 + 1.5 * cli_rng_uniform(r);
+            s->high_freq_factor = s->low_freq_factor + 0.5 + 5.5 * cli_rng_uniform(r);
+        }
+        break;
+    case ROPEQK_SCALING_LONGROPE:
+        s->original_max_position = l0;
+        for (int64_t i = 0; i < half; i++) {
+            c->long_f[i] = 1.0 + 63.0 * cli_rng_uniform(r);
+            c->short_f[i] = 1.0 + 2.0 * cli_rng_uniform(r);
+        }
+        s->long_factor = c->long_f;
+        s->short_factor = c->short_f;
+        s->n_long_factor = s->n_short_factor = (int32_t)half;
+        if (opt)
+            s->factor = factor;
+        if (cli_rng_uniform(r) < 0.2)
+            s->attention_factor = 0.8 + 0.7 * cli_rng_uniform(r);
+        break;
+    }
+    /* the length: either side of L0 (required with per-token positions), else offset + rows */
+    if ((t == ROPEQK_SCALING_DYNAMIC || t == ROPEQK_SCALING_LONGROPE) && (c->per_token || cli_rng_uniform(r) < 0.5))
+        s->seq_len = cli_rng_uniform(r) < 0.5 ? cli_rng_range(r, 1, l0) : cli_rng_range(r, l0 + 1, 4 * l0);
+    if (v >= 5 || cli_rng_uniform(r) < 0.15) {
+        for (int64_t i = 0; i < half; i++)
+            c->freq[i] = 1.0 + 7.0 * cli_rng_uniform(r);
+        s->freq_factors = c->freq;
+        s->n_freq_factors = (int32_t)half;
+    }
 }
 
 static const int64_t dims[] = {2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 128, 256};
@@ -40,7 +118,7 @@ static void make_case(uint64_t seed, int64_t i, cli_rng *r, check_case *c)
     memset(c, 0, sizeof *c);
     ropeqk_default_params(&c->p);
     c->p.layout = i % 2 ? ROPEQK_HALF_SPLIT : ROPEQK_INTERLEAVED;
-    c->dtype = (i / 2) % 2 ? ROPEQK_F16 : ROPEQK_F32;
+    c->dtype = (ropeqk_dtype)((i / 2) % 3); /* f32, f16, bf16 */
     c->bshd = (i / 4) % 2 == 1;
     bool large = i % 3 == 2, partial = i % 5 == 1 || i % 5 == 3;
     c->per_token = i % 7 == 4 || i % 7 == 6;
@@ -70,6 +148,18 @@ static void make_case(uint64_t seed, int64_t i, cli_rng *r, check_case *c)
     } else {
         c->max_pos = lim;
     }
+    /* frequency scaling in half of the cases, all 7 variants within 18 cases */
+    if ((i / 3) % 2 == 1)
+        draw_scaling(c, r, (int)(((i / 6) * 3 + i % 3) % 7));
+    /* a sliding window in one case of 5 (both layouts) */
+    if (i % 5 == 2) {
+        c->p.window = cli_rng_range(r, 1, c->Sq + c->Sk + 4);
+        if (!c->per_token && c->Sq > 1) { /* queries among the keys, so that the window cuts inside */
+            c->p.q_pos_offset = c->p.k_pos_offset + cli_rng_range(r, 0, c->Sk > c->Sq ? c->Sk - c->Sq : 0);
+            int64_t mq = c->p.q_pos_offset + c->Sq - 1, mk = c->p.k_pos_offset + c->Sk - 1;
+            c->max_pos = mq > mk ? mq : mk;
+        }
+    }
 }
 
 static void fill_input(cli_rng *r, ropeqk_dtype dt, void *data, size_t n)
@@ -78,6 +168,8 @@ static void fill_input(cli_rng *r, ropeqk_dtype dt, void *data, size_t n)
         float v = (float)cli_rng_normal(r);
         if (dt == ROPEQK_F16)
             ((uint16_t *)data)[x] = cli_float_to_half(v);
+        else if (dt == ROPEQK_BF16)
+            ((uint16_t *)data)[x] = cli_float_to_bf16(v);
         else
             ((float *)data)[x] = v;
     }
@@ -121,7 +213,7 @@ static int run_case(cli_device *dev, const check_case *c, cli_rng *r, double *er
     }
     ropeqk_status st = cli_device_scores(dev, &c->p, &qt, qd, &kt, kd, qpos, kpos, &ot, od);
     if (st != ROPEQK_SUCCESS) {
-        char what[768], d[400];
+        char what[1024], d[640];
         describe(c, d, sizeof d);
         snprintf(what, sizeof what, "check: device path on [%s]", d);
         cli_lib_err(what, st, dev->ctx);
@@ -164,9 +256,11 @@ int cmd_check(int argc, char **argv)
     if (help) {
         cli_print_help(stdout, "ropeqk check [--seed N] [--cases N] [--device SPEC]",
                        "Runs random problems on the device and on the scalar fp64 path and compares them\n"
-                       "(ROPE.md metric, tolerance 1e-5, masks exactly): both layouts, f32 and f16 inputs,\n"
-                       "BHSD and BSHD, partial rotary, GQA/MQA, causal, conjugate, decode (Sq = 1),\n"
-                       "per-token positions, positions up to 2^20. Exit status 3 if any case fails.",
+                       "(ROPE.md metric, tolerance 1e-5, masks exactly): both layouts, f32, f16 and bf16\n"
+                       "inputs, BHSD and BSHD, partial rotary, GQA/MQA, causal, conjugate, decode (Sq = 1),\n"
+                       "per-token positions, positions up to 2^20, frequency scaling (linear, dynamic, yarn,\n"
+                       "llama3, longrope, freq_factors) in half the cases, sliding windows in one of 5.\n"
+                       "Exit status 3 if any case fails.",
                        opts, nopts);
         return CLI_OK;
     }
@@ -179,7 +273,7 @@ int cmd_check(int argc, char **argv)
     printf("check: seed %" PRId64 ", %" PRId64 " cases on %s (%s), tolerance %g\n", seed, ncases, dev.name, dev.why,
            CLI_TOLERANCE);
     fflush(stdout);
-    tally t[2][2];
+    tally t[2][3];
     memset(t, 0, sizeof t);
     bool tty = isatty(2);
     int64_t fails = 0;
@@ -188,7 +282,7 @@ int cmd_check(int argc, char **argv)
     rc = CLI_OK;
     for (int64_t i = 0; i < ncases; i++) {
         check_case c;
-        char d[400];
+        char d[640];
         make_case((uint64_t)seed, i, &r, &c);
         describe(&c, d, sizeof d);
         if (tty) {
@@ -204,7 +298,7 @@ int cmd_check(int argc, char **argv)
             rc = CLI_RUNTIME;
             break;
         }
-        tally *x = &t[c.p.layout == ROPEQK_HALF_SPLIT][c.dtype == ROPEQK_F16];
+        tally *x = &t[c.p.layout == ROPEQK_HALF_SPLIT][c.dtype];
         x->cases++;
         if (!(err <= x->max_err))
             x->max_err = err;
@@ -230,9 +324,9 @@ int cmd_check(int argc, char **argv)
     double all_err = 0.0;
     int64_t all_cases = 0;
     for (int l = 0; l < 2; l++)
-        for (int dt = 0; dt < 2; dt++) {
+        for (int dt = 0; dt < 3; dt++) {
             const tally *x = &t[l][dt];
-            printf("%-12s %-5s %7" PRId64 " %11.3g %9" PRId64 "\n", l ? "half-split" : "interleaved", dt ? "f16" : "f32",
+            printf("%-12s %-5s %7" PRId64 " %11.3g %9" PRId64 "\n", l ? "half-split" : "interleaved", dtype_label[dt],
                    x->cases, x->max_err, x->failures);
             if (!(x->max_err <= all_err))
                 all_err = x->max_err;

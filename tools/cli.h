@@ -5,6 +5,9 @@
  *   common.c   messages, random numbers, timing, half-precision conversion, small file helpers
  *   device.c   the `devices` subcommand, opening a device (or the scalar path) by spec
  *   scores.c   the `scores` subcommand (inputs from .npy files, output to .npy)
+ *   scaling_opts.c  the frequency-scaling flags of `scores` (--scaling, --factor, ...): table rows,
+ *              validation (usage errors naming the flag), factor lists from .npy files
+ *   config.c   the `config` subcommand: a Hugging Face config.json to `scores` flags (cJSON)
  *   verify.c   scalar-path verification (threaded), shared by scores --check, check and demo
  *   check.c    the `check` subcommand (randomized sweep)
  *   demo.c     the `demo` subcommand
@@ -62,6 +65,10 @@ typedef struct {
 /* Parses argv[1..argc) (argv[0] is the subcommand name) against the table. Returns CLI_OK, or
  * CLI_USAGE after printing a message naming the flag. *help is set when -h/--help was given. */
 int cli_parse(const char *cmd, const cli_opt *opts, size_t n, int argc, char **argv, bool *help);
+/* Removes the one positional argument (an argument not starting with "--" that is not the value
+ * of a value-taking option of the table) from argv, compacting it; *pos receives it (NULL if none).
+ * Returns CLI_OK, or CLI_USAGE after a message when there are several. */
+int cli_take_positional(const char *cmd, const cli_opt *opts, size_t n, int *argc, char **argv, const char **pos);
 /* Prints "usage" then the option table (name, metavar, help) to f. */
 void cli_print_help(FILE *f, const char *usage, const char *about, const cli_opt *opts, size_t n);
 
@@ -83,6 +90,9 @@ double cli_rng_uniform(cli_rng *r);          /* [0, 1) */
 double cli_rng_normal(cli_rng *r);           /* N(0, 1) */
 int64_t cli_rng_range(cli_rng *r, int64_t lo, int64_t hi); /* [lo, hi] */
 uint16_t cli_float_to_half(float f);         /* round to nearest even */
+uint16_t cli_float_to_bf16(float f);         /* round to nearest even (NaN stays NaN) */
+/* Shortest "%.Ng" (N = 1..17) that reads back as v; integers up to 2^53 without exponent. */
+void cli_fmt_double(char *buf, size_t len, double v);
 /* Default seed: time and pid mixed. */
 uint64_t cli_default_seed(void);
 /* Median of n doubles (sorts v). */
@@ -122,9 +132,43 @@ ropeqk_status cli_verify(const ropeqk_params *p,
                          const int32_t *qpos, const int32_t *kpos,
                          const ropeqk_tensor *s, const float *sd, double *max_err, int64_t *mismatch);
 
+/* ---- scaling_opts.c ------------------------------------------------------------------------- */
+/* --scaling choices, in ropeqk_scaling_type order, NULL-terminated. */
+extern const char *const cli_scaling_names[];
+
+/* The raw scaling flags of `scores` (0 / NULL = not given; all numbers must be > 0). */
+typedef struct {
+    int type; /* index into cli_scaling_names == ropeqk_scaling_type */
+    double factor, beta_fast, beta_slow, attention_factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_pos, seq_len;
+    const char *long_factors, *short_factors, *freq_factors; /* .npy paths */
+} cli_scaling_args;
+
+#define CLI_SCALING_ROWS 13
+/* Writes the CLI_SCALING_ROWS option rows of the scaling flags (and --window into *window) to rows. */
+void cli_scaling_rows(cli_scaling_args *s, int64_t *window, cli_opt *rows);
+
+/* Factor lists loaded from the .npy files (owned). */
+typedef struct {
+    double *long_f, *short_f, *freq;
+} cli_scaling_lists;
+
+/* The checks of cli_scaling_build that need no file (run them before reading any). */
+int cli_scaling_check(const char *cmd, const cli_scaling_args *s, bool per_token);
+/* Checks the flags against --scaling (CLI_USAGE, naming the flag: "--scaling yarn needs --factor",
+ * "--beta-fast only applies to --scaling yarn"), loads the factor lists (R/2 entries each: a length
+ * mismatch is CLI_USAGE naming the file and both lengths, an unreadable or bad file CLI_RUNTIME) and
+ * fills *out. per_token: positions come from files (dynamic/longrope then need --seq-len). */
+int cli_scaling_build(const char *cmd, const cli_scaling_args *s, int64_t R, bool rotary_dim_given, bool per_token,
+                      ropeqk_scaling *out, cli_scaling_lists *lists);
+void cli_scaling_free(cli_scaling_lists *l);
+/* "yarn(s=4,L0=32768)"-style summary of a scaling (for check and messages); "" for none. */
+void cli_scaling_describe(const ropeqk_scaling *s, char *buf, size_t len);
+
 /* ---- subcommands ---------------------------------------------------------------------------- */
 int cmd_scores(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_config(int argc, char **argv);
 
 #endif

@@ -92,6 +92,29 @@ uint16_t cli_float_to_half(float f)
     return (uint16_t)(sign | h);
 }
 
+uint16_t cli_float_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) /* NaN: keep it quiet and a NaN */
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even; overflow rounds to inf */
+    return (uint16_t)(x >> 16);
+}
+
+void cli_fmt_double(char *buf, size_t len, double v)
+{
+    if (v == floor(v) && fabs(v) <= 9007199254740992.0) {
+        snprintf(buf, len, "%.0f", v);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
 uint64_t cli_default_seed(void)
 {
     struct timespec ts;

@@ -14,7 +14,18 @@ static const subcommand commands[] = {
     {"scores", cmd_scores, "RoPE + attention scores of Q and K .npy files into a .npy file"},
     {"check", cmd_check, "randomized sweep: device against the scalar fp64 path"},
     {"demo", cmd_demo, "Llama-sized example: timing, accuracy check, optional plot"},
+    {"config", cmd_config, "print the scores flags of a Hugging Face config.json (rope_scaling ...)"},
 };
+
+#ifndef ROPEQK_HAVE_CJSON
+int cmd_config(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    cli_err("config: this ropeqk was built without cJSON (install libcjson-dev and reconfigure)");
+    return CLI_RUNTIME;
+}
+#endif
 
 static void usage(FILE *f)
 {
@@ -49,6 +60,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
-    cli_err("unknown command '%s' (commands: devices, scores, check, demo; see ropeqk --help)", cmd);
+    cli_err("unknown command '%s' (commands: devices, scores, check, demo, config; see ropeqk --help)", cmd);
     return CLI_USAGE;
 }

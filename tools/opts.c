@@ -190,6 +190,36 @@ int cli_parse(const char *cmd, const cli_opt *opts, size_t n, int argc, char **a
     return CLI_OK;
 }
 
+int cli_take_positional(const char *cmd, const cli_opt *opts, size_t n, int *argc, char **argv, const char **pos)
+{
+    *pos = NULL;
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) == 0 && a[2] != '\0') {
+            argv[out++] = argv[i];
+            const char *eq = strchr(a, '=');
+            const cli_opt *o = eq ? NULL : find_opt(opts, n, a, strlen(a));
+            /* a value-taking option: its value stays with it (unless it looks like an option) */
+            if (o && o->kind != OPT_FLAG && i + 1 < *argc && strncmp(argv[i + 1], "--", 2) != 0)
+                argv[out++] = argv[++i];
+            continue;
+        }
+        if (strcmp(a, "-h") == 0 || a[0] == '-') { /* -h, or an error cli_parse will report */
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (*pos) {
+            cli_err("%s: unexpected argument '%s' (one file only: '%s' given already)", cmd, a, *pos);
+            return CLI_USAGE;
+        }
+        *pos = a;
+    }
+    *argc = out;
+    argv[out] = NULL;
+    return CLI_OK;
+}
+
 void cli_print_help(FILE *f, const char *usage, const char *about, const cli_opt *opts, size_t n)
 {
     fprintf(f, "usage: %s\n", usage);

@@ -220,8 +220,14 @@ static double elem(const npy_array *a, size_t i)
         memcpy(&d, p + 8 * i, 8);
         return d;
     }
-    uint16_t h; /* f16 */
+    uint16_t h; /* f16, or bf16 bits in '<u2' files (--dtype bf16) */
     memcpy(&h, p + 2 * i, 2);
+    if (a->dtype == NPY_U16) {
+        uint32_t bits = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &bits, 4);
+        return f;
+    }
     int e = (h >> 10) & 0x1f, m = h & 0x3ff;
     double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
     return (h & 0x8000) ? -v : v;

@@ -95,8 +95,8 @@ Test(cli, help_and_version)
     snprintf(want, sizeof want, "ropeqk %s", ropeqk_version());
     cr_expect(strstr(r.out, want), "version output '%s' lacks '%s'", r.out, want);
     cli_result_free(&r);
-    const char *subs[] = {"devices", "scores", "check", "demo"};
-    for (int i = 0; i < 4; i++) {
+    const char *subs[] = {"devices", "scores", "check", "demo", "config"};
+    for (int i = 0; i < 5; i++) {
         r = run(ARGS(subs[i], "--help"));
         cr_expect_eq(r.status, 0, "%s --help: %d", subs[i], r.status);
         char u[64];
