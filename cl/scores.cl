@@ -1,62 +1,385 @@
 /* Score pass: S = Qr . Kt over the head dim, from the rotated scratch written by rope.cl.
  *
- * Shape of the work, chosen for pocl (which vectorises a work-group across work-items, dimension 0)
- * and fine on GPUs (coalesced along keys):
- *   - dimension 0 is the key j; Kt is [bk][d][Sk_pad], so the load of Kt[d][j] is contiguous across
- *     work-items (one vector load on a CPU, one coalesced transaction on a GPU);
- *   - each work-item keeps RQ_TQ query rows in registers and reuses each loaded key value RQ_TQ
- *     times; the query value Qr[m][d] is the same for the whole work-group (a broadcast);
+ * Shape of the work (a register-blocked outer product, as in a GEMM micro-kernel):
+ *   - a work-item owns a tile of RQ_TQ query rows x RQ_VK keys and keeps it in RQ_TQ accumulators of
+ *     type floatRQ_VK. Kt is [bk][d][ldk], so the RQ_VK keys of one d are one contiguous vector
+ *     load; each query value Qr[m][d] is broadcast against it (one FMA per row and d);
+ *   - RQ_VK > 1 is explicit SIMD for CPU drivers: pocl does not vectorise a work-item loop that holds
+ *     an inner loop (the d loop here), so implicit vectorisation across work-items gave scalar code;
+ *     RQ_VK = 1 is the classic GPU form (coalesced across work-items);
  *   - rows are the G query heads sharing a KV head times Sq ([bk][G*Sq][D] is exactly the [B][Hq][Sq][D]
- *     order), so GQA decode (Sq = 1, G = 8) still fills a tile and K is read once for the group.
- * Tuning knobs (-D, chosen per device type on the host): RQ_TQ rows per work-item, RQ_WG work-items
- * per group along keys (the host pads Sk to a multiple of it). */
+ *     order), so GQA (and decode with Sq = 1, G = 8) still fills a tile and K is read once per group;
+ *   - masks (causal, sliding window): a tile whose every score is masked skips the d loop (causal
+ *     prefill S=1024 D=128: 18.3 ms against 26.5 ms unmasked; the -inf stores remain).
+ * Tuning knobs (-D, chosen per device type on the host, see program.c for the measurements): RQ_TQ,
+ * RQ_VK, RQ_WG (work-items per group along keys). The host pads the Kt row stride ldk to cover every
+ * loaded vector and to an odd multiple of 64 bytes (see enqueue.c). Prefill S=1024 D=128 f32 on the
+ * 2-core test machine: 5.5 GFLOP/s before (RQ_VK = 1, RQ_TQ = 8), ~320 GFLOP/s with 16/16/16. */
 
 #ifndef RQ_TQ
-#define RQ_TQ 8
+#define RQ_TQ 16
+#endif
+#ifndef RQ_VK
+#define RQ_VK 16
 #endif
 #ifndef RQ_WG
-#define RQ_WG 64
+#define RQ_WG 16
+#endif
+
+#define RQ_CAT_(a, b) a##b
+#define RQ_CAT(a, b) RQ_CAT_(a, b)
+#if RQ_VK == 1
+#define RQ_VT float
+#define RQ_IT int
+#define RQ_VLOAD(p) (*(p))
+#define RQ_VSTORE(v, p) (*(p) = (v))
+#define RQ_IOTA 0
+#else
+#define RQ_VT RQ_CAT(float, RQ_VK)
+#define RQ_IT RQ_CAT(int, RQ_VK)
+#define RQ_VLOAD(p) (*(__global const RQ_VT *)(p)) /* aligned: j0 and ldk are multiples of RQ_VK */
+#define RQ_VSTORE(v, p) RQ_CAT(vstore, RQ_VK)((v), 0, (p))
+#if RQ_VK == 4
+#define RQ_IOTA ((int4)(0, 1, 2, 3))
+#elif RQ_VK == 8
+#define RQ_IOTA ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+#elif RQ_VK == 16
+#define RQ_IOTA ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#else
+#error "RQ_VK must be 1, 4, 8 or 16"
+#endif
 #endif
 
 __kernel __attribute__((reqd_work_group_size(RQ_WG, 1, 1)))
 void qk_scores(__global const float *qr, __global const float *kt,
-                        int M, int Sq, int Sk, int Sk_pad, int D, int G, int Hkv,
-                        __global const int *qpos, long qpos_off, int use_qpos, int q_base,
-                        __global const int *kpos, long kpos_off, int use_kpos, int k_base, int causal,
-                        __global uchar *out, long out_off, long onb0, long onb1, long onb2, long onb3,
-                        long window)
+               int M, int Sq, int Sk, int ldk, int D, int G, int Hkv,
+               __global const int *qpos, long qpos_off, int use_qpos, int q_base,
+               __global const int *kpos, long kpos_off, int use_kpos, int k_base, int causal,
+               __global uchar *out, long out_off, long onb0, long onb1, long onb2, long onb3,
+               long window)
 {
-    int j = get_global_id(0);
+    int j0 = get_global_id(0) * RQ_VK;
     int m0 = get_global_id(1) * RQ_TQ;
     int bk = get_global_id(2);
-    __global const float *kp = kt + (long)bk * D * Sk_pad + j;
-    /* Qr has RQ_TQ spare rows at the end, so the last tile may read past M without a branch */
-    __global const float *qp = qr + ((long)bk * M + m0) * D;
+    if (j0 >= Sk) /* the padding of the last group: nothing to do (no barriers in this kernel) */
+        return;
+    int b = bk / Hkv, hk = bk % Hkv;
+    bool full = j0 + RQ_VK <= Sk;
 
-    float acc[RQ_TQ];
+    /* key positions of the tile; lanes past Sk repeat the last key (their results are not stored) */
+    RQ_IT pj;
+    if (use_kpos) {
+        int t[RQ_VK > 1 ? RQ_VK : 1];
+        for (int l = 0; l < RQ_VK; l++)
+            t[l] = kpos[kpos_off + min(j0 + l, Sk - 1)];
+#if RQ_VK == 1
+        pj = t[0];
+#else
+        pj = RQ_CAT(vload, RQ_VK)(0, t);
+#endif
+    } else {
+        pj = (RQ_IT)(k_base + j0) + RQ_IOTA;
+    }
+
+    RQ_VT acc[RQ_TQ];
 #pragma unroll
     for (int r = 0; r < RQ_TQ; r++)
-        acc[r] = 0.0f;
-    for (int d = 0; d < D; d++) {
-        float kv = kp[(long)d * Sk_pad];
-#pragma unroll
-        for (int r = 0; r < RQ_TQ; r++)
-            acc[r] = fma(qp[r * D + d], kv, acc[r]);
-    }
-    if (j >= Sk)
-        return;
+        acc[r] = (RQ_VT)(0.0f);
 
-    int pj = use_kpos ? kpos[kpos_off + j] : k_base + j;
-    int b = bk / Hkv, hk = bk % Hkv;
+    bool skip = false;
+    if (causal || window > 0) { /* is every score of the tile masked? */
+        int pj_min = INT_MAX, pj_max = INT_MIN, pi_min = INT_MAX, pi_max = INT_MIN;
+        for (int l = 0; l < RQ_VK && j0 + l < Sk; l++) {
+            int p = use_kpos ? kpos[kpos_off + j0 + l] : k_base + j0 + l;
+            pj_min = min(pj_min, p);
+            pj_max = max(pj_max, p);
+        }
+        for (int r = 0; r < RQ_TQ && m0 + r < M; r++) {
+            int i = (m0 + r) % Sq;
+            int p = use_qpos ? qpos[qpos_off + i] : q_base + i;
+            pi_min = min(pi_min, p);
+            pi_max = max(pi_max, p);
+        }
+        skip = (causal && pj_min > pi_max) || (window > 0 && (long)pi_min - pj_max >= window);
+    }
+    if (!skip) {
+        __global const float *kp = kt + (long)bk * D * ldk + j0;
+        /* Qr has RQ_TQ spare rows at the end, so the last tile may read past M without a branch */
+        __global const float *qp = qr + ((long)bk * M + m0) * D;
+        for (int d = 0; d < D; d++) {
+            RQ_VT kv = RQ_VLOAD(kp + (long)d * ldk);
+#pragma unroll
+            for (int r = 0; r < RQ_TQ; r++)
+                acc[r] = fma((RQ_VT)(qp[r * D + d]), kv, acc[r]);
+        }
+    }
+
+    bool vec_store = full && onb3 == (long)sizeof(float);
 #pragma unroll
     for (int r = 0; r < RQ_TQ; r++) {
         int m = m0 + r;
         if (m < M) {
             int g = m / Sq, i = m - g * Sq;
             int pi = use_qpos ? qpos[qpos_off + i] : q_base + i;
-            long o = out_off + (long)b * onb0 + (long)(hk * G + g) * onb1 + (long)i * onb2 + (long)j * onb3;
-            bool masked = (causal && pj > pi) || (window > 0 && (long)pi - pj >= window);
-            *(__global float *)(out + o) = masked ? -INFINITY : acc[r];
+            RQ_VT v = acc[r];
+            if (causal)
+                v = select(v, (RQ_VT)(-INFINITY), pj > (RQ_IT)(pi));
+            /* window: masked where pi - pj >= window, i.e. pj <= pi - window, in int without overflow */
+            long lim = (long)pi - window;
+            if (window > 0 && lim >= (long)INT_MIN)
+                v = select(v, (RQ_VT)(-INFINITY), pj <= (RQ_IT)((int)min(lim, (long)INT_MAX)));
+            long o = out_off + (long)b * onb0 + (long)(hk * G + g) * onb1 + (long)i * onb2 + (long)j0 * onb3;
+            if (vec_store) {
+                RQ_VSTORE(v, (__global float *)(out + o));
+            } else {
+                float t[RQ_VK > 1 ? RQ_VK : 1];
+#if RQ_VK == 1
+                t[0] = v;
+#else
+                RQ_CAT(vstore, RQ_VK)(v, 0, t);
+#endif
+                for (int l = 0; l < RQ_VK && j0 + l < Sk; l++)
+                    *(__global float *)(out + o + (long)l * onb3) = t[l];
+            }
         }
     }
 }
+
+/* ---- decode path: K rotated in registers, no Kt scratch ---------------------------------------
+ * When a KV head has few query rows (M = G*Sq <= RQ_DM, e.g. GQA decode), qk_scores is bound by
+ * memory, and the two-pass scheme moves K three times (read K, write Kt, read Kt). qk_decode_* reads K
+ * once from the caller's buffer, rotates it in registers and writes the scores: the only other
+ * traffic is Qr (tiny) and S. Written for CPUs (the host enables it there only):
+ *   - vectors run along the head dim (K rows are contiguous there): 16 dims per float16;
+ *   - a work-item takes RQ_DKB consecutive keys of one batch entry, two at a time; for each pair it
+ *     builds the rotation vectors once and runs them over all Hkv heads: 2 keys x RQ_DM rows = 16
+ *     accumulators, reduced together by a 4-level shuffle tree that leaves the 16 sums in one vector
+ *     (not 16 separate horizontal sums);
+ *   - angles: with offset positions key jb + t sits at p0 + t, and R(p0 + t) = R(p0) R(t): cos/sin of
+ *     p0 come from angle.cl's accurate reduction (vectorised below, once per work-item), those of t
+ *     < RQ_DKB from a host table computed in fp64, and each key costs one complex product (a few
+ *     ulp). The full reduction + sinpi/cospi per key took 6 of 15 ms at Sk = 32768 (measured); it is
+ *     kept for per-token positions. (Rotating the queries back by p0 instead, so that keys need only
+ *     the table, measured no faster: per-work-item setup ate the saving.)
+ *   - software prefetch of the rows RQ_DPF keys ahead: the hardware prefetcher alone reached 0.18x
+ *     of a copy kernel's bandwidth, with it 0.29x (same run, before the other changes).
+ * Lane form of a rotation: interleaved pairs (2u, 2u+1) share frequency u; C holds cos(u) on both
+ * lanes and S holds -sin(u), +sin(u), so x' = x*C + swap(x)*S. Half-split: C, S per pair, chunk c of
+ * the lower half pairs with chunk c + R/32.
+ * Host preconditions: D % 16 == 0, D <= RQ_DMAXD, R % 32 == 0; Qr rows RQ_DMAXD floats apart with
+ * >= RQ_DM spare rows at the end (rows M..RQ_DM-1 of a head are computed and dropped). */
+
+#define RQ_DM 8       /* rows per KV head in qk_decode (fixed: 2 keys x 8 rows = one 16-lane tree) */
+#define RQ_DMAXD 256  /* largest head dim of the decode path; also Qr's row stride there */
+#ifndef RQ_DKB
+#define RQ_DKB 16     /* keys per work-item, even; the host's R(t) table has RQ_DKB rows */
+#endif
+#ifndef RQ_DWG
+#define RQ_DWG 1      /* work-items per group */
+#endif
+#ifndef RQ_DPF
+#define RQ_DPF 8      /* software prefetch distance, in keys (without it: 0.18x of a copy's bandwidth) */
+#endif
+
+#ifdef __clang__ /* one permute instruction; shuffle()/shuffle2() are library calls in some drivers */
+#define RQ_SHUF(a, b, ...) __builtin_shufflevector((a), (b), __VA_ARGS__)
+#define RQ_SH1(a, ...) __builtin_shufflevector((a), (a), __VA_ARGS__)
+#define RQ_PREFETCH(p) __builtin_prefetch(p)
+#define RQ_NOVEC _Pragma("clang loop vectorize(disable)") /* LLVM made these stores a slow scatter */
+#else
+#define RQ_SHUF(a, b, ...) shuffle2((a), (b), (uint16)(__VA_ARGS__))
+#define RQ_SH1(a, ...) shuffle((a), (uint16)(__VA_ARGS__))
+#define RQ_PREFETCH(p) ((void)0)
+#define RQ_NOVEC
+#endif
+#define RQ_LO2(x) RQ_SH1(x, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)
+#define RQ_HI2(x) RQ_SH1(x, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)
+#define RQ_SWAP2(x) RQ_SH1(x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14)
+
+static inline float16 rq_red2_16(float16 x)
+{
+    return x - 2.0f * rint(0.5f * x);
+}
+
+/* rq_cossin (angle.cl) for 16 frequencies at one position; same operations, lane by lane. */
+static inline void rq_cossin16(int p, float16 vx, float16 vy, float16 vz, float mul, float16 *c, float16 *s)
+{
+    int lo = p & 0xFFF;
+    float ph = (float)(p - lo);
+    float pl = (float)lo;
+    float16 a = ph * vx, ae = fma((float16)ph, vx, -a);
+    float16 b = pl * vx, be = fma((float16)pl, vx, -b);
+    float16 cc = ph * vy, ce = fma((float16)ph, vy, -cc);
+    float16 t = rq_red2_16(a) + rq_red2_16(b) + rq_red2_16(cc);
+    t = rq_red2_16(t) + (rq_red2_16(ae) + rq_red2_16(be) + ce + pl * vy + ph * vz);
+    t = rq_red2_16(t);
+    *c = cospi(t) * mul;
+    *s = sinpi(t) * mul;
+}
+
+/* Rotation vectors of position p in lane form: R/16 (interleaved) or R/32 (half-split) chunks. */
+static inline void rq_rot_vectors(int p, const float *fx, const float *fy, const float *fz, int hw, int layout,
+                                  float mul, float16 *C, float16 *S)
+{
+    const float16 sgn = (float16)(-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f,
+                                  -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f);
+    for (int w = 0; w < hw; w++) { /* 16 frequencies at a time */
+        float16 c, s;
+        rq_cossin16(p, vload16(w, fx), vload16(w, fy), vload16(w, fz), mul, &c, &s);
+        if (layout == 0) {
+            C[2 * w] = RQ_LO2(c);
+            C[2 * w + 1] = RQ_HI2(c);
+            S[2 * w] = sgn * RQ_LO2(s);
+            S[2 * w + 1] = sgn * RQ_HI2(s);
+        } else {
+            C[w] = c;
+            S[w] = s;
+        }
+    }
+}
+
+/* Sums of 16 vectors, as the 16 lanes of one vector (lane i = sum of v[i]). */
+static inline float16 rq_sum16x16(const float16 *v)
+{
+    float16 a[8], b[4], c[2];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        a[i] = RQ_SHUF(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               RQ_SHUF(v[2 * i], v[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        b[i] = RQ_SHUF(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+               RQ_SHUF(a[2 * i], a[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        c[i] = RQ_SHUF(b[2 * i], b[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+               RQ_SHUF(b[2 * i], b[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    return RQ_SHUF(c[0], c[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+           RQ_SHUF(c[0], c[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+/* Chunk c (16 elements) of a row of each storage type, as f32. f32 is a direct 64-byte load through
+ * a 4-byte-aligned type: pocl builds vload16 from two 32-byte halves. */
+typedef float16 __attribute__((aligned(4))) rq_float16u;
+#define RQ_LD16_F32(row, c) (((__global const rq_float16u *)(row))[c])
+#define RQ_LD16_F16(row, c) vload_half16((c), (__global const half *)(row))
+#define RQ_LD16_BF16(row, c) as_float16(convert_uint16(vload16((c), (__global const ushort *)(row))) << 16)
+
+/* acc[0..7] += Q[m] . xa, acc[8..15] += Q[m] . xb for chunk c of the query rows at qp */
+#define RQ_DOT2(c, xa, xb)                                                                         \
+    _Pragma("unroll") for (int m = 0; m < RQ_DM; m++) {                                            \
+        float16 q_ = vload16((c), qp + m * RQ_DMAXD);                                              \
+        acc[m] = fma(q_, (xa), acc[m]);                                                            \
+        acc[RQ_DM + m] = fma(q_, (xb), acc[RQ_DM + m]);                                            \
+    }
+
+#define RQ_DECODE_KERNEL(NAME, LD16, ES)                                                           \
+__kernel __attribute__((reqd_work_group_size(RQ_DWG, 1, 1)))                                       \
+void NAME(__global const uchar *k, long k_off, long knb0, long knb1, long knb2,                    \
+          int Hkv, int Sk, int D, int R, int layout,                                               \
+          __global const int *kpos, long kpos_off, int use_kpos, int k_base,                        \
+          __global const float4 *vfreq, float rot_mul, __global const float *ctab,                 \
+          __global const float *qr, int M, int Sq, int G,                                          \
+          __global const int *qpos, long qpos_off, int use_qpos, int q_base, int causal, long window, \
+          __global uchar *out, long out_off, long onb0, long onb1, long onb2, long onb3)           \
+{                                                                                                  \
+    int jb = get_global_id(0) * RQ_DKB;                                                            \
+    int b = get_global_id(1);                                                                      \
+    if (jb >= Sk)                                                                                  \
+        return;                                                                                    \
+    int nc = D / 16, hw = R / 32;                                                                  \
+    int nr = layout == 0 ? R / 16 : R / 32, wt = layout == 0 ? R : R / 2; /* rotation chunks, lanes */ \
+    float fx[RQ_DMAXD / 2], fy[RQ_DMAXD / 2], fz[RQ_DMAXD / 2];                                    \
+    for (int u = 0; u < R / 2; u++) {                                                              \
+        float4 v = vfreq[u];                                                                       \
+        fx[u] = v.x, fy[u] = v.y, fz[u] = v.z;                                                     \
+    }                                                                                              \
+    /* lane l of the 16 sums is (key l / 8, row l % 8): per-lane query positions and mask limits */ \
+    int pil[16], liml[16], wl[16];                                                                 \
+    long rowoff[RQ_DM];                                                                            \
+    for (int l = 0; l < 16; l++) {                                                                 \
+        int m = min(l % RQ_DM, M - 1), g = m / Sq, i = m - g * Sq;                                  \
+        int p = use_qpos ? qpos[qpos_off + i] : q_base + i;                                        \
+        long lim = (long)p - window; /* window mask: pj <= p - window, kept in int range */          \
+        pil[l] = p;                                                                                \
+        wl[l] = window > 0 && lim >= (long)INT_MIN ? -1 : 0;                                       \
+        liml[l] = (int)clamp(lim, (long)INT_MIN, (long)INT_MAX);                                    \
+        if (l < RQ_DM)                                                                             \
+            rowoff[l] = out_off + (long)b * onb0 + (long)g * onb1 + (long)i * onb2;                \
+    }                                                                                              \
+    int16 piv = vload16(0, pil), limv = vload16(0, liml), wv = vload16(0, wl);                     \
+    bool pair_store = onb3 == (long)sizeof(float);                                                 \
+    float16 PC[RQ_DMAXD / 16], PS[RQ_DMAXD / 16]; /* R(p0) */                                      \
+    if (!use_kpos)                                                                                 \
+        rq_rot_vectors(k_base + jb, fx, fy, fz, hw, layout, rot_mul, PC, PS);                      \
+    int jend = min(jb + RQ_DKB, Sk);                                                               \
+    for (int j = jb; j < jend; j += 2) {                                                           \
+        int jj[2] = {j, min(j + 1, Sk - 1)}, pj[2];                                                \
+        float16 C[2][RQ_DMAXD / 16], S[2][RQ_DMAXD / 16]; /* R(pk) of the two keys */              \
+        for (int t = 0; t < 2; t++) {                                                              \
+            if (use_kpos) {                                                                        \
+                pj[t] = kpos[kpos_off + jj[t]];                                                    \
+                rq_rot_vectors(pj[t], fx, fy, fz, hw, layout, rot_mul, C[t], S[t]);                \
+            } else { /* R(p0) R(t) */                                                              \
+                pj[t] = k_base + jj[t];                                                            \
+                __global const float *tc = ctab + (long)(jj[t] - jb) * 2 * wt;                     \
+                for (int c = 0; c < nr; c++) {                                                     \
+                    float16 a = vload16(c, tc), s = vload16(c, tc + wt);                           \
+                    C[t][c] = PC[c] * a - PS[c] * s;                                               \
+                    S[t][c] = fma(PS[c], a, PC[c] * s);                                            \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        int16 pjv = (int16)((int8)(pj[0]), (int8)(pj[1]));                                         \
+        int16 mask = (causal ? pjv > piv : (int16)(0)) | ((pjv <= limv) & wv);                      \
+        for (int hk = 0; hk < Hkv; hk++) {                                                         \
+            long hb = k_off + (long)b * knb0 + (long)hk * knb1;                                    \
+            __global const uchar *ka = k + hb + (long)jj[0] * knb2, *kb = k + hb + (long)jj[1] * knb2; \
+            __global const float *qp = qr + (long)(b * Hkv + hk) * M * RQ_DMAXD;                   \
+            for (int o = 0; o < D * ES; o += 64) { /* rows RQ_DPF keys ahead (harmless past the end) */ \
+                RQ_PREFETCH(ka + RQ_DPF * knb2 + o);                                               \
+                RQ_PREFETCH(kb + RQ_DPF * knb2 + o);                                               \
+            }                                                                                      \
+            float16 acc[16];                                                                       \
+            _Pragma("unroll") for (int r = 0; r < 16; r++) acc[r] = (float16)(0.0f);               \
+            if (layout == 0) {                                                                     \
+                for (int c = 0; c < nr; c++) {                                                     \
+                    float16 xa = LD16(ka, c), xb = LD16(kb, c);                                    \
+                    xa = fma(xa, C[0][c], RQ_SWAP2(xa) * S[0][c]);                                 \
+                    xb = fma(xb, C[1][c], RQ_SWAP2(xb) * S[1][c]);                                 \
+                    RQ_DOT2(c, xa, xb)                                                             \
+                }                                                                                  \
+            } else {                                                                               \
+                for (int c = 0; c < hw; c++) {                                                     \
+                    float16 xa = LD16(ka, c), xb = LD16(kb, c);                                    \
+                    float16 ya = LD16(ka, c + hw), yb = LD16(kb, c + hw);                          \
+                    float16 ra = xa * C[0][c] - ya * S[0][c], rb = xb * C[1][c] - yb * S[1][c];    \
+                    RQ_DOT2(c, ra, rb)                                                             \
+                    ra = fma(xa, S[0][c], ya * C[0][c]);                                           \
+                    rb = fma(xb, S[1][c], yb * C[1][c]);                                           \
+                    RQ_DOT2(c + hw, ra, rb)                                                        \
+                }                                                                                  \
+            }                                                                                      \
+            for (int c = 2 * hw; c < nc; c++) { /* pass-through dims */                            \
+                float16 xa = LD16(ka, c), xb = LD16(kb, c);                                        \
+                RQ_DOT2(c, xa, xb)                                                                 \
+            }                                                                                      \
+            float16 sv = select(rq_sum16x16(acc), (float16)(-INFINITY), mask);                     \
+            float sums[16]; /* (row, key) order: each row's two keys side by side */               \
+            vstore16(RQ_SH1(sv, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), 0, sums);   \
+            __global uchar *ob = out + (long)hk * G * onb1 + (long)j * onb3;                        \
+            if (pair_store && j + 1 < Sk) {                                                        \
+                RQ_NOVEC for (int m = 0; m < M; m++)                                               \
+                    vstore2(vload2(m, sums), 0, (__global float *)(ob + rowoff[m]));               \
+            } else {                                                                               \
+                for (int u = 0; u < 2 && j + u < Sk; u++)                                          \
+                    RQ_NOVEC for (int m = 0; m < M; m++)                                           \
+                        *(__global float *)(ob + rowoff[m] + u * onb3) = sums[2 * m + u];          \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+}
+
+RQ_DECODE_KERNEL(qk_decode_f32, RQ_LD16_F32, 4)
+RQ_DECODE_KERNEL(qk_decode_f16, RQ_LD16_F16, 2)
+RQ_DECODE_KERNEL(qk_decode_bf16, RQ_LD16_BF16, 2)

@@ -95,6 +95,35 @@ static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m,
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+static const char *decode_kernel_name(ropeqk_dtype t)
+{
+    return t == ROPEQK_F16 ? "qk_decode_f16" : t == ROPEQK_BF16 ? "qk_decode_bf16" : "qk_decode_f32";
+}
+
+/* The decode path's rotation table R(t), t < dkb, from the fp64 frequencies, in qk_decode's lane form:
+ * [t][cos, sin][lane], lanes = R (interleaved: pair u on lanes 2u, 2u+1, sin negated on the even one)
+ * or R/2 (half-split). */
+static cl_mem decode_table(ropeqk_ctx *ctx, const rq_problem *pb, const double *inv, size_t dkb, cl_int *err)
+{
+    bool il = pb->layout == ROPEQK_INTERLEAVED;
+    size_t wt = il ? (size_t)pb->R : (size_t)pb->R / 2;
+    float *tab = malloc(dkb * 2 * wt * sizeof *tab);
+    if (!tab) {
+        *err = CL_OUT_OF_HOST_MEMORY;
+        return NULL;
+    }
+    for (size_t t = 0; t < dkb; t++)
+        for (size_t l = 0; l < wt; l++) {
+            double a = (double)t * inv[il ? l / 2 : l] * (pb->conjugate ? -1.0 : 1.0);
+            tab[t * 2 * wt + l] = (float)cos(a);
+            tab[t * 2 * wt + wt + l] = (float)(sin(a) * (il && l % 2 == 0 ? -1.0 : 1.0));
+        }
+    cl_mem m = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, dkb * 2 * wt * sizeof *tab, tab,
+                              err);
+    free(tab);
+    return m;
+}
+
 /* The value of a -Dname=value tuning option in the context's build options (program.c writes them). */
 static size_t tune_opt(const ropeqk_ctx *ctx, const char *name, size_t dflt)
 {
@@ -142,16 +171,20 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
     if ((sk_pad / 16) % 2 == 0)
         sk_pad += 16;
     int64_t M = pb.G * pb.Sq;
-    size_t qr_n, kt_n, tmp;
+    /* Decode path (cl/scores.cl, qk_decode_*): few rows per KV head, K rotated in registers, no Kt.
+     * Its preconditions are the kernel's; "-DRQ_DECODE=0" in the options turns it off. */
+    bool dec = M <= 8 && pb.D % 16 == 0 && pb.D <= 256 && pb.R % 32 == 0 &&
+               tune_opt(ctx, "RQ_DECODE", 1) != 0;
+    /* Qr rows: D floats apart, or 256 (RQ_DMAXD) on the decode path, plus spare rows at the end */
+    size_t qr_n, kt_n, tmp, qrow = dec ? 256 : (size_t)pb.D, qspare = dec && tq < 8 ? 8 : tq;
     bool ovf = __builtin_mul_overflow((size_t)(pb.B * pb.Hq), (size_t)pb.Sq, &qr_n) ||
-               __builtin_mul_overflow(qr_n, (size_t)pb.D, &qr_n) ||
-               __builtin_add_overflow(qr_n, tq * (size_t)pb.D, &qr_n) ||
+               __builtin_add_overflow(qr_n, qspare, &qr_n) || __builtin_mul_overflow(qr_n, qrow, &qr_n) ||
                __builtin_mul_overflow(qr_n, sizeof(float), &tmp) ||
                __builtin_mul_overflow((size_t)(pb.B * pb.Hkv), sk_pad, &kt_n) ||
                __builtin_mul_overflow(kt_n, (size_t)pb.D, &kt_n) || __builtin_mul_overflow(kt_n, sizeof(float), &tmp);
     if (ovf)
         return ROPEQK_ERR_OVERFLOW;
-    if (qr_n * sizeof(float) > ctx->max_alloc || kt_n * sizeof(float) > ctx->max_alloc ||
+    if (qr_n * sizeof(float) > ctx->max_alloc || (!dec && kt_n * sizeof(float) > ctx->max_alloc) ||
         pb.out_extent > ctx->max_alloc)
         return ROPEQK_ERR_TOO_LARGE;
     if (M > INT32_MAX || (int64_t)sk_pad > INT32_MAX || pb.B * pb.Hq > INT32_MAX || pb.Sk > INT32_MAX)
@@ -162,7 +195,7 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
         return st;
 
     cl_int err = CL_SUCCESS;
-    cl_mem vfreq = NULL, qr = NULL, kt = NULL;
+    cl_mem vfreq = NULL, qr = NULL, kt = NULL, ctab = NULL;
     cl_kernel krq = NULL, krk = NULL, ks = NULL;
     cl_event ev[3] = {NULL, NULL, NULL};
     cl_float4 *v = malloc((size_t)(pb.R / 2) * sizeof *v);
@@ -176,34 +209,73 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
     vfreq = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)(pb.R / 2) * sizeof *v, v, &err);
     if (!err)
         qr = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, qr_n * sizeof(float), NULL, &err);
-    if (!err)
+    if (!err && !dec)
         kt = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, kt_n * sizeof(float), NULL, &err);
+    size_t dkb = tune_opt(ctx, "RQ_DKB", 64), dwg = tune_opt(ctx, "RQ_DWG", 2);
+    if (!err && dec)
+        ctab = decode_table(ctx, &pb, inv, dkb, &err);
     if (!err)
         krq = clCreateKernel(prog, rotate_kernel_name(q->dtype), &err);
-    if (!err)
+    if (!err && !dec)
         krk = clCreateKernel(prog, rotate_kernel_name(k->dtype), &err);
     if (!err)
-        ks = clCreateKernel(prog, "qk_scores", &err);
+        ks = clCreateKernel(prog, dec ? decode_kernel_name(k->dtype) : "qk_scores", &err);
     if (err)
         goto done;
 
     /* Q -> Qr [B*Hq][Sq][D] times the scale; K -> Kt [B*Hkv][D][Sk_pad] */
     size_t units = (size_t)(pb.R / 2 + (pb.D - pb.R));
     err = set_rotate_args(krq, q, q_mem, pb.Sq, &pb, q_pos, (int)pb.q_off, vfreq, (float)pb.scale, qr,
-                          pb.Sq * pb.D, pb.D, 1);
+                          pb.Sq * (int64_t)qrow, (int64_t)qrow, 1);
     if (!err) {
         size_t g[2] = {(size_t)pb.Sq, units};
         err = clEnqueueNDRangeKernel(queue, krq, 2, NULL, g, NULL, num_wait, wait, &ev[0]);
     }
-    if (!err)
+    if (!err && !dec)
         err = set_rotate_args(krk, k, k_mem, pb.Sk, &pb, k_pos, (int)pb.k_off, vfreq, 1.0f, kt,
                               (int64_t)(pb.D * sk_pad), 1, (int64_t)sk_pad);
-    if (!err) {
+    if (!err && !dec) {
         size_t g[2] = {(size_t)pb.Sk, units};
         err = clEnqueueNDRangeKernel(queue, krk, 2, NULL, g, NULL, num_wait, wait, &ev[1]);
     }
     if (err)
         goto done;
+    if (dec) { /* qk_decode_*: reads K itself; waits for Qr (whose kernel waited for `wait`) */
+        SET(ks, 0, cl_mem, k_mem.buf);
+        SET(ks, 1, cl_long, (cl_long)k_mem.offset);
+        for (int i = 0; i < 3; i++)
+            SET(ks, 2 + i, cl_long, k->nb[i]);
+        SET(ks, 5, cl_int, (cl_int)pb.Hkv);
+        SET(ks, 6, cl_int, (cl_int)pb.Sk);
+        SET(ks, 7, cl_int, (cl_int)pb.D);
+        SET(ks, 8, cl_int, (cl_int)pb.R);
+        SET(ks, 9, cl_int, pb.layout);
+        SET(ks, 10, cl_mem, k_pos.buf ? k_pos.buf : vfreq);
+        SET(ks, 11, cl_long, (cl_long)(k_pos.offset / sizeof(cl_int)));
+        SET(ks, 12, cl_int, k_pos.buf != NULL);
+        SET(ks, 13, cl_int, (cl_int)pb.k_off);
+        SET(ks, 14, cl_mem, vfreq);
+        SET(ks, 15, cl_float, (cl_float)pb.attn); /* as rope_rotate's rot_mul */
+        SET(ks, 16, cl_mem, ctab);
+        SET(ks, 17, cl_mem, qr);
+        SET(ks, 18, cl_int, (cl_int)M);
+        SET(ks, 19, cl_int, (cl_int)pb.Sq);
+        SET(ks, 20, cl_int, (cl_int)pb.G);
+        SET(ks, 21, cl_mem, q_pos.buf ? q_pos.buf : vfreq);
+        SET(ks, 22, cl_long, (cl_long)(q_pos.offset / sizeof(cl_int)));
+        SET(ks, 23, cl_int, q_pos.buf != NULL);
+        SET(ks, 24, cl_int, (cl_int)pb.q_off);
+        SET(ks, 25, cl_int, pb.causal);
+        SET(ks, 26, cl_long, pb.window);
+        SET(ks, 27, cl_mem, out_mem.buf);
+        SET(ks, 28, cl_long, (cl_long)out_mem.offset);
+        for (int i = 0; i < 4; i++)
+            SET(ks, 29 + i, cl_long, out->nb[i]);
+        size_t g[2] = {round_up(((size_t)pb.Sk + dkb - 1) / dkb, dwg), (size_t)pb.B}, l[2] = {dwg, 1};
+        if (!err)
+            err = clEnqueueNDRangeKernel(queue, ks, 2, NULL, g, l, 1, ev, &ev[2]);
+        goto enqueued;
+    }
     SET(ks, 0, cl_mem, qr);
     SET(ks, 1, cl_mem, kt);
     SET(ks, 2, cl_int, (cl_int)M);
@@ -232,6 +304,7 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
         size_t l[3] = {wg, 1, 1};
         err = clEnqueueNDRangeKernel(queue, ks, 3, NULL, g, l, 2, ev, &ev[2]);
     }
+enqueued:
     if (!err && event) {
         *event = ev[2];
         ev[2] = NULL;
@@ -247,6 +320,7 @@ done:
     if (krk) clReleaseKernel(krk);
     if (krq) clReleaseKernel(krq);
     if (kt) clReleaseMemObject(kt);
+    if (ctab) clReleaseMemObject(ctab);
     if (qr) clReleaseMemObject(qr);
     if (vfreq) clReleaseMemObject(vfreq);
     free(v);

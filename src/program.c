@@ -10,11 +10,25 @@ extern const unsigned char rq_cl_source[];
 extern const size_t rq_cl_source_len;
 
 /*
- * Tuning knobs, measured (bench/) rather than guessed:
- *   RQ_TQ  query rows per work-item in qk_scores: each key value loaded is reused RQ_TQ times.
- *   RQ_WG  work-items per group along keys: pocl vectorises across them (16 lanes on AVX-512),
- *          a GPU wants a multiple of its warp/wavefront.
- * ROPEQK_TQ / ROPEQK_WG in the environment override them (for tuning sweeps).
+ * Tuning knobs (-D options of the program, cl/scores.cl), measured with bench/ (ropeqk-bench) rather
+ * than guessed. Measured on pocl 3.1 / LLVM 15, 2-core AMD EPYC (Zen 5, AVX-512), score kernel alone,
+ * medians of 5 with the variants alternating in one process:
+ *   qk_scores (two-pass path):
+ *   RQ_VK  keys per work-item, one floatN vector along keys. pocl does not vectorise a work-item loop
+ *          that contains the d loop, so RQ_VK = 1 ran scalar: 5.5 GFLOP/s at prefill S=1024 D=128;
+ *          RQ_VK = 16 (one zmm) 290-320 GFLOP/s; 8 (TQ 16, WG 4): 82 GFLOP/s. GPUs: 1 (coalesced).
+ *   RQ_TQ  query rows per work-item (RQ_TQ accumulators): S=1024 D=128: 8 -> 292, 12 -> 304, 16 -> 309-322,
+ *          20 -> 315, 24 -> 322 GFLOP/s; D=64: 8 -> 268, 16 -> 289, 24 -> 290; GQA kv8: 305 / 327 / 337.
+ *          16 leaves registers for the K vector and wastes fewer rows on short tiles than 24.
+ *   RQ_WG  work-items per group along keys: 4 -> 312, 8 -> 309, 16 -> 322, 32 -> 321 (TQ 16).
+ *   qk_decode_* (decode path, M = G*Sq <= 8 rows per KV head; CPU only, it is written for wide SIMD
+ *   registers and private tables, and is off on GPUs, which run qk_scores with RQ_VK = 1):
+ *   RQ_DKB keys per work-item (setup per work-item vs parallel slack): Sk=32768 D=128 f32, 2 threads:
+ *          16 -> 2.45 ms, 32 -> 2.23-2.31, 64 -> 2.06-2.21, 128 -> 2.03-2.16; f16: 32 -> 1.85, 64 -> 1.74.
+ *   RQ_DWG work-items per group: 1 or 2 within noise; 4 +3% (DKB 16 -> 4: +5%).
+ *   RQ_DECODE=0 disables the decode path (comparisons, or a driver that miscompiles it).
+ * ROPEQK_TQ / ROPEQK_WG / ROPEQK_VK / ROPEQK_DKB / ROPEQK_DWG / ROPEQK_DECODE in the environment
+ * override them (tuning sweeps; bench/ and tools read the options back with ropeqk_ctx_build_options).
  */
 ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx)
 {
@@ -26,18 +40,33 @@ ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx)
     if (err != CL_SUCCESS)
         return rq_cl_fail(ctx, err);
     bool cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-    ctx->tq = cpu ? 8 : 4;
-    ctx->wg = cpu ? 64 : 64;
+    ctx->tq = cpu ? 16 : 4;
+    ctx->wg = cpu ? 16 : 64;
+    int vk = cpu ? 16 : 1, dkb = 64, dwg = 2, decode = cpu;
     const char *e;
     if ((e = getenv("ROPEQK_TQ")) && atoi(e) >= 1 && atoi(e) <= 32)
         ctx->tq = atoi(e);
     if ((e = getenv("ROPEQK_WG")) && atoi(e) >= 1 && atoi(e) <= 1024)
         ctx->wg = atoi(e);
+    if ((e = getenv("ROPEQK_VK")) && (atoi(e) == 1 || atoi(e) == 4 || atoi(e) == 8 || atoi(e) == 16))
+        vk = atoi(e);
+    if ((e = getenv("ROPEQK_DKB")) && atoi(e) >= 2 && atoi(e) <= 1024 && atoi(e) % 2 == 0)
+        dkb = atoi(e);
+    if ((e = getenv("ROPEQK_DWG")) && atoi(e) >= 1 && atoi(e) <= 256)
+        dwg = atoi(e);
+    if ((e = getenv("ROPEQK_DECODE")))
+        decode = atoi(e) != 0;
     size_t max_wg = 0;
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL) == CL_SUCCESS &&
-        max_wg > 0 && (size_t)ctx->wg > max_wg)
-        ctx->wg = (int)max_wg;
-    snprintf(ctx->options, sizeof ctx->options, "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d", ctx->tq, ctx->wg);
+        max_wg > 0) {
+        if ((size_t)ctx->wg > max_wg)
+            ctx->wg = (int)max_wg;
+        if ((size_t)dwg > max_wg)
+            dwg = (int)max_wg;
+    }
+    snprintf(ctx->options, sizeof ctx->options,
+             "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d", ctx->tq,
+             ctx->wg, vk, dkb, dwg, decode);
     return ROPEQK_SUCCESS;
 }
 
