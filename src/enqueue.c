@@ -95,6 +95,9 @@ static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m,
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* Rows per work-group of the rotate kernels (any device allows 8; it only needs to be fixed). */
+#define RQ_ROT_WG 8
+
 static const char *decode_kernel_name(ropeqk_dtype t)
 {
     return t == ROPEQK_F16 ? "qk_decode_f16" : t == ROPEQK_BF16 ? "qk_decode_bf16" : "qk_decode_f32";
@@ -228,15 +231,17 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
     err = set_rotate_args(krq, q, q_mem, pb.Sq, &pb, q_pos, (int)pb.q_off, vfreq, (float)pb.scale, qr,
                           pb.Sq * (int64_t)qrow, (int64_t)qrow, 1);
     if (!err) {
-        size_t g[2] = {(size_t)pb.Sq, units};
-        err = clEnqueueNDRangeKernel(queue, krq, 2, NULL, g, NULL, num_wait, wait, &ev[0]);
+        /* a fixed local size (rows rounded up; the kernel skips rows >= S) so that pocl compiles
+         * the rotate kernel once, not once per new sequence length */
+        size_t g[2] = {round_up((size_t)pb.Sq, RQ_ROT_WG), units}, l[2] = {RQ_ROT_WG, 1};
+        err = clEnqueueNDRangeKernel(queue, krq, 2, NULL, g, l, num_wait, wait, &ev[0]);
     }
     if (!err && !dec)
         err = set_rotate_args(krk, k, k_mem, pb.Sk, &pb, k_pos, (int)pb.k_off, vfreq, 1.0f, kt,
                               (int64_t)(pb.D * sk_pad), 1, (int64_t)sk_pad);
     if (!err && !dec) {
-        size_t g[2] = {(size_t)pb.Sk, units};
-        err = clEnqueueNDRangeKernel(queue, krk, 2, NULL, g, NULL, num_wait, wait, &ev[1]);
+        size_t g[2] = {round_up((size_t)pb.Sk, RQ_ROT_WG), units}, l[2] = {RQ_ROT_WG, 1};
+        err = clEnqueueNDRangeKernel(queue, krk, 2, NULL, g, l, num_wait, wait, &ev[1]);
     }
     if (err)
         goto done;
