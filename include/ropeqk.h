@@ -246,7 +246,12 @@ typedef struct {
  * Enqueue S = scale * RoPE(Q) RoPE(K)^T on `queue` (NULL = the context's queue), after the
  * `num_wait` events in `wait`. On success *event (if non-NULL) receives an event that completes
  * when the scores are written; the caller releases it. Positions are int32 device buffers of
- * Sq resp. Sk entries. Q, K: f32, f16 or bf16; out: f32. On error nothing is enqueued.
+ * Sq resp. Sk entries. Q, K: f32, f16 or bf16; out: f32. On error nothing is enqueued, except
+ * that a request whose scratch exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE is split into parts along the
+ * keys or query rows (joined by a marker event), and a failure in a later part leaves earlier parts
+ * enqueued. ROPEQK_ERR_TOO_LARGE when even one key and one query row do not fit. Kernels index
+ * with 64-bit offsets; rows, heads and padded key counts must each fit int32.
+ * $ROPEQK_MAX_ALLOC (bytes) lowers the limit used for scratch.
  */
 ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,
                              const ropeqk_tensor *q, ropeqk_mem q_mem,

@@ -139,6 +139,14 @@ ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **ou
         st = (ropeqk_status)err;
     if (st == ROPEQK_SUCCESS)
         st = rq_tune_for_device(ctx);
+    /* a lower allocation limit than the device's: exercises the split path on small devices'
+     * behalf (tests), or keeps the library's scratch small next to an app's own buffers */
+    const char *lim = getenv("ROPEQK_MAX_ALLOC");
+    if (st == ROPEQK_SUCCESS && lim && *lim) {
+        unsigned long long v = strtoull(lim, NULL, 10);
+        if (v > 0 && v < ctx->max_alloc)
+            ctx->max_alloc = (cl_ulong)v;
+    }
     /* extra build options, for debugging and tuning (and for testing the build-failure path) */
     const char *extra = getenv("ROPEQK_BUILD_OPTIONS");
     if (st == ROPEQK_SUCCESS && extra && *extra) {

@@ -135,6 +135,56 @@ static size_t tune_opt(const ropeqk_ctx *ctx, const char *name, size_t dflt)
     return v > 0 ? (size_t)v : dflt;
 }
 
+/* Enqueues the problem as two halves along the keys (along_k) or the query rows, each a sub-view of
+ * the same buffers with its positions shifted, and joins them with a marker event. */
+static ropeqk_status enqueue_halves(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,
+                                    const rq_problem *pb, const ropeqk_tensor *q, ropeqk_mem q_mem,
+                                    const ropeqk_tensor *k, ropeqk_mem k_mem, ropeqk_mem q_pos, ropeqk_mem k_pos,
+                                    const ropeqk_tensor *out, ropeqk_mem out_mem, cl_uint num_wait,
+                                    const cl_event *wait, cl_event *event, bool along_k)
+{
+    ropeqk_params base = *p;
+    /* a length derived from the offsets must stay the whole problem's, not a half's */
+    if (base.scaling.type == ROPEQK_SCALING_DYNAMIC || base.scaling.type == ROPEQK_SCALING_LONGROPE)
+        base.scaling.seq_len = pb->seq_len;
+    int64_t n = along_k ? pb->Sk : pb->Sq, half = n / 2;
+    cl_event ev[2] = {NULL, NULL};
+    ropeqk_status st = ROPEQK_SUCCESS;
+    for (int part = 0; part < 2 && !st; part++) {
+        int64_t first = part ? half : 0, len = part ? n - half : half;
+        ropeqk_params pp = base;
+        ropeqk_tensor q2 = *q, k2 = *k, o2 = *out;
+        ropeqk_mem qm = q_mem, km = k_mem, qp = q_pos, kp = k_pos, om = out_mem;
+        if (along_k) {
+            k2.ne[2] = o2.ne[3] = len;
+            km.offset += (size_t)(first * k->nb[2]);
+            om.offset += (size_t)(first * out->nb[3]);
+            if (kp.buf)
+                kp.offset += (size_t)first * sizeof(cl_int);
+            else
+                pp.k_pos_offset += first;
+        } else {
+            q2.ne[2] = o2.ne[2] = len;
+            qm.offset += (size_t)(first * q->nb[2]);
+            om.offset += (size_t)(first * out->nb[2]);
+            if (qp.buf)
+                qp.offset += (size_t)first * sizeof(cl_int);
+            else
+                pp.q_pos_offset += first;
+        }
+        st = ropeqk_enqueue(ctx, queue, &pp, &q2, qm, &k2, km, qp, kp, &o2, om, num_wait, wait, &ev[part]);
+    }
+    if (!st && event) {
+        cl_int err = clEnqueueMarkerWithWaitList(queue, 2, ev, event);
+        if (err)
+            st = rq_cl_fail(ctx, err);
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            clReleaseEvent(ev[i]);
+    return st;
+}
+
 ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,
                              const ropeqk_tensor *q, ropeqk_mem q_mem, const ropeqk_tensor *k, ropeqk_mem k_mem,
                              ropeqk_mem q_pos, ropeqk_mem k_pos, const ropeqk_tensor *out, ropeqk_mem out_mem,
@@ -187,8 +237,15 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
                __builtin_mul_overflow(kt_n, (size_t)pb.D, &kt_n) || __builtin_mul_overflow(kt_n, sizeof(float), &tmp);
     if (ovf)
         return ROPEQK_ERR_OVERFLOW;
-    if (qr_n * sizeof(float) > ctx->max_alloc || (!dec && kt_n * sizeof(float) > ctx->max_alloc) ||
-        pb.out_extent > ctx->max_alloc)
+    /* Scratch past the device's allocation limit: split the keys (Kt) or the query rows (Qr) in
+     * halves, each a view of the same buffers, until every part fits. */
+    if (!dec && kt_n * sizeof(float) > ctx->max_alloc && pb.Sk > 1)
+        return enqueue_halves(ctx, queue, p, &pb, q, q_mem, k, k_mem, q_pos, k_pos, out, out_mem, num_wait, wait,
+                              event, true);
+    if (qr_n * sizeof(float) > ctx->max_alloc && pb.Sq > 1)
+        return enqueue_halves(ctx, queue, p, &pb, q, q_mem, k, k_mem, q_pos, k_pos, out, out_mem, num_wait, wait,
+                              event, false);
+    if (qr_n * sizeof(float) > ctx->max_alloc || (!dec && kt_n * sizeof(float) > ctx->max_alloc))
         return ROPEQK_ERR_TOO_LARGE;
     if (M > INT32_MAX || (int64_t)sk_pad > INT32_MAX || pb.B * pb.Hq > INT32_MAX || pb.Sk > INT32_MAX)
         return ROPEQK_ERR_TOO_LARGE;

@@ -262,3 +262,48 @@ Test(device, build_failure_returns_status_and_log)
     cr_expect_eq(r.status, ROPEQK_ERR_BUILD);
     ropeqk_ctx_destroy(x);
 }
+
+/* ---- device limits: scratch past CL_DEVICE_MAX_MEM_ALLOC_SIZE is split, not refused ------- */
+
+static ropeqk_ctx *small_ctx(const char *limit)
+{
+    setenv("ROPEQK_MAX_ALLOC", limit, 1);
+    ropeqk_ctx *x = NULL;
+    cr_assert_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_SUCCESS);
+    unsetenv("ROPEQK_MAX_ALLOC");
+    return x;
+}
+
+Test(device, huge_requests_are_split_to_fit_the_allocation_limit)
+{
+    ropeqk_ctx *x = small_ctx("16384"); /* 4096 floats of scratch at most */
+    th_case c = base_case();
+    c.Sq = 127; c.Sk = 512; c.D = 64; c.Hq = 4; c.Hkv = 2; c.p.causal = 1;
+    c.p.q_pos_offset = (1 << 20) - 127; c.p.k_pos_offset = (1 << 20) - 512;
+    for (int enq = 0; enq < 2; enq++) {
+        c.enqueue = enq;
+        th_result r = th_run(x, &c, 21);
+        char d[512];
+        th_describe(&c, d, sizeof d);
+        cr_expect_eq(r.status, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(r.status), d);
+        cr_expect(r.max_err <= 1e-5 && r.mismatch == 0 && r.guards_ok, "split run: err %g mismatch %lld: %s",
+                  r.max_err, (long long)r.mismatch, d);
+    }
+    /* per-token positions, a window and dynamic NTK with the length derived from the offsets */
+    c.per_token_pos = true; c.pos_max = 5000; c.enqueue = true;
+    th_result r = th_run(x, &c, 22);
+    cr_expect(r.status == 0 && r.max_err <= 1e-5 && r.mismatch == 0, "per-token split: %d %g", r.status, r.max_err);
+    c.per_token_pos = false; c.p.window = 100;
+    c.p.scaling.type = ROPEQK_SCALING_DYNAMIC; c.p.scaling.factor = 2; c.p.scaling.original_max_position = 4096;
+    r = th_run(x, &c, 23);
+    cr_expect(r.status == 0 && r.max_err <= 1e-5 && r.mismatch == 0, "dynamic split: %d %g", r.status, r.max_err);
+    ropeqk_ctx_destroy(x);
+
+    /* one query row and one key of D = 256 need more than 64 bytes: refused, output untouched */
+    x = small_ctx("64");
+    c = base_case();
+    c.D = 256;
+    r = th_run(x, &c, 24);
+    cr_expect_eq(r.status, ROPEQK_ERR_TOO_LARGE);
+    ropeqk_ctx_destroy(x);
+}
