@@ -17,38 +17,7 @@
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define SC "scores", "--q", VEC "/q.npy", "--k", VEC "/k.npy", "--out", tpath("o.npy")
 
-static char tmp[512], tin[512];
-
-static void setup(void)
-{
-    cr_assert(tmpdir_make(tmp, sizeof tmp));
-    cr_assert(tmpdir_make(tin, sizeof tin));
-}
-
-static void teardown(void)
-{
-    tmpdir_remove(tmp);
-    tmpdir_remove(tin);
-}
-
-static const char *join(const char *dir, const char *name)
-{
-    static char buf[16][768];
-    static int next;
-    char *p = buf[next++ % 16];
-    snprintf(p, sizeof buf[0], "%s/%s", dir, name);
-    return p;
-}
-
-static const char *tpath(const char *name) { return join(tmp, name); }
-static const char *ipath(const char *name) { return join(tin, name); }
-
-static cli_result run(const char *const *args)
-{
-    cli_result r;
-    cr_assert(cli_run(&r, NULL, NULL, 300, args), "cannot run " ROPEQK_EXE);
-    return r;
-}
+#include "cli_fixture.h"
 
 /* Exit status `want`, every needle in stderr, nothing written. */
 static void expect_fail(const char *const *args, int want, const char *n1, const char *n2)
