@@ -427,8 +427,12 @@ ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeq
         bqp = upload(ctx, CL_MEM_READ_ONLY, q_pos, (size_t)pb.Sq * sizeof(cl_int), &err);
     if (!err && k_pos)
         bkp = upload(ctx, CL_MEM_READ_ONLY, k_pos, (size_t)pb.Sk * sizeof(cl_int), &err);
-    /* the caller's output goes in first, so that padding between strided rows stays as it was */
-    if (!err)
+    /* a strided output has gaps the download would overwrite: upload the caller's bytes first so
+     * the gaps come back as they were. A dense one (every byte a score) needs no upload. */
+    bool dense = pb.out_extent == (size_t)(pb.B * pb.Hq * pb.Sq * pb.Sk) * sizeof(float);
+    if (!err && dense)
+        bo = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, pb.out_extent, NULL, &err);
+    else if (!err)
         bo = upload(ctx, CL_MEM_READ_WRITE, out_data, pb.out_extent, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
