@@ -13,6 +13,18 @@ typedef struct rq_program {
     struct rq_program *next;
 } rq_program;
 
+/* A pooled scratch buffer (Qr, Kt). Free ones sit on the context's free list; a buffer handed back
+ * by a call sits on the busy list with the events of the commands that use it until they have all
+ * completed (checked, without blocking, by the next rq_scratch_get). No event callbacks: nothing
+ * runs on a driver thread, so nothing can touch a destroyed context. */
+typedef struct rq_scratch {
+    cl_mem buf;
+    size_t size;
+    cl_uint nev;
+    cl_event ev[3];
+    struct rq_scratch *next;
+} rq_scratch;
+
 struct ropeqk_ctx {
     cl_context context;
     cl_command_queue queue;
@@ -24,6 +36,12 @@ struct ropeqk_ctx {
     int tq, wg;               /* tuning knobs of this context's device (see scores.cl) */
     char options[256];
     cl_ulong max_alloc;
+    pthread_mutex_t pool_lock; /* guards the scratch pool below */
+    bool pool_lock_ok;
+    rq_scratch *pool_free;     /* most recently returned first */
+    rq_scratch *pool_busy;     /* returned, their commands maybe still running */
+    size_t pool_free_bytes;
+    size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
 };
 
 /* Records a failing cl_int in the context and returns it as a status. */
@@ -39,5 +57,15 @@ ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, cl_program *o
 void rq_free_programs(ropeqk_ctx *ctx);
 /* Fills ctx->tq, ctx->wg, ctx->options and ctx->max_alloc for ctx->device. */
 ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx);
+
+/* A scratch buffer of at least `bytes` (CL_MEM_READ_WRITE, contents undefined) from the pool or new.
+ * On failure returns the status (recorded as last_cl for CL errors) and *out is NULL. */
+ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out);
+/* Hands `s` back; it is reused once the nev events (retained here; nev may be 0 when nothing was
+ * enqueued on it) have completed. NULL s: nothing. */
+void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event *ev);
+/* Releases every pooled buffer and event (ropeqk_ctx_destroy). Commands still running keep their
+ * buffers alive through OpenCL's own reference counting. */
+void rq_scratch_free_all(ropeqk_ctx *ctx);
 
 #endif

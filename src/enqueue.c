@@ -256,6 +256,8 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
 
     cl_int err = CL_SUCCESS;
     cl_mem vfreq = NULL, qr = NULL, kt = NULL, ctab = NULL;
+    rq_scratch *sq = NULL, *sk = NULL; /* pooled Qr and Kt (ctx.c) */
+    cl_event last = NULL;              /* the score kernel's event (in ev[2] or *event) */
     cl_kernel krq = NULL, krk = NULL, ks = NULL;
     cl_event ev[3] = {NULL, NULL, NULL};
     cl_float4 *v = malloc((size_t)(pb.R / 2) * sizeof *v);
@@ -267,10 +269,15 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
     rq_inv_freq(&pb, inv);
     split_freqs(&pb, inv, v);
     vfreq = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)(pb.R / 2) * sizeof *v, v, &err);
-    if (!err)
-        qr = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, qr_n * sizeof(float), NULL, &err);
-    if (!err && !dec)
-        kt = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, kt_n * sizeof(float), NULL, &err);
+    if (err) {
+        st = rq_cl_fail(ctx, err);
+        goto done;
+    }
+    if ((st = rq_scratch_get(ctx, qr_n * sizeof(float), &sq)) ||
+        (!dec && (st = rq_scratch_get(ctx, kt_n * sizeof(float), &sk))))
+        goto done;
+    qr = sq->buf;
+    kt = sk ? sk->buf : NULL;
     size_t dkb = tune_opt(ctx, "RQ_DKB", 64), dwg = tune_opt(ctx, "RQ_DWG", 2);
     if (!err && dec)
         ctab = decode_table(ctx, &pb, inv, dkb, &err);
@@ -367,6 +374,7 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
         err = clEnqueueNDRangeKernel(queue, ks, 3, NULL, g, l, 2, ev, &ev[2]);
     }
 enqueued:
+    last = ev[2];
     if (!err && event) {
         *event = ev[2];
         ev[2] = NULL;
@@ -374,6 +382,21 @@ enqueued:
 done:
     if (err)
         st = rq_cl_fail(ctx, err);
+    /* the scratch goes back to the pool, reusable once the commands that use it have completed:
+     * the score kernel's event when it was enqueued (it waits for both rotations), else those of
+     * whatever was enqueued before the failure (none: free at once) */
+    {
+        cl_event used[3];
+        cl_uint nused = 0;
+        if (last)
+            used[nused++] = last;
+        else
+            for (int i = 0; i < 2; i++)
+                if (ev[i])
+                    used[nused++] = ev[i];
+        rq_scratch_put(ctx, sk, nused, used);
+        rq_scratch_put(ctx, sq, nused, used);
+    }
     /* Releasing here is safe: OpenCL keeps objects alive until the enqueued commands finish. */
     for (int i = 0; i < 3; i++)
         if (ev[i])
@@ -381,9 +404,7 @@ done:
     if (ks) clReleaseKernel(ks);
     if (krk) clReleaseKernel(krk);
     if (krq) clReleaseKernel(krq);
-    if (kt) clReleaseMemObject(kt);
     if (ctab) clReleaseMemObject(ctab);
-    if (qr) clReleaseMemObject(qr);
     if (vfreq) clReleaseMemObject(vfreq);
     free(v);
     free(inv);
