@@ -11,22 +11,31 @@
  * p * 2^-24 radians (0.03 rad at 2^20). sinpi/cospi on [-1, 1] then add ~1 ulp.
  * No native_/half_ trig and no relaxed math here: this is the correctness path. */
 
-static inline float rq_red2(float x)
-{
-    return x - 2.0f * rint(0.5f * x);
-}
+/* x - 2*rint(x/2): exact for every float x (any vector width). */
+#define RQ_RED2(x) ((x) - 2.0f * rint(0.5f * (x)))
 
-/* cos and sin of the angle p * pi * (v.x + v.y + v.z), each multiplied by `mul`. */
+/* The reduced angle in half-turns, t = (ph + pl) * (vx + vy + vz) mod 2 in [-1, 1], for any float
+ * vector type FT (lanes may differ in positions, frequencies or both). One definition serves the
+ * scalar path, the row-vector RoPE pass (rope.cl) and the frequency-vector decode kernel
+ * (scores.cl), so the accuracy argument above holds for all of them. */
+#define RQ_DEFINE_HALF_TURNS(NAME, FT)                                                             \
+    static inline FT NAME(FT ph, FT pl, FT vx, FT vy, FT vz)                                       \
+    {                                                                                              \
+        FT a = ph * vx, ae = fma(ph, vx, -a);                                                      \
+        FT b = pl * vx, be = fma(pl, vx, -b);                                                      \
+        FT c = ph * vy, ce = fma(ph, vy, -c);                                                      \
+        FT t = RQ_RED2(a) + RQ_RED2(b) + RQ_RED2(c);                                               \
+        t = RQ_RED2(t) + (RQ_RED2(ae) + RQ_RED2(be) + ce + pl * vy + ph * vz);                     \
+        return RQ_RED2(t);                                                                         \
+    }
+RQ_DEFINE_HALF_TURNS(rq_half_turns, float)
+RQ_DEFINE_HALF_TURNS(rq_half_turns16, float16)
+
+/* cos and sin of the angle p * pi * (v.x + v.y + v.z), each multiplied by `mul`. p is split into
+ * ph (a multiple of 4096) and pl (< 4096), both exact floats. */
 static inline float2 rq_cossin(int p, float4 v, float mul)
 {
     int lo = p & 0xFFF;
-    float ph = (float)(p - lo);
-    float pl = (float)lo;
-    float a = ph * v.x, ae = fma(ph, v.x, -a);
-    float b = pl * v.x, be = fma(pl, v.x, -b);
-    float c = ph * v.y, ce = fma(ph, v.y, -c);
-    float t = rq_red2(a) + rq_red2(b) + rq_red2(c);
-    t = rq_red2(t) + (rq_red2(ae) + rq_red2(be) + ce + pl * v.y + ph * v.z);
-    t = rq_red2(t);
+    float t = rq_half_turns((float)(p - lo), (float)lo, v.x, v.y, v.z);
     return (float2)(cospi(t) * mul, sinpi(t) * mul);
 }

@@ -196,23 +196,11 @@ void qk_scores(__global const float *qr, __global const float *kt,
 #define RQ_HI2(x) RQ_SH1(x, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)
 #define RQ_SWAP2(x) RQ_SH1(x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14)
 
-static inline float16 rq_red2_16(float16 x)
-{
-    return x - 2.0f * rint(0.5f * x);
-}
-
-/* rq_cossin (angle.cl) for 16 frequencies at one position; same operations, lane by lane. */
+/* rq_cossin (angle.cl) for 16 frequencies at one position. */
 static inline void rq_cossin16(int p, float16 vx, float16 vy, float16 vz, float mul, float16 *c, float16 *s)
 {
     int lo = p & 0xFFF;
-    float ph = (float)(p - lo);
-    float pl = (float)lo;
-    float16 a = ph * vx, ae = fma((float16)ph, vx, -a);
-    float16 b = pl * vx, be = fma((float16)pl, vx, -b);
-    float16 cc = ph * vy, ce = fma((float16)ph, vy, -cc);
-    float16 t = rq_red2_16(a) + rq_red2_16(b) + rq_red2_16(cc);
-    t = rq_red2_16(t) + (rq_red2_16(ae) + rq_red2_16(be) + ce + pl * vy + ph * vz);
-    t = rq_red2_16(t);
+    float16 t = rq_half_turns16((float16)((float)(p - lo)), (float16)((float)lo), vx, vy, vz);
     *c = cospi(t) * mul;
     *s = sinpi(t) * mul;
 }

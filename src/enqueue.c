@@ -95,8 +95,10 @@ static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m,
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-/* Rows per work-group of the rotate kernels (any device allows 8; it only needs to be fixed). */
-#define RQ_ROT_WG 8
+/* Rows per work-item of the rotate kernels (RQ_RV in cl/rope.cl). Their work-groups are 1 x
+ * RQ_ROT_UWG units (16 by default: whole cache lines; any device allows 16; the size only needs to be
+ * fixed, so that pocl compiles the kernel once, not once per new sequence length). */
+#define RQ_ROT_RV 16
 
 static const char *decode_kernel_name(ropeqk_dtype t)
 {
@@ -292,19 +294,23 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
 
     /* Q -> Qr [B*Hq][Sq][D] times the scale; K -> Kt [B*Hkv][D][Sk_pad] */
     size_t units = (size_t)(pb.R / 2 + (pb.D - pb.R));
+    /* rope_rotate_*: a work-item per (RQ_ROT_RV rows, unit), RQ_ROT_UWG units per group */
+    size_t rot_uwg = tune_opt(ctx, "RQ_ROT_UWG", 16);
     err = set_rotate_args(krq, q, q_mem, pb.Sq, &pb, q_pos, (int)pb.q_off, vfreq, (float)pb.scale, qr,
                           pb.Sq * (int64_t)qrow, (int64_t)qrow, 1);
     if (!err) {
-        /* a fixed local size (rows rounded up; the kernel skips rows >= S) so that pocl compiles
-         * the rotate kernel once, not once per new sequence length */
-        size_t g[2] = {round_up((size_t)pb.Sq, RQ_ROT_WG), units}, l[2] = {RQ_ROT_WG, 1};
+        /* a fixed local size (units rounded up; the kernel skips units past the last, and stores no
+         * lane past S) so that pocl compiles the rotate kernel once, not once per new shape */
+        size_t g[2] = {((size_t)pb.Sq + RQ_ROT_RV - 1) / RQ_ROT_RV, round_up(units, rot_uwg)};
+        size_t l[2] = {1, rot_uwg};
         err = clEnqueueNDRangeKernel(queue, krq, 2, NULL, g, l, num_wait, wait, &ev[0]);
     }
     if (!err && !dec)
         err = set_rotate_args(krk, k, k_mem, pb.Sk, &pb, k_pos, (int)pb.k_off, vfreq, 1.0f, kt,
                               (int64_t)(pb.D * sk_pad), 1, (int64_t)sk_pad);
     if (!err && !dec) {
-        size_t g[2] = {round_up((size_t)pb.Sk, RQ_ROT_WG), units}, l[2] = {RQ_ROT_WG, 1};
+        size_t g[2] = {((size_t)pb.Sk + RQ_ROT_RV - 1) / RQ_ROT_RV, round_up(units, rot_uwg)};
+        size_t l[2] = {1, rot_uwg};
         err = clEnqueueNDRangeKernel(queue, krk, 2, NULL, g, l, num_wait, wait, &ev[1]);
     }
     if (err)
