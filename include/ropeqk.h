@@ -18,7 +18,9 @@
  * Thread safety: a ropeqk_ctx may be shared by threads that each pass their own command queue to
  * ropeqk_enqueue() (or use ropeqk_scores() which uses the context's queue under its lock). The
  * program cache is guarded by a mutex. ropeqk_ctx_last_cl_error()/build_log() report the most
- * recent failure of any thread. ropeqk_ctx_destroy() must not race with calls on the same context.
+ * recent failure of any thread. ropeqk_ctx_destroy() must not race with calls on the same context;
+ * it finishes the context's own queue and releases its pooled scratch (work still running on other
+ * queues keeps its buffers alive through OpenCL's reference counts).
  */
 #ifndef ROPEQK_H
 #define ROPEQK_H
