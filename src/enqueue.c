@@ -62,6 +62,29 @@ static const char *rotate_kernel_name(ropeqk_dtype t)
     return t == ROPEQK_F16 ? "rope_rotate_f16" : t == ROPEQK_BF16 ? "rope_rotate_bf16" : "rope_rotate_f32";
 }
 
+/* The 4 arguments of a positions input at index i: buffer, element offset, use flag, base. With no
+ * per-token positions any valid buffer will do (`dummy`): the flag keeps the kernel from reading it. */
+static cl_int set_pos_args(cl_kernel k, cl_uint i, ropeqk_mem pos, int base, cl_mem dummy)
+{
+    cl_int err = CL_SUCCESS;
+    SET(k, i, cl_mem, pos.buf ? pos.buf : dummy);
+    SET(k, i + 1, cl_long, (cl_long)(pos.offset / sizeof(cl_int)));
+    SET(k, i + 2, cl_int, pos.buf != NULL);
+    SET(k, i + 3, cl_int, base);
+    return err;
+}
+
+/* The 6 arguments of the output view at index i: buffer, byte offset, the 4 byte strides. */
+static cl_int set_out_args(cl_kernel k, cl_uint i, ropeqk_mem m, const ropeqk_tensor *t)
+{
+    cl_int err = CL_SUCCESS;
+    SET(k, i, cl_mem, m.buf);
+    SET(k, i + 1, cl_long, (cl_long)m.offset);
+    for (cl_uint d = 0; d < 4; d++)
+        SET(k, i + 2 + d, cl_long, t->nb[d]);
+    return err;
+}
+
 /* Sets the arguments of a rope_rotate_* kernel for one tensor. */
 static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m, int64_t S, const rq_problem *pb,
                               ropeqk_mem pos, int pos_base, cl_mem vfreq, float out_mul, cl_mem dst,
@@ -78,11 +101,8 @@ static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m,
     SET(k, 9, cl_int, (cl_int)pb->D);
     SET(k, 10, cl_int, (cl_int)pb->R);
     SET(k, 11, cl_int, pb->layout);
-    /* with no per-token positions any valid buffer will do: use_pos = 0 never reads it */
-    SET(k, 12, cl_mem, pos.buf ? pos.buf : vfreq);
-    SET(k, 13, cl_long, (cl_long)(pos.offset / sizeof(cl_int)));
-    SET(k, 14, cl_int, pos.buf != NULL);
-    SET(k, 15, cl_int, pos_base);
+    if (!err)
+        err = set_pos_args(k, 12, pos, pos_base, vfreq);
     SET(k, 16, cl_mem, vfreq);
     SET(k, 17, cl_float, (cl_float)pb->attn); /* attention factor on cos and sin */
     SET(k, 18, cl_float, out_mul);
@@ -325,10 +345,8 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
         SET(ks, 7, cl_int, (cl_int)pb.D);
         SET(ks, 8, cl_int, (cl_int)pb.R);
         SET(ks, 9, cl_int, pb.layout);
-        SET(ks, 10, cl_mem, k_pos.buf ? k_pos.buf : vfreq);
-        SET(ks, 11, cl_long, (cl_long)(k_pos.offset / sizeof(cl_int)));
-        SET(ks, 12, cl_int, k_pos.buf != NULL);
-        SET(ks, 13, cl_int, (cl_int)pb.k_off);
+        if (!err)
+            err = set_pos_args(ks, 10, k_pos, (int)pb.k_off, vfreq);
         SET(ks, 14, cl_mem, vfreq);
         SET(ks, 15, cl_float, (cl_float)pb.attn); /* as rope_rotate's rot_mul */
         SET(ks, 16, cl_mem, ctab);
@@ -336,16 +354,12 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
         SET(ks, 18, cl_int, (cl_int)M);
         SET(ks, 19, cl_int, (cl_int)pb.Sq);
         SET(ks, 20, cl_int, (cl_int)pb.G);
-        SET(ks, 21, cl_mem, q_pos.buf ? q_pos.buf : vfreq);
-        SET(ks, 22, cl_long, (cl_long)(q_pos.offset / sizeof(cl_int)));
-        SET(ks, 23, cl_int, q_pos.buf != NULL);
-        SET(ks, 24, cl_int, (cl_int)pb.q_off);
+        if (!err)
+            err = set_pos_args(ks, 21, q_pos, (int)pb.q_off, vfreq);
         SET(ks, 25, cl_int, pb.causal);
         SET(ks, 26, cl_long, pb.window);
-        SET(ks, 27, cl_mem, out_mem.buf);
-        SET(ks, 28, cl_long, (cl_long)out_mem.offset);
-        for (int i = 0; i < 4; i++)
-            SET(ks, 29 + i, cl_long, out->nb[i]);
+        if (!err)
+            err = set_out_args(ks, 27, out_mem, out);
         size_t g[2] = {round_up(((size_t)pb.Sk + dkb - 1) / dkb, dwg), (size_t)pb.B}, l[2] = {dwg, 1};
         if (!err)
             err = clEnqueueNDRangeKernel(queue, ks, 2, NULL, g, l, 1, ev, &ev[2]);
@@ -360,20 +374,14 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
     SET(ks, 6, cl_int, (cl_int)pb.D);
     SET(ks, 7, cl_int, (cl_int)pb.G);
     SET(ks, 8, cl_int, (cl_int)pb.Hkv);
-    SET(ks, 9, cl_mem, q_pos.buf ? q_pos.buf : vfreq);
-    SET(ks, 10, cl_long, (cl_long)(q_pos.offset / sizeof(cl_int)));
-    SET(ks, 11, cl_int, q_pos.buf != NULL);
-    SET(ks, 12, cl_int, (cl_int)pb.q_off);
-    SET(ks, 13, cl_mem, k_pos.buf ? k_pos.buf : vfreq);
-    SET(ks, 14, cl_long, (cl_long)(k_pos.offset / sizeof(cl_int)));
-    SET(ks, 15, cl_int, k_pos.buf != NULL);
-    SET(ks, 16, cl_int, (cl_int)pb.k_off);
+    if (!err)
+        err = set_pos_args(ks, 9, q_pos, (int)pb.q_off, vfreq);
+    if (!err)
+        err = set_pos_args(ks, 13, k_pos, (int)pb.k_off, vfreq);
     SET(ks, 17, cl_int, pb.causal);
+    if (!err)
+        err = set_out_args(ks, 18, out_mem, out);
     SET(ks, 24, cl_long, pb.window);
-    SET(ks, 18, cl_mem, out_mem.buf);
-    SET(ks, 19, cl_long, (cl_long)out_mem.offset);
-    for (int i = 0; i < 4; i++)
-        SET(ks, 20 + i, cl_long, out->nb[i]);
     if (!err) {
         size_t g[3] = {round_up(nblk, wg), (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb.B * pb.Hkv)};
         size_t l[3] = {wg, 1, 1};
