@@ -25,6 +25,15 @@ typedef struct rq_scratch {
     struct rq_scratch *next;
 } rq_scratch;
 
+/* Tuning knobs of a context's device (program.c chooses them; the kernels get them as -D options
+ * built from these fields, and the host reads the same fields: one source for both). */
+typedef struct {
+    int tq, wg, vk;      /* qk_scores: query rows, work-group size, keys per work-item (RQ_TQ/WG/VK) */
+    int dkb, dwg;        /* qk_decode_*: keys per work-item, work-group size (RQ_DKB/DWG) */
+    int decode;          /* whether the decode path is used (RQ_DECODE) */
+    int rot_uwg;         /* rope_rotate_*: units per work-group (host only) */
+} rq_tuning;
+
 struct ropeqk_ctx {
     cl_context context;
     cl_command_queue queue;
@@ -33,7 +42,7 @@ struct ropeqk_ctx {
     pthread_mutex_t lock;     /* guards programs and build_log */
     rq_program *programs;     /* cache keyed by (device, options) */
     char *build_log;
-    int tq, wg;               /* tuning knobs of this context's device (see scores.cl) */
+    rq_tuning tune;
     char options[256];
     cl_ulong max_alloc;
     pthread_mutex_t pool_lock; /* guards the scratch pool below */
@@ -55,7 +64,7 @@ static inline ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err)
 /* The program for `device` built with the context's options, from the cache or built now. */
 ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, cl_program *out);
 void rq_free_programs(ropeqk_ctx *ctx);
-/* Fills ctx->tq, ctx->wg, ctx->options and ctx->max_alloc for ctx->device. */
+/* Fills ctx->tune, ctx->options and ctx->max_alloc for ctx->device. */
 ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx);
 
 /* A scratch buffer of at least `bytes` (CL_MEM_READ_WRITE, contents undefined) from the pool or new.

@@ -116,7 +116,7 @@ static cl_int set_rotate_args(cl_kernel k, const ropeqk_tensor *t, ropeqk_mem m,
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* Rows per work-item of the rotate kernels (RQ_RV in cl/rope.cl). Their work-groups are 1 x
- * RQ_ROT_UWG units (16 by default: whole cache lines; any device allows 16; the size only needs to be
+ * ctx->tune.rot_uwg units (16 by default: whole cache lines; the size only needs to be
  * fixed, so that pocl compiles the kernel once, not once per new sequence length). */
 #define RQ_ROT_RV 16
 
@@ -147,14 +147,6 @@ static cl_mem decode_table(ropeqk_ctx *ctx, const rq_problem *pb, const double *
                               err);
     free(tab);
     return m;
-}
-
-/* The value of a -Dname=value tuning option in the context's build options (program.c writes them). */
-static size_t tune_opt(const ropeqk_ctx *ctx, const char *name, size_t dflt)
-{
-    const char *s = strstr(ctx->options, name);
-    long v = s && s[strlen(name)] == '=' ? strtol(s + strlen(name) + 1, NULL, 10) : 0;
-    return v > 0 ? (size_t)v : dflt;
 }
 
 /* Enqueues the problem as two halves along the keys (along_k) or the query rows, each a sub-view of
@@ -241,15 +233,16 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
      * sk_pad is the row stride of Kt: a multiple of RQ_VK (aligned vector loads) that covers every key
      * block a work-item loads, bumped so that its byte size is an odd multiple of 64: a power-of-two
      * stride (Sk = 1024: 4 KiB) maps all d of one work-item to the same L1 set and thrashes it. */
-    size_t wg = (size_t)ctx->wg, tq = (size_t)ctx->tq, vk = tune_opt(ctx, "RQ_VK", 1);
+    const rq_tuning *tn = &ctx->tune;
+    size_t wg = (size_t)tn->wg, tq = (size_t)tn->tq, vk = (size_t)tn->vk;
     size_t nblk = ((size_t)pb.Sk + vk - 1) / vk, sk_pad = round_up(nblk * vk, 16);
     if ((sk_pad / 16) % 2 == 0)
         sk_pad += 16;
     int64_t M = pb.G * pb.Sq;
     /* Decode path (cl/scores.cl, qk_decode_*): few rows per KV head, K rotated in registers, no Kt.
-     * Its preconditions are the kernel's; "-DRQ_DECODE=0" in the options turns it off. */
+     * Its preconditions are the kernel's; ROPEQK_DECODE=0 turns it off. */
     bool dec = M <= 8 && pb.D % 16 == 0 && pb.D <= 256 && pb.R % 32 == 0 &&
-               tune_opt(ctx, "RQ_DECODE", 1) != 0;
+               tn->decode;
     /* Qr rows: D floats apart, or 256 (RQ_DMAXD) on the decode path, plus spare rows at the end */
     size_t qr_n, kt_n, tmp, qrow = dec ? 256 : (size_t)pb.D, qspare = dec && tq < 8 ? 8 : tq;
     bool ovf = __builtin_mul_overflow((size_t)(pb.B * pb.Hq), (size_t)pb.Sq, &qr_n) ||
@@ -300,7 +293,7 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
         goto done;
     qr = sq->buf;
     kt = sk ? sk->buf : NULL;
-    size_t dkb = tune_opt(ctx, "RQ_DKB", 64), dwg = tune_opt(ctx, "RQ_DWG", 2);
+    size_t dkb = (size_t)tn->dkb, dwg = (size_t)tn->dwg;
     if (!err && dec)
         ctab = decode_table(ctx, &pb, inv, dkb, &err);
     if (!err)
@@ -314,8 +307,8 @@ ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const rope
 
     /* Q -> Qr [B*Hq][Sq][D] times the scale; K -> Kt [B*Hkv][D][Sk_pad] */
     size_t units = (size_t)(pb.R / 2 + (pb.D - pb.R));
-    /* rope_rotate_*: a work-item per (RQ_ROT_RV rows, unit), RQ_ROT_UWG units per group */
-    size_t rot_uwg = tune_opt(ctx, "RQ_ROT_UWG", 16);
+    /* rope_rotate_*: a work-item per (RQ_ROT_RV rows, unit), tune.rot_uwg units per group */
+    size_t rot_uwg = (size_t)tn->rot_uwg;
     err = set_rotate_args(krq, q, q_mem, pb.Sq, &pb, q_pos, (int)pb.q_off, vfreq, (float)pb.scale, qr,
                           pb.Sq * (int64_t)qrow, (int64_t)qrow, 1);
     if (!err) {

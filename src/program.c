@@ -26,9 +26,10 @@ extern const size_t rq_cl_source_len;
  *   RQ_DKB keys per work-item (setup per work-item vs parallel slack): Sk=32768 D=128 f32, 2 threads:
  *          16 -> 2.45 ms, 32 -> 2.23-2.31, 64 -> 2.06-2.21, 128 -> 2.03-2.16; f16: 32 -> 1.85, 64 -> 1.74.
  *   RQ_DWG work-items per group: 1 or 2 within noise; 4 +3% (DKB 16 -> 4: +5%).
- *   RQ_DECODE=0 disables the decode path (comparisons, or a driver that miscompiles it).
- * ROPEQK_TQ / ROPEQK_WG / ROPEQK_VK / ROPEQK_DKB / ROPEQK_DWG / ROPEQK_DECODE in the environment
- * override them (tuning sweeps; bench/ and tools read the options back with ropeqk_ctx_build_options).
+ *   RQ_DECODE=0 (ROPEQK_DECODE=0) disables the decode path (comparisons, or a driver that miscompiles it).
+ *   rope_rotate_* work-groups span ROPEQK_ROT_UWG units (16: whole cache lines; 8 within noise, 32 worse).
+ * ROPEQK_TQ / ROPEQK_WG / ROPEQK_VK / ROPEQK_DKB / ROPEQK_DWG / ROPEQK_DECODE / ROPEQK_ROT_UWG in the
+ * environment override them (tuning sweeps; bench/ and tools read the options back with ropeqk_ctx_build_options).
  */
 ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx)
 {
@@ -40,33 +41,42 @@ ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx)
     if (err != CL_SUCCESS)
         return rq_cl_fail(ctx, err);
     bool cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-    ctx->tq = cpu ? 16 : 4;
-    ctx->wg = cpu ? 16 : 64;
-    int vk = cpu ? 16 : 1, dkb = 64, dwg = 2, decode = cpu;
+    rq_tuning *t = &ctx->tune;
+    t->tq = cpu ? 16 : 4;
+    t->wg = cpu ? 16 : 64;
+    t->vk = cpu ? 16 : 1;
+    t->dkb = 64;
+    t->dwg = 2;
+    t->decode = cpu;
+    t->rot_uwg = 16;
     const char *e;
     if ((e = getenv("ROPEQK_TQ")) && atoi(e) >= 1 && atoi(e) <= 32)
-        ctx->tq = atoi(e);
+        t->tq = atoi(e);
     if ((e = getenv("ROPEQK_WG")) && atoi(e) >= 1 && atoi(e) <= 1024)
-        ctx->wg = atoi(e);
+        t->wg = atoi(e);
     if ((e = getenv("ROPEQK_VK")) && (atoi(e) == 1 || atoi(e) == 4 || atoi(e) == 8 || atoi(e) == 16))
-        vk = atoi(e);
+        t->vk = atoi(e);
     if ((e = getenv("ROPEQK_DKB")) && atoi(e) >= 2 && atoi(e) <= 1024 && atoi(e) % 2 == 0)
-        dkb = atoi(e);
+        t->dkb = atoi(e);
     if ((e = getenv("ROPEQK_DWG")) && atoi(e) >= 1 && atoi(e) <= 256)
-        dwg = atoi(e);
+        t->dwg = atoi(e);
     if ((e = getenv("ROPEQK_DECODE")))
-        decode = atoi(e) != 0;
+        t->decode = atoi(e) != 0;
+    if ((e = getenv("ROPEQK_ROT_UWG")) && atoi(e) >= 1 && atoi(e) <= 256)
+        t->rot_uwg = atoi(e);
     size_t max_wg = 0;
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL) == CL_SUCCESS &&
         max_wg > 0) {
-        if ((size_t)ctx->wg > max_wg)
-            ctx->wg = (int)max_wg;
-        if ((size_t)dwg > max_wg)
-            dwg = (int)max_wg;
+        if ((size_t)t->wg > max_wg)
+            t->wg = (int)max_wg;
+        if ((size_t)t->dwg > max_wg)
+            t->dwg = (int)max_wg;
+        if ((size_t)t->rot_uwg > max_wg)
+            t->rot_uwg = (int)max_wg;
     }
     snprintf(ctx->options, sizeof ctx->options,
-             "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d", ctx->tq,
-             ctx->wg, vk, dkb, dwg, decode);
+             "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d", t->tq, t->wg,
+             t->vk, t->dkb, t->dwg, t->decode);
     return ROPEQK_SUCCESS;
 }
 
