@@ -1,6 +1,7 @@
 /* Helpers of the `ropeqk` command tests. */
 #include "cli_util.h"
 #include "npy.h"
+#include "ropeqk.h"
 
 #include <CL/cl.h>
 #include <dirent.h>
@@ -207,43 +208,17 @@ void free_args(char **args)
     free(args);
 }
 
-static double elem(const npy_array *a, size_t i)
+/* The library's storage type of an input .npy ('<u2' files hold bf16 bits: --dtype bf16). */
+static ropeqk_dtype input_dtype(const npy_array *a)
 {
-    const unsigned char *p = (const unsigned char *)a->data;
-    if (a->dtype == NPY_F32) {
-        float f;
-        memcpy(&f, p + 4 * i, 4);
-        return f;
-    }
-    if (a->dtype == NPY_F64) {
-        double d;
-        memcpy(&d, p + 8 * i, 8);
-        return d;
-    }
-    uint16_t h; /* f16, or bf16 bits in '<u2' files (--dtype bf16) */
-    memcpy(&h, p + 2 * i, 2);
-    if (a->dtype == NPY_U16) {
-        uint32_t bits = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &bits, 4);
-        return f;
-    }
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-    return (h & 0x8000) ? -v : v;
+    return a->dtype == NPY_F16 ? ROPEQK_F16 : a->dtype == NPY_U16 ? ROPEQK_BF16 : ROPEQK_F32;
 }
 
-/* Norm of row s of head h of batch b; bshd: the file is [B,S,H,D]. */
-static double row_norm(const npy_array *a, bool bshd, int64_t b, int64_t h, int64_t s)
+/* A [B,H,S,D] descriptor of an input file, which is [B,S,H,D] when bshd. */
+static ropeqk_tensor input_view(const npy_array *a, bool bshd)
 {
-    int64_t H = bshd ? a->shape[2] : a->shape[1], S = bshd ? a->shape[1] : a->shape[2], D = a->shape[3];
-    int64_t base = bshd ? ((b * S + s) * H + h) * D : ((b * H + h) * S + s) * D;
-    double n = 0.0;
-    for (int64_t d = 0; d < D; d++) {
-        double v = elem(a, (size_t)(base + d));
-        n += v * v;
-    }
-    return sqrt(n);
+    return bshd ? ropeqk_tensor_bshd(input_dtype(a), a->shape[0], a->shape[1], a->shape[2], a->shape[3])
+                : ropeqk_tensor_bhsd(input_dtype(a), a->shape[0], a->shape[1], a->shape[2], a->shape[3]);
 }
 
 bool compare_case(const char *case_dir, char *const *flags, const char *out_path, double *max_err,
@@ -282,32 +257,20 @@ bool compare_case(const char *case_dir, char *const *flags, const char *out_path
                      (long long)o.shape[i], (long long)e.shape[i]);
             goto fail;
         }
-    if (scale == 0.0)
-        scale = 1.0 / sqrt((double)q.shape[3]);
-    int64_t B = o.shape[0], Hq = o.shape[1], Sq = o.shape[2], Sk = o.shape[3];
-    int64_t Hkv = bshd ? k.shape[2] : k.shape[1], G = Hq / Hkv;
+    /* the ROPE.md metric is the library's own (ropeqk_max_error); only the scale matters to it */
+    ropeqk_params prm;
+    ropeqk_default_params(&prm);
+    prm.scale = scale;
+    ropeqk_tensor tq = input_view(&q, bshd), tk = input_view(&k, bshd);
+    ropeqk_tensor to = ropeqk_tensor_bhsd(ROPEQK_F32, o.shape[0], o.shape[1], o.shape[2], o.shape[3]);
+    ropeqk_tensor te = ropeqk_tensor_bhsd(ROPEQK_F64, e.shape[0], e.shape[1], e.shape[2], e.shape[3]);
     double worst = 0.0;
     int64_t bad = 0;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < Hq; h++)
-            for (int64_t i = 0; i < Sq; i++) {
-                double nq = row_norm(&q, bshd, b, h, i);
-                for (int64_t j = 0; j < Sk; j++) {
-                    size_t x = (size_t)(((b * Hq + h) * Sq + i) * Sk + j);
-                    double v = elem(&o, x), w = elem(&e, x);
-                    bool mv = isinf(v) && v < 0, mw = isinf(w) && w < 0;
-                    if (isnan(v) || mv != mw) {
-                        bad++;
-                        continue;
-                    }
-                    if (mw)
-                        continue;
-                    double den = fabs(scale) * nq * row_norm(&k, bshd, b, h / G, j);
-                    double d = fabs(v - w) / (den > 0 ? den : 1.0);
-                    if (!(d <= worst))
-                        worst = d;
-                }
-            }
+    ropeqk_status st = ropeqk_max_error(&prm, &tq, q.data, &tk, k.data, &to, o.data, &te, e.data, &worst, &bad);
+    if (st != ROPEQK_SUCCESS) {
+        snprintf(err, sizeof err, "ropeqk_max_error: %s", ropeqk_status_string(st));
+        goto fail;
+    }
     *max_err = worst;
     *mask_mismatch = bad;
     ok = true;
