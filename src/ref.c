@@ -108,6 +108,17 @@ ropeqk_status ropeqk_max_error(const ropeqk_params *p, const ropeqk_tensor *q, c
         return st;
     if (!q_data || !k_data || !s_data || !s64_data || !max_err || !mask_mismatch)
         return ROPEQK_ERR_NULL_POINTER;
+    /* key norms once, not once per query row */
+    size_t nk;
+    if (__builtin_mul_overflow((size_t)(pb.B * pb.Hkv), (size_t)pb.Sk, &nk) || nk > SIZE_MAX / sizeof(double))
+        return ROPEQK_ERR_OVERFLOW;
+    double *knorm = malloc(nk * sizeof *knorm);
+    if (!knorm)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    for (int64_t b = 0; b < pb.B; b++)
+        for (int64_t h = 0; h < pb.Hkv; h++)
+            for (int64_t j = 0; j < pb.Sk; j++)
+                knorm[(b * pb.Hkv + h) * pb.Sk + j] = row_norm(k, k_data, b, h, j, pb.D);
     double worst = 0.0;
     int64_t bad = 0;
     for (int64_t b = 0; b < pb.B; b++)
@@ -124,13 +135,14 @@ ropeqk_status ropeqk_max_error(const ropeqk_params *p, const ropeqk_tensor *q, c
                     }
                     if (mv)
                         continue;
-                    double den = fabs(pb.scale) * nq * row_norm(k, k_data, b, h / pb.G, j, pb.D);
+                    double den = fabs(pb.scale) * nq * knorm[(b * pb.Hkv + h / pb.G) * pb.Sk + j];
                     double diff = fabs(v - w);
                     double e = den > 0.0 ? diff / den : (diff > 0.0 ? INFINITY : 0.0);
                     if (e > worst)
                         worst = e;
                 }
             }
+    free(knorm);
     *max_err = worst;
     *mask_mismatch = bad;
     return ROPEQK_SUCCESS;
