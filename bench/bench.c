@@ -366,7 +366,7 @@ int main(int argc, char **argv)
         e.queue = clCreateCommandQueue(e.cl, e.dev, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err)
         return die("creating the OpenCL context", err);
-    ropeqk_ctx_params cp = {NULL, e.cl, e.queue};
+    ropeqk_ctx_params cp = {.context = e.cl, .queue = e.queue};
     if ((err = ropeqk_ctx_create(&cp, &e.rq)) || (err = ropeqk_ctx_warmup(e.rq)))
         return die("ropeqk_ctx_create", err);
     if ((err = benv_build_baselines(&e)))

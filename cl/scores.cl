@@ -181,20 +181,27 @@ void qk_scores(__global const float *qr, __global const float *kt,
 #define RQ_DPF 8      /* software prefetch distance, in keys (without it: 0.18x of a copy's bandwidth) */
 #endif
 
-#ifdef __clang__ /* one permute instruction; shuffle()/shuffle2() are library calls in some drivers */
-#define RQ_SHUF(a, b, ...) __builtin_shufflevector((a), (b), __VA_ARGS__)
-#define RQ_SH1(a, ...) __builtin_shufflevector((a), (a), __VA_ARGS__)
+/* Permutes of 16 lanes, spelled out (OpenCL C 1.2 has no variadic macros). RQ_POCL_EXT is set by the
+ * host only when it has identified pocl (src/tuning.c): then Clang's builtins give one permute
+ * instruction where pocl's shuffle()/shuffle2() are library calls, __builtin_prefetch is honoured, and
+ * a loop pragma stops LLVM from turning the score stores into a slow scatter. Every other compiler
+ * gets the portable forms (NVIDIA's defines __clang__ but rejects these builtins). */
+#define RQ_IDX16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15
+#if defined(RQ_POCL_EXT) && RQ_POCL_EXT
+#define RQ_SHUF(a, b, idx) __builtin_shufflevector((a), (b), idx)
+#define RQ_SH1(a, idx) __builtin_shufflevector((a), (a), idx)
 #define RQ_PREFETCH(p) __builtin_prefetch(p)
-#define RQ_NOVEC _Pragma("clang loop vectorize(disable)") /* LLVM made these stores a slow scatter */
+#define RQ_NOVEC _Pragma("clang loop vectorize(disable)")
 #else
-#define RQ_SHUF(a, b, ...) shuffle2((a), (b), (uint16)(__VA_ARGS__))
-#define RQ_SH1(a, ...) shuffle((a), (uint16)(__VA_ARGS__))
+#define RQ_SHUF(a, b, idx) shuffle2((a), (b), (uint16)(idx))
+#define RQ_SH1(a, idx) shuffle((a), (uint16)(idx))
 #define RQ_PREFETCH(p) ((void)0)
 #define RQ_NOVEC
 #endif
-#define RQ_LO2(x) RQ_SH1(x, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)
-#define RQ_HI2(x) RQ_SH1(x, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)
-#define RQ_SWAP2(x) RQ_SH1(x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14)
+#define RQ_LO2(x) RQ_SH1(x, RQ_IDX16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7))
+#define RQ_HI2(x) RQ_SH1(x, RQ_IDX16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15))
+#define RQ_SWAP2(x) RQ_SH1(x, RQ_IDX16(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14))
 
 /* rq_cossin (angle.cl) for 16 frequencies at one position. */
 static inline void rq_cossin16(int p, float16 vx, float16 vy, float16 vz, float mul, float16 *c, float16 *s)
@@ -232,24 +239,29 @@ static inline float16 rq_sum16x16(const float16 *v)
     float16 a[8], b[4], c[2];
 #pragma unroll
     for (int i = 0; i < 8; i++)
-        a[i] = RQ_SHUF(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-               RQ_SHUF(v[2 * i], v[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        a[i] = RQ_SHUF(v[2 * i], v[2 * i + 1], RQ_IDX16(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)) +
+               RQ_SHUF(v[2 * i], v[2 * i + 1], RQ_IDX16(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
 #pragma unroll
     for (int i = 0; i < 4; i++)
-        b[i] = RQ_SHUF(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-               RQ_SHUF(a[2 * i], a[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+        b[i] = RQ_SHUF(a[2 * i], a[2 * i + 1], RQ_IDX16(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27)) +
+               RQ_SHUF(a[2 * i], a[2 * i + 1], RQ_IDX16(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31));
 #pragma unroll
     for (int i = 0; i < 2; i++)
-        c[i] = RQ_SHUF(b[2 * i], b[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
-               RQ_SHUF(b[2 * i], b[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-    return RQ_SHUF(c[0], c[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-           RQ_SHUF(c[0], c[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        c[i] = RQ_SHUF(b[2 * i], b[2 * i + 1], RQ_IDX16(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29)) +
+               RQ_SHUF(b[2 * i], b[2 * i + 1], RQ_IDX16(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31));
+    return RQ_SHUF(c[0], c[1], RQ_IDX16(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)) +
+           RQ_SHUF(c[0], c[1], RQ_IDX16(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));
 }
 
-/* Chunk c (16 elements) of a row of each storage type, as f32. f32 is a direct 64-byte load through
- * a 4-byte-aligned type: pocl builds vload16 from two 32-byte halves. */
+/* Chunk c (16 elements) of a row of each storage type, as f32. On pocl, f32 is a direct 64-byte load
+ * through a 4-byte-aligned type (pocl builds vload16 from two 32-byte halves); lowering a vector
+ * type's alignment is a Clang extension, so other compilers get vload16. */
+#if defined(RQ_POCL_EXT) && RQ_POCL_EXT
 typedef float16 __attribute__((aligned(4))) rq_float16u;
 #define RQ_LD16_F32(row, c) (((__global const rq_float16u *)(row))[c])
+#else
+#define RQ_LD16_F32(row, c) vload16((c), (__global const float *)(row))
+#endif
 #define RQ_LD16_F16(row, c) vload_half16((c), (__global const half *)(row))
 #define RQ_LD16_BF16(row, c) as_float16(convert_uint16(vload16((c), (__global const ushort *)(row))) << 16)
 
@@ -354,7 +366,7 @@ void NAME(__global const uchar *k, long k_off, long knb0, long knb1, long knb2, 
             }                                                                                      \
             float16 sv = select(rq_sum16x16(acc), (float16)(-INFINITY), mask);                     \
             float sums[16]; /* (row, key) order: each row's two keys side by side */               \
-            vstore16(RQ_SH1(sv, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), 0, sums);   \
+            vstore16(RQ_SH1(sv, RQ_IDX16(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)), 0, sums);   \
             __global uchar *ob = out + (long)hk * G * onb1 + (long)j * onb3;                        \
             if (pair_store && j + 1 < Sk) {                                                        \
                 RQ_NOVEC for (int m = 0; m < M; m++)                                               \

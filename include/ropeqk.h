@@ -58,10 +58,11 @@ typedef enum {
     ROPEQK_ERR_BAD_PARAM = -4009,       /* base/scale not finite, base giving unusable frequencies, bad layout, window < 0 */
     ROPEQK_ERR_POSITION_RANGE = -4010,  /* offset + row does not fit int32 */
     ROPEQK_ERR_NO_DEVICE = -4011,       /* no OpenCL platform/device, or the spec matches none */
-    ROPEQK_ERR_BUILD = -4012,           /* program build failed: see ropeqk_ctx_build_log() */
+    ROPEQK_ERR_BUILD = -4012,           /* program build failed: ropeqk_last_error(), ropeqk_ctx_build_log() */
     ROPEQK_ERR_OUT_OF_HOST_MEMORY = -4013,
     ROPEQK_ERR_BAD_SCALING = -4014,     /* scaling parameters missing, contradictory, or giving non-finite frequencies */
     ROPEQK_ERR_TOO_LARGE = -4015,       /* a buffer the call needs exceeds the device's limits */
+    ROPEQK_ERR_BAD_CONFIG = -4016,      /* malformed tuning value or ROPEQK_* environment variable: ropeqk_last_error() */
 } ropeqk_status;
 
 const char *ropeqk_status_string(int status);
@@ -204,8 +205,41 @@ ropeqk_status ropeqk_max_error(const ropeqk_params *p,
                                const ropeqk_tensor *s64, const void *s64_data,
                                double *max_err, int64_t *mask_mismatch);
 
+/* The message of the last failure in the calling thread ("" if none yet): what a status alone
+ * cannot say, e.g. which environment variable was malformed, or the device, driver and first log
+ * lines of a failed program build. Like errno, successful calls leave it as it was. */
+const char *ropeqk_last_error(void);
+
 /* ---- OpenCL context ----------------------------------------------------------------------- */
 typedef struct ropeqk_ctx ropeqk_ctx;
+
+/* The class of device the kernels are shaped for. AUTO (default) picks CPU for CPU devices, GPU for
+ * every other; $ROPEQK_PROFILE=cpu|gpu|auto overrides the parameter. Forcing GPU on pocl runs the
+ * GPU kernel configuration on a CPU: that is how CI checks the GPU code path. */
+typedef enum {
+    ROPEQK_PROFILE_AUTO = 0,
+    ROPEQK_PROFILE_CPU = 1,
+    ROPEQK_PROFILE_GPU = 2,
+} ropeqk_profile;
+const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", "gpu" */
+
+/*
+ * Kernel configuration. Zero fields take the profile's default. Each knob has an environment
+ * override that wins over this struct (ROPEQK_PROFILE, ROPEQK_TQ, ROPEQK_WG, ROPEQK_VK, ROPEQK_DKB,
+ * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG); a malformed value, here or in the environment, makes
+ * ropeqk_ctx_create() fail with ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message.
+ */
+typedef struct {
+    ropeqk_profile profile;
+    int32_t tq;        /* qk_scores: query rows per work-item, 1..32 */
+    int32_t wg;        /* qk_scores: work-group size along keys, 1..1024 */
+    int32_t vk;        /* qk_scores: keys per work-item (vector width): 1, 4, 8 or 16 */
+    int32_t dkb;       /* decode kernel: keys per work-item, even, 2..1024 */
+    int32_t dwg;       /* decode kernel: work-group size, 1..256 */
+    int32_t decode;    /* decode kernel for few query rows: 0 = profile default, 1 = on, -1 = off */
+    int32_t rot_uwg;   /* RoPE pass: units per work-group, 1..256 */
+    int32_t vendor_ext;/* vendor builtins where the device is identified (pocl): 0 = auto, -1 = off */
+} ropeqk_tuning;
 
 typedef struct {
     /* Device to use when the library creates its own context: "P:D" (platform:device indices),
@@ -215,6 +249,8 @@ typedef struct {
     /* Borrowed objects (both or neither): the library retains them and never destroys them. */
     cl_context context;
     cl_command_queue queue;
+    /* Kernel configuration; zeroed = the profile's defaults. */
+    ropeqk_tuning tuning;
 } ropeqk_ctx_params;
 
 /* Resolve a device spec as ropeqk_ctx_create() would. `why` (optional) receives a short reason
@@ -233,6 +269,13 @@ cl_int ropeqk_ctx_last_cl_error(const ropeqk_ctx *ctx);
 const char *ropeqk_ctx_build_log(const ropeqk_ctx *ctx);
 /* Build options the library uses on this context's device (tuning -D values), for reports. */
 const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx);
+/* The configuration in effect (every field resolved; decode and vendor_ext as 1/-1 and 0/-1), and
+ * where the profile came from ("ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device"); the string
+ * lives as long as the context. */
+ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const char **profile_source);
+/* The OpenCL C program the library builds (the same text for every device; the build options make
+ * the variants). Static storage. For bug reports: `ropeqk devices --dump-program DIR`. */
+const char *ropeqk_opencl_program_source(size_t *len);
 
 /* Builds (or finds in the cache) the program for this context's device now, so that the first
  * ropeqk_enqueue() does not pay the compile. Optional. */

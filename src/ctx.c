@@ -117,9 +117,6 @@ ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **ou
     }
     ctx->pool_lock_ok = true;
     ctx->pool_budget = (size_t)256 << 20;
-    const char *pool = getenv("ROPEQK_POOL_BYTES");
-    if (pool && *pool)
-        ctx->pool_budget = (size_t)strtoull(pool, NULL, 10);
     atomic_init(&ctx->last_cl, CL_SUCCESS);
     cl_int err = CL_SUCCESS;
     ropeqk_status st = ROPEQK_SUCCESS;
@@ -148,21 +145,28 @@ ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **ou
     if (err != CL_SUCCESS)
         st = (ropeqk_status)err;
     if (st == ROPEQK_SUCCESS)
-        st = rq_tune_for_device(ctx);
-    /* a lower allocation limit than the device's: exercises the split path on small devices'
-     * behalf (tests), or keeps the library's scratch small next to an app's own buffers */
-    const char *lim = getenv("ROPEQK_MAX_ALLOC");
-    if (st == ROPEQK_SUCCESS && lim && *lim) {
-        unsigned long long v = strtoull(lim, NULL, 10);
-        if (v > 0 && v < ctx->max_alloc)
-            ctx->max_alloc = (cl_ulong)v;
-    }
+        st = rq_tune_for_device(ctx, &params->tuning);
+    /* ROPEQK_POOL_BYTES: most bytes of scratch the pool keeps (0 disables it). ROPEQK_MAX_ALLOC: a lower
+     * allocation limit than the device's: exercises the split path on small devices' behalf (tests),
+     * or keeps the library's scratch small next to an app's own buffers. */
+    unsigned long long v = 0;
+    int r = st ? 0 : rq_env_u64("ROPEQK_POOL_BYTES", &v);
+    if (r > 0)
+        ctx->pool_budget = (size_t)v;
+    if (r >= 0 && !st)
+        r = rq_env_u64("ROPEQK_MAX_ALLOC", &v);
+    if (r > 0 && v > 0 && v < ctx->max_alloc)
+        ctx->max_alloc = (cl_ulong)v;
+    if (r < 0)
+        st = ROPEQK_ERR_BAD_CONFIG;
     /* extra build options, for debugging and tuning (and for testing the build-failure path) */
     const char *extra = getenv("ROPEQK_BUILD_OPTIONS");
     if (st == ROPEQK_SUCCESS && extra && *extra) {
         size_t used = strlen(ctx->options);
-        if (used + 1 + strlen(extra) >= sizeof ctx->options)
-            st = ROPEQK_ERR_BAD_PARAM;
+        if (used + 1 + strlen(extra) >= sizeof ctx->options) {
+            rq_set_error("ROPEQK_BUILD_OPTIONS: longer than %zu bytes", sizeof ctx->options - used - 2);
+            st = ROPEQK_ERR_BAD_CONFIG;
+        }
         else
             snprintf(ctx->options + used, sizeof ctx->options - used, " %s", extra);
     }
@@ -211,3 +215,25 @@ const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx)
 {
     return ctx ? ctx->options : "";
 }
+
+ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const char **profile_source)
+{
+    if (!ctx || !out)
+        return ROPEQK_ERR_NULL_POINTER;
+    const rq_tuning *t = &ctx->tune;
+    memset(out, 0, sizeof *out);
+    out->profile = t->profile;
+    out->tq = t->tq;
+    out->wg = t->wg;
+    out->vk = t->vk;
+    out->dkb = t->dkb;
+    out->dwg = t->dwg;
+    out->decode = t->decode ? 1 : -1;
+    out->rot_uwg = t->rot_uwg;
+    out->vendor_ext = t->pocl_ext ? 0 : -1;
+    if (profile_source)
+        *profile_source = t->profile_source;
+    return ROPEQK_SUCCESS;
+}
+
+const char *ropeqk_profile_name(ropeqk_profile p) { return rq_profile_name(p); }

@@ -25,14 +25,43 @@ typedef struct rq_scratch {
     struct rq_scratch *next;
 } rq_scratch;
 
-/* Tuning knobs of a context's device (program.c chooses them; the kernels get them as -D options
+/* Kernel configuration of a context's device (tuning.c decides it; the kernels get it as -D options
  * built from these fields, and the host reads the same fields: one source for both). */
 typedef struct {
     int tq, wg, vk;      /* qk_scores: query rows, work-group size, keys per work-item (RQ_TQ/WG/VK) */
     int dkb, dwg;        /* qk_decode_*: keys per work-item, work-group size (RQ_DKB/DWG) */
     int decode;          /* whether the decode path is used (RQ_DECODE) */
     int rot_uwg;         /* rope_rotate_*: units per work-group (host only) */
+    int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
+    ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
+    char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */
 } rq_tuning;
+
+/* What the configuration depends on, read from the device once. */
+typedef struct {
+    bool cpu;       /* CL_DEVICE_TYPE_CPU */
+    bool pocl;      /* platform name is pocl's */
+    size_t max_wg;  /* CL_DEVICE_MAX_WORK_GROUP_SIZE, 0 if unknown */
+} rq_devinfo;
+
+/* The profile's defaults (AUTO counts as CPU here: resolve picks the profile first). */
+void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t);
+/* Profile, knobs and vendor switch for a device: ROPEQK_* environment variables (strictly parsed:
+ * a malformed one is ROPEQK_ERR_BAD_CONFIG with the thread's error message set), then req (may be
+ * NULL), then the profile's defaults. */
+ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev, rq_tuning *t);
+/* The build options of a configuration (snprintf's return convention). */
+int rq_tuning_options(const rq_tuning *t, char *buf, size_t len);
+const char *rq_profile_name(ropeqk_profile p);
+/* An unsigned environment integer: 0 unset, 1 set (*v), -1 malformed (message set). */
+int rq_env_u64(const char *name, unsigned long long *v);
+
+/* Sets this thread's message for ropeqk_last_error() (printf format). */
+void rq_set_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 struct ropeqk_ctx {
     cl_context context;
@@ -42,6 +71,7 @@ struct ropeqk_ctx {
     pthread_mutex_t lock;     /* guards programs and build_log */
     rq_program *programs;     /* cache keyed by (device, options) */
     char *build_log;
+    char device_desc[256];    /* "name (platform, driver version)" for messages */
     rq_tuning tune;
     char options[256];
     cl_ulong max_alloc;
@@ -64,8 +94,8 @@ static inline ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err)
 /* The program for `device` built with the context's options, from the cache or built now. */
 ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, cl_program *out);
 void rq_free_programs(ropeqk_ctx *ctx);
-/* Fills ctx->tune, ctx->options and ctx->max_alloc for ctx->device. */
-ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx);
+/* Fills ctx->tune, ctx->options and ctx->max_alloc for ctx->device (program.c). */
+ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx, const ropeqk_tuning *req);
 
 /* A scratch buffer of at least `bytes` (CL_MEM_READ_WRITE, contents undefined) from the pool or new.
  * On failure returns the status (recorded as last_cl for CL errors) and *out is NULL. */

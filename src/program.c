@@ -9,74 +9,51 @@
 extern const unsigned char rq_cl_source[];
 extern const size_t rq_cl_source_len;
 
-/*
- * Tuning knobs (-D options of the program, cl/scores.cl), measured with bench/ (ropeqk-bench) rather
- * than guessed. Measured on pocl 3.1 / LLVM 15, 2-core AMD EPYC (Zen 5, AVX-512), score kernel alone,
- * medians of 5 with the variants alternating in one process:
- *   qk_scores (two-pass path):
- *   RQ_VK  keys per work-item, one floatN vector along keys. pocl does not vectorise a work-item loop
- *          that contains the d loop, so RQ_VK = 1 ran scalar: 5.5 GFLOP/s at prefill S=1024 D=128;
- *          RQ_VK = 16 (one zmm) 290-320 GFLOP/s; 8 (TQ 16, WG 4): 82 GFLOP/s. GPUs: 1 (coalesced).
- *   RQ_TQ  query rows per work-item (RQ_TQ accumulators): S=1024 D=128: 8 -> 292, 12 -> 304, 16 -> 309-322,
- *          20 -> 315, 24 -> 322 GFLOP/s; D=64: 8 -> 268, 16 -> 289, 24 -> 290; GQA kv8: 305 / 327 / 337.
- *          16 leaves registers for the K vector and wastes fewer rows on short tiles than 24.
- *   RQ_WG  work-items per group along keys: 4 -> 312, 8 -> 309, 16 -> 322, 32 -> 321 (TQ 16).
- *   qk_decode_* (decode path, M = G*Sq <= 8 rows per KV head; CPU only, it is written for wide SIMD
- *   registers and private tables, and is off on GPUs, which run qk_scores with RQ_VK = 1):
- *   RQ_DKB keys per work-item (setup per work-item vs parallel slack): Sk=32768 D=128 f32, 2 threads:
- *          16 -> 2.45 ms, 32 -> 2.23-2.31, 64 -> 2.06-2.21, 128 -> 2.03-2.16; f16: 32 -> 1.85, 64 -> 1.74.
- *   RQ_DWG work-items per group: 1 or 2 within noise; 4 +3% (DKB 16 -> 4: +5%).
- *   RQ_DECODE=0 (ROPEQK_DECODE=0) disables the decode path (comparisons, or a driver that miscompiles it).
- *   rope_rotate_* work-groups span ROPEQK_ROT_UWG units (16: whole cache lines; 8 within noise, 32 worse).
- * ROPEQK_TQ / ROPEQK_WG / ROPEQK_VK / ROPEQK_DKB / ROPEQK_DWG / ROPEQK_DECODE / ROPEQK_ROT_UWG in the
- * environment override them (tuning sweeps; bench/ and tools read the options back with ropeqk_ctx_build_options).
- */
-ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx)
+const char *ropeqk_opencl_program_source(size_t *len)
+{
+    if (len)
+        *len = rq_cl_source_len;
+    return (const char *)rq_cl_source;
+}
+
+static void dev_str(cl_device_id d, cl_device_info what, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (clGetDeviceInfo(d, what, len - 1, buf, NULL) != CL_SUCCESS)
+        snprintf(buf, len, "?");
+    buf[len - 1] = '\0';
+}
+
+ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx, const ropeqk_tuning *req)
 {
     cl_device_type type = 0;
+    cl_platform_id plat = NULL;
+    rq_devinfo dev = {false, false, 0};
     cl_int err = clGetDeviceInfo(ctx->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     if (err == CL_SUCCESS)
         err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ctx->max_alloc,
                               &ctx->max_alloc, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetDeviceInfo(ctx->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
     if (err != CL_SUCCESS)
         return rq_cl_fail(ctx, err);
-    bool cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-    rq_tuning *t = &ctx->tune;
-    t->tq = cpu ? 16 : 4;
-    t->wg = cpu ? 16 : 64;
-    t->vk = cpu ? 16 : 1;
-    t->dkb = 64;
-    t->dwg = 2;
-    t->decode = cpu;
-    t->rot_uwg = 16;
-    const char *e;
-    if ((e = getenv("ROPEQK_TQ")) && atoi(e) >= 1 && atoi(e) <= 32)
-        t->tq = atoi(e);
-    if ((e = getenv("ROPEQK_WG")) && atoi(e) >= 1 && atoi(e) <= 1024)
-        t->wg = atoi(e);
-    if ((e = getenv("ROPEQK_VK")) && (atoi(e) == 1 || atoi(e) == 4 || atoi(e) == 8 || atoi(e) == 16))
-        t->vk = atoi(e);
-    if ((e = getenv("ROPEQK_DKB")) && atoi(e) >= 2 && atoi(e) <= 1024 && atoi(e) % 2 == 0)
-        t->dkb = atoi(e);
-    if ((e = getenv("ROPEQK_DWG")) && atoi(e) >= 1 && atoi(e) <= 256)
-        t->dwg = atoi(e);
-    if ((e = getenv("ROPEQK_DECODE")))
-        t->decode = atoi(e) != 0;
-    if ((e = getenv("ROPEQK_ROT_UWG")) && atoi(e) >= 1 && atoi(e) <= 256)
-        t->rot_uwg = atoi(e);
-    size_t max_wg = 0;
-    if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL) == CL_SUCCESS &&
-        max_wg > 0) {
-        if ((size_t)t->wg > max_wg)
-            t->wg = (int)max_wg;
-        if ((size_t)t->dwg > max_wg)
-            t->dwg = (int)max_wg;
-        if ((size_t)t->rot_uwg > max_wg)
-            t->rot_uwg = (int)max_wg;
-    }
-    snprintf(ctx->options, sizeof ctx->options,
-             "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d", t->tq, t->wg,
-             t->vk, t->dkb, t->dwg, t->decode);
+    char pname[128] = "", dname[128], driver[64];
+    if (clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL) != CL_SUCCESS)
+        pname[0] = '\0';
+    pname[sizeof pname - 1] = '\0';
+    dev_str(ctx->device, CL_DEVICE_NAME, dname, sizeof dname);
+    dev_str(ctx->device, CL_DRIVER_VERSION, driver, sizeof driver);
+    snprintf(ctx->device_desc, sizeof ctx->device_desc, "%s (%s, driver %s)", dname, pname, driver);
+    dev.cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
+    /* pocl names its platform "Portable Computing Language"; its Clang builtins are safe there only */
+    dev.pocl = strstr(pname, "Portable Computing Language") != NULL;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev.max_wg, &dev.max_wg, NULL) !=
+        CL_SUCCESS)
+        dev.max_wg = 0;
+    ropeqk_status st = rq_tuning_resolve(req, &dev, &ctx->tune);
+    if (st)
+        return st;
+    rq_tuning_options(&ctx->tune, ctx->options, sizeof ctx->options);
     return ROPEQK_SUCCESS;
 }
 
@@ -93,6 +70,28 @@ static void keep_log(ropeqk_ctx *ctx, cl_program prog, cl_device_id device)
         ctx->build_log[0] = '\0';
     if (ctx->build_log)
         ctx->build_log[len] = '\0';
+}
+
+/* The thread's error message for a failed build: the device, its driver and the first lines of the
+ * log (the whole log stays in ropeqk_ctx_build_log). Called with ctx->lock held. */
+static void build_failure_message(ropeqk_ctx *ctx, cl_int err)
+{
+    char head[512] = "";
+    const char *log = ctx->build_log ? ctx->build_log : "";
+    size_t n = 0;
+    int lines = 0;
+    while (log[n] && lines < 4 && n < sizeof head - 1) {
+        if (log[n] == '\n')
+            lines++;
+        n++;
+    }
+    memcpy(head, log, n);
+    head[n] = '\0';
+    while (n > 0 && (head[n - 1] == '\n' || head[n - 1] == ' '))
+        head[--n] = '\0';
+    rq_set_error("OpenCL program build failed on %s: %s (%d), options \"%s\"%s%s", ctx->device_desc,
+                 err == CL_INVALID_BUILD_OPTIONS ? "invalid build options" : "compile error", (int)err,
+                 ctx->options, *head ? "; log:\n" : "; empty build log", head);
 }
 
 ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, cl_program *out)
@@ -124,6 +123,7 @@ ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, cl_program *o
     if (err != CL_SUCCESS) {
         keep_log(ctx, prog, device);
         rq_cl_fail(ctx, err);
+        build_failure_message(ctx, err);
         st = err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS ? ROPEQK_ERR_BUILD
                                                                                   : (ropeqk_status)err;
         goto done;

@@ -1,5 +1,21 @@
 /* Status strings: the library's own range plus every OpenCL core error code. */
-#include "ropeqk.h"
+#include "ctx.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+/* The message of the last failure in this thread (errno-like: successful calls leave it alone). */
+static _Thread_local char last_error[1024];
+
+void rq_set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+}
+
+const char *ropeqk_last_error(void) { return last_error; }
 
 const char *ropeqk_version(void) { return "0.1.0"; }
 
@@ -49,10 +65,11 @@ const char *ropeqk_status_string(int s)
     case ROPEQK_ERR_BAD_PARAM: return "bad parameter: base must be finite and > 0, scale finite, layout known";
     case ROPEQK_ERR_POSITION_RANGE: return "position offset + row does not fit in int32";
     case ROPEQK_ERR_NO_DEVICE: return "no OpenCL device found (or none matches the device spec)";
-    case ROPEQK_ERR_BUILD: return "OpenCL program build failed (see ropeqk_ctx_build_log)";
+    case ROPEQK_ERR_BUILD: return "OpenCL program build failed (see ropeqk_last_error and ropeqk_ctx_build_log)";
     case ROPEQK_ERR_OUT_OF_HOST_MEMORY: return "out of host memory";
     case ROPEQK_ERR_BAD_SCALING: return "frequency-scaling parameters missing or contradictory";
     case ROPEQK_ERR_TOO_LARGE: return "request exceeds the device's allocation limits";
+    case ROPEQK_ERR_BAD_CONFIG: return "bad configuration: a tuning value or ROPEQK_* environment variable is malformed";
     }
     const char *n = cl_error_name(s);
     return n ? n : (s < 0 ? "unknown OpenCL error" : "unknown status");

@@ -111,6 +111,9 @@ typedef struct {
 #define CLI_DEVICE_HELP "P:D, name substring, or ref = scalar C path (default: $ROPEQK_DEVICE, else first)"
 
 int cmd_devices(int argc, char **argv);
+/* diag.c: prints device P:D's profile (and why) and build options; with dump_dir writes its program
+ * text and options there; with build, test-builds it. 0 on success, -1 after printing a failure. */
+int cli_device_diag(int p, int d, const char *dump_dir, bool build);
 /* Opens the device named by spec (NULL: $ROPEQK_DEVICE, else the first; "ref": the scalar path).
  * Returns CLI_OK, or CLI_RUNTIME after printing why; with allow_ref false, "ref" is a usage error
  * (CLI_USAGE). */

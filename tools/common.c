@@ -22,6 +22,8 @@ void cli_err(const char *fmt, ...)
 void cli_lib_err(const char *what, int status, const ropeqk_ctx *ctx)
 {
     cli_err("%s: %s (status %d)", what, ropeqk_status_string(status), status);
+    if ((status == ROPEQK_ERR_BUILD || status == ROPEQK_ERR_BAD_CONFIG) && *ropeqk_last_error())
+        fprintf(stderr, "ropeqk: %s\n", ropeqk_last_error());
     if (status == ROPEQK_ERR_BUILD && ctx) {
         const char *log = ropeqk_ctx_build_log(ctx);
         fprintf(stderr, "--- OpenCL build log ---\n%s\n--- end of build log ---\n", *log ? log : "(empty)");

@@ -118,17 +118,29 @@ static void print_device(cl_device_id dev, int p, int d, bool is_default)
 
 int cmd_devices(int argc, char **argv)
 {
-    const cli_opt opts[] = {{0}};
+    const char *dump_dir = NULL;
+    int build = 0;
+    const cli_opt opts[] = {
+        {"--dump-program", OPT_STR, &dump_dir, "DIR",
+         "write each device's exact program text and build options to DIR/<P>-<D>.cl and .options", 0, 0, 0,
+         NULL, NULL},
+        {"--build", OPT_FLAG, &build, NULL, "test-build the program on every device: OK or FAILED with the log",
+         0, 0, 0, NULL, NULL},
+    };
+    const size_t nopts = sizeof opts / sizeof opts[0];
     bool help = false;
-    int r = cli_parse("devices", opts, 0, argc, argv, &help);
+    int r = cli_parse("devices", opts, nopts, argc, argv, &help);
     if (r != CLI_OK)
         return r;
     if (help) {
         cli_print_help(stdout, "ropeqk devices",
                        "Lists every OpenCL platform and device (index P:D for --device and $ROPEQK_DEVICE)\n"
                        "and marks with '*' the default device: $ROPEQK_DEVICE if set, else the first\n"
-                       "device of the first platform. Exit status 1 when there is no OpenCL platform.",
-                       opts, 0);
+                       "device of the first platform. For each device it prints the kernel profile in\n"
+                       "effect and where it came from ($ROPEQK_PROFILE=cpu|gpu|auto, else the device type)\n"
+                       "and the build options on a line starting with `options:`. Exit status 1 when there\n"
+                       "is no OpenCL platform, or when a --build or --dump-program step failed.",
+                       opts, nopts);
         return CLI_OK;
     }
     cl_platform_id plats[MAX_PLATFORMS];
@@ -149,7 +161,7 @@ int cmd_devices(int argc, char **argv)
     cl_device_id defd = NULL;
     char why[256] = "";
     ropeqk_status st = ropeqk_select_device(NULL, &defp, &defd, why, sizeof why);
-    unsigned total = 0;
+    unsigned total = 0, failed = 0;
     for (cl_uint p = 0; p < np; p++) {
         char name[256], vendor[256], version[256];
         plat_str(plats[p], CL_PLATFORM_NAME, name, sizeof name);
@@ -169,8 +181,11 @@ int cmd_devices(int argc, char **argv)
         }
         if (nd > MAX_DEVICES)
             nd = MAX_DEVICES;
-        for (cl_uint d = 0; d < nd; d++, total++)
+        for (cl_uint d = 0; d < nd; d++, total++) {
             print_device(devs[d], (int)p, (int)d, st == ROPEQK_SUCCESS && devs[d] == defd);
+            if (cli_device_diag((int)p, (int)d, dump_dir, build != 0) != 0)
+                failed++;
+        }
     }
     if (st == ROPEQK_SUCCESS) {
         int pi, di;
@@ -185,6 +200,11 @@ int cmd_devices(int argc, char **argv)
     }
     if (total == 0) {
         cli_err("devices: the OpenCL platforms have no devices");
+        return CLI_RUNTIME;
+    }
+    if (failed) {
+        cli_err("devices: %u device(s) failed (configuration%s)", failed,
+                build ? ", test build" : dump_dir ? ", program dump" : "");
         return CLI_RUNTIME;
     }
     return st == ROPEQK_SUCCESS ? CLI_OK : CLI_RUNTIME;

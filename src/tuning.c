@@ -1,0 +1,197 @@
+/* Kernel configuration of a context: the profile (the class of device the kernels are shaped for),
+ * the tuning knobs the kernels get as -D options, and the vendor switch. One place decides them, in
+ * this order of precedence: environment variable (validated strictly), then the caller's
+ * ropeqk_tuning, then the profile's defaults. The host reads the same rq_tuning fields it formats
+ * into the options, so host and kernels cannot disagree on them.
+ *
+ * Defaults, measured with bench/ (ropeqk-bench) rather than guessed, on pocl 3.1 / LLVM 15, 2-core
+ * AMD EPYC (Zen 5, AVX-512), score kernel alone, medians of 5 with the variants alternating:
+ *   qk_scores (two-pass path):
+ *   RQ_VK  keys per work-item, one floatN vector along keys. pocl does not vectorise a work-item loop
+ *          that contains the d loop, so RQ_VK = 1 ran scalar: 5.5 GFLOP/s at prefill S=1024 D=128;
+ *          RQ_VK = 16 (one zmm) 290-320 GFLOP/s; 8 (TQ 16, WG 4): 82 GFLOP/s. GPUs: 1 (coalesced).
+ *   RQ_TQ  query rows per work-item (RQ_TQ accumulators): S=1024 D=128: 8 -> 292, 12 -> 304, 16 -> 309-322,
+ *          20 -> 315, 24 -> 322 GFLOP/s; D=64: 8 -> 268, 16 -> 289, 24 -> 290; GQA kv8: 305 / 327 / 337.
+ *          16 leaves registers for the K vector and wastes fewer rows on short tiles than 24.
+ *   RQ_WG  work-items per group along keys: 4 -> 312, 8 -> 309, 16 -> 322, 32 -> 321 (TQ 16).
+ *   qk_decode_* (decode path, M = G*Sq <= 8 rows per KV head; CPU profile only, it is written for wide
+ *   SIMD registers and private tables; the GPU profile runs qk_scores with RQ_VK = 1):
+ *   RQ_DKB keys per work-item (setup per work-item vs parallel slack): Sk=32768 D=128 f32, 2 threads:
+ *          16 -> 2.45 ms, 32 -> 2.23-2.31, 64 -> 2.06-2.21, 128 -> 2.03-2.16; f16: 32 -> 1.85, 64 -> 1.74.
+ *   RQ_DWG work-items per group: 1 or 2 within noise; 4 +3% (DKB 16 -> 4: +5%).
+ *   rope_rotate_* work-groups span rot_uwg units (16: whole cache lines; 8 within noise, 32 worse).
+ * GPU profile: TQ 4, WG 64, VK 1 (an H100 sweep found TQ 4, WG 32, VK 4 faster: issue 11 ships a
+ * tuner and GPU-shaped kernels; these are the constants the H100 suite passed with).
+ *
+ * Vendor switch: on pocl (identified by its platform name) the program is built with
+ * -DRQ_POCL_EXT=1, which enables Clang builtins in cl/scores.cl, and with -w: on hosts without
+ * AVX-512, pocl's Clang notes at every call with a 16-wide vector argument that the x86 calling
+ * convention differs (-Wpsabi, 143 notes on an AVX2 host, printed as "143 warnings generated." on
+ * stderr at the first build). These notes concern pocl's own internal calls; real errors still fail
+ * the build and keep their log, and the source itself is held to -pedantic -Werror by the clc test. */
+#include "ctx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses an environment integer strictly: unset -> 0, valid -> 1 (*v set), malformed -> -1 with the
+ * thread's error message set. */
+static int env_int(const char *name, long lo, long hi, long *v)
+{
+    const char *e = getenv(name);
+    if (!e)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(e, &end, 10);
+    bool digits = (e[0] >= '0' && e[0] <= '9') || (e[0] == '-' && e[1] >= '0' && e[1] <= '9');
+    if (!digits || *end || errno || x < lo || x > hi) {
+        rq_set_error("%s='%s': expected an integer in [%ld, %ld]", name, e, lo, hi);
+        return -1;
+    }
+    *v = x;
+    return 1;
+}
+
+int rq_env_u64(const char *name, unsigned long long *v)
+{
+    const char *e = getenv(name);
+    if (!e)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(e, &end, 10);
+    if (e[0] < '0' || e[0] > '9' || *end || errno) {
+        rq_set_error("%s='%s': expected a non-negative integer (bytes)", name, e);
+        return -1;
+    }
+    *v = x;
+    return 1;
+}
+
+const char *rq_profile_name(ropeqk_profile p)
+{
+    return p == ROPEQK_PROFILE_CPU ? "cpu" : p == ROPEQK_PROFILE_GPU ? "gpu" : "auto";
+}
+
+void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
+{
+    bool cpu = prof != ROPEQK_PROFILE_GPU;
+    memset(t, 0, sizeof *t);
+    t->profile = cpu ? ROPEQK_PROFILE_CPU : ROPEQK_PROFILE_GPU;
+    t->tq = cpu ? 16 : 4;
+    t->wg = cpu ? 16 : 64;
+    t->vk = cpu ? 16 : 1;
+    t->dkb = 64;
+    t->dwg = 2;
+    t->decode = cpu;
+    t->rot_uwg = 16;
+    t->pocl_ext = pocl;
+}
+
+/* A knob from the caller (0 = default) or the environment (overrides), checked against [lo, hi]
+ * and, for VK and DKB, their allowed values. */
+static ropeqk_status apply(int *field, int32_t api, const char *env, long lo, long hi, bool (*ok)(long))
+{
+    long v = 0;
+    if (api != 0) {
+        if (api < lo || api > hi || (ok && !ok(api))) {
+            rq_set_error("tuning: %s-equivalent value %d is out of range", env, (int)api);
+            return ROPEQK_ERR_BAD_CONFIG;
+        }
+        *field = api;
+    }
+    int r = env_int(env, lo, hi, &v);
+    if (r < 0)
+        return ROPEQK_ERR_BAD_CONFIG;
+    if (r > 0) {
+        if (ok && !ok(v)) {
+            rq_set_error("%s='%s': value not allowed", env, getenv(env));
+            return ROPEQK_ERR_BAD_CONFIG;
+        }
+        *field = (int)v;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+static bool vk_ok(long v) { return v == 1 || v == 4 || v == 8 || v == 16; }
+static bool even_ok(long v) { return v % 2 == 0; }
+
+ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev, rq_tuning *t)
+{
+    ropeqk_tuning none;
+    memset(&none, 0, sizeof none);
+    if (!req)
+        req = &none;
+    ropeqk_profile prof = req->profile;
+    char src[96];
+    if (prof != ROPEQK_PROFILE_AUTO && prof != ROPEQK_PROFILE_CPU && prof != ROPEQK_PROFILE_GPU) {
+        rq_set_error("tuning: unknown profile %d", (int)prof);
+        return ROPEQK_ERR_BAD_CONFIG;
+    }
+    snprintf(src, sizeof src, "parameter");
+    const char *e = getenv("ROPEQK_PROFILE");
+    if (e) {
+        if (!strcmp(e, "cpu"))
+            prof = ROPEQK_PROFILE_CPU;
+        else if (!strcmp(e, "gpu"))
+            prof = ROPEQK_PROFILE_GPU;
+        else if (!strcmp(e, "auto"))
+            prof = ROPEQK_PROFILE_AUTO;
+        else {
+            rq_set_error("ROPEQK_PROFILE='%s': expected cpu, gpu or auto", e);
+            return ROPEQK_ERR_BAD_CONFIG;
+        }
+        snprintf(src, sizeof src, "ROPEQK_PROFILE=%s", e);
+    }
+    if (prof == ROPEQK_PROFILE_AUTO) {
+        prof = dev->cpu ? ROPEQK_PROFILE_CPU : ROPEQK_PROFILE_GPU;
+        snprintf(src, sizeof src, "auto: %s device", dev->cpu ? "CPU" : "non-CPU");
+    }
+    if (req->vendor_ext < -1 || req->vendor_ext > 0) {
+        rq_set_error("tuning: vendor_ext must be 0 (auto) or -1 (off)");
+        return ROPEQK_ERR_BAD_CONFIG;
+    }
+    rq_tuning_defaults(prof, dev->pocl && req->vendor_ext == 0, t);
+    snprintf(t->profile_source, sizeof t->profile_source, "%s", src);
+    ropeqk_status st;
+    if ((st = apply(&t->tq, req->tq, "ROPEQK_TQ", 1, 32, NULL)) ||
+        (st = apply(&t->wg, req->wg, "ROPEQK_WG", 1, 1024, NULL)) ||
+        (st = apply(&t->vk, req->vk, "ROPEQK_VK", 1, 16, vk_ok)) ||
+        (st = apply(&t->dkb, req->dkb, "ROPEQK_DKB", 2, 1024, even_ok)) ||
+        (st = apply(&t->dwg, req->dwg, "ROPEQK_DWG", 1, 256, NULL)) ||
+        (st = apply(&t->rot_uwg, req->rot_uwg, "ROPEQK_ROT_UWG", 1, 256, NULL)))
+        return st;
+    /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
+    if (req->decode < -1 || req->decode > 1) {
+        rq_set_error("tuning: decode must be 0 (default), 1 (on) or -1 (off)");
+        return ROPEQK_ERR_BAD_CONFIG;
+    }
+    if (req->decode)
+        t->decode = req->decode > 0;
+    long v = 0;
+    int r = env_int("ROPEQK_DECODE", 0, 1, &v);
+    if (r < 0)
+        return ROPEQK_ERR_BAD_CONFIG;
+    if (r > 0)
+        t->decode = (int)v;
+    /* work-group sizes never beyond the device's limit */
+    if (dev->max_wg > 0) {
+        if ((size_t)t->wg > dev->max_wg)
+            t->wg = (int)dev->max_wg;
+        if ((size_t)t->dwg > dev->max_wg)
+            t->dwg = (int)dev->max_wg;
+        if ((size_t)t->rot_uwg > dev->max_wg)
+            t->rot_uwg = (int)dev->max_wg;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
+{
+    return snprintf(buf, len,
+                    "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d%s",
+                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
+}

@@ -1,0 +1,80 @@
+/* Per-device diagnostics of `ropeqk devices`: the kernel configuration the library picks for a
+ * device and why, the exact program text and build options (--dump-program), and a test build
+ * (--build). What a user runs first on a new machine, and attaches to a driver bug report. */
+#include "cli.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Writes DIR/<P>-<D>.cl and DIR/<P>-<D>.options. 0 on success (else a message was printed). */
+static int dump_program(const char *dir, int p, int d, const char *options)
+{
+    size_t len = 0;
+    const char *src = ropeqk_opencl_program_source(&len);
+    char path[4096], err[512];
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        cli_err("devices: --dump-program: cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/%d-%d.cl", dir, p, d);
+    if (cli_write_file_atomic(path, src, len, err, sizeof err) != 0) {
+        cli_err("devices: --dump-program: %s", err);
+        return -1;
+    }
+    printf("         program: %s (%zu bytes)\n", path, len);
+    snprintf(path, sizeof path, "%s/%d-%d.options", dir, p, d);
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%s\n", options);
+    if (cli_write_file_atomic(path, line, (size_t)n, err, sizeof err) != 0) {
+        cli_err("devices: --dump-program: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Prints the first `max` lines of s, indented. */
+static void print_head(const char *s, int max)
+{
+    for (int n = 0; *s && n < max; n++) {
+        const char *nl = strchr(s, '\n');
+        int len = nl ? (int)(nl - s) : (int)strlen(s);
+        printf("           | %.*s\n", len, s);
+        s += len + (nl ? 1 : 0);
+    }
+}
+
+int cli_device_diag(int p, int d, const char *dump_dir, bool build)
+{
+    char spec[32];
+    snprintf(spec, sizeof spec, "%d:%d", p, d);
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.device = spec;
+    ropeqk_ctx *ctx = NULL;
+    ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
+    if (st) {
+        printf("         profile: unavailable: %s: %s\n", ropeqk_status_string(st), ropeqk_last_error());
+        return -1;
+    }
+    ropeqk_tuning t;
+    const char *why = "";
+    ropeqk_ctx_tuning(ctx, &t, &why);
+    printf("         profile: %s (%s)\n", ropeqk_profile_name(t.profile), why);
+    printf("         options: %s\n", ropeqk_ctx_build_options(ctx));
+    int rc = 0;
+    if (dump_dir && dump_program(dump_dir, p, d, ropeqk_ctx_build_options(ctx)) != 0)
+        rc = -1;
+    if (build) {
+        st = ropeqk_ctx_warmup(ctx);
+        if (st == ROPEQK_SUCCESS) {
+            printf("         build: OK\n");
+        } else {
+            printf("         build: FAILED: %s (status %d)\n", ropeqk_status_string(st), st);
+            print_head(st == ROPEQK_ERR_BUILD ? ropeqk_ctx_build_log(ctx) : ropeqk_last_error(), 8);
+            rc = -1;
+        }
+    }
+    ropeqk_ctx_destroy(ctx);
+    return rc;
+}
