@@ -107,7 +107,7 @@ static bool check_failed; /* exit status 3: a kernel disagreed with the referenc
 
 /* Checks every implementation on one small shape against the fp64 reference. Tolerance: 1e-6 for the
  * fused path (the library's contract); 1e-4 for the fp32-angle baselines at these small positions
- * (fp32 angles are the known weakness of the unfused path, ROPE.md). */
+ * (fp32 angles are the known weakness of the unfused path, docs/conventions.md). */
 static int check_shape(benv *e, const bshape *s)
 {
     bcase c;

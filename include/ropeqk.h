@@ -4,7 +4,7 @@
  *   S[b,h,i,j] = scale * < rope(q[b,h,i], pq[i]), rope(k[b,h/g,j], pk[j]) >     (g = Hq / Hkv)
  *
  * with an optional causal mask (S = -inf where pk[j] > pq[i]). Conventions (layouts, frequencies,
- * positions, error metric) follow ROPE.md, summarised in README.md.
+ * positions, error metric) are defined in docs/conventions.md, summarised in README.md.
  *
  * Lifetime: ropeqk_ctx_create() / ropeqk_ctx_destroy() (NULL-safe). A context either owns an OpenCL
  * context + queue on a chosen device, or borrows the caller's (retained, released on destroy).
@@ -194,7 +194,7 @@ ropeqk_status ropeqk_scores_ref(const ropeqk_params *p,
                                 const ropeqk_tensor *out, void *out_data);
 
 /*
- * The error metric of ROPE.md: max |S - S64| / (scale * |q_i| * |k_j|) over unmasked entries.
+ * The error metric of docs/conventions.md: max |S - S64| / (scale * |q_i| * |k_j|) over unmasked entries.
  * s and s64 are [B,Hq,Sq,Sk] views (f32 and f64). *mask_mismatch counts entries where exactly one
  * of the two is -inf, or where either is NaN. Norms are of the unrotated inputs.
  */

@@ -4,7 +4,7 @@
 Each case folder holds q.npy and k.npy (the inputs, f32 or f16, C order), optional position files,
 expected.npy (f64 [B,Hq,Sq,Sk], masked entries -inf) and args.txt (the `ropeqk scores` flags of the
 case; file names in it are relative to the case folder). The expected scores come from an
-independent NumPy evaluation of ROPE.md in fp64 (no code shared with the library):
+independent NumPy evaluation of docs/conventions.md in fp64 (no code shared with the library):
 
     inv_freq[i] = base^(-2i/R),  a = p * inv_freq[i]  (negated for --conjugate)
     interleaved pairs (x[2i], x[2i+1]), half-split pairs (x[i], x[i+R/2]); dims R..D-1 unrotated

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/data/scaling/*.txt: inverse frequencies and attention factors for each frequency-
 scaling variant, evaluated in fp64 with NumPy straight from the published formulas (Hugging Face
-`rope_scaling` semantics, as restated in ROPE.md), independently of the library's C code.
+`rope_scaling` semantics, as restated in docs/conventions.md), independently of the library's C code.
 
 Run from the repository root: python3 scripts/gen_scaling_fixtures.py
 The named model configurations use public config.json values: Llama 3.1 8B (llama3), a

@@ -38,7 +38,7 @@ float rq_half_to_float(uint16_t h);
 float rq_bf16_to_float(uint16_t b);
 double rq_load_elem(const void *base, size_t byte_off, ropeqk_dtype t);
 
-/* The mask of ROPE.md: causal (pk > pq) and the sliding window (pq - pk >= W). */
+/* The mask of docs/conventions.md: causal (pk > pq) and the sliding window (pq - pk >= W). */
 static inline bool rq_masked(const rq_problem *pb, int64_t pq, int64_t pk)
 {
     return (pb->causal && pk > pq) || (pb->window > 0 && pq - pk >= pb->window);

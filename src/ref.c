@@ -1,5 +1,6 @@
-/* The scalar reference path: the definition of ROPE.md evaluated in fp64, as plainly as possible,
- * so that it can be read against the spec. It is the truth every device result is checked against. */
+/* The scalar reference path: the definition of docs/conventions.md evaluated in fp64, as plainly as
+ * possible, so that it can be read against the spec. It is the truth every device result is checked
+ * against. */
 #include "internal.h"
 
 #include <math.h>

@@ -1,6 +1,6 @@
 /* Frequency scaling (linear, dynamic NTK, YaRN, Llama 3, LongRoPE, per-frequency divisors), in fp64
- * on the host, following the Hugging Face `rope_scaling` formulas as written in ROPE.md. The kernels
- * only ever see the final inverse frequencies and the attention factor. */
+ * on the host, following the Hugging Face `rope_scaling` formulas as written in docs/conventions.md.
+ * The kernels only ever see the final inverse frequencies and the attention factor. */
 #include "internal.h"
 
 #include <math.h>

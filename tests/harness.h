@@ -45,7 +45,7 @@ typedef struct {
     int64_t masked;  /* -inf entries in the reference */
 } th_result;
 
-/* Runs a case on the device and on the scalar path, compares with the ROPE.md metric. */
+/* Runs a case on the device and on the scalar path, compares with the metric of docs/conventions.md. */
 th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed);
 /* One line describing a case, for failure messages. */
 void th_describe(const th_case *c, char *buf, size_t len);

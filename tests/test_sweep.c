@@ -1,7 +1,7 @@
 /* Device vs scalar path over a sweep of awkward cases (issue 2): both layouts, D in
  * {2,8,64,80,96,128,256}, partial rotary, Sq/Sk in {1,7,33,127,512}, GQA ratios, causal with
  * offsets, positions up to 2^20, BSHD and padded views, f16/bf16 storage. Every case must be within
- * 1e-5 of the fp64 reference (ROPE.md metric), with identical -inf masks and untouched guards.
+ * 1e-5 of the fp64 reference (conventions metric), with identical -inf masks and untouched guards.
  * Seed: ROPEQK_TEST_SEED or the fixed default below (20261122); every failure message names it and
  * the case's parameters, and --verbose logs it per chunk. */
 #include "harness.h"

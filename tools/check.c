@@ -256,10 +256,11 @@ int cmd_check(int argc, char **argv)
     if (help) {
         cli_print_help(stdout, "ropeqk check [--seed N] [--cases N] [--device SPEC]",
                        "Runs random problems on the device and on the scalar fp64 path and compares them\n"
-                       "(ROPE.md metric, tolerance 1e-5, masks exactly): both layouts, f32, f16 and bf16\n"
-                       "inputs, BHSD and BSHD, partial rotary, GQA/MQA, causal, conjugate, decode (Sq = 1),\n"
-                       "per-token positions, positions up to 2^20, frequency scaling (linear, dynamic, yarn,\n"
-                       "llama3, longrope, freq_factors) in half the cases, sliding windows in one of 5.\n"
+                       "(metric of docs/conventions.md, tolerance 1e-5, masks exactly): both layouts, f32,\n"
+                       "f16 and bf16 inputs, BHSD and BSHD, partial rotary, GQA/MQA, causal, conjugate,\n"
+                       "decode (Sq = 1), per-token positions, positions up to 2^20, frequency scaling\n"
+                       "(linear, dynamic, yarn, llama3, longrope, freq_factors) in half the cases, sliding\n"
+                       "windows in one of 5.\n"
                        "Exit status 3 if any case fails.",
                        opts, nopts);
         return CLI_OK;

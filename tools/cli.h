@@ -31,7 +31,7 @@ enum {
     CLI_CHECK_FAILED = 3, /* the device result disagrees with the scalar path */
 };
 
-/* Error threshold of every check (ROPE.md metric). */
+/* Error threshold of every check (conventions metric, docs/conventions.md). */
 #define CLI_TOLERANCE 1e-5
 
 /* ---- options (opts.c) ----------------------------------------------------------------------- */

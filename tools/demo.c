@@ -263,7 +263,7 @@ int cmd_demo(int argc, char **argv)
         goto done;
     }
     bool pass = err <= CLI_TOLERANCE && mism == 0;
-    printf("check       : max error %.3g (ROPE.md metric, tolerance %g), mask mismatches %" PRId64
+    printf("check       : max error %.3g (conventions metric, tolerance %g), mask mismatches %" PRId64
            " vs the scalar fp64 path (%.1f s)\n",
            err, CLI_TOLERANCE, mism, cli_now() - t0);
     if (a.plot) {

@@ -1,7 +1,7 @@
 /* The frequency-scaling flags of `ropeqk scores`: their option rows, their validation against
  * --scaling (before the library sees them, so that every message names a flag), and the factor
  * lists read from .npy files. The names and defaults are Hugging Face's `rope_scaling` ones (see
- * ROPE.md "Frequency scaling" and ropeqk.h). */
+ * docs/conventions.md "Frequency scaling" and ropeqk.h). */
 #include "cli.h"
 #include "npy.h"
 

@@ -189,10 +189,10 @@ int cmd_scores(int argc, char **argv)
     if (help) {
         cli_print_help(stdout, "ropeqk scores --q Q.npy --k K.npy --out S.npy [options]",
                        "S[b,h,i,j] = scale * <rope(q[b,h,i], pq[i]), rope(k[b,h/(Hq/Hkv),j], pk[j])>, in fp32\n"
-                       "with fp64-accurate angles (conventions: ROPE.md). Frequency scaling follows Hugging Face\n"
-                       "rope_scaling (yarn/longrope scores carry attention_factor^2); `ropeqk config MODEL.json`\n"
-                       "prints these flags for a model. Exit status: 0 ok, 1 runtime error (device, file),\n"
-                       "2 usage error, 3 --check failed.",
+                       "with fp64-accurate angles (conventions: docs/conventions.md). Frequency scaling\n"
+                       "follows Hugging Face rope_scaling (yarn/longrope scores carry attention_factor^2);\n"
+                       "`ropeqk config MODEL.json` prints these flags for a model. Exit status: 0 ok,\n"
+                       "1 runtime error (device, file), 2 usage error, 3 --check failed.",
                        opts, nopts);
         return CLI_OK;
     }
@@ -302,7 +302,7 @@ int cmd_scores(int argc, char **argv)
         }
         check_failed = !(err <= CLI_TOLERANCE) || mism != 0;
         snprintf(check_line, sizeof check_line,
-                 "check: max error %.3g (ROPE.md metric, tolerance %g), mask mismatches %" PRId64 ": %s\n", err,
+                 "check: max error %.3g (conventions metric, tolerance %g), mask mismatches %" PRId64 ": %s\n", err,
                  CLI_TOLERANCE, mism, check_failed ? "FAIL" : "PASS");
     }
     npy_array oa;

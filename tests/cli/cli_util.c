@@ -257,7 +257,7 @@ bool compare_case(const char *case_dir, char *const *flags, const char *out_path
                      (long long)o.shape[i], (long long)e.shape[i]);
             goto fail;
         }
-    /* the ROPE.md metric is the library's own (ropeqk_max_error); only the scale matters to it */
+    /* the conventions metric (docs/conventions.md) is ropeqk_max_error; only the scale matters to it */
     ropeqk_params prm;
     ropeqk_default_params(&prm);
     prm.scale = scale;

@@ -34,7 +34,7 @@ bool no_opencl_platform(void);
 int read_args(const char *path, char ***out);
 void free_args(char **args);
 
-/* Compares out.npy (f32) with expected.npy (f64) of a case folder by the ROPE.md metric
+/* Compares out.npy (f32) with expected.npy (f64) of a case folder by the docs/conventions.md metric
  * (ropeqk_max_error: max |S - E| / (scale |q_i| |k_j|) over unmasked entries; -inf exactly where
  * expected is -inf, no NaN). scale and the memory order come from the case's flags. Returns false (with msg) on a load or shape
  * problem. */

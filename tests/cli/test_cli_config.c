@@ -1,7 +1,7 @@
 /* `ropeqk config`: the named Hugging Face configs of tests/data/configs (written with their expected
  * flags and scores by scripts/gen_config_fixtures.py). For each case, (a) the printed flags are
  * exactly the expected ones, and (b) `ropeqk scores` with those flags on the case's q/k at the
- * model's long context matches the NumPy fp64 scores within 1e-5 (ROPE.md metric), once on the
+ * model's long context matches the NumPy fp64 scores within 1e-5 (conventions metric), once on the
  * scalar path and once on the default OpenCL device (skipped without a platform). Then the key
  * reading rules (rope_type/type, su, default, head_dim, partial rotary, text_config, ...) and the
  * errors (exit 1 naming the key and the file; 2 for usage). */

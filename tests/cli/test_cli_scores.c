@@ -1,8 +1,8 @@
 /* `ropeqk scores` on the fixtures: tests/data/cli/<case> (written by scripts/gen_cli_fixtures.py,
- * an independent NumPy fp64 evaluation of ROPE.md) and tests/data/vectors/<case> (public reference
- * code). Each case runs on the scalar path (--device ref, always) and on the default OpenCL device
- * (skipped when there is no platform); the output must match expected.npy within 1e-5 (ROPE.md
- * metric) with -inf exactly where expected. */
+ * an independent NumPy fp64 evaluation of docs/conventions.md) and tests/data/vectors/<case> (public
+ * reference code). Each case runs on the scalar path (--device ref, always) and on the default OpenCL
+ * device (skipped when there is no platform); the output must match expected.npy within 1e-5
+ * (conventions metric, docs/conventions.md) with -inf exactly where expected. */
 #include <criterion/criterion.h>
 
 #include <stdio.h>
