@@ -16,8 +16,8 @@
 
 /* The reduced angle in half-turns, t = (ph + pl) * (vx + vy + vz) mod 2 in [-1, 1], for any float
  * vector type FT (lanes may differ in positions, frequencies or both). One definition serves the
- * scalar path, the row-vector RoPE pass (rope.cl) and the frequency-vector decode kernel
- * (scores.cl), so the accuracy argument above holds for all of them. */
+ * row-vector RoPE pass (rope.cl) and the frequency-vector decode kernel (scores.cl), so the accuracy
+ * argument above holds for both; instantiate it for another width where a kernel needs one. */
 #define RQ_DEFINE_HALF_TURNS(NAME, FT)                                                             \
     static inline FT NAME(FT ph, FT pl, FT vx, FT vy, FT vz)                                       \
     {                                                                                              \
@@ -28,14 +28,4 @@
         t = RQ_RED2(t) + (RQ_RED2(ae) + RQ_RED2(be) + ce + pl * vy + ph * vz);                     \
         return RQ_RED2(t);                                                                         \
     }
-RQ_DEFINE_HALF_TURNS(rq_half_turns, float)
 RQ_DEFINE_HALF_TURNS(rq_half_turns16, float16)
-
-/* cos and sin of the angle p * pi * (v.x + v.y + v.z), each multiplied by `mul`. p is split into
- * ph (a multiple of 4096) and pl (< 4096), both exact floats. */
-static inline float2 rq_cossin(int p, float4 v, float mul)
-{
-    int lo = p & 0xFFF;
-    float t = rq_half_turns((float)(p - lo), (float)lo, v.x, v.y, v.z);
-    return (float2)(cospi(t) * mul, sinpi(t) * mul);
-}

@@ -16,7 +16,7 @@
 
 #define RQ_RV 16 /* rows per work-item: one zmm of floats; the host uses the same number (enqueue.c) */
 
-/* rq_cossin (angle.cl) for RQ_RV positions at one frequency. */
+/* cos and sin (times mul) of RQ_RV positions at one frequency (angle.cl's accurate angle). */
 static inline void rq_cossin_rows(int16 p, float4 v, float mul, float16 *c, float16 *s)
 {
     int16 lo = p & 0xFFF;

@@ -203,7 +203,7 @@ void qk_scores(__global const float *qr, __global const float *kt,
 #define RQ_HI2(x) RQ_SH1(x, RQ_IDX16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15))
 #define RQ_SWAP2(x) RQ_SH1(x, RQ_IDX16(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14))
 
-/* rq_cossin (angle.cl) for 16 frequencies at one position. */
+/* cos and sin (times mul) of one position at 16 frequencies (angle.cl's accurate angle). */
 static inline void rq_cossin16(int p, float16 vx, float16 vy, float16 vz, float mul, float16 *c, float16 *s)
 {
     int lo = p & 0xFFF;

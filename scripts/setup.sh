@@ -9,6 +9,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers            # OpenCL through the ICD loader
   pocl-opencl-icd clinfo                        # a CPU OpenCL device (CI, laptops without a GPU)
   libcriterion-dev                              # tests
+  clang                                         # strict OpenCL C check of the kernels (tests/clc)
   libclblast-dev libopenblas-dev                # benchmark baselines
   libpng-dev                                    # PNG plots
   libcjson-dev                                  # Hugging Face config.json reader

@@ -29,8 +29,8 @@ static const char *join(const char *dir, const char *name)
     return p;
 }
 
-static const char *tpath(const char *name) { return join(tmp, name); }
-static const char *ipath(const char *name) { return join(tin, name); }
+static __attribute__((unused)) const char *tpath(const char *name) { return join(tmp, name); }
+static __attribute__((unused)) const char *ipath(const char *name) { return join(tin, name); }
 
 static cli_result run(const char *const *args)
 {

@@ -1,0 +1,55 @@
+/* Writes the exact program text the library builds, and the build options of every configuration
+ * it can choose (each profile, with and without the pocl vendor switch, each allowed vector width),
+ * as DIR/<variant>.cl and DIR/<variant>.options, for check_clc.sh to compile with a strict
+ * compiler. Needs no OpenCL device: it uses the library's own option formatter (src/tuning.c). */
+#include "ctx.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int write_file(const char *dir, const char *name, const char *ext, const char *data, size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+        fprintf(stderr, "clc_variants: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: clc_variants DIR\n");
+        return 2;
+    }
+    size_t len = 0;
+    const char *src = ropeqk_opencl_program_source(&len);
+    static const struct {
+        const char *name;
+        ropeqk_profile prof;
+        bool pocl;
+        int vk; /* 0: the profile's */
+    } v[] = {
+        {"cpu", ROPEQK_PROFILE_CPU, false, 0},     {"cpu-pocl", ROPEQK_PROFILE_CPU, true, 0},
+        {"gpu", ROPEQK_PROFILE_GPU, false, 0},     {"gpu-pocl", ROPEQK_PROFILE_GPU, true, 0},
+        {"cpu-vk1", ROPEQK_PROFILE_CPU, false, 1}, {"cpu-vk4", ROPEQK_PROFILE_CPU, false, 4},
+        {"cpu-vk8", ROPEQK_PROFILE_CPU, true, 8},  {"gpu-vk16", ROPEQK_PROFILE_GPU, false, 16},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        rq_tuning t;
+        rq_tuning_defaults(v[i].prof, v[i].pocl, &t);
+        if (v[i].vk)
+            t.vk = v[i].vk;
+        char opts[512];
+        int n = rq_tuning_options(&t, opts, sizeof opts);
+        if (n < 0 || (size_t)n >= sizeof opts)
+            return 1;
+        opts[n++] = '\n';
+        if (write_file(argv[1], v[i].name, "cl", src, len) || write_file(argv[1], v[i].name, "options", opts, (size_t)n))
+            return 1;
+    }
+    return 0;
+}

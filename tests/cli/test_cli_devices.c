@@ -1,0 +1,91 @@
+/* `ropeqk devices` as a first diagnostic on a new machine: the profile in effect and where it came
+ * from, the build options, --dump-program (exact text + options per device), --build (OK / FAILED
+ * with the log), and a quiet first build (no compiler chatter on the user's terminal). */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "ropeqk.h"
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+#include "cli_fixture.h"
+
+static void need_platform(void)
+{
+    setup();
+    if (no_opencl_platform())
+        cr_skip_test("no OpenCL platform");
+}
+
+TestSuite(devices, .init = need_platform, .fini = teardown, .timeout = 300);
+
+static cli_result run_env(const char *const *env, const char *const *args)
+{
+    cli_result r;
+    cr_assert(cli_run(&r, NULL, env, 300, args), "cannot run " ROPEQK_EXE);
+    return r;
+}
+
+Test(devices, profile_and_options_lines)
+{
+    cli_result r = run_env(ENV("ROPEQK_PROFILE=gpu"), ARGS("devices"));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "profile: gpu (ROPEQK_PROFILE=gpu)"), "%s", r.out);
+    cr_expect(strstr(r.out, "\n         options: -cl-std=CL1.2 ") && strstr(r.out, "-DRQ_VK=1 "), "%s", r.out);
+    cli_result_free(&r);
+    r = run_env(ENV("ROPEQK_PROFILE=auto"), ARGS("devices"));
+    cr_expect(strstr(r.out, "profile: cpu (auto: CPU device)") || strstr(r.out, "(auto: non-CPU device)"), "%s",
+              r.out);
+    cli_result_free(&r);
+    r = run_env(ENV("ROPEQK_PROFILE=fast"), ARGS("devices"));
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.out, "ROPEQK_PROFILE='fast'"), "%s", r.out);
+    cli_result_free(&r);
+}
+
+Test(devices, dump_program_and_build)
+{
+    cli_result r = run(ARGS("devices", "--dump-program", tmp, "--build"));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "build: OK"), "%s", r.out);
+    cli_result_free(&r);
+    size_t len = 0;
+    const char *src = ropeqk_opencl_program_source(&len);
+    FILE *f = fopen(tpath("0-0.cl"), "rb");
+    cr_assert(f, "no 0-0.cl written");
+    char *buf = malloc(len + 1);
+    size_t got = fread(buf, 1, len + 1, f);
+    fclose(f);
+    cr_expect(got == len && memcmp(buf, src, len) == 0, "0-0.cl is not the library's program text");
+    free(buf);
+    f = fopen(tpath("0-0.options"), "r");
+    cr_assert(f, "no 0-0.options written");
+    char opts[1024] = "";
+    cr_expect(fgets(opts, sizeof opts, f) && strncmp(opts, "-cl-std=CL1.2 -DRQ_TQ=", 22) == 0, "%s", opts);
+    fclose(f);
+}
+
+Test(devices, build_failure_is_reported_with_log)
+{
+    cli_result r = run_env(ENV("ROPEQK_BUILD_OPTIONS=-DRQ_TQ=("), ARGS("devices", "--build"));
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.out, "build: FAILED") && strstr(r.out, "           | "), "%s", r.out);
+    cli_result_free(&r);
+}
+
+/* A first build with an empty pocl cache prints nothing on stderr (pocl's Clang used to print
+ * "143 warnings generated." there on hosts without AVX-512; see src/tuning.c). */
+Test(devices, first_build_is_quiet)
+{
+    char env[600];
+    snprintf(env, sizeof env, "POCL_CACHE_DIR=%s", tmp);
+    cli_result r = run_env(ENV(env), ARGS("check", "--cases", "4", "--seed", "3"));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "warning") == NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+}
