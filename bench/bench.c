@@ -322,6 +322,8 @@ static void usage(void)
 {
     puts("usage: ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME...]]\n"
          "                    [--csv FILE] [--plot FILE.svg] [--no-first-call] [--ref-max-gflop X]\n"
+         "                    [--host-cost [N]]\n"
+         "  --host-cost: host time per decode-shaped enqueue over N calls (default 10000), one-shot vs plan\n"
          "  impls: fused, unfused-clblast, cblas, ref, copy-buffer, copy-kernel\n"
          "  --quick: 2 prefill shapes + decode Sk=4096, 5 runs, 1 warm-up (CI smoke)");
 }
@@ -330,6 +332,7 @@ int main(int argc, char **argv)
 {
     int runs = 7, warmup = 2;
     bool quick = false, first_call = true;
+    int host_cost = 0; /* --host-cost [N]: only the per-call host cost, N calls */
     const char *csv = NULL, *plot = NULL, *shape_filter = NULL, *impl_filter = NULL;
     double ref_max_gflop = 0.3; /* the fp64 scalar reference does ~1 GFLOP/s: small shapes only */
     for (int a = 1; a < argc; a++) {
@@ -345,6 +348,10 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "--shape") && v) { shape_filter = v; a++; }
         else if (!strcmp(o, "--impl") && v) { impl_filter = v; a++; }
         else if (!strcmp(o, "--ref-max-gflop") && v) { ref_max_gflop = atof(v); a++; }
+        else if (!strcmp(o, "--host-cost")) {
+            host_cost = 10000;
+            if (v && v[0] >= '0' && v[0] <= '9') { host_cost = atoi(v); a++; }
+        }
         else { usage(); return strcmp(o, "--help") && strcmp(o, "-h") ? 2 : 0; }
     }
     if (runs < 1 || runs > MAX_RUNS || warmup < 0) {
@@ -374,6 +381,8 @@ int main(int argc, char **argv)
     clGetDeviceInfo(e.dev, CL_DEVICE_NAME, sizeof devname, devname, NULL);
     printf("ropeqk-bench %s on %s (%s); library options: %s\n", ropeqk_version(), devname, why,
            ropeqk_ctx_build_options(e.rq));
+    if (host_cost > 0)
+        return bench_host_cost(&e, host_cost) ? 1 : 0;
     printf("runs %d (median), warm-up %d; wall time = enqueue..clFinish\n", runs, warmup);
     printf("shapes: prefill B=1 H=32 (Hq = Hkv); gqa B=1 Hq=32 Hkv=8; decode B=1 Hq=32 Hkv=4 (G=8) Sq=1 at\n"
            "  position Sk-1; BHSD, interleaved RoPE, base 10000, scale 1/sqrt(D), no mask\n"

@@ -71,6 +71,9 @@ size_t bimpl_copy_bytes(const bcase *c, bimpl i);
 /* Reads the scores of the last run into host memory (f32 [B,Hq,Sq,Sk]). */
 int bimpl_fetch(benv *e, bcase *c, bimpl i, float *out);
 
+/* --host-cost: host time per decode-shaped enqueue over n calls (host_cost.c). 0 on success. */
+int bench_host_cost(benv *e, int n);
+
 /* Minimal SVG bar chart: values[shape][impl] (<= 0: no bar), log-scale GFLOP/s. */
 int plot_svg(const char *path, int nshapes, const char *const *shape_names, int nimpl,
              const char *const *impl_names, const double *values);

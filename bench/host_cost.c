@@ -1,0 +1,100 @@
+/* Host-side cost of one decode-shaped enqueue (Hq 32, Hkv 8, Sq 1, Sk 4096, D 128, f32): the time
+ * the calling thread spends inside the library per call, which a generation loop pays per token.
+ * `ropeqk-bench --host-cost [N]`: N calls (default 10,000) per variant, timed one by one around the
+ * call alone; the queue is drained every 64 calls outside the timed region so it stays short.
+ * Variants: the one-shot call (validates, computes frequencies, creates kernels on every call) and
+ * a plan (all of that once, then only buffer checks, arguments and the enqueues). */
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    benv *e;
+    ropeqk_params p;
+    ropeqk_tensor q, k, o;
+    cl_mem bq, bk, bo;
+} hc_state;
+
+typedef int (*hc_call)(hc_state *s);
+
+static int call_oneshot(hc_state *s)
+{
+    ropeqk_mem none = {NULL, 0};
+    return ropeqk_enqueue(s->e->rq, s->e->queue, &s->p, &s->q, (ropeqk_mem){s->bq, 0}, &s->k,
+                          (ropeqk_mem){s->bk, 0}, none, none, &s->o, (ropeqk_mem){s->bo, 0}, 0, NULL, NULL);
+}
+
+static int measure(hc_state *s, const char *name, hc_call call, int n)
+{
+    double *t = malloc((size_t)n * sizeof *t);
+    if (!t)
+        return 1;
+    for (int w = 0; w < 16; w++) /* warm: program build, pool, caches */
+        if (call(s))
+            return free(t), 1;
+    clFinish(s->e->queue);
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        double t0 = now_us();
+        int st = call(s);
+        t[i] = now_us() - t0;
+        if (st) {
+            printf("host-cost %s: call %d failed: %s\n", name, i, ropeqk_status_string(st));
+            free(t);
+            return 1;
+        }
+        sum += t[i];
+        if (i % 64 == 63)
+            clFinish(s->e->queue);
+    }
+    clFinish(s->e->queue);
+    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    printf("host-cost %-9s %6d calls: median %7.2f us, mean %7.2f us, p90 %7.2f us, p99 %7.2f us per call\n", name,
+           n, t[n / 2], sum / n, t[n * 9 / 10], t[n * 99 / 100]);
+    free(t);
+    return 0;
+}
+
+int bench_host_cost(benv *e, int n)
+{
+    hc_state s = {.e = e};
+    ropeqk_default_params(&s.p);
+    const int Hq = 32, Hkv = 8, Sk = 4096, D = 128;
+    s.p.q_pos_offset = Sk - 1;
+    s.q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, Hq, 1, D);
+    s.k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, Hkv, Sk, D);
+    s.o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, Hq, 1, Sk);
+    int err = 0;
+    s.bq = clCreateBuffer(e->cl, CL_MEM_READ_WRITE, (size_t)Hq * D * 4, NULL, &err);
+    if (!err)
+        s.bk = clCreateBuffer(e->cl, CL_MEM_READ_WRITE, (size_t)Hkv * Sk * D * 4, NULL, &err);
+    if (!err)
+        s.bo = clCreateBuffer(e->cl, CL_MEM_READ_WRITE, (size_t)Hq * Sk * 4, NULL, &err);
+    if (!err) {
+        float zero = 0.0f;
+        clEnqueueFillBuffer(e->queue, s.bq, &zero, 4, 0, (size_t)Hq * D * 4, 0, NULL, NULL);
+        clEnqueueFillBuffer(e->queue, s.bk, &zero, 4, 0, (size_t)Hkv * Sk * D * 4, 0, NULL, NULL);
+    }
+    printf("host-cost: decode Hq %d Hkv %d Sq 1 Sk %d D %d f32, host time inside the call\n", Hq, Hkv, Sk, D);
+    int rc = err ? 1 : measure(&s, "one-shot", call_oneshot, n);
+    if (s.bq) clReleaseMemObject(s.bq);
+    if (s.bk) clReleaseMemObject(s.bk);
+    if (s.bo) clReleaseMemObject(s.bo);
+    return rc;
+}
