@@ -364,7 +364,7 @@ int main(int argc, char **argv)
     benv e = {0};
     cl_platform_id plat;
     char why[128] = "", devname[256] = "";
-    int err = ropeqk_select_device(NULL, &plat, &e.dev, why, sizeof why);
+    int err = ropeqk_opencl_select_device(NULL, &plat, &e.dev, why, sizeof why);
     if (err)
         return die("selecting a device", err);
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
@@ -373,8 +373,8 @@ int main(int argc, char **argv)
         e.queue = clCreateCommandQueue(e.cl, e.dev, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err)
         return die("creating the OpenCL context", err);
-    ropeqk_ctx_params cp = {.context = e.cl, .queue = e.queue};
-    if ((err = ropeqk_ctx_create(&cp, &e.rq)) || (err = ropeqk_ctx_warmup(e.rq)))
+    ropeqk_opencl_ctx_params cp = {.context = e.cl, .queue = e.queue};
+    if ((err = ropeqk_opencl_ctx_create(&cp, &e.rq)) || (err = ropeqk_ctx_warmup(e.rq)))
         return die("ropeqk_ctx_create", err);
     if ((err = benv_build_baselines(&e)))
         return die("building the baseline kernels", err);

@@ -3,7 +3,7 @@
 #ifndef ROPEQK_BENCH_H
 #define ROPEQK_BENCH_H
 
-#include "ropeqk.h"
+#include "ropeqk_opencl.h"
 
 #include <stdbool.h>
 #include <stdint.h>

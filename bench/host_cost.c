@@ -35,9 +35,9 @@ typedef int (*hc_call)(hc_state *s);
 
 static int call_oneshot(hc_state *s)
 {
-    ropeqk_mem none = {NULL, 0};
-    return ropeqk_enqueue(s->e->rq, s->e->queue, &s->p, &s->q, (ropeqk_mem){s->bq, 0}, &s->k,
-                          (ropeqk_mem){s->bk, 0}, none, none, &s->o, (ropeqk_mem){s->bo, 0}, 0, NULL, NULL);
+    ropeqk_opencl_mem none = {NULL, 0};
+    return ropeqk_opencl_enqueue(s->e->rq, s->e->queue, &s->p, &s->q, (ropeqk_opencl_mem){s->bq, 0}, &s->k,
+                          (ropeqk_opencl_mem){s->bk, 0}, none, none, &s->o, (ropeqk_opencl_mem){s->bo, 0}, 0, NULL, NULL);
 }
 
 static int measure(hc_state *s, const char *name, hc_call call, int n)

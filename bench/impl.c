@@ -1,5 +1,5 @@
 /* The implementations ropeqk-bench compares, all on the same inputs:
- *   fused            ropeqk_enqueue (f32 and f16 storage).
+ *   fused            ropeqk_opencl_enqueue (f32 and f16 storage).
  *   unfused-clblast  what users write today: a RoPE-only OpenCL kernel (one work-item per rotary pair,
  *                    plain fp32 angle and cos/sin) writing rotated Q and K, then CLBlast's
  *                    SgemmStridedBatched for Q K^T. GQA needs no K expansion: in BHSD the G query heads
@@ -276,16 +276,16 @@ static int run_cblas(bcase *c)
 
 int bimpl_run(benv *e, bcase *c, bimpl i)
 {
-    ropeqk_mem none = {NULL, 0}, out = {c->out, 0};
+    ropeqk_opencl_mem none = {NULL, 0}, out = {c->out, 0};
     switch (i) {
     case IMPL_FUSED_F32:
     case IMPL_FUSED_F16: {
         bool h = i == IMPL_FUSED_F16;
-        ropeqk_mem q = {h ? c->q16 : c->q32, 0}, k = {h ? c->k16 : c->k32, 0};
+        ropeqk_opencl_mem q = {h ? c->q16 : c->q32, 0}, k = {h ? c->k16 : c->k32, 0};
         if (c->last_ev)
             clReleaseEvent(c->last_ev);
         c->last_ev = NULL; /* the score kernel's event: lets the table split rope pass / score kernel */
-        return ropeqk_enqueue(e->rq, e->queue, &c->p, h ? &c->tq16 : &c->tq, q, h ? &c->tk16 : &c->tk, k,
+        return ropeqk_opencl_enqueue(e->rq, e->queue, &c->p, h ? &c->tq16 : &c->tq, q, h ? &c->tk16 : &c->tk, k,
                               none, none, &c->to, out, 0, NULL, &c->last_ev);
     }
     case IMPL_UNFUSED_CLBLAST:

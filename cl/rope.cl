@@ -12,9 +12,11 @@
  * Prefill S=2048 D=128 BH=32 f32 (bench/, device_ms - scores_ms, the 2-core EPYC dev machine): RoPE pass 224 ms
  * with fresh scratch per call, 74 ms with pooled scratch (ctx.c), 15 ms in this form (f16: 9 ms);
  * the loop-free form with 8 heads per work-item, 38 ms.
- * Needs angle.cl and load.cl before it. */
+ * RQ_RV (rows per work-item, one zmm of floats) and the argument layout are in contract.h. */
 
-#define RQ_RV 16 /* rows per work-item: one zmm of floats; the host uses the same number (enqueue.c) */
+#include "contract.h"
+#include "angle.cl"
+#include "load.cl"
 
 /* cos and sin (times mul) of RQ_RV positions at one frequency (angle.cl's accurate angle). */
 static inline void rq_cossin_rows(int16 p, float4 v, float mul, float16 *c, float16 *s)
@@ -27,12 +29,14 @@ static inline void rq_cossin_rows(int16 p, float4 v, float mul, float16 *c, floa
 }
 
 #define RQ_ROTATE_KERNEL(NAME, LOAD)                                                               \
-__kernel void NAME(__global const uchar *src, long src_off, long nb0, long nb1, long nb2, long nb3,  \
-                   int H, int BH, int S, int D, int R, int layout,                                 \
-                   __global const int *pos, long pos_off, int use_pos, int pos_base,               \
-                   __global const float4 *vfreq, float rot_mul, float out_mul,                     \
-                   __global float *dst, long d_bh, long d_row, long d_dim)                         \
+__kernel void NAME(__global const uchar *src, __global const int *pos, __global const float4 *vfreq, \
+                   __global float *dst, rq_rotate_args a)                                          \
 {                                                                                                  \
+    const long src_off = a.src_off, nb0 = a.nb0, nb1 = a.nb1, nb2 = a.nb2, nb3 = a.nb3;            \
+    const long pos_off = a.pos_off, d_bh = a.d_bh, d_row = a.d_row, d_dim = a.d_dim;               \
+    const int H = a.H, BH = a.BH, S = a.S, D = a.D, R = a.R, layout = a.layout;                    \
+    const int use_pos = a.use_pos, pos_base = a.pos_base;                                          \
+    const float rot_mul = a.rot_mul, out_mul = a.out_mul;                                          \
     int row0 = get_global_id(0) * RQ_RV;                                                           \
     int unit = get_global_id(1);                                                                   \
     int half_r = R / 2;                                                                            \

@@ -16,6 +16,10 @@
  * loaded vector and to an odd multiple of 64 bytes (see enqueue.c). Prefill S=1024 D=128 f32 on the
  * 2-core test machine: 5.5 GFLOP/s before (RQ_VK = 1, RQ_TQ = 8), ~320 GFLOP/s with 16/16/16. */
 
+#include "contract.h"
+#include "angle.cl"
+#include "load.cl"
+
 #ifndef RQ_TQ
 #define RQ_TQ 16
 #endif
@@ -51,13 +55,14 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(RQ_WG, 1, 1)))
-void qk_scores(__global const float *qr, __global const float *kt,
-               int M, int Sq, int Sk, int ldk, int D, int G, int Hkv,
-               __global const int *qpos, long qpos_off, int use_qpos, int q_base,
-               __global const int *kpos, long kpos_off, int use_kpos, int k_base, int causal,
-               __global uchar *out, long out_off, long onb0, long onb1, long onb2, long onb3,
-               long window)
+void qk_scores(__global const float *qr, __global const float *kt, __global const int *qpos,
+               __global const int *kpos, __global uchar *out, rq_scores_args a)
 {
+    const int M = a.M, Sq = a.Sq, Sk = a.Sk, ldk = a.ldk, D = a.D, G = a.G, Hkv = a.Hkv;
+    const int use_qpos = a.use_qpos, q_base = a.q_base, use_kpos = a.use_kpos, k_base = a.k_base;
+    const int causal = a.causal;
+    const long qpos_off = a.qpos_off, kpos_off = a.kpos_off, window = a.window;
+    const long out_off = a.out_off, onb0 = a.onb0, onb1 = a.onb1, onb2 = a.onb2, onb3 = a.onb3;
     int j0 = get_global_id(0) * RQ_VK;
     int m0 = get_global_id(1) * RQ_TQ;
     int bk = get_global_id(2);
@@ -169,8 +174,7 @@ void qk_scores(__global const float *qr, __global const float *kt,
  * Host preconditions: D % 16 == 0, D <= RQ_DMAXD, R % 32 == 0; Qr rows RQ_DMAXD floats apart with
  * >= RQ_DM spare rows at the end (rows M..RQ_DM-1 of a head are computed and dropped). */
 
-#define RQ_DM 8       /* rows per KV head in qk_decode (fixed: 2 keys x 8 rows = one 16-lane tree) */
-#define RQ_DMAXD 256  /* largest head dim of the decode path; also Qr's row stride there */
+/* RQ_DM (rows per KV head) and RQ_DMAXD (largest head dim, Qr's row stride) are in contract.h. */
 #ifndef RQ_DKB
 #define RQ_DKB 16     /* keys per work-item, even; the host's R(t) table has RQ_DKB rows */
 #endif
@@ -275,14 +279,17 @@ typedef float16 __attribute__((aligned(4))) rq_float16u;
 
 #define RQ_DECODE_KERNEL(NAME, LD16, ES)                                                           \
 __kernel __attribute__((reqd_work_group_size(RQ_DWG, 1, 1)))                                       \
-void NAME(__global const uchar *k, long k_off, long knb0, long knb1, long knb2,                    \
-          int Hkv, int Sk, int D, int R, int layout,                                               \
-          __global const int *kpos, long kpos_off, int use_kpos, int k_base,                        \
-          __global const float4 *vfreq, float rot_mul, __global const float *ctab,                 \
-          __global const float *qr, int M, int Sq, int G,                                          \
-          __global const int *qpos, long qpos_off, int use_qpos, int q_base, int causal, long window, \
-          __global uchar *out, long out_off, long onb0, long onb1, long onb2, long onb3)           \
+void NAME(__global const uchar *k, __global const int *kpos, __global const float4 *vfreq,          \
+          __global const float *ctab, __global const float *qr, __global const int *qpos,          \
+          __global uchar *out, rq_decode_args a)                                                   \
 {                                                                                                  \
+    const long k_off = a.k_off, knb0 = a.knb0, knb1 = a.knb1, knb2 = a.knb2;                       \
+    const long kpos_off = a.kpos_off, qpos_off = a.qpos_off, window = a.window;                    \
+    const long out_off = a.out_off, onb0 = a.onb0, onb1 = a.onb1, onb2 = a.onb2, onb3 = a.onb3;    \
+    const int Hkv = a.Hkv, Sk = a.Sk, D = a.D, R = a.R, layout = a.layout;                         \
+    const int use_kpos = a.use_kpos, k_base = a.k_base, M = a.M, Sq = a.Sq, G = a.G;               \
+    const int use_qpos = a.use_qpos, q_base = a.q_base, causal = a.causal;                         \
+    const float rot_mul = a.rot_mul;                                                               \
     int jb = get_global_id(0) * RQ_DKB;                                                            \
     int b = get_global_id(1);                                                                      \
     if (jb >= Sk)                                                                                  \

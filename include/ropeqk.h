@@ -1,26 +1,38 @@
 /*
- * ropeqk — Rotary Positional Embedding fused with attention scores, on any OpenCL device.
+ * ropeqk — Rotary Positional Embedding fused with attention, on any GPU API.
  *
  *   S[b,h,i,j] = scale * < rope(q[b,h,i], pq[i]), rope(k[b,h/g,j], pk[j]) >     (g = Hq / Hkv)
  *
- * with an optional causal mask (S = -inf where pk[j] > pq[i]). Conventions (layouts, frequencies,
- * positions, error metric) are defined in docs/conventions.md, summarised in README.md.
+ * with optional causal and sliding-window masks. Every definition (shapes, positions, layouts,
+ * frequency scaling, masks, the attention-factor convention, the error metric) is in
+ * docs/conventions.md; README.md summarises it.
  *
- * Lifetime: ropeqk_ctx_create() / ropeqk_ctx_destroy() (NULL-safe). A context either owns an OpenCL
- * context + queue on a chosen device, or borrows the caller's (retained, released on destroy).
+ * This header is backend-neutral: tensors, parameters, statuses, the fp64 scalar reference path,
+ * contexts and plans. Creating a context on a backend's own objects, and running a plan on a
+ * backend's buffers, is in that backend's header (ropeqk_opencl.h).
  *
- * Errors: every function returns a ropeqk_status. Negative values above -4000 are OpenCL's own
- * error codes (core and extensions) passed through unchanged; the library's own codes are in
- * [-4099, -4000], clear of OpenCL extension codes (-1000...) and CLBlast's (-1024..-2048).
- * ropeqk_status_string() names any of them. The last raw cl_int and the last program build log
- * of a context are kept and retrievable. The library never aborts or exits.
+ * Objects (VkFFT/cuFFT style): a context (ropeqk_ctx) holds a device, its compiled kernels and a
+ * scratch pool; a plan (ropeqk_plan) is one operation on described tensors, validated once, with its
+ * frequencies, tables and kernels made once, then enqueued as often as wanted.
  *
- * Thread safety: a ropeqk_ctx may be shared by threads that each pass their own command queue to
- * ropeqk_enqueue() (or use ropeqk_scores() which uses the context's queue under its lock). The
- * program cache is guarded by a mutex. ropeqk_ctx_last_cl_error()/build_log() report the most
- * recent failure of any thread. ropeqk_ctx_destroy() must not race with calls on the same context;
- * it finishes the context's own queue and releases its pooled scratch (work still running on other
- * queues keeps its buffers alive through OpenCL's reference counts).
+ * Errors: every function returns a ropeqk_status, the library's own codes in [-4099, -4000]. A
+ * failure inside the backend is ROPEQK_ERR_BACKEND; the raw backend code (a cl_int) and the backend's
+ * name are kept in the context (ropeqk_ctx_backend_error). ropeqk_last_error() gives the calling
+ * thread's last message. The library never aborts or exits.
+ *
+ * Thread safety:
+ *   - a context may be shared by threads: plans may be created, enqueued and destroyed on it
+ *     concurrently; ropeqk_scores() and the one-shot enqueue calls too. The program cache and the
+ *     scratch pool are guarded by mutexes; OpenCL command queues are thread-safe.
+ *   - a plan may be enqueued from several threads at once (each on its own queue or the same one):
+ *     setting its kernels' arguments and enqueueing them happens under the plan's own mutex.
+ *     ropeqk_plan_destroy() must not race with enqueues of the same plan.
+ *   - ropeqk_ctx_destroy() must not race with any call on the context or its plans, and every plan
+ *     must be destroyed first. It finishes the context's own queue; work on other queues keeps
+ *     its buffers alive through the backend's reference counts.
+ *   - ropeqk_ctx_backend_error() and ropeqk_ctx_build_log() report the latest failure of any thread;
+ *     the log is copied out under the context's lock, so another thread's failure cannot free it
+ *     under the reader.
  */
 #ifndef ROPEQK_H
 #define ROPEQK_H
@@ -28,24 +40,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
+#include "ropeqk_version.h"
+
+/* Exported symbols: everything else in the shared library is hidden. */
+#if defined(_WIN32) && defined(ROPEQK_BUILDING)
+#define ROPEQK_API __declspec(dllexport)
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define ROPEQK_API __attribute__((visibility("default")))
+#else
+#define ROPEQK_API
 #endif
-#include <CL/cl.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define ROPEQK_VERSION_MAJOR 0
-#define ROPEQK_VERSION_MINOR 1
-#define ROPEQK_VERSION_PATCH 0
-const char *ropeqk_version(void);
+/* "MAJOR.MINOR.PATCH" of the library actually linked (ROPEQK_VERSION_STRING is the header's). */
+ROPEQK_API const char *ropeqk_version(void);
 
 /* ---- status codes ------------------------------------------------------------------------- */
 typedef enum {
     ROPEQK_SUCCESS = 0,
-    /* (-4000, 0): OpenCL error codes (CL_OUT_OF_RESOURCES, CL_INVALID_MEM_OBJECT, ...) as is. */
     ROPEQK_ERR_NULL_POINTER = -4000,    /* a required pointer argument is NULL */
     ROPEQK_ERR_BAD_SHAPE = -4001,       /* zero/negative sizes, B or D mismatch between tensors */
     ROPEQK_ERR_BAD_ROTARY_DIM = -4002,  /* rotary dim odd, < 2 or > D */
@@ -55,17 +70,25 @@ typedef enum {
     ROPEQK_ERR_BUFFER_TOO_SMALL = -4006,/* a view reaches past the end of its buffer */
     ROPEQK_ERR_OVERFLOW = -4007,        /* a size or byte count does not fit */
     ROPEQK_ERR_BAD_DTYPE = -4008,       /* unknown dtype, or a dtype not allowed for this tensor */
-    ROPEQK_ERR_BAD_PARAM = -4009,       /* base/scale not finite, base giving unusable frequencies, bad layout, window < 0 */
+    ROPEQK_ERR_BAD_PARAM = -4009,       /* base/scale not finite, bad layout, window < 0, bad plan or step */
     ROPEQK_ERR_POSITION_RANGE = -4010,  /* offset + row does not fit int32 */
-    ROPEQK_ERR_NO_DEVICE = -4011,       /* no OpenCL platform/device, or the spec matches none */
+    ROPEQK_ERR_NO_DEVICE = -4011,       /* no platform/device, or the spec matches none */
     ROPEQK_ERR_BUILD = -4012,           /* program build failed: ropeqk_last_error(), ropeqk_ctx_build_log() */
     ROPEQK_ERR_OUT_OF_HOST_MEMORY = -4013,
     ROPEQK_ERR_BAD_SCALING = -4014,     /* scaling parameters missing, contradictory, or giving non-finite frequencies */
     ROPEQK_ERR_TOO_LARGE = -4015,       /* a buffer the call needs exceeds the device's limits */
     ROPEQK_ERR_BAD_CONFIG = -4016,      /* malformed tuning value or ROPEQK_* environment variable: ropeqk_last_error() */
+    ROPEQK_ERR_BACKEND = -4017,         /* the backend failed: ropeqk_ctx_backend_error() has its code */
 } ropeqk_status;
 
-const char *ropeqk_status_string(int status);
+/* A fixed English description of a status ("unknown status" for other values). */
+ROPEQK_API const char *ropeqk_status_string(int status);
+
+/* The message of the last failure in the calling thread ("" if none yet): what a status alone
+ * cannot say, e.g. which environment variable was malformed, the device, driver and first log
+ * lines of a failed program build, or which backend call failed with which code. Like errno,
+ * successful calls leave it as it was. Valid until the thread's next failing call. */
+ROPEQK_API const char *ropeqk_last_error(void);
 
 /* ---- tensors ------------------------------------------------------------------------------ */
 typedef enum {
@@ -75,7 +98,7 @@ typedef enum {
     ROPEQK_F64 = 3,   /* only for outputs of the scalar reference path */
 } ropeqk_dtype;
 
-size_t ropeqk_dtype_size(ropeqk_dtype t); /* 0 for an unknown dtype */
+ROPEQK_API size_t ropeqk_dtype_size(ropeqk_dtype t); /* 0 for an unknown dtype */
 
 /*
  * A strided view, ggml style: element counts and byte strides per dimension, in the math order
@@ -91,11 +114,11 @@ typedef struct {
 } ropeqk_tensor;
 
 /* Contiguous [B,H,S,D] (BHSD) memory. */
-ropeqk_tensor ropeqk_tensor_bhsd(ropeqk_dtype t, int64_t B, int64_t H, int64_t S, int64_t D);
+ROPEQK_API ropeqk_tensor ropeqk_tensor_bhsd(ropeqk_dtype t, int64_t B, int64_t H, int64_t S, int64_t D);
 /* Contiguous [B,S,H,D] (BSHD) memory, described in [B,H,S,D] order. */
-ropeqk_tensor ropeqk_tensor_bshd(ropeqk_dtype t, int64_t B, int64_t S, int64_t H, int64_t D);
+ROPEQK_API ropeqk_tensor ropeqk_tensor_bshd(ropeqk_dtype t, int64_t B, int64_t S, int64_t H, int64_t D);
 /* Bytes spanned by the view (1 + max offset), 0 on overflow or a bad view. */
-size_t ropeqk_tensor_extent(const ropeqk_tensor *t);
+ROPEQK_API size_t ropeqk_tensor_extent(const ropeqk_tensor *t);
 
 /* ---- RoPE parameters ---------------------------------------------------------------------- */
 typedef enum {
@@ -171,7 +194,7 @@ typedef struct {
 
 /* Fills the defaults (interleaved, R = D, base 10000, scale 1/sqrt(D), no mask, offsets 0, no
  * frequency scaling). A zeroed struct means the same. */
-void ropeqk_default_params(ropeqk_params *p);
+ROPEQK_API void ropeqk_default_params(ropeqk_params *p);
 
 /*
  * Inverse frequencies the library uses, in fp64 (base^(-2i/R), i < R/2, after frequency scaling),
@@ -179,7 +202,7 @@ void ropeqk_default_params(ropeqk_params *p);
  * R/2 doubles; head_dim resolves rotary_dim == 0; attention_factor may be NULL. With seq_len 0,
  * DYNAMIC/LONGROPE take L = max(q_pos_offset, k_pos_offset) + 1.
  */
-ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv, double *attention_factor);
+ROPEQK_API ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv, double *attention_factor);
 
 /* ---- scalar reference path (host memory, fp64 angles and sums) ---------------------------- */
 /*
@@ -187,7 +210,7 @@ ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *
  * entries) or NULL for offset + row. out: dtype ROPEQK_F32 or ROPEQK_F64, [B,Hq,Sq,Sk].
  * Sizes of the host buffers are taken from the descriptors' extents.
  */
-ropeqk_status ropeqk_scores_ref(const ropeqk_params *p,
+ROPEQK_API ropeqk_status ropeqk_scores_ref(const ropeqk_params *p,
                                 const ropeqk_tensor *q, const void *q_data,
                                 const ropeqk_tensor *k, const void *k_data,
                                 const int32_t *q_pos, const int32_t *k_pos,
@@ -198,21 +221,14 @@ ropeqk_status ropeqk_scores_ref(const ropeqk_params *p,
  * s and s64 are [B,Hq,Sq,Sk] views (f32 and f64). *mask_mismatch counts entries where exactly one
  * of the two is -inf, or where either is NaN. Norms are of the unrotated inputs.
  */
-ropeqk_status ropeqk_max_error(const ropeqk_params *p,
+ROPEQK_API ropeqk_status ropeqk_max_error(const ropeqk_params *p,
                                const ropeqk_tensor *q, const void *q_data,
                                const ropeqk_tensor *k, const void *k_data,
                                const ropeqk_tensor *s, const void *s_data,
                                const ropeqk_tensor *s64, const void *s64_data,
                                double *max_err, int64_t *mask_mismatch);
 
-/* The message of the last failure in the calling thread ("" if none yet): what a status alone
- * cannot say, e.g. which environment variable was malformed, or the device, driver and first log
- * lines of a failed program build. Like errno, successful calls leave it as it was. */
-const char *ropeqk_last_error(void);
-
-/* ---- OpenCL context ----------------------------------------------------------------------- */
-typedef struct ropeqk_ctx ropeqk_ctx;
-
+/* ---- kernel configuration ---------------------------------------------------------------- */
 /* The class of device the kernels are shaped for. AUTO (default) picks CPU for CPU devices, GPU for
  * every other; $ROPEQK_PROFILE=cpu|gpu|auto overrides the parameter. Forcing GPU on pocl runs the
  * GPU kernel configuration on a CPU: that is how CI checks the GPU code path. */
@@ -221,7 +237,7 @@ typedef enum {
     ROPEQK_PROFILE_CPU = 1,
     ROPEQK_PROFILE_GPU = 2,
 } ropeqk_profile;
-const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", "gpu" */
+ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", "gpu" */
 
 /*
  * Kernel configuration. Zero fields take the profile's default. Each knob has an environment
@@ -241,77 +257,92 @@ typedef struct {
     int32_t vendor_ext;/* vendor builtins where the device is identified (pocl): 0 = auto, -1 = off */
 } ropeqk_tuning;
 
+/* ---- contexts ----------------------------------------------------------------------------- */
+typedef struct ropeqk_ctx ropeqk_ctx;
+
 typedef struct {
-    /* Device to use when the library creates its own context: "P:D" (platform:device indices),
-     * or a case-insensitive substring of the device name. NULL/"" = $ROPEQK_DEVICE, else the
-     * first device of the first platform. Ignored when `queue` is given. */
+    /* Device: "P:D" (OpenCL platform:device indices) or a case-insensitive substring of the device
+     * name. NULL/"" = $ROPEQK_DEVICE, else the first device of the first platform. */
     const char *device;
-    /* Borrowed objects (both or neither): the library retains them and never destroys them. */
-    cl_context context;
-    cl_command_queue queue;
     /* Kernel configuration; zeroed = the profile's defaults. */
     ropeqk_tuning tuning;
 } ropeqk_ctx_params;
 
-/* Resolve a device spec as ropeqk_ctx_create() would. `why` (optional) receives a short reason
- * ("ROPEQK_DEVICE=0:0", "first device", ...). */
-ropeqk_status ropeqk_select_device(const char *spec, cl_platform_id *platform, cl_device_id *device,
-                                   char *why, size_t why_len);
+/* A context on a device the library opens itself (params NULL = all defaults). On failure *out is
+ * NULL. To use the caller's own backend objects, see ropeqk_opencl_ctx_create(). */
+ROPEQK_API ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **out);
+ROPEQK_API void ropeqk_ctx_destroy(ropeqk_ctx *ctx); /* NULL-safe */
 
-ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **out);
-void ropeqk_ctx_destroy(ropeqk_ctx *ctx);
-
-cl_context ropeqk_ctx_cl_context(const ropeqk_ctx *ctx);
-cl_command_queue ropeqk_ctx_cl_queue(const ropeqk_ctx *ctx);
-cl_device_id ropeqk_ctx_cl_device(const ropeqk_ctx *ctx);
-cl_int ropeqk_ctx_last_cl_error(const ropeqk_ctx *ctx);
-/* Build log of the last failed program build ("" if none). Valid until the next call on ctx. */
-const char *ropeqk_ctx_build_log(const ropeqk_ctx *ctx);
-/* Build options the library uses on this context's device (tuning -D values), for reports. */
-const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx);
+/* The raw code of the context's latest backend failure (0 if none) and, if `backend` is non-NULL,
+ * the backend's name ("OpenCL"). */
+ROPEQK_API int32_t ropeqk_ctx_backend_error(const ropeqk_ctx *ctx, const char **backend);
+/* Copies the log of the latest failed program build ("" if none) into buf (len bytes, always
+ * NUL-terminated when len > 0) and returns its full length: call with len 0 to size a buffer. */
+ROPEQK_API size_t ropeqk_ctx_build_log(const ropeqk_ctx *ctx, char *buf, size_t len);
+/* The device, its platform and driver version, e.g. "NVIDIA H100 (NVIDIA CUDA, driver 580.159)".
+ * Lives as long as the context. */
+ROPEQK_API const char *ropeqk_ctx_device_description(const ropeqk_ctx *ctx);
+/* Build options the library uses on this context's device (tuning -D values); lives as long as
+ * the context. */
+ROPEQK_API const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx);
 /* The configuration in effect (every field resolved; decode and vendor_ext as 1/-1 and 0/-1), and
  * where the profile came from ("ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device"); the string
  * lives as long as the context. */
-ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const char **profile_source);
-/* The OpenCL C program the library builds (the same text for every device; the build options make
- * the variants). Static storage. For bug reports: `ropeqk devices --dump-program DIR`. */
-const char *ropeqk_opencl_program_source(size_t *len);
+ROPEQK_API ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const char **profile_source);
+/* Builds (or finds in the cache) the program for the context's device now. Optional: plan creation
+ * builds it otherwise. */
+ROPEQK_API ropeqk_status ropeqk_ctx_warmup(ropeqk_ctx *ctx);
 
-/* Builds (or finds in the cache) the program for this context's device now, so that the first
- * ropeqk_enqueue() does not pay the compile. Optional. */
-ropeqk_status ropeqk_ctx_warmup(ropeqk_ctx *ctx);
+/* ---- plans -------------------------------------------------------------------------------- */
+typedef enum {
+    ROPEQK_OP_SCORES = 1, /* S = scale * RoPE(Q) RoPE(K)^T, masked; out [B,Hq,Sq,Sk] f32 */
+} ropeqk_op;
 
-/* ---- the fused operation ------------------------------------------------------------------ */
-typedef struct {
-    cl_mem buf;     /* NULL allowed only for positions (meaning: use the offsets in params) */
-    size_t offset;  /* byte offset into buf */
-} ropeqk_mem;
+typedef enum {
+    ROPEQK_POS_OFFSETS = 0, /* pq[i] = q_pos_offset + i, pk[j] = k_pos_offset + j */
+    ROPEQK_POS_ARRAYS = 1,  /* int32 arrays given at enqueue (either may be left out: offsets) */
+} ropeqk_positions;
 
 /*
- * Enqueue S = scale * RoPE(Q) RoPE(K)^T on `queue` (NULL = the context's queue), after the
- * `num_wait` events in `wait`. On success *event (if non-NULL) receives an event that completes
- * when the scores are written; the caller releases it. Positions are int32 device buffers of
- * Sq resp. Sk entries. Q, K: f32, f16 or bf16; out: f32. On error nothing is enqueued, except
- * that a request whose scratch exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE is split into parts along the
- * keys or query rows (joined by a marker event), and a failure in a later part leaves earlier parts
- * enqueued. ROPEQK_ERR_TOO_LARGE when even one key and one query row do not fit. Kernels index
- * with 64-bit offsets; rows, heads and padded key counts must each fit int32.
- * $ROPEQK_MAX_ALLOC (bytes) lowers the limit used for scratch.
+ * What a plan computes. The descriptors fix shapes, strides and dtypes; buffers come at enqueue.
+ * max_keys = 0: a fixed plan, Sk = k.ne[2]. max_keys > 0: a decode plan for a generation loop:
+ * k and out describe max_keys keys (k.ne[2] == out.ne[3] == max_keys), and every enqueue says how
+ * many keys it uses (1..max_keys) and the position offsets (a ropeqk_step); frequencies are fixed
+ * at creation, so DYNAMIC and LONGROPE scaling need an explicit scaling.seq_len there.
  */
-ropeqk_status ropeqk_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,
-                             const ropeqk_tensor *q, ropeqk_mem q_mem,
-                             const ropeqk_tensor *k, ropeqk_mem k_mem,
-                             ropeqk_mem q_pos, ropeqk_mem k_pos,
-                             const ropeqk_tensor *out, ropeqk_mem out_mem,
-                             cl_uint num_wait, const cl_event *wait, cl_event *event);
+typedef struct {
+    ropeqk_op op;
+    ropeqk_params params;
+    ropeqk_tensor q, k, out;
+    ropeqk_positions positions;
+    int64_t max_keys;
+} ropeqk_plan_desc;
 
-/* Convenience: host memory in and out (upload, run, download, blocking) on the context's queue.
- * Positions may be NULL (offsets). Host buffer sizes follow the descriptors' extents. */
-ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p,
-                            const ropeqk_tensor *q, const void *q_data,
-                            const ropeqk_tensor *k, const void *k_data,
-                            const int32_t *q_pos, const int32_t *k_pos,
-                            const ropeqk_tensor *out, float *out_data);
+/* One enqueue of a decode plan: keys used (1..max_keys) and the offsets that replace
+ * params.q_pos_offset / k_pos_offset. Fixed plans take no step (NULL). */
+typedef struct {
+    int64_t n_keys;
+    int64_t q_pos_offset;
+    int64_t k_pos_offset;
+} ropeqk_step;
+
+typedef struct ropeqk_plan ropeqk_plan;
+
+/* Validates the description, computes the frequencies, builds the program if needed, uploads the
+ * tables and creates the kernels. The plan copies what it needs: desc and the arrays it points to
+ * (scaling factor lists) may be freed afterwards. On failure *out is NULL. */
+ROPEQK_API ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, ropeqk_plan **out);
+/* NULL-safe. Work already enqueued completes: the backend keeps what it uses alive. */
+ROPEQK_API void ropeqk_plan_destroy(ropeqk_plan *plan);
+
+/* Convenience over a plan: host memory in and out (upload, run, download, blocking) on the
+ * context's queue. Positions may be NULL (offsets). Host buffer sizes follow the descriptors'
+ * extents; a strided output's gaps keep their bytes. */
+ROPEQK_API ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p,
+                                       const ropeqk_tensor *q, const void *q_data,
+                                       const ropeqk_tensor *k, const void *k_data,
+                                       const int32_t *q_pos, const int32_t *k_pos,
+                                       const ropeqk_tensor *out, float *out_data);
 
 #ifdef __cplusplus
 }

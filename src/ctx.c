@@ -32,8 +32,8 @@ static bool name_contains(const char *name, const char *needle)
     return n == 0;
 }
 
-ropeqk_status ropeqk_select_device(const char *spec, cl_platform_id *platform, cl_device_id *device,
-                                   char *why, size_t why_len)
+ropeqk_status ropeqk_opencl_select_device(const char *spec, cl_platform_id *platform, cl_device_id *device,
+                                          char *why, size_t why_len)
 {
     if (!platform || !device)
         return ROPEQK_ERR_NULL_POINTER;
@@ -47,10 +47,12 @@ ropeqk_status ropeqk_select_device(const char *spec, cl_platform_id *platform, c
     cl_platform_id plats[RQ_MAX_PLATFORMS];
     cl_uint np = 0;
     cl_int err = clGetPlatformIDs(RQ_MAX_PLATFORMS, plats, &np);
-    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && np == 0))
+    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && np == 0)) {
+        rq_set_error("no OpenCL platform found (is an ICD such as pocl-opencl-icd installed?)");
         return ROPEQK_ERR_NO_DEVICE;
+    }
     if (err != CL_SUCCESS)
-        return (ropeqk_status)err;
+        return rq_cl_fail(NULL, err);
     if (np > RQ_MAX_PLATFORMS)
         np = RQ_MAX_PLATFORMS;
 
@@ -88,64 +90,45 @@ ropeqk_status ropeqk_select_device(const char *spec, cl_platform_id *platform, c
             }
         }
     }
+    rq_set_error("no OpenCL device matches %s '%s'", source, spec ? spec : "");
     return ROPEQK_ERR_NO_DEVICE;
 }
 
-ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **out)
+ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err)
 {
-    if (!out)
-        return ROPEQK_ERR_NULL_POINTER;
-    *out = NULL;
-    ropeqk_ctx_params defaults;
-    memset(&defaults, 0, sizeof defaults);
-    if (!params)
-        params = &defaults;
-    if ((params->context == NULL) != (params->queue == NULL))
-        return ROPEQK_ERR_NULL_POINTER; /* borrow both or neither */
+    if (ctx)
+        atomic_store(&ctx->last_cl, err);
+    const char *name = ropeqk_opencl_error_name(err);
+    rq_set_error("OpenCL error %s (%d)", name ? name : "(unknown code)", (int)err);
+    return ROPEQK_ERR_BACKEND;
+}
 
+/* A zeroed context with its locks, or NULL. */
+static ropeqk_ctx *ctx_alloc(void)
+{
     ropeqk_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
-        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        return NULL;
     if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
         free(ctx);
-        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        return NULL;
     }
     if (pthread_mutex_init(&ctx->pool_lock, NULL) != 0) {
         pthread_mutex_destroy(&ctx->lock);
         free(ctx);
-        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        return NULL;
     }
     ctx->pool_lock_ok = true;
     ctx->pool_budget = (size_t)256 << 20;
     atomic_init(&ctx->last_cl, CL_SUCCESS);
-    cl_int err = CL_SUCCESS;
-    ropeqk_status st = ROPEQK_SUCCESS;
-    if (params->queue) {
-        err = clGetCommandQueueInfo(params->queue, CL_QUEUE_DEVICE, sizeof ctx->device, &ctx->device, NULL);
-        if (err == CL_SUCCESS)
-            err = clRetainContext(params->context);
-        if (err == CL_SUCCESS) {
-            ctx->context = params->context;
-            err = clRetainCommandQueue(params->queue);
-            if (err == CL_SUCCESS)
-                ctx->queue = params->queue;
-        }
-    } else {
-        cl_platform_id plat;
-        st = ropeqk_select_device(params->device, &plat, &ctx->device, NULL, 0);
-        if (st == ROPEQK_SUCCESS) {
-            cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
-            ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
-            if (err == CL_SUCCESS) {
-                /* profiling is cheap and lets callers time the returned events */
-                ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, CL_QUEUE_PROFILING_ENABLE, &err);
-            }
-        }
-    }
-    if (err != CL_SUCCESS)
-        st = (ropeqk_status)err;
-    if (st == ROPEQK_SUCCESS)
-        st = rq_tune_for_device(ctx, &params->tuning);
+    return ctx;
+}
+
+/* What every context does once it has a device, a context and a queue: configuration, the
+ * environment's limits, extra build options. On failure destroys ctx. */
+static ropeqk_status ctx_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning, ropeqk_ctx **out)
+{
+    ropeqk_status st = rq_tune_for_device(ctx, tuning);
     /* ROPEQK_POOL_BYTES: most bytes of scratch the pool keeps (0 disables it). ROPEQK_MAX_ALLOC: a lower
      * allocation limit than the device's: exercises the split path on small devices' behalf (tests),
      * or keeps the library's scratch small next to an app's own buffers. */
@@ -166,9 +149,9 @@ ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **ou
         if (used + 1 + strlen(extra) >= sizeof ctx->options) {
             rq_set_error("ROPEQK_BUILD_OPTIONS: longer than %zu bytes", sizeof ctx->options - used - 2);
             st = ROPEQK_ERR_BAD_CONFIG;
-        }
-        else
+        } else {
             snprintf(ctx->options + used, sizeof ctx->options - used, " %s", extra);
+        }
     }
     if (st != ROPEQK_SUCCESS) {
         ropeqk_ctx_destroy(ctx);
@@ -176,6 +159,63 @@ ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **ou
     }
     *out = ctx;
     return ROPEQK_SUCCESS;
+}
+
+ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **out)
+{
+    if (!out)
+        return ROPEQK_ERR_NULL_POINTER;
+    *out = NULL;
+    ropeqk_ctx_params defaults;
+    memset(&defaults, 0, sizeof defaults);
+    if (!params)
+        params = &defaults;
+    ropeqk_ctx *ctx = ctx_alloc();
+    if (!ctx)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    cl_platform_id plat;
+    ropeqk_status st = ropeqk_opencl_select_device(params->device, &plat, &ctx->device, NULL, 0);
+    cl_int err = CL_SUCCESS;
+    if (st == ROPEQK_SUCCESS) {
+        cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
+        ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
+        /* profiling is cheap and lets callers time the returned events */
+        if (err == CL_SUCCESS)
+            ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, CL_QUEUE_PROFILING_ENABLE, &err);
+        if (err != CL_SUCCESS)
+            st = rq_cl_fail(NULL, err);
+    }
+    if (st != ROPEQK_SUCCESS) {
+        ropeqk_ctx_destroy(ctx);
+        return st;
+    }
+    return ctx_finish(ctx, &params->tuning, out);
+}
+
+ropeqk_status ropeqk_opencl_ctx_create(const ropeqk_opencl_ctx_params *params, ropeqk_ctx **out)
+{
+    if (!out)
+        return ROPEQK_ERR_NULL_POINTER;
+    *out = NULL;
+    if (!params || !params->context || !params->queue)
+        return ROPEQK_ERR_NULL_POINTER; /* borrow both */
+    ropeqk_ctx *ctx = ctx_alloc();
+    if (!ctx)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    cl_int err = clGetCommandQueueInfo(params->queue, CL_QUEUE_DEVICE, sizeof ctx->device, &ctx->device, NULL);
+    if (err == CL_SUCCESS)
+        err = clRetainContext(params->context);
+    if (err == CL_SUCCESS) {
+        ctx->context = params->context;
+        err = clRetainCommandQueue(params->queue);
+        if (err == CL_SUCCESS)
+            ctx->queue = params->queue;
+    }
+    if (err != CL_SUCCESS) {
+        ropeqk_ctx_destroy(ctx);
+        return rq_cl_fail(NULL, err);
+    }
+    return ctx_finish(ctx, &params->tuning, out);
 }
 
 void ropeqk_ctx_destroy(ropeqk_ctx *ctx)
@@ -197,19 +237,37 @@ void ropeqk_ctx_destroy(ropeqk_ctx *ctx)
     free(ctx);
 }
 
-cl_context ropeqk_ctx_cl_context(const ropeqk_ctx *ctx) { return ctx ? ctx->context : NULL; }
-cl_command_queue ropeqk_ctx_cl_queue(const ropeqk_ctx *ctx) { return ctx ? ctx->queue : NULL; }
-cl_device_id ropeqk_ctx_cl_device(const ropeqk_ctx *ctx) { return ctx ? ctx->device : NULL; }
+cl_context ropeqk_opencl_context(const ropeqk_ctx *ctx) { return ctx ? ctx->context : NULL; }
+cl_command_queue ropeqk_opencl_queue(const ropeqk_ctx *ctx) { return ctx ? ctx->queue : NULL; }
+cl_device_id ropeqk_opencl_device(const ropeqk_ctx *ctx) { return ctx ? ctx->device : NULL; }
 
-cl_int ropeqk_ctx_last_cl_error(const ropeqk_ctx *ctx)
+int32_t ropeqk_ctx_backend_error(const ropeqk_ctx *ctx, const char **backend)
 {
-    return ctx ? atomic_load(&((ropeqk_ctx *)ctx)->last_cl) : CL_SUCCESS;
+    if (backend)
+        *backend = "OpenCL";
+    return ctx ? atomic_load(&((ropeqk_ctx *)ctx)->last_cl) : 0;
 }
 
-const char *ropeqk_ctx_build_log(const ropeqk_ctx *ctx)
+size_t ropeqk_ctx_build_log(const ropeqk_ctx *cctx, char *buf, size_t len)
 {
-    return ctx && ctx->build_log ? ctx->build_log : "";
+    if (buf && len)
+        buf[0] = '\0';
+    if (!cctx)
+        return 0;
+    ropeqk_ctx *ctx = (ropeqk_ctx *)cctx; /* the lock is not part of the logical state */
+    pthread_mutex_lock(&ctx->lock);
+    size_t n = ctx->build_log ? strlen(ctx->build_log) : 0;
+    if (buf && len) {
+        size_t c = n < len - 1 ? n : len - 1;
+        if (c)
+            memcpy(buf, ctx->build_log, c);
+        buf[c] = '\0';
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return n;
 }
+
+const char *ropeqk_ctx_device_description(const ropeqk_ctx *ctx) { return ctx ? ctx->device_desc : ""; }
 
 const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx)
 {

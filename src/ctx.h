@@ -3,6 +3,8 @@
 #define ROPEQK_CTX_H
 
 #include "internal.h"
+#include "ropeqk_opencl.h"
+#include "contract.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -67,7 +69,7 @@ struct ropeqk_ctx {
     cl_context context;
     cl_command_queue queue;
     cl_device_id device;
-    atomic_int last_cl;
+    atomic_int last_cl;       /* latest backend failure's cl_int (ropeqk_ctx_backend_error) */
     pthread_mutex_t lock;     /* guards programs and build_log */
     rq_program *programs;     /* cache keyed by (device, options) */
     char *build_log;
@@ -83,13 +85,9 @@ struct ropeqk_ctx {
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
 };
 
-/* Records a failing cl_int in the context and returns it as a status. */
-static inline ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err)
-{
-    if (ctx)
-        atomic_store(&ctx->last_cl, err);
-    return (ropeqk_status)err;
-}
+/* Records a failing cl_int in the context (ropeqk_ctx_backend_error) and the thread's message, and
+ * returns ROPEQK_ERR_BACKEND. */
+ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err);
 
 /* The program for `device` built with the context's options, from the cache or built now. */
 ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, cl_program *out);
@@ -106,5 +104,34 @@ void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event 
 /* Releases every pooled buffer and event (ropeqk_ctx_destroy). Commands still running keep their
  * buffers alive through OpenCL's own reference counting. */
 void rq_scratch_free_all(ropeqk_ctx *ctx);
+
+/* ---- plans (plan.c, enqueue.c) ----------------------------------------------------------- */
+struct ropeqk_plan {
+    ropeqk_ctx *ctx;
+    rq_problem pb;             /* validated at creation; Sk = max_keys for decode plans; pb.scaling
+                                * is cleared once the frequencies are computed (the caller's arrays
+                                * need not outlive creation) */
+    ropeqk_tensor q, k, out;   /* the descriptors (k, out: for max_keys keys in decode plans) */
+    bool dynamic;              /* decode plan: keys and offsets per enqueue */
+    bool arrays;               /* per-token positions allowed at enqueue */
+    bool dec;                  /* the one-pass decode kernel (qk_decode_*) instead of rotate K + qk_scores */
+    cl_mem vfreq;              /* inv_freq/pi as three floats per frequency (float4) */
+    cl_mem ctab;               /* decode kernel's R(t) table, dec only */
+    cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */
+    pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
+    bool lock_ok;
+};
+
+/* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
+typedef struct {
+    int64_t Sq, Sk;         /* query rows and keys of this part */
+    int64_t q_off, k_off;   /* position offsets (used where no array is given) */
+    ropeqk_opencl_args m;   /* buffers with their byte offsets, shifted for a part */
+} rq_run;
+
+/* Enqueues a checked run of a plan (enqueue.c): scratch, arguments, kernels; splits a run whose
+ * scratch exceeds the allocation limit. */
+ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run *r, cl_uint num_wait,
+                          const cl_event *wait, cl_event *event);
 
 #endif

@@ -1,5 +1,6 @@
 /* Program building and the per-context cache. The kernels are compiled once per (device, options)
- * and kept for the life of the context; a failed build keeps its log for ropeqk_ctx_build_log(). */
+ * and kept for the life of the context; a failed build keeps its log for ropeqk_ctx_build_log(),
+ * and the thread's message (ropeqk_last_error) names the device, its driver and the log's start. */
 #include "ctx.h"
 
 #include <stdio.h>
@@ -122,10 +123,11 @@ ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, cl_program *o
     err = clBuildProgram(prog, 1, &device, ctx->options, NULL, NULL);
     if (err != CL_SUCCESS) {
         keep_log(ctx, prog, device);
-        rq_cl_fail(ctx, err);
-        build_failure_message(ctx, err);
-        st = err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS ? ROPEQK_ERR_BUILD
-                                                                                  : (ropeqk_status)err;
+        st = rq_cl_fail(ctx, err);
+        if (err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS) {
+            build_failure_message(ctx, err);
+            st = ROPEQK_ERR_BUILD;
+        }
         goto done;
     }
     entry->device = device;

@@ -1,4 +1,4 @@
-/* Status strings: the library's own range plus every OpenCL core error code. */
+/* Status strings, OpenCL error names, the version, and the thread's last error message. */
 #include "ctx.h"
 
 #include <stdarg.h>
@@ -17,9 +17,9 @@ void rq_set_error(const char *fmt, ...)
 
 const char *ropeqk_last_error(void) { return last_error; }
 
-const char *ropeqk_version(void) { return "0.1.0"; }
+const char *ropeqk_version(void) { return ROPEQK_VERSION_STRING; }
 
-static const char *cl_error_name(int s)
+const char *ropeqk_opencl_error_name(int32_t s)
 {
     switch (s) {
 #define E(x) case x: return #x;
@@ -62,15 +62,15 @@ const char *ropeqk_status_string(int s)
     case ROPEQK_ERR_BUFFER_TOO_SMALL: return "a view reaches past the end of its buffer";
     case ROPEQK_ERR_OVERFLOW: return "a size or byte count overflows";
     case ROPEQK_ERR_BAD_DTYPE: return "unsupported dtype for this tensor";
-    case ROPEQK_ERR_BAD_PARAM: return "bad parameter: base must be finite and > 0, scale finite, layout known";
+    case ROPEQK_ERR_BAD_PARAM: return "bad parameter: base must be finite and > 0, scale finite, layout known, window >= 0, plan and step consistent";
     case ROPEQK_ERR_POSITION_RANGE: return "position offset + row does not fit in int32";
-    case ROPEQK_ERR_NO_DEVICE: return "no OpenCL device found (or none matches the device spec)";
+    case ROPEQK_ERR_NO_DEVICE: return "no device found (or none matches the device spec)";
     case ROPEQK_ERR_BUILD: return "OpenCL program build failed (see ropeqk_last_error and ropeqk_ctx_build_log)";
     case ROPEQK_ERR_OUT_OF_HOST_MEMORY: return "out of host memory";
     case ROPEQK_ERR_BAD_SCALING: return "frequency-scaling parameters missing or contradictory";
     case ROPEQK_ERR_TOO_LARGE: return "request exceeds the device's allocation limits";
     case ROPEQK_ERR_BAD_CONFIG: return "bad configuration: a tuning value or ROPEQK_* environment variable is malformed";
+    case ROPEQK_ERR_BACKEND: return "the backend (OpenCL) failed: see ropeqk_ctx_backend_error and ropeqk_last_error";
     }
-    const char *n = cl_error_name(s);
-    return n ? n : (s < 0 ? "unknown OpenCL error" : "unknown status");
+    return "unknown status";
 }

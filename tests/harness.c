@@ -182,8 +182,8 @@ static bool guarded_check(cl_command_queue qu, guarded *g, void *data, const voi
 static ropeqk_status run_enqueue(ropeqk_ctx *ctx, const th_case *c, th_buf *q, th_buf *k, const int32_t *qp,
                                  const int32_t *kp, th_buf *o, bool *guards_ok)
 {
-    cl_context cx = ropeqk_ctx_cl_context(ctx);
-    cl_command_queue qu = ropeqk_ctx_cl_queue(ctx);
+    cl_context cx = ropeqk_opencl_context(ctx);
+    cl_command_queue qu = ropeqk_opencl_queue(ctx);
     guarded g[5];
     memset(g, 0, sizeof g);
     cl_int err = guarded_upload(cx, qu, q->data, q->bytes, &g[0]);
@@ -197,11 +197,11 @@ static ropeqk_status run_enqueue(ropeqk_ctx *ctx, const th_case *c, th_buf *q, t
         err = guarded_upload(cx, qu, kp, (size_t)c->Sk * 4, &g[4]);
     ropeqk_status st = (ropeqk_status)err;
     if (!err) {
-        ropeqk_mem none = {NULL, 0};
-        st = ropeqk_enqueue(ctx, NULL, &c->p, &q->t, (ropeqk_mem){g[0].mem, CANARY_BYTES}, &k->t,
-                            (ropeqk_mem){g[1].mem, CANARY_BYTES}, qp ? (ropeqk_mem){g[3].mem, CANARY_BYTES} : none,
-                            kp ? (ropeqk_mem){g[4].mem, CANARY_BYTES} : none, &o->t,
-                            (ropeqk_mem){g[2].mem, CANARY_BYTES}, 0, NULL, NULL);
+        ropeqk_opencl_mem none = {NULL, 0};
+        st = ropeqk_opencl_enqueue(ctx, NULL, &c->p, &q->t, (ropeqk_opencl_mem){g[0].mem, CANARY_BYTES}, &k->t,
+                            (ropeqk_opencl_mem){g[1].mem, CANARY_BYTES}, qp ? (ropeqk_opencl_mem){g[3].mem, CANARY_BYTES} : none,
+                            kp ? (ropeqk_opencl_mem){g[4].mem, CANARY_BYTES} : none, &o->t,
+                            (ropeqk_opencl_mem){g[2].mem, CANARY_BYTES}, 0, NULL, NULL);
     }
     *guards_ok = true;
     const void *expect[5] = {q->data, k->data, NULL, qp, kp};

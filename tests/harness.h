@@ -2,7 +2,7 @@
 #ifndef ROPEQK_TEST_HARNESS_H
 #define ROPEQK_TEST_HARNESS_H
 
-#include "ropeqk.h"
+#include "ropeqk_opencl.h"
 #include <stdbool.h>
 
 /* splitmix64: small, seedable, the same on every platform */
@@ -33,7 +33,7 @@ typedef struct {
     ropeqk_dtype dtype;
     th_layout in_layout, out_layout;
     bool per_token_pos;   /* random int32 positions instead of offsets */
-    bool enqueue;         /* device buffers with NaN canaries through ropeqk_enqueue, not ropeqk_scores */
+    bool enqueue;         /* device buffers with NaN canaries through ropeqk_opencl_enqueue, not ropeqk_scores */
     int64_t pos_max;      /* per-token positions drawn from [0, pos_max] */
 } th_case;
 

@@ -162,13 +162,16 @@ Test(config, build_failure_message_names_device_driver_and_log)
     ropeqk_ctx *x = make(NULL);
     cr_assert_eq(ropeqk_ctx_warmup(x), ROPEQK_ERR_BUILD);
     char name[256] = "", driver[128] = "";
-    clGetDeviceInfo(ropeqk_ctx_cl_device(x), CL_DEVICE_NAME, sizeof name - 1, name, NULL);
-    clGetDeviceInfo(ropeqk_ctx_cl_device(x), CL_DRIVER_VERSION, sizeof driver - 1, driver, NULL);
+    clGetDeviceInfo(ropeqk_opencl_device(x), CL_DEVICE_NAME, sizeof name - 1, name, NULL);
+    clGetDeviceInfo(ropeqk_opencl_device(x), CL_DRIVER_VERSION, sizeof driver - 1, driver, NULL);
     const char *m = ropeqk_last_error();
     cr_expect(strstr(m, name) != NULL, "message does not name the device '%s': %s", name, m);
     cr_expect(strstr(m, driver) != NULL, "message does not name the driver '%s': %s", driver, m);
     cr_expect(strstr(m, "log:") != NULL, "message quotes no log: %s", m);
-    const char *log = ropeqk_ctx_build_log(x);
-    cr_expect(strlen(log) > 0, "full log is empty");
+    size_t n = ropeqk_ctx_build_log(x, NULL, 0);
+    cr_expect(n > 0, "full log is empty");
+    char small[8];
+    cr_expect_eq(ropeqk_ctx_build_log(x, small, sizeof small), n, "the full length whatever the buffer");
+    cr_expect_eq(strlen(small), sizeof small - 1, "truncated and NUL-terminated");
     ropeqk_ctx_destroy(x);
 }

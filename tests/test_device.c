@@ -145,7 +145,7 @@ static void make_dev(dev_setup *s, cl_context cx, const float *qd, const float *
     s->bo = clCreateBuffer(cx, CL_MEM_READ_WRITE, 4096, NULL, &err);
     s->bqp = clCreateBuffer(cx, CL_MEM_READ_WRITE, 64, NULL, &err);
     s->bkp = clCreateBuffer(cx, CL_MEM_READ_WRITE, 64, NULL, &err);
-    cl_command_queue qu = ropeqk_ctx_cl_queue(ctx);
+    cl_command_queue qu = ropeqk_opencl_queue(ctx);
     float fill = -7.0f;
     clEnqueueFillBuffer(qu, s->bo, &fill, sizeof fill, 0, 4096, 0, NULL, NULL);
     clEnqueueWriteBuffer(qu, s->bq, CL_TRUE, s->qoff, 80 * 4, qd, 0, NULL, NULL);
@@ -168,21 +168,21 @@ Test(device, enqueue_with_offsets_positions_and_events)
     for (int i = 0; i < 80; i++) qd[i] = (float)th_uniform(&rng);
     for (int i = 0; i < 48; i++) kd[i] = (float)th_uniform(&rng);
     dev_setup s;
-    make_dev(&s, ropeqk_ctx_cl_context(ctx), qd, kd, qp, kp);
+    make_dev(&s, ropeqk_opencl_context(ctx), qd, kd, qp, kp);
     ropeqk_params p;
     ropeqk_default_params(&p);
     p.causal = 1;
     p.layout = ROPEQK_HALF_SPLIT;
     cl_int err;
-    cl_event gate = clCreateUserEvent(ropeqk_ctx_cl_context(ctx), &err), done = NULL;
-    ropeqk_status st = ropeqk_enqueue(ctx, NULL, &p, &s.q, (ropeqk_mem){s.bq, s.qoff}, &s.k, (ropeqk_mem){s.bk, s.koff},
-                                      (ropeqk_mem){s.bqp, 8}, (ropeqk_mem){s.bkp, 4}, &s.o,
-                                      (ropeqk_mem){s.bo, s.ooff}, 1, &gate, &done);
+    cl_event gate = clCreateUserEvent(ropeqk_opencl_context(ctx), &err), done = NULL;
+    ropeqk_status st = ropeqk_opencl_enqueue(ctx, NULL, &p, &s.q, (ropeqk_opencl_mem){s.bq, s.qoff}, &s.k, (ropeqk_opencl_mem){s.bk, s.koff},
+                                      (ropeqk_opencl_mem){s.bqp, 8}, (ropeqk_opencl_mem){s.bkp, 4}, &s.o,
+                                      (ropeqk_opencl_mem){s.bo, s.ooff}, 1, &gate, &done);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s", ropeqk_status_string(st));
     cr_assert_not_null(done);
     clSetUserEventStatus(gate, CL_COMPLETE);
     float out[1024];
-    clEnqueueReadBuffer(ropeqk_ctx_cl_queue(ctx), s.bo, CL_TRUE, 0, 4096, out, 1, &done, NULL);
+    clEnqueueReadBuffer(ropeqk_opencl_queue(ctx), s.bo, CL_TRUE, 0, 4096, out, 1, &done, NULL);
     double ref[60];
     ropeqk_tensor o64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, 2, 5, 6);
     cr_assert_eq(ropeqk_scores_ref(&p, &s.q, qd, &s.k, kd, qp, kp, &o64, ref), ROPEQK_SUCCESS);
@@ -203,15 +203,15 @@ Test(device, borrowed_context_and_queue_survive_destroy)
 {
     cl_platform_id pl;
     cl_device_id dev;
-    cr_assert_eq(ropeqk_select_device(NULL, &pl, &dev, NULL, 0), ROPEQK_SUCCESS);
+    cr_assert_eq(ropeqk_opencl_select_device(NULL, &pl, &dev, NULL, 0), ROPEQK_SUCCESS);
     cl_int err;
     cl_context cx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     cr_assert_eq(err, CL_SUCCESS);
     cl_command_queue qu = clCreateCommandQueue(cx, dev, 0, &err);
-    ropeqk_ctx_params cp = {.context = cx, .queue = qu};
+    ropeqk_opencl_ctx_params cp = {.context = cx, .queue = qu};
     ropeqk_ctx *b = NULL;
-    cr_assert_eq(ropeqk_ctx_create(&cp, &b), ROPEQK_SUCCESS);
-    cr_expect_eq(ropeqk_ctx_cl_context(b), cx);
+    cr_assert_eq(ropeqk_opencl_ctx_create(&cp, &b), ROPEQK_SUCCESS);
+    cr_expect_eq(ropeqk_opencl_context(b), cx);
     th_case c = base_case();
     th_result r = th_run(b, &c, 12);
     cr_expect_eq(r.status, 0);
@@ -225,8 +225,8 @@ Test(device, borrowed_context_and_queue_survive_destroy)
     clReleaseCommandQueue(qu);
     clReleaseContext(cx);
     /* half a borrow is an error */
-    ropeqk_ctx_params half = {.context = cx};
-    cr_expect_eq(ropeqk_ctx_create(&half, &b), ROPEQK_ERR_NULL_POINTER);
+    ropeqk_opencl_ctx_params half = {.context = cx};
+    cr_expect_eq(ropeqk_opencl_ctx_create(&half, &b), ROPEQK_ERR_NULL_POINTER);
     cr_expect_null(b);
 }
 
@@ -235,14 +235,14 @@ Test(device, device_spec_selection)
     cl_platform_id pl;
     cl_device_id d0, d1;
     char why[128];
-    cr_assert_eq(ropeqk_select_device("0:0", &pl, &d0, why, sizeof why), ROPEQK_SUCCESS);
+    cr_assert_eq(ropeqk_opencl_select_device("0:0", &pl, &d0, why, sizeof why), ROPEQK_SUCCESS);
     cr_expect(strstr(why, "0:0") != NULL, "%s", why);
     char name[256];
     clGetDeviceInfo(d0, CL_DEVICE_NAME, sizeof name, name, NULL);
     name[3] = '\0';
-    cr_expect_eq(ropeqk_select_device(name, &pl, &d1, NULL, 0), ROPEQK_SUCCESS);
-    cr_expect_eq(ropeqk_select_device("99:0", &pl, &d1, NULL, 0), ROPEQK_ERR_NO_DEVICE);
-    cr_expect_eq(ropeqk_select_device("no such device name", &pl, &d1, NULL, 0), ROPEQK_ERR_NO_DEVICE);
+    cr_expect_eq(ropeqk_opencl_select_device(name, &pl, &d1, NULL, 0), ROPEQK_SUCCESS);
+    cr_expect_eq(ropeqk_opencl_select_device("99:0", &pl, &d1, NULL, 0), ROPEQK_ERR_NO_DEVICE);
+    cr_expect_eq(ropeqk_opencl_select_device("no such device name", &pl, &d1, NULL, 0), ROPEQK_ERR_NO_DEVICE);
     setenv("ROPEQK_DEVICE", "42:42", 1);
     ropeqk_ctx *x = NULL;
     cr_expect_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_ERR_NO_DEVICE);
@@ -255,8 +255,10 @@ Test(device, build_failure_returns_status_and_log)
     ropeqk_ctx *x = NULL;
     cr_assert_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_SUCCESS);
     cr_expect_eq(ropeqk_ctx_warmup(x), ROPEQK_ERR_BUILD);
-    cr_expect_eq(ropeqk_ctx_last_cl_error(x), CL_BUILD_PROGRAM_FAILURE);
-    cr_expect(strlen(ropeqk_ctx_build_log(x)) > 0, "build log is empty");
+    const char *backend = NULL;
+    cr_expect_eq(ropeqk_ctx_backend_error(x, &backend), CL_BUILD_PROGRAM_FAILURE);
+    cr_expect_str_eq(backend, "OpenCL");
+    cr_expect(ropeqk_ctx_build_log(x, NULL, 0) > 0, "build log is empty");
     th_case c = base_case();
     th_result r = th_run(x, &c, 13);
     cr_expect_eq(r.status, ROPEQK_ERR_BUILD);

@@ -29,7 +29,7 @@ static void make_problems(void)
     static const struct { int Hq, Hkv, Sq, Sk, D, lay, causal, f16; } shapes[N_PROBLEMS] = {
         {4, 2, 7, 33, 64, 0, 1, 0}, {8, 1, 1, 127, 128, 1, 1, 0}, {2, 2, 33, 7, 8, 0, 0, 1},
         {4, 4, 16, 16, 80, 1, 0, 0}, {8, 2, 5, 64, 96, 1, 1, 1}, {1, 1, 1, 1, 2, 0, 0, 0}};
-    cl_context cx = ropeqk_ctx_cl_context(ctx);
+    cl_context cx = ropeqk_opencl_context(ctx);
     for (int i = 0; i < N_PROBLEMS; i++) {
         problem *pr = &probs[i];
         ropeqk_default_params(&pr->p);
@@ -79,16 +79,16 @@ static void *work(void *arg)
 {
     worker *w = arg;
     cl_int err;
-    cl_command_queue qu = clCreateCommandQueue(ropeqk_ctx_cl_context(ctx), ropeqk_ctx_cl_device(ctx), 0, &err);
-    cl_mem out = clCreateBuffer(ropeqk_ctx_cl_context(ctx), CL_MEM_READ_WRITE, 1 << 20, NULL, &err);
+    cl_command_queue qu = clCreateCommandQueue(ropeqk_opencl_context(ctx), ropeqk_opencl_device(ctx), 0, &err);
+    cl_mem out = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE, 1 << 20, NULL, &err);
     float *host = malloc(1 << 20);
     pthread_barrier_wait(w->start);
     for (int i = 0; i < w->calls && qu && out && host; i++) {
         problem *pr = &probs[(w->tid * 7 + i) % N_PROBLEMS];
-        ropeqk_mem none = {NULL, 0};
+        ropeqk_opencl_mem none = {NULL, 0};
         cl_event ev = NULL;
-        ropeqk_status st = ropeqk_enqueue(ctx, qu, &pr->p, &pr->q, (ropeqk_mem){pr->bq, 0}, &pr->k,
-                                          (ropeqk_mem){pr->bk, 0}, none, none, &pr->o, (ropeqk_mem){out, 0}, 0, NULL, &ev);
+        ropeqk_status st = ropeqk_opencl_enqueue(ctx, qu, &pr->p, &pr->q, (ropeqk_opencl_mem){pr->bq, 0}, &pr->k,
+                                          (ropeqk_opencl_mem){pr->bk, 0}, none, none, &pr->o, (ropeqk_opencl_mem){out, 0}, 0, NULL, &ev);
         if (!st)
             st = (ropeqk_status)clEnqueueReadBuffer(qu, out, CL_TRUE, 0, pr->out_bytes, host, 1, &ev, NULL);
         if (ev)
@@ -153,8 +153,8 @@ Test(threads, concurrent_first_builds)
     ropeqk_ctx *built = ctx;
     /* a second library context on the same OpenCL context: its program cache is empty, so 8
      * threads race to build the program */
-    ropeqk_ctx_params cp = {.context = ropeqk_ctx_cl_context(built), .queue = ropeqk_ctx_cl_queue(built)};
-    cr_assert_eq(ropeqk_ctx_create(&cp, &ctx), 0);
+    ropeqk_opencl_ctx_params cp = {.context = ropeqk_opencl_context(built), .queue = ropeqk_opencl_queue(built)};
+    cr_assert_eq(ropeqk_opencl_ctx_create(&cp, &ctx), 0);
     ropeqk_ctx *fresh = ctx;
     run_threads(8, 3);
     ctx = built;

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ropeqk.h"
+#include "ropeqk_opencl.h"
 
 /* ---- exit codes ----------------------------------------------------------------------------- */
 enum {

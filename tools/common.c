@@ -22,11 +22,17 @@ void cli_err(const char *fmt, ...)
 void cli_lib_err(const char *what, int status, const ropeqk_ctx *ctx)
 {
     cli_err("%s: %s (status %d)", what, ropeqk_status_string(status), status);
-    if ((status == ROPEQK_ERR_BUILD || status == ROPEQK_ERR_BAD_CONFIG) && *ropeqk_last_error())
+    /* what the status alone cannot say: the variable, the device and driver, the backend's code */
+    if ((status == ROPEQK_ERR_BUILD || status == ROPEQK_ERR_BAD_CONFIG || status == ROPEQK_ERR_BACKEND) &&
+        *ropeqk_last_error())
         fprintf(stderr, "ropeqk: %s\n", ropeqk_last_error());
     if (status == ROPEQK_ERR_BUILD && ctx) {
-        const char *log = ropeqk_ctx_build_log(ctx);
-        fprintf(stderr, "--- OpenCL build log ---\n%s\n--- end of build log ---\n", *log ? log : "(empty)");
+        size_t n = ropeqk_ctx_build_log(ctx, NULL, 0);
+        char *log = malloc(n + 1);
+        if (log)
+            ropeqk_ctx_build_log(ctx, log, n + 1);
+        fprintf(stderr, "--- OpenCL build log ---\n%s\n--- end of build log ---\n", log && *log ? log : "(empty)");
+        free(log);
     }
 }
 

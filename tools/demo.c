@@ -18,13 +18,13 @@ typedef struct {
     int64_t tokens, runs, seed;
 } demo_args;
 
-/* Median wall time of `runs` device-resident calls (ropeqk_enqueue, no host transfers). */
+/* Median wall time of `runs` device-resident calls (ropeqk_opencl_enqueue, no host transfers). */
 static ropeqk_status time_resident(cli_device *dev, const ropeqk_params *p, const ropeqk_tensor *qt, const float *q,
                                    const ropeqk_tensor *kt, const float *k, const ropeqk_tensor *ot, int64_t runs,
                                    double *median)
 {
-    cl_context cx = ropeqk_ctx_cl_context(dev->ctx);
-    cl_command_queue qu = ropeqk_ctx_cl_queue(dev->ctx);
+    cl_context cx = ropeqk_opencl_context(dev->ctx);
+    cl_command_queue qu = ropeqk_opencl_queue(dev->ctx);
     size_t qb = ropeqk_tensor_extent(qt), kb = ropeqk_tensor_extent(kt), ob = ropeqk_tensor_extent(ot);
     cl_int e1 = CL_SUCCESS, e2 = CL_SUCCESS, e3 = CL_SUCCESS;
     cl_mem qm = clCreateBuffer(cx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, qb, (void *)q, &e1);
@@ -34,12 +34,12 @@ static ropeqk_status time_resident(cli_device *dev, const ropeqk_params *p, cons
     ropeqk_status st = e1 ? (ropeqk_status)e1 : e2 ? (ropeqk_status)e2 : e3 ? (ropeqk_status)e3 : ROPEQK_SUCCESS;
     if (!t && st == ROPEQK_SUCCESS)
         st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    ropeqk_mem none = {NULL, 0};
+    ropeqk_opencl_mem none = {NULL, 0};
     for (int64_t r = 0; r < runs && st == ROPEQK_SUCCESS; r++) {
         cl_event ev = NULL;
         double t0 = cli_now();
-        st = ropeqk_enqueue(dev->ctx, NULL, p, qt, (ropeqk_mem){qm, 0}, kt, (ropeqk_mem){km, 0}, none, none, ot,
-                            (ropeqk_mem){om, 0}, 0, NULL, &ev);
+        st = ropeqk_opencl_enqueue(dev->ctx, NULL, p, qt, (ropeqk_opencl_mem){qm, 0}, kt, (ropeqk_opencl_mem){km, 0}, none, none, ot,
+                            (ropeqk_opencl_mem){om, 0}, 0, NULL, &ev);
         if (st == ROPEQK_SUCCESS) {
             cl_int err = clWaitForEvents(1, &ev);
             clReleaseEvent(ev);
@@ -248,7 +248,7 @@ int cmd_demo(int argc, char **argv)
     printf("warm call   : %.1f ms median of %" PRId64 " (host in/out included), %.1f GFLOP/s\n", 1e3 * t_warm, a.runs,
            flop / t_warm * 1e-9);
     if (!dev.ref)
-        printf("on device   : %.1f ms median of %" PRId64 " (data resident, ropeqk_enqueue), %.1f GFLOP/s\n",
+        printf("on device   : %.1f ms median of %" PRId64 " (data resident, ropeqk_opencl_enqueue), %.1f GFLOP/s\n",
                1e3 * t_res, a.runs, flop / t_res * 1e-9);
     printf("              (GFLOP/s = 2*B*Hq*Sq*Sk*D / time, masked half included)\n");
     fflush(stdout);

@@ -160,7 +160,7 @@ int cmd_devices(int argc, char **argv)
     cl_platform_id defp = NULL;
     cl_device_id defd = NULL;
     char why[256] = "";
-    ropeqk_status st = ropeqk_select_device(NULL, &defp, &defd, why, sizeof why);
+    ropeqk_status st = ropeqk_opencl_select_device(NULL, &defp, &defd, why, sizeof why);
     unsigned total = 0, failed = 0;
     for (cl_uint p = 0; p < np; p++) {
         char name[256], vendor[256], version[256];
@@ -237,7 +237,7 @@ int cli_device_open(const char *cmd, const char *spec, bool allow_ref, cli_devic
     }
     cl_platform_id plat = NULL;
     cl_device_id d = NULL;
-    ropeqk_status st = ropeqk_select_device(spec, &plat, &d, dev->why, sizeof dev->why);
+    ropeqk_status st = ropeqk_opencl_select_device(spec, &plat, &d, dev->why, sizeof dev->why);
     if (st != ROPEQK_SUCCESS) {
         if (spec)
             cli_err("%s: %s '%s': %s; see `ropeqk devices`", cmd, source, spec, ropeqk_status_string(st));
@@ -257,9 +257,9 @@ int cli_device_open(const char *cmd, const char *spec, bool allow_ref, cli_devic
     }
     char name[256], pname[256];
     int pi, di;
-    dev_str(ropeqk_ctx_cl_device(dev->ctx), CL_DEVICE_NAME, name, sizeof name);
+    dev_str(ropeqk_opencl_device(dev->ctx), CL_DEVICE_NAME, name, sizeof name);
     plat_str(plat, CL_PLATFORM_NAME, pname, sizeof pname);
-    device_index(ropeqk_ctx_cl_device(dev->ctx), &pi, &di);
+    device_index(ropeqk_opencl_device(dev->ctx), &pi, &di);
     snprintf(dev->name, sizeof dev->name, "%d:%d %s (%s)", pi, di, name, pname);
     return CLI_OK;
 }

@@ -71,7 +71,13 @@ int cli_device_diag(int p, int d, const char *dump_dir, bool build)
             printf("         build: OK\n");
         } else {
             printf("         build: FAILED: %s (status %d)\n", ropeqk_status_string(st), st);
-            print_head(st == ROPEQK_ERR_BUILD ? ropeqk_ctx_build_log(ctx) : ropeqk_last_error(), 8);
+            if (st == ROPEQK_ERR_BUILD) {
+                char log[2048];
+                ropeqk_ctx_build_log(ctx, log, sizeof log);
+                print_head(log, 8);
+            } else {
+                print_head(ropeqk_last_error(), 8);
+            }
             rc = -1;
         }
     }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli_util.h"
-#include "ropeqk.h"
+#include "ropeqk_opencl.h"
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})

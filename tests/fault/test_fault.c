@@ -46,7 +46,7 @@ typedef struct {
 
 static void make_bufs(ropeqk_ctx *ctx, const problem *pr, bufs *b)
 {
-    cl_context cx = ropeqk_ctx_cl_context(ctx);
+    cl_context cx = ropeqk_opencl_context(ctx);
     cl_int e;
     b->q = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->qd, (void *)pr->qd, &e);
     b->k = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->kd, (void *)pr->kd, &e);
@@ -60,28 +60,58 @@ static void free_bufs(bufs *b)
     clReleaseMemObject(b->q); clReleaseMemObject(b->k); clReleaseMemObject(b->kp); clReleaseMemObject(b->o);
 }
 
-/* The representative run: scalar path, host convenience call (first one builds), enqueue call. */
-static void run_all(ropeqk_ctx *ctx, problem *pr, const bufs *b, ropeqk_status st[3])
+/* A decode plan (keys and offsets per enqueue) made, enqueued twice and destroyed: the output ends
+ * as the one-shot enqueue writes it (all SK keys). The first failing status, or success. */
+static ropeqk_status plan_steps(ropeqk_ctx *ctx, problem *pr, const bufs *b)
+{
+    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = pr->p, .q = pr->q, .k = pr->k, .out = pr->o,
+                          .positions = ROPEQK_POS_ARRAYS, .max_keys = SK};
+    ropeqk_plan *pl = NULL;
+    ropeqk_status st = ropeqk_plan_create(ctx, &d, &pl);
+    ropeqk_opencl_args a = {.q = {b->q, 0}, .k = {b->k, 0}, .k_pos = {b->kp, 0}, .out = {b->o, 0}};
+    for (int64_t n = SK - 5; n <= SK && !st; n += 5) {
+        ropeqk_step s = {.n_keys = n, .q_pos_offset = pr->p.q_pos_offset, .k_pos_offset = 0};
+        cl_event ev = NULL;
+        st = ropeqk_opencl_plan_enqueue(pl, NULL, &a, &s, 0, NULL, &ev);
+        if (ev) {
+            clWaitForEvents(1, &ev);
+            clReleaseEvent(ev);
+        }
+    }
+    ropeqk_plan_destroy(pl);
+    return st;
+}
+
+/* The representative run: scalar path, host convenience call (first one builds), one-shot enqueue
+ * call, decode plan. */
+static void run_all(ropeqk_ctx *ctx, problem *pr, const bufs *b, ropeqk_status st[4])
 {
     st[0] = ropeqk_scores_ref(&pr->p, &pr->q, pr->qd, &pr->k, pr->kd, NULL, NULL, &pr->o64, pr->ref);
     st[1] = ropeqk_scores(ctx, &pr->p, &pr->q, pr->qd, &pr->k, pr->kd, NULL, pr->kpos, &pr->o, pr->dev);
     cl_event ev = NULL;
-    st[2] = ropeqk_enqueue(ctx, NULL, &pr->p, &pr->q, (ropeqk_mem){b->q, 0}, &pr->k, (ropeqk_mem){b->k, 0},
-                           (ropeqk_mem){NULL, 0}, (ropeqk_mem){b->kp, 0}, &pr->o, (ropeqk_mem){b->o, 0}, 0, NULL, &ev);
+    st[2] = ropeqk_opencl_enqueue(ctx, NULL, &pr->p, &pr->q, (ropeqk_opencl_mem){b->q, 0}, &pr->k, (ropeqk_opencl_mem){b->k, 0},
+                           (ropeqk_opencl_mem){NULL, 0}, (ropeqk_opencl_mem){b->kp, 0}, &pr->o, (ropeqk_opencl_mem){b->o, 0}, 0, NULL, &ev);
     if (ev) {
         clWaitForEvents(1, &ev);
         clReleaseEvent(ev);
+    }
+    st[3] = plan_steps(ctx, pr, b);
+}
+
+/* What the shim injects, as the backend code the context must keep (0: not a backend call). */
+static cl_int injected_code(fault_fn f)
+{
+    switch (f) {
+    case F_CREATE_BUFFER: return CL_MEM_OBJECT_ALLOCATION_FAILURE;
+    case F_BUILD_PROGRAM: return CL_OUT_OF_HOST_MEMORY;
+    case F_MALLOC: return 0;
+    default: return CL_OUT_OF_RESOURCES;
     }
 }
 
 static ropeqk_status expected_status(fault_fn f)
 {
-    switch (f) {
-    case F_CREATE_BUFFER: return (ropeqk_status)CL_MEM_OBJECT_ALLOCATION_FAILURE;
-    case F_BUILD_PROGRAM: return (ropeqk_status)CL_OUT_OF_HOST_MEMORY;
-    case F_MALLOC: return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    default: return (ropeqk_status)CL_OUT_OF_RESOURCES;
-    }
+    return f == F_MALLOC ? ROPEQK_ERR_OUT_OF_HOST_MEMORY : ROPEQK_ERR_BACKEND;
 }
 
 static void sweep(fault_fn f)
@@ -93,7 +123,7 @@ static void sweep(fault_fn f)
     ropeqk_ctx_destroy(probe);
     static problem base, pr;
     make(&base);
-    ropeqk_status st[3];
+    ropeqk_status st[4];
 
     /* count the calls a representative run makes, on a fresh context (so the build is in it) */
     ropeqk_ctx *ctx = NULL;
@@ -104,8 +134,8 @@ static void sweep(fault_fn f)
     run_all(ctx, &base, &b, st);
     fault_disarm();
     long n_calls = fault_calls(f);
-    cr_assert(st[0] == 0 && st[1] == 0 && st[2] == 0, "baseline run failed");
-    clEnqueueReadBuffer(ropeqk_ctx_cl_queue(ctx), b.o, CL_TRUE, 0, sizeof base.enq, base.enq, 0, NULL, NULL);
+    cr_assert(st[0] == 0 && st[1] == 0 && st[2] == 0 && st[3] == 0, "baseline run failed");
+    clEnqueueReadBuffer(ropeqk_opencl_queue(ctx), b.o, CL_TRUE, 0, sizeof base.enq, base.enq, 0, NULL, NULL);
     free_bufs(&b);
     ropeqk_ctx_destroy(ctx);
     /* the library's own run reaches every entry point but the write path of the host call */
@@ -120,7 +150,7 @@ static void sweep(fault_fn f)
         fault_disarm();
         cr_expect(fault_fired(), "%s #%ld: fault not reached", fault_names[f], n);
         int failed = 0;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             if (st[i] != ROPEQK_SUCCESS) {
                 failed++;
                 cr_expect_eq(st[i], expected_status(f), "%s #%ld: step %d returned %d (%s)", fault_names[f], n, i,
@@ -128,15 +158,15 @@ static void sweep(fault_fn f)
             }
         }
         cr_expect_eq(failed, 1, "%s #%ld: %d steps failed, expected exactly one", fault_names[f], n, failed);
-        if (f != F_MALLOC && f != F_BUILD_PROGRAM && st[1] && st[1] != ROPEQK_ERR_BUILD)
-            cr_expect_eq(ropeqk_ctx_last_cl_error(ctx), (cl_int)expected_status(f), "%s #%ld: last cl error",
+        if (f != F_MALLOC && failed)
+            cr_expect_eq(ropeqk_ctx_backend_error(ctx, NULL), injected_code(f), "%s #%ld: backend error",
                          fault_names[f], n);
         /* the same context works afterwards, with the same bits */
         memset(pr.dev, 0, sizeof pr.dev);
         run_all(ctx, &pr, &b, st);
-        cr_expect(st[0] == 0 && st[1] == 0 && st[2] == 0, "%s #%ld: recovery run failed (%d %d %d)", fault_names[f],
-                  n, st[0], st[1], st[2]);
-        clEnqueueReadBuffer(ropeqk_ctx_cl_queue(ctx), b.o, CL_TRUE, 0, sizeof pr.enq, pr.enq, 0, NULL, NULL);
+        cr_expect(st[0] == 0 && st[1] == 0 && st[2] == 0 && st[3] == 0, "%s #%ld: recovery run failed (%d %d %d %d)",
+                  fault_names[f], n, st[0], st[1], st[2], st[3]);
+        clEnqueueReadBuffer(ropeqk_opencl_queue(ctx), b.o, CL_TRUE, 0, sizeof pr.enq, pr.enq, 0, NULL, NULL);
         cr_expect(memcmp(pr.dev, base.dev, sizeof pr.dev) == 0, "%s #%ld: host-call result differs", fault_names[f], n);
         cr_expect(memcmp(pr.enq, base.enq, sizeof pr.enq) == 0, "%s #%ld: enqueue result differs", fault_names[f], n);
         cr_expect(memcmp(pr.ref, base.ref, sizeof pr.ref) == 0, "%s #%ld: scalar result differs", fault_names[f], n);

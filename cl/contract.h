@@ -1,0 +1,80 @@
+/* The host-kernel contract: included by the OpenCL C program (cl/program.cl) and by the C host
+ * (src/), so that every constant, argument position and argument struct exists once.
+ *
+ * Kernel arguments: the buffers, by position (the RQ_*_ARGS lists give position and name; tests
+ * compare the names with the compiled kernels' argument info), then one struct of scalars passed by
+ * value. Struct fields are ordered 8-byte, then 4-byte, so both compilers lay them out without
+ * padding; the sizes are checked at compile time on both sides (RQ_STATIC_ASSERT). */
+#ifndef ROPEQK_CONTRACT_H
+#define ROPEQK_CONTRACT_H
+
+#if defined(__OPENCL_VERSION__) || defined(__OPENCL_C_VERSION__)
+typedef long rq_i64;
+typedef int rq_i32;
+typedef float rq_f32;
+/* OpenCL C 1.2 has no _Static_assert: a negative array size stops the build instead */
+#define RQ_STATIC_ASSERT(cond, name) typedef char rq_static_assert_##name[(cond) ? 1 : -1]
+#else /* the host: <stdint.h> is included before this header (no #include <...> here: the program
+       * text is assembled from "" includes only) */
+typedef int64_t rq_i64;
+typedef int32_t rq_i32;
+typedef float rq_f32;
+#define RQ_STATIC_ASSERT(cond, name) _Static_assert(cond, #name)
+#endif
+
+/* ---- constants ------------------------------------------------------------------------------ */
+#define RQ_RV 16     /* rope_rotate_*: rows per work-item (one float16 across rows) */
+#define RQ_DM 8      /* qk_decode_*: query rows per KV head (2 keys x 8 rows = one 16-lane sum tree) */
+#define RQ_DMAXD 256 /* qk_decode_*: largest head dim, and Qr's row stride on the decode path */
+#define RQ_DCHUNK 16 /* qk_decode_*: D and R/2 are processed in chunks of this many lanes */
+
+/* ---- argument positions ------------------------------------------------------------------------
+ * X(kernel, ID, name): RQ_<kernel>_<ID> is the position of argument `name`. */
+#define RQ_ARG_ENUM(kern, id, name) RQ_##kern##_##id,
+
+#define RQ_ROTATE_ARGS(X) X(ROT, SRC, src) X(ROT, POS, pos) X(ROT, FREQ, vfreq) X(ROT, DST, dst) X(ROT, A, a)
+#define RQ_SCORES_ARGS(X)                                                                          \
+    X(SC, QR, qr) X(SC, KT, kt) X(SC, QPOS, qpos) X(SC, KPOS, kpos) X(SC, OUT, out) X(SC, A, a)
+#define RQ_DECODE_ARGS(X)                                                                          \
+    X(DEC, K, k) X(DEC, KPOS, kpos) X(DEC, FREQ, vfreq) X(DEC, CTAB, ctab) X(DEC, QR, qr)          \
+    X(DEC, QPOS, qpos) X(DEC, OUT, out) X(DEC, A, a)
+
+enum { RQ_ROTATE_ARGS(RQ_ARG_ENUM) RQ_ROT_NARGS };
+enum { RQ_SCORES_ARGS(RQ_ARG_ENUM) RQ_SC_NARGS };
+enum { RQ_DECODE_ARGS(RQ_ARG_ENUM) RQ_DEC_NARGS };
+
+/* ---- scalar argument structs ------------------------------------------------------------------ */
+
+/* rope_rotate_*: rotates rows of Q or K (src view: byte offset and strides) into f32 scratch (dst,
+ * element strides per head, row and dim). */
+typedef struct {
+    rq_i64 src_off, nb0, nb1, nb2, nb3; /* bytes */
+    rq_i64 pos_off;                     /* elements into pos */
+    rq_i64 d_bh, d_row, d_dim;          /* elements */
+    rq_i32 H, BH, S, D, R, layout, use_pos, pos_base;
+    rq_f32 rot_mul; /* attention factor on cos and sin */
+    rq_f32 out_mul; /* score scale for Q, 1 for K */
+} rq_rotate_args;
+RQ_STATIC_ASSERT(sizeof(rq_rotate_args) == 9 * 8 + 8 * 4 + 2 * 4, rotate_args_size);
+
+/* qk_scores: S = Qr . Kt with the masks, into the output view (byte offset and strides). */
+typedef struct {
+    rq_i64 qpos_off, kpos_off;             /* elements */
+    rq_i64 out_off, onb0, onb1, onb2, onb3; /* bytes */
+    rq_i64 window;
+    rq_i32 M, Sq, Sk, ldk, D, G, Hkv, use_qpos, q_base, use_kpos, k_base, causal;
+} rq_scores_args;
+RQ_STATIC_ASSERT(sizeof(rq_scores_args) == 8 * 8 + 12 * 4, scores_args_size);
+
+/* qk_decode_*: one pass over K (caller's view) for few query rows per KV head. */
+typedef struct {
+    rq_i64 k_off, knb0, knb1, knb2;         /* bytes */
+    rq_i64 kpos_off, qpos_off;              /* elements */
+    rq_i64 window;
+    rq_i64 out_off, onb0, onb1, onb2, onb3; /* bytes */
+    rq_i32 Hkv, Sk, D, R, layout, use_kpos, k_base, M, Sq, G, use_qpos, q_base, causal;
+    rq_f32 rot_mul;
+} rq_decode_args;
+RQ_STATIC_ASSERT(sizeof(rq_decode_args) == 12 * 8 + 13 * 4 + 4, decode_args_size);
+
+#endif

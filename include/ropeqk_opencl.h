@@ -1,0 +1,85 @@
+/*
+ * ropeqk on OpenCL: contexts on the caller's OpenCL objects, plans run on cl_mem buffers with
+ * cl_event wait lists. Everything backend-neutral is in ropeqk.h (included here).
+ *
+ * Buffers are (cl_mem, byte offset) pairs. Q, K: f32, f16 or bf16; out: f32; positions: int32.
+ * Enqueues are asynchronous: they return once the kernels are enqueued on `queue` (NULL = the
+ * context's), after the `num_wait` events in `wait`; *event (if non-NULL) receives an event that
+ * completes when the output is written, which the caller releases.
+ */
+#ifndef ROPEQK_OPENCL_H
+#define ROPEQK_OPENCL_H
+
+#include "ropeqk.h"
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Borrowed objects (both required): the library retains them and never destroys them. */
+typedef struct {
+    cl_context context;
+    cl_command_queue queue; /* on a device of `context`: the context's device is the queue's */
+    ropeqk_tuning tuning;   /* zeroed = the profile's defaults */
+} ropeqk_opencl_ctx_params;
+
+ROPEQK_API ropeqk_status ropeqk_opencl_ctx_create(const ropeqk_opencl_ctx_params *params, ropeqk_ctx **out);
+
+/* Resolves a device spec as ropeqk_ctx_create() would ("P:D", a name substring, NULL/"" =
+ * $ROPEQK_DEVICE, else the first device). `why` (optional) receives a short reason. */
+ROPEQK_API ropeqk_status ropeqk_opencl_select_device(const char *spec, cl_platform_id *platform,
+                                                     cl_device_id *device, char *why, size_t why_len);
+
+/* The context's OpenCL objects (NULL for a NULL context). */
+ROPEQK_API cl_context ropeqk_opencl_context(const ropeqk_ctx *ctx);
+ROPEQK_API cl_command_queue ropeqk_opencl_queue(const ropeqk_ctx *ctx);
+ROPEQK_API cl_device_id ropeqk_opencl_device(const ropeqk_ctx *ctx);
+
+/* The name of an OpenCL error code ("CL_OUT_OF_RESOURCES"), or NULL for an unknown code. */
+ROPEQK_API const char *ropeqk_opencl_error_name(int32_t code);
+
+/* The OpenCL C program the library builds (the same text for every device; the build options make
+ * the variants). Static storage. For bug reports: `ropeqk devices --dump-program DIR`. */
+ROPEQK_API const char *ropeqk_opencl_program_source(size_t *len);
+
+typedef struct {
+    cl_mem buf;    /* NULL allowed only for positions (meaning: use the offsets) */
+    size_t offset; /* byte offset into buf */
+} ropeqk_opencl_mem;
+
+typedef struct {
+    ropeqk_opencl_mem q, k;
+    ropeqk_opencl_mem q_pos, k_pos; /* int32, Sq resp. Sk entries; {NULL, 0}: offsets */
+    ropeqk_opencl_mem out;
+} ropeqk_opencl_args;
+
+/*
+ * Enqueues a plan. `step` is NULL for fixed plans, required for decode plans. Checked before
+ * anything is enqueued: buffers present, aligned, large enough for their views, the output
+ * overlapping no input, positions only where the plan allows arrays. A request whose scratch
+ * exceeds the device's allocation limit is split into parts along the keys or query rows (joined
+ * by a marker event); a failure in a later part leaves earlier parts enqueued.
+ * ROPEQK_ERR_TOO_LARGE when even one key and one query row do not fit.
+ */
+ROPEQK_API ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *plan, cl_command_queue queue,
+                                                    const ropeqk_opencl_args *args, const ropeqk_step *step,
+                                                    cl_uint num_wait, const cl_event *wait, cl_event *event);
+
+/* One-shot convenience: a fixed plan created, enqueued once and destroyed. A loop should keep a
+ * plan instead (the bench's --host-cost shows the difference). */
+ROPEQK_API ropeqk_status ropeqk_opencl_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,
+                                               const ropeqk_tensor *q, ropeqk_opencl_mem q_mem,
+                                               const ropeqk_tensor *k, ropeqk_opencl_mem k_mem,
+                                               ropeqk_opencl_mem q_pos, ropeqk_opencl_mem k_pos,
+                                               const ropeqk_tensor *out, ropeqk_opencl_mem out_mem,
+                                               cl_uint num_wait, const cl_event *wait, cl_event *event);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ROPEQK_OPENCL_H */

@@ -1,0 +1,170 @@
+/* Plans: one operation on described tensors, validated once, with its frequencies, decode table and
+ * kernels made once (VkFFT/cuFFT style). Enqueueing (enqueue.c) then only checks buffers, takes
+ * scratch, sets arguments and enqueues. */
+#include "ctx.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* inv_freq / pi in fp64, split into three floats per frequency (see cl/angle.cl). */
+static void split_freqs(const rq_problem *pb, const double *inv, cl_float4 *v)
+{
+    for (int64_t i = 0; i < pb->R / 2; i++) {
+        double x = inv[i] / 3.14159265358979323846;
+        if (pb->conjugate)
+            x = -x; /* the inverse rotation is the rotation by -angle */
+        float hi = (float)x;
+        float mid = (float)(x - hi);
+        float lo = (float)(x - hi - mid);
+        v[i].s[0] = hi;
+        v[i].s[1] = mid;
+        v[i].s[2] = lo;
+        v[i].s[3] = 0.0f;
+    }
+}
+
+/* The decode path's rotation table R(t), t < dkb, from the fp64 frequencies, in qk_decode's lane form:
+ * [t][cos, sin][lane], lanes = R (interleaved: pair u on lanes 2u, 2u+1, sin negated on the even one)
+ * or R/2 (half-split). tab holds dkb * 2 * decode_lanes(pb) floats. */
+static size_t decode_lanes(const rq_problem *pb)
+{
+    return pb->layout == ROPEQK_INTERLEAVED ? (size_t)pb->R : (size_t)pb->R / 2;
+}
+
+static void decode_table(const rq_problem *pb, const double *inv, size_t dkb, float *tab)
+{
+    bool il = pb->layout == ROPEQK_INTERLEAVED;
+    size_t wt = decode_lanes(pb);
+    for (size_t t = 0; t < dkb; t++)
+        for (size_t l = 0; l < wt; l++) {
+            double a = (double)t * inv[il ? l / 2 : l] * (pb->conjugate ? -1.0 : 1.0);
+            tab[t * 2 * wt + l] = (float)cos(a);
+            tab[t * 2 * wt + wt + l] = (float)(sin(a) * (il && l % 2 == 0 ? -1.0 : 1.0));
+        }
+}
+
+static const char *rotate_kernel_name(ropeqk_dtype t)
+{
+    return t == ROPEQK_F16 ? "rope_rotate_f16" : t == ROPEQK_BF16 ? "rope_rotate_bf16" : "rope_rotate_f32";
+}
+
+static const char *decode_kernel_name(ropeqk_dtype t)
+{
+    return t == ROPEQK_F16 ? "qk_decode_f16" : t == ROPEQK_BF16 ? "qk_decode_bf16" : "qk_decode_f32";
+}
+
+/* The description's own checks, before the shared validation. */
+static ropeqk_status check_desc(const ropeqk_plan_desc *d)
+{
+    if (d->op != ROPEQK_OP_SCORES) {
+        rq_set_error("ropeqk_plan_create: unknown operation %d", (int)d->op);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (d->positions != ROPEQK_POS_OFFSETS && d->positions != ROPEQK_POS_ARRAYS) {
+        rq_set_error("ropeqk_plan_create: positions must be ROPEQK_POS_OFFSETS or ROPEQK_POS_ARRAYS");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (d->max_keys < 0) {
+        rq_set_error("ropeqk_plan_create: max_keys %lld < 0", (long long)d->max_keys);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (d->max_keys > 0 && (d->k.ne[2] != d->max_keys || d->out.ne[3] != d->max_keys)) {
+        rq_set_error("ropeqk_plan_create: a decode plan's k.ne[2] and out.ne[3] must equal max_keys");
+        return ROPEQK_ERR_BAD_SHAPE;
+    }
+    /* a decode plan fixes its frequencies: a length derived from per-call offsets cannot apply */
+    ropeqk_scaling_type st = d->params.scaling.type;
+    if (d->max_keys > 0 && (st == ROPEQK_SCALING_DYNAMIC || st == ROPEQK_SCALING_LONGROPE) &&
+        d->params.scaling.seq_len == 0) {
+        rq_set_error("ropeqk_plan_create: a decode plan with DYNAMIC or LONGROPE scaling needs scaling.seq_len");
+        return ROPEQK_ERR_BAD_SCALING;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, ropeqk_plan **out)
+{
+    if (!out)
+        return ROPEQK_ERR_NULL_POINTER;
+    *out = NULL;
+    if (!ctx || !desc)
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_status st = check_desc(desc);
+    rq_problem pb;
+    if (st || (st = rq_validate(&desc->params, &desc->q, &desc->k, &desc->out, false,
+                                desc->positions == ROPEQK_POS_ARRAYS, &pb)))
+        return st;
+    const rq_tuning *tn = &ctx->tune;
+    int64_t M = pb.G * pb.Sq;
+    /* the decode kernel's preconditions (cl/scores.cl) */
+    bool dec = M <= RQ_DM && pb.D % RQ_DCHUNK == 0 && pb.D <= RQ_DMAXD && pb.R % (2 * RQ_DCHUNK) == 0 && tn->decode;
+
+    ropeqk_plan *pl = calloc(1, sizeof *pl);
+    double *inv = malloc((size_t)(pb.R / 2) * sizeof *inv);
+    cl_float4 *v = malloc((size_t)(pb.R / 2) * sizeof *v);
+    size_t tab_n = dec ? (size_t)tn->dkb * 2 * decode_lanes(&pb) : 0;
+    float *tab = dec ? malloc(tab_n * sizeof *tab) : NULL;
+    cl_int err = CL_SUCCESS;
+    if (!pl || !inv || !v || (dec && !tab) || pthread_mutex_init(&pl->lock, NULL) != 0) {
+        st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        goto fail;
+    }
+    pl->lock_ok = true;
+    pl->ctx = ctx;
+    pl->q = desc->q;
+    pl->k = desc->k;
+    pl->out = desc->out;
+    pl->dynamic = desc->max_keys > 0;
+    pl->arrays = desc->positions == ROPEQK_POS_ARRAYS;
+    pl->dec = dec;
+    rq_inv_freq(&pb, inv);
+    pb.scaling = NULL; /* the caller's factor arrays are not needed past this point */
+    pl->pb = pb;
+    split_freqs(&pb, inv, v);
+    if (dec)
+        decode_table(&pb, inv, (size_t)tn->dkb, tab);
+    cl_program prog;
+    if ((st = rq_get_program(ctx, ctx->device, &prog)))
+        goto fail;
+    pl->vfreq = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)(pb.R / 2) * sizeof *v,
+                               v, &err);
+    if (!err && dec)
+        pl->ctab = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, tab_n * sizeof *tab, tab, &err);
+    if (!err)
+        pl->krq = clCreateKernel(prog, rotate_kernel_name(desc->q.dtype), &err);
+    if (!err && !dec)
+        pl->krk = clCreateKernel(prog, rotate_kernel_name(desc->k.dtype), &err);
+    if (!err)
+        pl->ks = clCreateKernel(prog, dec ? decode_kernel_name(desc->k.dtype) : "qk_scores", &err);
+    if (err) {
+        st = rq_cl_fail(ctx, err);
+        goto fail;
+    }
+    free(inv);
+    free(v);
+    free(tab);
+    *out = pl;
+    return ROPEQK_SUCCESS;
+fail:
+    free(inv);
+    free(v);
+    free(tab);
+    ropeqk_plan_destroy(pl);
+    return st;
+}
+
+void ropeqk_plan_destroy(ropeqk_plan *pl)
+{
+    if (!pl)
+        return;
+    /* releasing is safe with work in flight: OpenCL keeps what enqueued commands use alive */
+    if (pl->ks) clReleaseKernel(pl->ks);
+    if (pl->krk) clReleaseKernel(pl->krk);
+    if (pl->krq) clReleaseKernel(pl->krq);
+    if (pl->ctab) clReleaseMemObject(pl->ctab);
+    if (pl->vfreq) clReleaseMemObject(pl->vfreq);
+    if (pl->lock_ok)
+        pthread_mutex_destroy(&pl->lock);
+    free(pl);
+}
