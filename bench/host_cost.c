@@ -2,8 +2,11 @@
  * the calling thread spends inside the library per call, which a generation loop pays per token.
  * `ropeqk-bench --host-cost [N]`: N calls (default 10,000) per variant, timed one by one around the
  * call alone; the queue is drained every 64 calls outside the timed region so it stays short.
- * Variants: the one-shot call (validates, computes frequencies, creates kernels on every call) and
- * a plan (all of that once, then only buffer checks, arguments and the enqueues). */
+ * Variants: the one-shot call (ropeqk_opencl_enqueue: a plan made and destroyed per call, which is
+ * what every call cost before plans existed: validation, frequencies, tables, kernels) and a decode
+ * plan (all of that once; per call only the step and buffer checks, scratch, arguments, enqueues).
+ * Measured on the 2-core dev machine (pocl 3.1, AVX-512), 10,000 calls, CPU profile: before plans
+ * (ropeqk_enqueue at 284a5d7) median 197-204 us, mean 508-696 us; see the README for the plan. */
 #include "bench.h"
 
 #include <stdio.h>
@@ -29,6 +32,8 @@ typedef struct {
     ropeqk_params p;
     ropeqk_tensor q, k, o;
     cl_mem bq, bk, bo;
+    ropeqk_plan *plan; /* a decode plan over the same shapes */
+    int64_t step;      /* calls made, so the plan's key count moves like a generation loop's */
 } hc_state;
 
 typedef int (*hc_call)(hc_state *s);
@@ -38,6 +43,14 @@ static int call_oneshot(hc_state *s)
     ropeqk_opencl_mem none = {NULL, 0};
     return ropeqk_opencl_enqueue(s->e->rq, s->e->queue, &s->p, &s->q, (ropeqk_opencl_mem){s->bq, 0}, &s->k,
                           (ropeqk_opencl_mem){s->bk, 0}, none, none, &s->o, (ropeqk_opencl_mem){s->bo, 0}, 0, NULL, NULL);
+}
+
+static int call_plan(hc_state *s)
+{
+    ropeqk_opencl_args a = {.q = {s->bq, 0}, .k = {s->bk, 0}, .out = {s->bo, 0}};
+    int64_t n = s->k.ne[2] - 63 + (s->step++ % 64); /* the last 64 key counts up to Sk */
+    ropeqk_step st = {.n_keys = n, .q_pos_offset = n - 1, .k_pos_offset = 0};
+    return ropeqk_opencl_plan_enqueue(s->plan, s->e->queue, &a, &st, 0, NULL, NULL);
 }
 
 static int measure(hc_state *s, const char *name, hc_call call, int n)
@@ -93,6 +106,14 @@ int bench_host_cost(benv *e, int n)
     }
     printf("host-cost: decode Hq %d Hkv %d Sq 1 Sk %d D %d f32, host time inside the call\n", Hq, Hkv, Sk, D);
     int rc = err ? 1 : measure(&s, "one-shot", call_oneshot, n);
+    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = s.p, .q = s.q, .k = s.k, .out = s.o, .max_keys = Sk};
+    if (!rc && (err = ropeqk_plan_create(e->rq, &d, &s.plan)) != 0) {
+        printf("host-cost: ropeqk_plan_create: %s\n", ropeqk_status_string(err));
+        rc = 1;
+    }
+    if (!rc)
+        rc = measure(&s, "plan", call_plan, n);
+    ropeqk_plan_destroy(s.plan);
     if (s.bq) clReleaseMemObject(s.bq);
     if (s.bk) clReleaseMemObject(s.bk);
     if (s.bo) clReleaseMemObject(s.bo);

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   gcc pkg-config meson ninja-build python3   # build
+  g++                                         # header self-containment test as C++17 (tests/api)
   ocl-icd-opencl-dev opencl-headers            # OpenCL through the ICD loader
   pocl-opencl-icd clinfo                        # a CPU OpenCL device (CI, laptops without a GPU)
   libcriterion-dev                              # tests

@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,5 +174,39 @@ Test(config, build_failure_message_names_device_driver_and_log)
     char small[8];
     cr_expect_eq(ropeqk_ctx_build_log(x, small, sizeof small), n, "the full length whatever the buffer");
     cr_expect_eq(strlen(small), sizeof small - 1, "truncated and NUL-terminated");
+    ropeqk_ctx_destroy(x);
+}
+
+/* One thread keeps failing builds (each failure replaces the context's log) while another reads
+ * the log. With a pointer into the context's log, the reader could be handed freed memory (ASan's
+ * heap-use-after-free in the sanitizer run); the copy-out under the lock cannot. */
+typedef struct {
+    ropeqk_ctx *x;
+    int iters, bad;
+} log_reader;
+
+static void *read_logs(void *v)
+{
+    log_reader *r = v;
+    char buf[4096];
+    for (int i = 0; i < r->iters; i++) {
+        size_t n = ropeqk_ctx_build_log(r->x, buf, sizeof buf);
+        if (n > 0 && strlen(buf) != (n < sizeof buf ? n : sizeof buf - 1))
+            r->bad++;
+    }
+    return NULL;
+}
+
+Test(config, build_log_read_during_failing_builds)
+{
+    setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
+    ropeqk_ctx *x = make(NULL);
+    log_reader r = {x, 20000, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, read_logs, &r);
+    for (int i = 0; i < 30; i++)
+        cr_expect_eq(ropeqk_ctx_warmup(x), ROPEQK_ERR_BUILD);
+    pthread_join(th, NULL);
+    cr_expect_eq(r.bad, 0, "%d torn reads", r.bad);
     ropeqk_ctx_destroy(x);
 }
