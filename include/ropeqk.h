@@ -79,6 +79,9 @@ typedef enum {
     ROPEQK_ERR_TOO_LARGE = -4015,       /* a buffer the call needs exceeds the device's limits */
     ROPEQK_ERR_BAD_CONFIG = -4016,      /* malformed tuning value or ROPEQK_* environment variable: ropeqk_last_error() */
     ROPEQK_ERR_BACKEND = -4017,         /* the backend failed: ropeqk_ctx_backend_error() has its code */
+    ROPEQK_ERR_PAGE_RANGE = -4018,      /* a page-table entry outside [0, num_pages) */
+    ROPEQK_ERR_PAGE_DUPLICATE = -4019,  /* a page used twice by one sequence */
+    ROPEQK_ERR_SEQ_LENGTH = -4020,      /* a sequence length < 0 (or 0 where keys are needed), or beyond its pages' capacity */
 } ropeqk_status;
 
 /* A fixed English description of a status ("unknown status" for other values). */
@@ -228,6 +231,33 @@ ROPEQK_API ropeqk_status ropeqk_max_error(const ropeqk_params *p,
                                const ropeqk_tensor *s64, const void *s64_data,
                                double *max_err, int64_t *mask_mismatch);
 
+/* ---- attention: scalar reference path and metric --------------------------------------------- */
+/*
+ * O = softmax(S) V in fp64 (S exactly as ropeqk_scores_ref computes it), with the same validation as
+ * the device path. v [B,Hkv,Sk,Dv] f32/f16/bf16; out [B,Hq,Sq,Dv] F32 or F64; lse NULL or
+ * [B,Hq,Sq,1] F32 or F64 (then lse_data is required). A fully masked row gives O = 0, LSE = -inf.
+ */
+ROPEQK_API ropeqk_status ropeqk_attention_ref(const ropeqk_params *p,
+                                              const ropeqk_tensor *q, const void *q_data,
+                                              const ropeqk_tensor *k, const void *k_data,
+                                              const ropeqk_tensor *v, const void *v_data,
+                                              const int32_t *q_pos, const int32_t *k_pos,
+                                              const ropeqk_tensor *out, void *out_data,
+                                              const ropeqk_tensor *lse, void *lse_data);
+
+/*
+ * The attention metric of docs/conventions.md: per row (b, h, i),
+ *   max_d |O - O64| / max_j ||V[b, h/g, j, :]||_inf     (j over all Sk keys; a zero V counts as 1)
+ * and the largest |LSE - LSE64| / max(|LSE64|, 1). *mismatch counts NaNs and rows where exactly one
+ * LSE is -inf. lse / lse64 may both be NULL. out64 and lse64 are F64 (or F32) views.
+ */
+ROPEQK_API ropeqk_status ropeqk_attention_max_error(const ropeqk_tensor *v, const void *v_data,
+                                                    const ropeqk_tensor *out, const void *out_data,
+                                                    const ropeqk_tensor *out64, const void *out64_data,
+                                                    const ropeqk_tensor *lse, const void *lse_data,
+                                                    const ropeqk_tensor *lse64, const void *lse64_data,
+                                                    double *max_err, double *max_lse_rel, int64_t *mismatch);
+
 /* ---- kernel configuration ---------------------------------------------------------------- */
 /* The class of device the kernels are shaped for. AUTO (default) picks CPU for CPU devices, GPU for
  * every other; $ROPEQK_PROFILE=cpu|gpu|auto overrides the parameter. Forcing GPU on pocl runs the
@@ -295,8 +325,26 @@ ROPEQK_API ropeqk_status ropeqk_ctx_warmup(ropeqk_ctx *ctx);
 
 /* ---- plans -------------------------------------------------------------------------------- */
 typedef enum {
-    ROPEQK_OP_SCORES = 1, /* S = scale * RoPE(Q) RoPE(K)^T, masked; out [B,Hq,Sq,Sk] f32 */
+    ROPEQK_OP_SCORES = 1,    /* S = scale * RoPE(Q) RoPE(K)^T, masked; out [B,Hq,Sq,Sk] f32 */
+    ROPEQK_OP_ATTENTION = 2, /* O = softmax(S) V, S as above but never written; out [B,Hq,Sq,Dv] */
+    ROPEQK_OP_PAGED_DECODE = 3, /* attention of a ragged batch of sequences over a paged KV cache */
 } ropeqk_op;
+
+/*
+ * A paged KV cache (ROPEQK_OP_PAGED_DECODE). Keys and values are stored unrotated, in pages of
+ * page_size tokens: the plan's k describes the K cache as [num_pages, Hkv, page_size, D] and v the
+ * V cache as [num_pages, Hkv, page_size, Dv] (any strides, last dim contiguous, f32/f16/bf16). q is
+ * [max_seqs, Hq, 1, D] (one new token per sequence), out [max_seqs, Hq, 1, Dv], lse [max_seqs, Hq, 1, 1].
+ * Per enqueue, host arrays say for each sequence s: its pages (a row of the page table), its length
+ * (tokens cached), the position of its query token and that of its first cached token (key j sits
+ * at k_pos0[s] + j). Keys are rotated with their own positions at read time, so shifting or trimming
+ * a context, or changing the scaling, needs no cache rewrite.
+ */
+typedef struct {
+    int64_t page_size;          /* tokens per page, 16..256 */
+    int64_t max_pages_per_seq;  /* length of a page-table row */
+    int64_t max_seqs;           /* sequences per enqueue, at most (q.ne[0]) */
+} ropeqk_paged_desc;
 
 typedef enum {
     ROPEQK_POS_OFFSETS = 0, /* pq[i] = q_pos_offset + i, pk[j] = k_pos_offset + j */
@@ -316,6 +364,15 @@ typedef struct {
     ropeqk_tensor q, k, out;
     ropeqk_positions positions;
     int64_t max_keys;
+    /* ROPEQK_OP_ATTENTION only (leave zeroed for SCORES):
+     *   v   [B,Hkv,Sk,Dv] f32/f16/bf16, never rotated, Dv contiguous (Dv may differ from D);
+     *       out is then [B,Hq,Sq,Dv] in f32, f16 or bf16;
+     *   lse [B,Hq,Sq,1] f32, the natural log of each row's sum of exp(S), when with_lse is set.
+     * Accumulation is f32; a fully masked row gives O = 0 and LSE = -inf. */
+    ropeqk_tensor v, lse;
+    int32_t with_lse;
+    /* ROPEQK_OP_PAGED_DECODE only (also uses v, lse, with_lse; k and v describe the caches) */
+    ropeqk_paged_desc paged;
 } ropeqk_plan_desc;
 
 /* One enqueue of a decode plan: keys used (1..max_keys) and the offsets that replace
@@ -343,6 +400,16 @@ ROPEQK_API ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p,
                                        const ropeqk_tensor *k, const void *k_data,
                                        const int32_t *q_pos, const int32_t *k_pos,
                                        const ropeqk_tensor *out, float *out_data);
+
+/* Convenience over an attention plan: host memory in and out (blocking) on the context's queue.
+ * out f32/f16/bf16; lse NULL (no LSE) or f32. Positions may be NULL (offsets). */
+ROPEQK_API ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p,
+                                          const ropeqk_tensor *q, const void *q_data,
+                                          const ropeqk_tensor *k, const void *k_data,
+                                          const ropeqk_tensor *v, const void *v_data,
+                                          const int32_t *q_pos, const int32_t *k_pos,
+                                          const ropeqk_tensor *out, void *out_data,
+                                          const ropeqk_tensor *lse, float *lse_data);
 
 #ifdef __cplusplus
 }

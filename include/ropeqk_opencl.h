@@ -56,6 +56,7 @@ typedef struct {
     ropeqk_opencl_mem q, k;
     ropeqk_opencl_mem q_pos, k_pos; /* int32, Sq resp. Sk entries; {NULL, 0}: offsets */
     ropeqk_opencl_mem out;
+    ropeqk_opencl_mem v, lse;       /* ROPEQK_OP_ATTENTION: V, and LSE when the plan has with_lse */
 } ropeqk_opencl_args;
 
 /*
@@ -78,6 +79,42 @@ ROPEQK_API ropeqk_status ropeqk_opencl_enqueue(ropeqk_ctx *ctx, cl_command_queue
                                                ropeqk_opencl_mem q_pos, ropeqk_opencl_mem k_pos,
                                                const ropeqk_tensor *out, ropeqk_opencl_mem out_mem,
                                                cl_uint num_wait, const cl_event *wait, cl_event *event);
+
+/* ---- paged KV cache (ROPEQK_OP_PAGED_DECODE plans) ------------------------------------------- */
+/*
+ * The per-enqueue description of a ragged batch: n_seqs (1..max_seqs) sequences; host int32 arrays,
+ * validated on the host (specific statuses, nothing enqueued on error) and copied by the call:
+ *   page_table [n_seqs][max_pages_per_seq]  pages of each sequence in order (entries past a
+ *                                           sequence's last page are ignored)
+ *   seq_lens   [n_seqs]  tokens cached per sequence (>= 1, <= max_pages_per_seq * page_size)
+ *   q_pos      [n_seqs]  position of each sequence's query token
+ *   k_pos0     [n_seqs]  position of each sequence's first cached token (NULL: 0)
+ */
+typedef struct {
+    int64_t n_seqs;
+    const int32_t *page_table, *seq_lens, *q_pos, *k_pos0;
+} ropeqk_paged_batch;
+
+typedef struct {
+    ropeqk_opencl_mem q, k_cache, v_cache, out, lse; /* lse only with with_lse */
+} ropeqk_opencl_paged_args;
+
+/* Decode over the paged cache: split over pages (flash-decoding) with a reduction pass. */
+ROPEQK_API ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *plan, cl_command_queue queue,
+                                                     const ropeqk_opencl_paged_args *args,
+                                                     const ropeqk_paged_batch *batch, cl_uint num_wait,
+                                                     const cl_event *wait, cl_event *event);
+
+/* Appends n_new unrotated K/V rows per sequence (k_new [n_seqs, Hkv, n_new, D], v_new
+ * [n_seqs, Hkv, n_new, Dv], the caches' dtypes) at token indices seq_lens[s] .. seq_lens[s]+n_new-1
+ * of each sequence's pages (batch->seq_lens are the lengths before the append; q_pos and k_pos0 are
+ * not used). Pages must already be in the page table. */
+ROPEQK_API ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *plan, cl_command_queue queue,
+                                                    const ropeqk_tensor *k_new, ropeqk_opencl_mem k_new_mem,
+                                                    const ropeqk_tensor *v_new, ropeqk_opencl_mem v_new_mem,
+                                                    ropeqk_opencl_mem k_cache, ropeqk_opencl_mem v_cache,
+                                                    const ropeqk_paged_batch *batch, cl_uint num_wait,
+                                                    const cl_event *wait, cl_event *event);
 
 #ifdef __cplusplus
 }

@@ -108,6 +108,7 @@ void rq_scratch_free_all(ropeqk_ctx *ctx);
 /* ---- plans (plan.c, enqueue.c) ----------------------------------------------------------- */
 struct ropeqk_plan {
     ropeqk_ctx *ctx;
+    ropeqk_op op;
     rq_problem pb;             /* validated at creation; Sk = max_keys for decode plans; pb.scaling
                                 * is cleared once the frequencies are computed (the caller's arrays
                                 * need not outlive creation) */
@@ -118,9 +119,26 @@ struct ropeqk_plan {
     cl_mem vfreq;              /* inv_freq/pi as three floats per frequency (float4) */
     cl_mem ctab;               /* decode kernel's R(t) table, dec only */
     cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */
+    /* attention and paged decode (attn.c, paged.c): their descriptors and objects */
+    ropeqk_tensor v, lse;
+    bool with_lse;
+    ropeqk_paged_desc paged;
+    cl_kernel kx[4];           /* released by ropeqk_plan_destroy */
+    cl_mem mx[2];
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
     bool lock_ok;
 };
+
+/* Op-specific parts of plan creation, after the shared ones (validated pb, frequencies in
+ * pl->vfreq, the program). attn.c: the attention kernels. paged.c: validation of a paged-decode
+ * description (into *pb), and its kernels. */
+ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog);
+ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
+ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog);
+/* ropeqk_opencl_plan_enqueue for attention plans (attn.c), after the shared checks. */
+ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
+                              int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait,
+                              cl_event *event);
 
 /* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
 typedef struct {

@@ -258,6 +258,10 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
         return ROPEQK_ERR_NULL_POINTER;
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
+    if (pl->op == ROPEQK_OP_PAGED_DECODE) {
+        rq_set_error("ropeqk_opencl_plan_enqueue: a paged-decode plan runs with ropeqk_opencl_paged_enqueue");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
     if (!args->q.buf || !args->k.buf || !args->out.buf || (num_wait > 0 && !wait))
         return ROPEQK_ERR_NULL_POINTER;
     rq_run r = {.Sq = pb->Sq, .Sk = pb->Sk, .q_off = pb->q_off, .k_off = pb->k_off, .m = *args};

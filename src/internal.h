@@ -18,6 +18,9 @@ typedef struct {
     double factor, beta_fast, beta_slow, low_ff, high_ff;
     double attn; /* attention factor on cos and sin */
     int64_t l0, seq_len;
+    /* attention only (rq_validate_attention) */
+    int64_t Dv;
+    size_t v_extent, o_extent, lse_extent; /* lse_extent 0: no LSE */
 } rq_problem;
 
 /* Validates parameters and descriptors (not data pointers). out_f64 allows an f64 output (the
@@ -25,6 +28,13 @@ typedef struct {
  * nothing but *pb. */
 ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
                           const ropeqk_tensor *out, bool out_f64, bool per_token_pos, rq_problem *pb);
+
+/* The same for attention: Q, K as for scores; v [B,Hkv,Sk,Dv] f32/f16/bf16 (Dv contiguous);
+ * out [B,Hq,Sq,Dv] f32/f16/bf16 (or f64 with out_f64); lse NULL or [B,Hq,Sq,1] f32 (f64 with
+ * out_f64). The scores-shaped out_extent is left 0. Touches nothing but *pb. */
+ropeqk_status rq_validate_attention(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
+                                    const ropeqk_tensor *v, const ropeqk_tensor *out, const ropeqk_tensor *lse,
+                                    bool out_f64, bool per_token_pos, rq_problem *pb);
 
 /* Resolves and checks p->scaling into pb (scaling.c); pb's sizes and offsets must be set. */
 ropeqk_status rq_check_scaling(const ropeqk_scaling *s, rq_problem *pb, bool per_token_pos);

@@ -57,7 +57,7 @@ static const char *decode_kernel_name(ropeqk_dtype t)
 /* The description's own checks, before the shared validation. */
 static ropeqk_status check_desc(const ropeqk_plan_desc *d)
 {
-    if (d->op != ROPEQK_OP_SCORES) {
+    if (d->op != ROPEQK_OP_SCORES && d->op != ROPEQK_OP_ATTENTION && d->op != ROPEQK_OP_PAGED_DECODE) {
         rq_set_error("ropeqk_plan_create: unknown operation %d", (int)d->op);
         return ROPEQK_ERR_BAD_PARAM;
     }
@@ -69,8 +69,13 @@ static ropeqk_status check_desc(const ropeqk_plan_desc *d)
         rq_set_error("ropeqk_plan_create: max_keys %lld < 0", (long long)d->max_keys);
         return ROPEQK_ERR_BAD_PARAM;
     }
-    if (d->max_keys > 0 && (d->k.ne[2] != d->max_keys || d->out.ne[3] != d->max_keys)) {
-        rq_set_error("ropeqk_plan_create: a decode plan's k.ne[2] and out.ne[3] must equal max_keys");
+    if (d->op == ROPEQK_OP_PAGED_DECODE && d->max_keys != 0) {
+        rq_set_error("ropeqk_plan_create: a paged-decode plan takes its lengths per enqueue, not max_keys");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (d->max_keys > 0 && (d->k.ne[2] != d->max_keys ||
+                            (d->op == ROPEQK_OP_SCORES ? d->out.ne[3] : d->v.ne[2]) != d->max_keys)) {
+        rq_set_error("ropeqk_plan_create: a decode plan's key count (k.ne[2], and out.ne[3] or v.ne[2]) must equal max_keys");
         return ROPEQK_ERR_BAD_SHAPE;
     }
     /* a decode plan fixes its frequencies: a length derived from per-call offsets cannot apply */
@@ -92,13 +97,23 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
         return ROPEQK_ERR_NULL_POINTER;
     ropeqk_status st = check_desc(desc);
     rq_problem pb;
-    if (st || (st = rq_validate(&desc->params, &desc->q, &desc->k, &desc->out, false,
-                                desc->positions == ROPEQK_POS_ARRAYS, &pb)))
+    bool arrays = desc->positions == ROPEQK_POS_ARRAYS;
+    if (st)
+        return st;
+    if (desc->op == ROPEQK_OP_SCORES)
+        st = rq_validate(&desc->params, &desc->q, &desc->k, &desc->out, false, arrays, &pb);
+    else if (desc->op == ROPEQK_OP_ATTENTION)
+        st = rq_validate_attention(&desc->params, &desc->q, &desc->k, &desc->v, &desc->out,
+                                   desc->with_lse ? &desc->lse : NULL, false, arrays, &pb);
+    else
+        st = rq_paged_validate(desc, &pb);
+    if (st)
         return st;
     const rq_tuning *tn = &ctx->tune;
     int64_t M = pb.G * pb.Sq;
-    /* the decode kernel's preconditions (cl/scores.cl) */
-    bool dec = M <= RQ_DM && pb.D % RQ_DCHUNK == 0 && pb.D <= RQ_DMAXD && pb.R % (2 * RQ_DCHUNK) == 0 && tn->decode;
+    /* the decode kernel's preconditions (cl/scores.cl); scores only */
+    bool dec = desc->op == ROPEQK_OP_SCORES && M <= RQ_DM && pb.D % RQ_DCHUNK == 0 && pb.D <= RQ_DMAXD &&
+               pb.R % (2 * RQ_DCHUNK) == 0 && tn->decode;
 
     ropeqk_plan *pl = calloc(1, sizeof *pl);
     double *inv = malloc((size_t)(pb.R / 2) * sizeof *inv);
@@ -112,11 +127,16 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
     }
     pl->lock_ok = true;
     pl->ctx = ctx;
+    pl->op = desc->op;
+    pl->v = desc->v;
+    pl->lse = desc->lse;
+    pl->with_lse = desc->with_lse != 0;
+    pl->paged = desc->paged;
     pl->q = desc->q;
     pl->k = desc->k;
     pl->out = desc->out;
     pl->dynamic = desc->max_keys > 0;
-    pl->arrays = desc->positions == ROPEQK_POS_ARRAYS;
+    pl->arrays = arrays;
     pl->dec = dec;
     rq_inv_freq(&pb, inv);
     pb.scaling = NULL; /* the caller's factor arrays are not needed past this point */
@@ -131,16 +151,20 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
                                v, &err);
     if (!err && dec)
         pl->ctab = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, tab_n * sizeof *tab, tab, &err);
-    if (!err)
+    if (!err && desc->op != ROPEQK_OP_PAGED_DECODE)
         pl->krq = clCreateKernel(prog, rotate_kernel_name(desc->q.dtype), &err);
-    if (!err && !dec)
+    if (!err && !dec && desc->op != ROPEQK_OP_PAGED_DECODE)
         pl->krk = clCreateKernel(prog, rotate_kernel_name(desc->k.dtype), &err);
-    if (!err)
+    if (!err && desc->op == ROPEQK_OP_SCORES)
         pl->ks = clCreateKernel(prog, dec ? decode_kernel_name(desc->k.dtype) : "qk_scores", &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto fail;
     }
+    if (desc->op == ROPEQK_OP_ATTENTION && (st = rq_attn_plan_init(pl, prog)))
+        goto fail;
+    if (desc->op == ROPEQK_OP_PAGED_DECODE && (st = rq_paged_plan_init(pl, prog)))
+        goto fail;
     free(inv);
     free(v);
     free(tab);
@@ -159,6 +183,12 @@ void ropeqk_plan_destroy(ropeqk_plan *pl)
     if (!pl)
         return;
     /* releasing is safe with work in flight: OpenCL keeps what enqueued commands use alive */
+    for (int i = 0; i < 4; i++)
+        if (pl->kx[i])
+            clReleaseKernel(pl->kx[i]);
+    for (int i = 0; i < 2; i++)
+        if (pl->mx[i])
+            clReleaseMemObject(pl->mx[i]);
     if (pl->ks) clReleaseKernel(pl->ks);
     if (pl->krk) clReleaseKernel(pl->krk);
     if (pl->krq) clReleaseKernel(pl->krq);

@@ -71,6 +71,9 @@ const char *ropeqk_status_string(int s)
     case ROPEQK_ERR_TOO_LARGE: return "request exceeds the device's allocation limits";
     case ROPEQK_ERR_BAD_CONFIG: return "bad configuration: a tuning value or ROPEQK_* environment variable is malformed";
     case ROPEQK_ERR_BACKEND: return "the backend (OpenCL) failed: see ropeqk_ctx_backend_error and ropeqk_last_error";
+    case ROPEQK_ERR_PAGE_RANGE: return "a page-table entry is outside the cache's pages";
+    case ROPEQK_ERR_PAGE_DUPLICATE: return "a page appears twice in one sequence's page table";
+    case ROPEQK_ERR_SEQ_LENGTH: return "a sequence length is out of range (< 1, or beyond its pages' capacity)";
     }
     return "unknown status";
 }

@@ -174,6 +174,50 @@ ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const 
     return ROPEQK_SUCCESS;
 }
 
+/* A view of f32/f16/bf16 (or f64 where allowed) data: the element rules of check_view for Q/K-like
+ * tensors (innermost dim contiguous), with the dtype list of attention outputs and V. */
+static ropeqk_status check_attn_view(const ropeqk_tensor *t, bool storage_types, bool f64_ok, size_t *extent)
+{
+    bool f32 = t->dtype == ROPEQK_F32, half = t->dtype == ROPEQK_F16 || t->dtype == ROPEQK_BF16;
+    if (!(f32 || (half && storage_types) || (t->dtype == ROPEQK_F64 && f64_ok)))
+        return ROPEQK_ERR_BAD_DTYPE;
+    return check_view(t, true, f64_ok, extent);
+}
+
+ropeqk_status rq_validate_attention(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
+                                    const ropeqk_tensor *v, const ropeqk_tensor *out, const ropeqk_tensor *lse,
+                                    bool out_f64, bool per_token_pos, rq_problem *pb)
+{
+    if (!p || !q || !k || !v || !out || !pb)
+        return ROPEQK_ERR_NULL_POINTER;
+    /* Q, K and the parameters exactly as for scores, through a scores-shaped stand-in (never used) */
+    ropeqk_tensor s = ropeqk_tensor_bhsd(ROPEQK_F32, q->ne[0], q->ne[1], q->ne[2], k->ne[2]);
+    rq_problem r;
+    ropeqk_status st = rq_validate(p, q, k, &s, false, per_token_pos, &r);
+    if (st)
+        return st;
+    r.out_extent = 0;
+    size_t ext;
+    if ((st = check_attn_view(v, true, false, &r.v_extent)) || (st = check_attn_view(out, true, out_f64, &r.o_extent)))
+        return st;
+    r.Dv = v->ne[3];
+    if (v->ne[0] != r.B || v->ne[1] != r.Hkv || v->ne[2] != r.Sk || r.Dv > 65536 || out->ne[0] != r.B ||
+        out->ne[1] != r.Hq || out->ne[2] != r.Sq || out->ne[3] != r.Dv)
+        return ROPEQK_ERR_BAD_SHAPE;
+    r.lse_extent = 0;
+    if (lse) {
+        if (lse->dtype != ROPEQK_F32 && !(lse->dtype == ROPEQK_F64 && out_f64))
+            return ROPEQK_ERR_BAD_DTYPE;
+        if ((st = check_view(lse, false, out_f64, &ext)))
+            return st;
+        if (lse->ne[0] != r.B || lse->ne[1] != r.Hq || lse->ne[2] != r.Sq || lse->ne[3] != 1)
+            return ROPEQK_ERR_BAD_SHAPE;
+        r.lse_extent = ext;
+    }
+    *pb = r;
+    return ROPEQK_SUCCESS;
+}
+
 ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *inv, double *attention_factor)
 {
     if (!p || !inv)
