@@ -27,6 +27,7 @@ typedef float rq_f32;
 #define RQ_DM 8      /* qk_decode_*: query rows per KV head (2 keys x 8 rows = one 16-lane sum tree) */
 #define RQ_DMAXD 256 /* qk_decode_*: largest head dim, and Qr's row stride on the decode path */
 #define RQ_DCHUNK 16 /* qk_decode_*: D and R/2 are processed in chunks of this many lanes */
+#define RQ_ADVMAX 256 /* qk_attention_*: largest Dv (the f32 accumulators live in private memory) */
 
 /* ---- argument positions ------------------------------------------------------------------------
  * X(kernel, ID, name): RQ_<kernel>_<ID> is the position of argument `name`. */
@@ -39,7 +40,12 @@ typedef float rq_f32;
     X(DEC, K, k) X(DEC, KPOS, kpos) X(DEC, FREQ, vfreq) X(DEC, CTAB, ctab) X(DEC, QR, qr)          \
     X(DEC, QPOS, qpos) X(DEC, OUT, out) X(DEC, A, a)
 
+#define RQ_ATTN_ARGS(X)                                                                            \
+    X(AT, QR, qr) X(AT, KT, kt) X(AT, V, v) X(AT, QPOS, qpos) X(AT, KPOS, kpos) X(AT, OUT, out)     \
+    X(AT, LSE, lse) X(AT, A, a)
+
 enum { RQ_ROTATE_ARGS(RQ_ARG_ENUM) RQ_ROT_NARGS };
+enum { RQ_ATTN_ARGS(RQ_ARG_ENUM) RQ_AT_NARGS };
 enum { RQ_SCORES_ARGS(RQ_ARG_ENUM) RQ_SC_NARGS };
 enum { RQ_DECODE_ARGS(RQ_ARG_ENUM) RQ_DEC_NARGS };
 
@@ -76,5 +82,17 @@ typedef struct {
     rq_f32 rot_mul;
 } rq_decode_args;
 RQ_STATIC_ASSERT(sizeof(rq_decode_args) == 12 * 8 + 13 * 4 + 4, decode_args_size);
+
+/* qk_attention_*: online softmax(Qr . Kt) . V for RQ_ATQ query rows per work-item; V is the
+ * caller's view (byte offset and strides), out and lse too. o_dtype: ropeqk_dtype of out. */
+typedef struct {
+    rq_i64 v_off, vnb0, vnb1, vnb2;         /* bytes */
+    rq_i64 o_off, onb0, onb1, onb2;         /* bytes */
+    rq_i64 l_off, lnb0, lnb1, lnb2;         /* bytes */
+    rq_i64 qpos_off, kpos_off, window;
+    rq_i32 M, Sq, Sk, ldk, D, Dv, G, Hkv, use_qpos, q_base, use_kpos, k_base, causal, o_dtype, with_lse;
+    rq_i32 pad_;
+} rq_attn_args;
+RQ_STATIC_ASSERT(sizeof(rq_attn_args) == 15 * 8 + 16 * 4, attn_args_size);
 
 #endif

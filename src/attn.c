@@ -1,18 +1,127 @@
-/* Fused attention (ROPEQK_OP_ATTENTION): not implemented yet. */
+/* Fused attention (ROPEQK_OP_ATTENTION): the plan's kernels, the enqueue (rotate Q, rotate K, then
+ * qk_attention_* reading V from the caller's buffer; S never written), and the host-memory
+ * convenience. Shares the RoPE pass and the scratch pool with the scores path. */
 #include "ctx.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *attn_kernel_name(ropeqk_dtype v)
+{
+    return v == ROPEQK_F16 ? "qk_attention_f16" : v == ROPEQK_BF16 ? "qk_attention_bf16" : "qk_attention_f32";
+}
 
 ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
 {
-    (void)pl, (void)prog;
-    rq_set_error("ROPEQK_OP_ATTENTION is not implemented yet");
-    return ROPEQK_ERR_BAD_PARAM;
+    if (pl->pb.Dv > RQ_ADVMAX) {
+        rq_set_error("attention: Dv %lld exceeds %d, the kernel's accumulator size", (long long)pl->pb.Dv,
+                     RQ_ADVMAX);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    cl_int err = CL_SUCCESS;
+    pl->kx[0] = clCreateKernel(prog, attn_kernel_name(pl->v.dtype), &err);
+    return err ? rq_cl_fail(pl->ctx, err) : ROPEQK_SUCCESS;
 }
 
-ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args, int64_t Sk,
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+#define SET(k, i, v)                                                                               \
+    do {                                                                                           \
+        if (!err)                                                                                  \
+            err = clSetKernelArg((k), (i), sizeof(v), &(v));                                       \
+    } while (0)
+
+ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
                               int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait, cl_event *event)
 {
-    (void)pl, (void)queue, (void)args, (void)Sk, (void)q_off, (void)k_off, (void)num_wait, (void)wait, (void)event;
-    return ROPEQK_ERR_BAD_PARAM;
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    const rq_tuning *tn = &ctx->tune;
+    int64_t Sq = pb->Sq, M = pb->G * Sq;
+    /* Kt row stride: as for qk_scores, covering every key block, an odd multiple of 64 bytes */
+    size_t avk = (size_t)tn->avk, atq = (size_t)tn->atq;
+    size_t sk_pad = round_up(round_up((size_t)Sk, avk), 16);
+    if ((sk_pad / 16) % 2 == 0)
+        sk_pad += 16;
+    size_t qr_n, kt_n, tmp;
+    bool ovf = __builtin_mul_overflow((size_t)(pb->B * pb->Hq), (size_t)Sq, &qr_n) ||
+               __builtin_add_overflow(qr_n, atq, &qr_n) || __builtin_mul_overflow(qr_n, (size_t)pb->D, &qr_n) ||
+               __builtin_mul_overflow(qr_n, sizeof(float), &tmp) ||
+               __builtin_mul_overflow((size_t)(pb->B * pb->Hkv), sk_pad, &kt_n) ||
+               __builtin_mul_overflow(kt_n, (size_t)pb->D, &kt_n) || __builtin_mul_overflow(kt_n, sizeof(float), &tmp);
+    if (ovf)
+        return ROPEQK_ERR_OVERFLOW;
+    /* softmax spans every key of a row, so the keys cannot be split like the scores' */
+    if (qr_n * sizeof(float) > ctx->max_alloc || kt_n * sizeof(float) > ctx->max_alloc || M > INT32_MAX ||
+        (int64_t)sk_pad > INT32_MAX) {
+        rq_set_error("attention: scratch of %zu + %zu bytes exceeds the device's allocation limit %llu",
+                     qr_n * sizeof(float), kt_n * sizeof(float), (unsigned long long)ctx->max_alloc);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    ropeqk_status st;
+    rq_scratch *sq = NULL, *sk = NULL;
+    if ((st = rq_scratch_get(ctx, qr_n * sizeof(float), &sq)) ||
+        (st = rq_scratch_get(ctx, kt_n * sizeof(float), &sk))) {
+        rq_scratch_put(ctx, sq, 0, NULL);
+        return st;
+    }
+    cl_event ev[3] = {NULL, NULL, NULL};
+    cl_mem qpos = m->q_pos.buf ? m->q_pos.buf : pl->vfreq, kpos = m->k_pos.buf ? m->k_pos.buf : pl->vfreq;
+    cl_mem lse = pl->with_lse ? m->lse.buf : pl->vfreq; /* unwritten without with_lse */
+    rq_attn_args a = {
+        .v_off = (rq_i64)m->v.offset, .vnb0 = pl->v.nb[0], .vnb1 = pl->v.nb[1], .vnb2 = pl->v.nb[2],
+        .o_off = (rq_i64)m->out.offset, .onb0 = pl->out.nb[0], .onb1 = pl->out.nb[1], .onb2 = pl->out.nb[2],
+        .l_off = pl->with_lse ? (rq_i64)m->lse.offset : 0, .lnb0 = pl->lse.nb[0], .lnb1 = pl->lse.nb[1],
+        .lnb2 = pl->lse.nb[2], .qpos_off = (rq_i64)(m->q_pos.offset / sizeof(cl_int)),
+        .kpos_off = (rq_i64)(m->k_pos.offset / sizeof(cl_int)), .window = pb->window, .M = (rq_i32)M,
+        .Sq = (rq_i32)Sq, .Sk = (rq_i32)Sk, .ldk = (rq_i32)sk_pad, .D = (rq_i32)pb->D, .Dv = (rq_i32)pb->Dv,
+        .G = (rq_i32)pb->G, .Hkv = (rq_i32)pb->Hkv, .use_qpos = m->q_pos.buf != NULL, .q_base = (rq_i32)q_off,
+        .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)k_off, .causal = pb->causal,
+        .o_dtype = (rq_i32)pl->out.dtype, .with_lse = pl->with_lse,
+    };
+    cl_kernel ka = pl->kx[0];
+    pthread_mutex_lock(&pl->lock);
+    cl_int err = rq_set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, Sq, q_off, (float)pb->scale, sq->buf,
+                            Sq * pb->D, pb->D, 1);
+    if (!err)
+        err = rq_enqueue_rotate(queue, pl->krq, pl, Sq, num_wait, wait, &ev[0]);
+    if (!err)
+        err = rq_set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, Sk, k_off, 1.0f, sk->buf, (int64_t)(pb->D * sk_pad),
+                         1, (int64_t)sk_pad);
+    if (!err)
+        err = rq_enqueue_rotate(queue, pl->krk, pl, Sk, num_wait, wait, &ev[1]);
+    SET(ka, RQ_AT_QR, sq->buf);
+    SET(ka, RQ_AT_KT, sk->buf);
+    SET(ka, RQ_AT_V, m->v.buf);
+    SET(ka, RQ_AT_QPOS, qpos);
+    SET(ka, RQ_AT_KPOS, kpos);
+    SET(ka, RQ_AT_OUT, m->out.buf);
+    SET(ka, RQ_AT_LSE, lse);
+    SET(ka, RQ_AT_A, a);
+    size_t awg = (size_t)tn->awg;
+    size_t g[2] = {round_up(((size_t)M + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv)}, l[2] = {awg, 1};
+    if (!err)
+        err = clEnqueueNDRangeKernel(queue, ka, 2, NULL, g, l, 2, ev, &ev[2]);
+    pthread_mutex_unlock(&pl->lock);
+    st = err ? rq_cl_fail(ctx, err) : ROPEQK_SUCCESS;
+    cl_event used[2];
+    cl_uint nused = 0;
+    if (ev[2])
+        used[nused++] = ev[2];
+    else
+        for (int i = 0; i < 2; i++)
+            if (ev[i])
+                used[nused++] = ev[i];
+    rq_scratch_put(ctx, sk, nused, used);
+    rq_scratch_put(ctx, sq, nused, used);
+    if (!err && event) {
+        *event = ev[2];
+        ev[2] = NULL;
+    }
+    for (int i = 0; i < 3; i++)
+        if (ev[i])
+            clReleaseEvent(ev[i]);
+    return st;
 }
 
 ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
@@ -20,7 +129,59 @@ ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ro
                                const int32_t *q_pos, const int32_t *k_pos, const ropeqk_tensor *out, void *out_data,
                                const ropeqk_tensor *lse, float *lse_data)
 {
-    (void)ctx, (void)p, (void)q, (void)q_data, (void)k, (void)k_data, (void)v, (void)v_data, (void)q_pos,
-        (void)k_pos, (void)out, (void)out_data, (void)lse, (void)lse_data;
-    return ROPEQK_ERR_BAD_PARAM;
+    if (!ctx || !p || !q || !k || !v || !out)
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_plan_desc d = {.op = ROPEQK_OP_ATTENTION, .params = *p, .q = *q, .k = *k, .out = *out, .v = *v,
+                          .positions = q_pos || k_pos ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
+    if (lse) {
+        d.lse = *lse;
+        d.with_lse = 1;
+    }
+    ropeqk_plan *pl = NULL; /* validates the description before the data pointers */
+    ropeqk_status st = ropeqk_plan_create(ctx, &d, &pl);
+    if (st)
+        return st;
+    if (!q_data || !k_data || !v_data || !out_data || (lse && !lse_data)) {
+        ropeqk_plan_destroy(pl);
+        return ROPEQK_ERR_NULL_POINTER;
+    }
+    const rq_problem pb = pl->pb;
+    cl_int err = CL_SUCCESS;
+    cl_mem b[7] = {NULL}; /* q, k, v, q_pos, k_pos, out, lse */
+    cl_event ev = NULL;
+    b[0] = rq_upload(ctx, CL_MEM_READ_ONLY, q_data, pb.q_extent, &err);
+    if (!err)
+        b[1] = rq_upload(ctx, CL_MEM_READ_ONLY, k_data, pb.k_extent, &err);
+    if (!err)
+        b[2] = rq_upload(ctx, CL_MEM_READ_ONLY, v_data, pb.v_extent, &err);
+    if (!err && q_pos)
+        b[3] = rq_upload(ctx, CL_MEM_READ_ONLY, q_pos, (size_t)pb.Sq * sizeof(cl_int), &err);
+    if (!err && k_pos)
+        b[4] = rq_upload(ctx, CL_MEM_READ_ONLY, k_pos, (size_t)pb.Sk * sizeof(cl_int), &err);
+    /* outputs: the caller's bytes go up first so that the gaps of a strided view come back unchanged */
+    if (!err)
+        b[5] = rq_upload(ctx, CL_MEM_READ_WRITE, out_data, pb.o_extent, &err);
+    if (!err && lse)
+        b[6] = rq_upload(ctx, CL_MEM_READ_WRITE, lse_data, pb.lse_extent, &err);
+    if (err) {
+        st = rq_cl_fail(ctx, err);
+        goto done;
+    }
+    ropeqk_opencl_args a = {.q = {b[0], 0}, .k = {b[1], 0}, .v = {b[2], 0}, .q_pos = {b[3], 0},
+                            .k_pos = {b[4], 0}, .out = {b[5], 0}, .lse = {b[6], 0}};
+    if ((st = ropeqk_opencl_plan_enqueue(pl, ctx->queue, &a, NULL, 0, NULL, &ev)))
+        goto done;
+    err = clEnqueueReadBuffer(ctx->queue, b[5], CL_TRUE, 0, pb.o_extent, out_data, 1, &ev, NULL);
+    if (!err && lse)
+        err = clEnqueueReadBuffer(ctx->queue, b[6], CL_TRUE, 0, pb.lse_extent, lse_data, 1, &ev, NULL);
+    if (err)
+        st = rq_cl_fail(ctx, err);
+done:
+    if (ev)
+        clReleaseEvent(ev);
+    for (int i = 0; i < 7; i++)
+        if (b[i])
+            clReleaseMemObject(b[i]);
+    ropeqk_plan_destroy(pl);
+    return st;
 }

@@ -289,6 +289,9 @@ ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const
     out->decode = t->decode ? 1 : -1;
     out->rot_uwg = t->rot_uwg;
     out->vendor_ext = t->pocl_ext ? 0 : -1;
+    out->atq = t->atq;
+    out->avk = t->avk;
+    out->awg = t->awg;
     if (profile_source)
         *profile_source = t->profile_source;
     return ROPEQK_SUCCESS;

@@ -10,7 +10,7 @@
 
 typedef struct rq_program {
     cl_device_id device;
-    char options[256];
+    char options[512];
     cl_program program;
     struct rq_program *next;
 } rq_program;
@@ -34,6 +34,7 @@ typedef struct {
     int dkb, dwg;        /* qk_decode_*: keys per work-item, work-group size (RQ_DKB/DWG) */
     int decode;          /* whether the decode path is used (RQ_DECODE) */
     int rot_uwg;         /* rope_rotate_*: units per work-group (host only) */
+    int atq, avk, awg;   /* qk_attention_*: rows per work-item, keys per block, work-group size */
     int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
     ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
     char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */
@@ -75,7 +76,7 @@ struct ropeqk_ctx {
     char *build_log;
     char device_desc[256];    /* "name (platform, driver version)" for messages */
     rq_tuning tune;
-    char options[256];
+    char options[512];
     cl_ulong max_alloc;
     pthread_mutex_t pool_lock; /* guards the scratch pool below */
     bool pool_lock_ok;
@@ -139,6 +140,17 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog);
 ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
                               int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait,
                               cl_event *event);
+
+/* Shared by the scores and attention enqueues (enqueue.c): the arguments of a rope_rotate_* kernel
+ * for S rows of view t in m, rotated into dst with element strides per head, row and dim (times
+ * out_mul); its launch over S rows; a blocking upload of host memory into a new buffer (NULL with
+ * *err set on failure). */
+cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
+                     ropeqk_opencl_mem pos, int64_t S, int64_t off, float out_mul, cl_mem dst, int64_t d_bh,
+                     int64_t d_row, int64_t d_dim);
+cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S, cl_uint num_wait,
+                         const cl_event *wait, cl_event *ev);
+cl_mem rq_upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t bytes, cl_int *err);
 
 /* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
 typedef struct {

@@ -43,7 +43,7 @@ static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
     } while (0)
 
 /* Arguments of a rope_rotate_* kernel for one tensor (rows S of view t in m) into dst. */
-static cl_int set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
+cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
                          ropeqk_opencl_mem pos, int64_t S, int64_t off, float out_mul, cl_mem dst, int64_t d_bh,
                          int64_t d_row, int64_t d_dim)
 {
@@ -68,7 +68,7 @@ static cl_int set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor
 /* Enqueues rope_rotate over S rows: a work-item per (RQ_RV rows, unit), rot_uwg units per group. The
  * local size is fixed (units rounded up; the kernel skips units past the last, and stores no lane
  * past S) so that pocl compiles the kernel once, not once per new shape. */
-static cl_int enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S,
+cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S,
                              cl_uint num_wait, const cl_event *wait, cl_event *ev)
 {
     size_t uwg = (size_t)pl->ctx->tune.rot_uwg, units = (size_t)(pl->pb.R / 2 + (pl->pb.D - pl->pb.R));
@@ -167,10 +167,10 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
 
     pthread_mutex_lock(&pl->lock); /* the kernels' arguments are the plan's: set and enqueue as one step */
     /* Q -> Qr [B*Hq][Sq][qrow] times the scale */
-    cl_int err = set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
+    cl_int err = rq_set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
                             r->Sq * (int64_t)qrow, (int64_t)qrow, 1);
     if (!err)
-        err = enqueue_rotate(queue, pl->krq, pl, r->Sq, num_wait, wait, &ev[0]);
+        err = rq_enqueue_rotate(queue, pl->krq, pl, r->Sq, num_wait, wait, &ev[0]);
     if (dec) { /* qk_decode_*: reads K itself; waits for Qr (whose kernel waited for `wait`) */
         rq_decode_args a = {
             .k_off = (rq_i64)m->k.offset, .knb0 = pl->k.nb[0], .knb1 = pl->k.nb[1], .knb2 = pl->k.nb[2],
@@ -196,10 +196,10 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     } else {
         /* K -> Kt [B*Hkv][D][sk_pad] */
         if (!err)
-            err = set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, r->Sk, r->k_off, 1.0f, kt,
+            err = rq_set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, r->Sk, r->k_off, 1.0f, kt,
                              (int64_t)(pb->D * sk_pad), 1, (int64_t)sk_pad);
         if (!err)
-            err = enqueue_rotate(queue, pl->krk, pl, r->Sk, num_wait, wait, &ev[1]);
+            err = rq_enqueue_rotate(queue, pl->krk, pl, r->Sk, num_wait, wait, &ev[1]);
         rq_scores_args a = {
             .qpos_off = qpos_off, .kpos_off = kpos_off, .out_off = (rq_i64)m->out.offset, .onb0 = onb[0],
             .onb1 = onb[1], .onb2 = onb[2], .onb3 = onb[3], .window = pb->window, .M = (rq_i32)M,
@@ -291,26 +291,42 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
     if (!queue)
         queue = ctx->queue;
     /* extents of this call's views: a decode plan uses the first n_keys keys of its descriptors */
-    size_t k_ext = pb->k_extent, o_ext = pb->out_extent;
+    bool attn = pl->op == ROPEQK_OP_ATTENTION;
+    size_t k_ext = pb->k_extent, o_ext = attn ? pb->o_extent : pb->out_extent, v_ext = pb->v_extent;
     if (r.Sk != pb->Sk) {
-        ropeqk_tensor k = pl->k, o = pl->out;
-        k.ne[2] = o.ne[3] = r.Sk;
+        ropeqk_tensor k = pl->k, o = pl->out, v = pl->v;
+        k.ne[2] = o.ne[3] = v.ne[2] = r.Sk;
         k_ext = ropeqk_tensor_extent(&k);
-        o_ext = ropeqk_tensor_extent(&o);
+        if (attn)
+            v_ext = ropeqk_tensor_extent(&v);
+        else
+            o_ext = ropeqk_tensor_extent(&o);
     }
-    rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq;
+    rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq, rv = rq, rl = rq;
     ropeqk_status st;
     if ((st = check_mem(ctx, args->q, ropeqk_dtype_size(pl->q.dtype), pb->q_extent, &rq)) ||
         (st = check_mem(ctx, args->k, ropeqk_dtype_size(pl->k.dtype), k_ext, &rk)) ||
-        (st = check_mem(ctx, args->out, sizeof(float), o_ext, &ro)))
+        (st = check_mem(ctx, args->out, ropeqk_dtype_size(pl->out.dtype), o_ext, &ro)))
         return st;
     if (args->q_pos.buf && (st = check_mem(ctx, args->q_pos, sizeof(cl_int), (size_t)r.Sq * sizeof(cl_int), &rqp)))
         return st;
     if (args->k_pos.buf && (st = check_mem(ctx, args->k_pos, sizeof(cl_int), (size_t)r.Sk * sizeof(cl_int), &rkp)))
         return st;
-    if (ranges_overlap(&ro, &rq) || ranges_overlap(&ro, &rk) || ranges_overlap(&ro, &rqp) ||
-        ranges_overlap(&ro, &rkp))
+    if (attn) {
+        if (!args->v.buf || (pl->with_lse && !args->lse.buf))
+            return ROPEQK_ERR_NULL_POINTER;
+        if ((st = check_mem(ctx, args->v, ropeqk_dtype_size(pl->v.dtype), v_ext, &rv)) ||
+            (pl->with_lse && (st = check_mem(ctx, args->lse, sizeof(float), pb->lse_extent, &rl))))
+            return st;
+    }
+    const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv};
+    for (int i = 0; i < 5; i++)
+        if (ranges_overlap(&ro, in[i]) || ranges_overlap(&rl, in[i]))
+            return ROPEQK_ERR_OVERLAP;
+    if (ranges_overlap(&ro, &rl))
         return ROPEQK_ERR_OVERLAP;
+    if (attn)
+        return rq_attn_enqueue(pl, queue, args, r.Sk, r.q_off, r.k_off, num_wait, wait, event);
     return rq_plan_run(pl, queue, &r, num_wait, wait, event);
 }
 
@@ -335,7 +351,7 @@ ropeqk_status ropeqk_opencl_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, con
 }
 
 /* A device copy of host memory; NULL with *err set on failure. */
-static cl_mem upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t bytes, cl_int *err)
+cl_mem rq_upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t bytes, cl_int *err)
 {
     cl_mem m = clCreateBuffer(ctx->context, flags, bytes, NULL, err);
     if (*err)
@@ -369,20 +385,20 @@ ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeq
     cl_mem bq = NULL, bk = NULL, bo = NULL, bqp = NULL, bkp = NULL;
     cl_event ev = NULL;
     /* blocking writes: on any early return no command may still read the caller's memory */
-    bq = upload(ctx, CL_MEM_READ_ONLY, q_data, pb.q_extent, &err);
+    bq = rq_upload(ctx, CL_MEM_READ_ONLY, q_data, pb.q_extent, &err);
     if (!err)
-        bk = upload(ctx, CL_MEM_READ_ONLY, k_data, pb.k_extent, &err);
+        bk = rq_upload(ctx, CL_MEM_READ_ONLY, k_data, pb.k_extent, &err);
     if (!err && q_pos)
-        bqp = upload(ctx, CL_MEM_READ_ONLY, q_pos, (size_t)pb.Sq * sizeof(cl_int), &err);
+        bqp = rq_upload(ctx, CL_MEM_READ_ONLY, q_pos, (size_t)pb.Sq * sizeof(cl_int), &err);
     if (!err && k_pos)
-        bkp = upload(ctx, CL_MEM_READ_ONLY, k_pos, (size_t)pb.Sk * sizeof(cl_int), &err);
+        bkp = rq_upload(ctx, CL_MEM_READ_ONLY, k_pos, (size_t)pb.Sk * sizeof(cl_int), &err);
     /* a strided output has gaps the download would overwrite: upload the caller's bytes first so
      * the gaps come back as they were. A dense one (every byte a score) needs no upload. */
     bool dense = pb.out_extent == (size_t)(pb.B * pb.Hq * pb.Sq * pb.Sk) * sizeof(float);
     if (!err && dense)
         bo = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, pb.out_extent, NULL, &err);
     else if (!err)
-        bo = upload(ctx, CL_MEM_READ_WRITE, out_data, pb.out_extent, &err);
+        bo = rq_upload(ctx, CL_MEM_READ_WRITE, out_data, pb.out_extent, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto done;

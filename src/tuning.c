@@ -88,6 +88,11 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->dwg = 2;
     t->decode = cpu;
     t->rot_uwg = 16;
+    /* attention: 8 rows x 16 keys per work-item on CPUs (one zmm of scores per row, o[8][Dv] in
+     * private memory); one row, one key at a time on GPUs until the GPU-shaped kernel exists */
+    t->atq = cpu ? 8 : 1;
+    t->avk = cpu ? 16 : 1;
+    t->awg = cpu ? 1 : 64;
     t->pocl_ext = pocl;
 }
 
@@ -162,7 +167,10 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         (st = apply(&t->vk, req->vk, "ROPEQK_VK", 1, 16, vk_ok)) ||
         (st = apply(&t->dkb, req->dkb, "ROPEQK_DKB", 2, 1024, even_ok)) ||
         (st = apply(&t->dwg, req->dwg, "ROPEQK_DWG", 1, 256, NULL)) ||
-        (st = apply(&t->rot_uwg, req->rot_uwg, "ROPEQK_ROT_UWG", 1, 256, NULL)))
+        (st = apply(&t->rot_uwg, req->rot_uwg, "ROPEQK_ROT_UWG", 1, 256, NULL)) ||
+        (st = apply(&t->atq, req->atq, "ROPEQK_ATQ", 1, 16, NULL)) ||
+        (st = apply(&t->avk, req->avk, "ROPEQK_AVK", 1, 16, vk_ok)) ||
+        (st = apply(&t->awg, req->awg, "ROPEQK_AWG", 1, 1024, NULL)))
         return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
@@ -185,6 +193,8 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
             t->dwg = (int)dev->max_wg;
         if ((size_t)t->rot_uwg > dev->max_wg)
             t->rot_uwg = (int)dev->max_wg;
+        if ((size_t)t->awg > dev->max_wg)
+            t->awg = (int)dev->max_wg;
     }
     return ROPEQK_SUCCESS;
 }
@@ -192,6 +202,8 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
 int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
 {
     return snprintf(buf, len,
-                    "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d%s",
-                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
+                    "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
+                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d%s",
+                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg,
+                    t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
 }

@@ -1,0 +1,204 @@
+/* Fused attention pass: O = softmax(Qr . Kt) . V with an online (flash-style) softmax, from the
+ * rotated scratch written by rope.cl (Qr pre-scaled, Kt transposed, as for qk_scores). The scores
+ * never leave registers: per block of RQ_AVK keys a work-item computes its RQ_ATQ rows' scores, masks
+ * them, rescales its running max m, sum l and output accumulators o[Dv], and adds p . V[j].
+ *   - rows are the G query heads sharing a KV head times Sq (as in qk_scores), so GQA reads K and
+ *     V once per group of rows;
+ *   - V is read from the caller's buffer in its storage type, one row per key, reused by the RQ_ATQ
+ *     rows of the work-item;
+ *   - a key block whose every score is masked for the tile is skipped (causal prefill: half);
+ *   - a fully masked row ends with l = 0: O = 0 and LSE = -inf (no 0/0);
+ *   - everything accumulates in f32; exp() and log() are the accurate built-ins.
+ * Tuning (-D from the host's profile, src/tuning.c): RQ_ATQ rows per work-item, RQ_AVK keys per
+ * block (a floatRQ_AVK vector along keys: explicit SIMD for CPU drivers, 1 on GPUs), RQ_AWG
+ * work-items per group. */
+
+#include "contract.h"
+#include "load.cl"
+
+#ifndef RQ_ATQ
+#define RQ_ATQ 8
+#endif
+#ifndef RQ_AVK
+#define RQ_AVK 16
+#endif
+#ifndef RQ_AWG
+#define RQ_AWG 1
+#endif
+
+#define RQ_ACAT_(a, b) a##b
+#define RQ_ACAT(a, b) RQ_ACAT_(a, b)
+#if RQ_AVK == 1
+#define RQ_AVT float
+#define RQ_AIT int
+#define RQ_AVLOAD(p) (*(p))
+#define RQ_AVSTORE(v, p) ((p)[0] = (v))
+#define RQ_AIOTA 0
+#elif RQ_AVK == 4 || RQ_AVK == 8 || RQ_AVK == 16
+#define RQ_AVT RQ_ACAT(float, RQ_AVK)
+#define RQ_AIT RQ_ACAT(int, RQ_AVK)
+#define RQ_AVLOAD(p) RQ_ACAT(vload, RQ_AVK)(0, (p))
+#define RQ_AVSTORE(v, p) RQ_ACAT(vstore, RQ_AVK)((v), 0, (p))
+#if RQ_AVK == 4
+#define RQ_AIOTA ((int4)(0, 1, 2, 3))
+#elif RQ_AVK == 8
+#define RQ_AIOTA ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+#else
+#define RQ_AIOTA ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#endif
+#else
+#error "RQ_AVK must be 1, 4, 8 or 16"
+#endif
+
+/* largest lane of a vector of scores */
+static inline float rq_amax(RQ_AVT v)
+{
+#if RQ_AVK == 1
+    return v;
+#else
+    float t[RQ_AVK];
+    RQ_AVSTORE(v, t);
+    float m = t[0];
+    for (int l = 1; l < RQ_AVK; l++)
+        m = fmax(m, t[l]);
+    return m;
+#endif
+}
+
+static inline float rq_asum(RQ_AVT v)
+{
+#if RQ_AVK == 1
+    return v;
+#else
+    float t[RQ_AVK];
+    RQ_AVSTORE(v, t);
+    float s = 0.0f;
+    for (int l = 0; l < RQ_AVK; l++)
+        s += t[l];
+    return s;
+#endif
+}
+
+/* Stores one output element in the output's storage type (0 f32, 1 f16, 2 bf16). */
+static inline void rq_store_out(__global uchar *out, long off, int dtype, float x)
+{
+    if (dtype == 0) {
+        *(__global float *)(out + off) = x;
+    } else if (dtype == 1) {
+        vstore_half_rte(x, 0, (__global half *)(out + off)); /* round to nearest even */
+    } else {
+        uint u = as_uint(x); /* bf16: round to nearest even; NaN stays NaN */
+        ushort h = isnan(x) ? (ushort)((u >> 16) | 0x40u) : (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+        *(__global ushort *)(out + off) = h;
+    }
+}
+
+#define RQ_ATTN_KERNEL(NAME, LOAD, ES)                                                               \
+__kernel __attribute__((reqd_work_group_size(RQ_AWG, 1, 1)))                                       \
+void NAME(__global const float *qr, __global const float *kt, __global const uchar *v,               \
+          __global const int *qpos, __global const int *kpos, __global uchar *out,                 \
+          __global uchar *lse, rq_attn_args a)                                                     \
+{                                                                                                  \
+    const int M = a.M, Sq = a.Sq, Sk = a.Sk, ldk = a.ldk, D = a.D, Dv = a.Dv, G = a.G;             \
+    const int m0 = get_global_id(0) * RQ_ATQ, bk = get_global_id(1);                               \
+    if (m0 >= M)                                                                                   \
+        return;                                                                                    \
+    const int b = bk / a.Hkv, hk = bk % a.Hkv;                                                     \
+    int pi[RQ_ATQ];                                                                                \
+    int pi_min = INT_MAX, pi_max = INT_MIN;                                                        \
+    for (int r = 0; r < RQ_ATQ; r++) {                                                             \
+        int i = min(m0 + r, M - 1) % Sq; /* rows past M repeat the last and are not stored */      \
+        pi[r] = a.use_qpos ? qpos[a.qpos_off + i] : a.q_base + i;                                  \
+        pi_min = min(pi_min, pi[r]);                                                               \
+        pi_max = max(pi_max, pi[r]);                                                               \
+    }                                                                                              \
+    float mx[RQ_ATQ], l[RQ_ATQ], o[RQ_ATQ][RQ_ADVMAX], vrow[RQ_ADVMAX];                             \
+    for (int r = 0; r < RQ_ATQ; r++) {                                                             \
+        mx[r] = -INFINITY;                                                                         \
+        l[r] = 0.0f;                                                                               \
+        for (int d = 0; d < Dv; d++)                                                               \
+            o[r][d] = 0.0f;                                                                        \
+    }                                                                                              \
+    __global const float *qp = qr + ((long)bk * M + m0) * D; /* spare rows follow the last tile */ \
+    __global const uchar *vb = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1;                 \
+    for (int j0 = 0; j0 < Sk; j0 += RQ_AVK) {                                                      \
+        RQ_AIT pj;                                                                                 \
+        int pj_min = INT_MAX, pj_max = INT_MIN;                                                    \
+        {                                                                                          \
+            int t[RQ_AVK];                                                                         \
+            for (int u = 0; u < RQ_AVK; u++) {                                                     \
+                int j = min(j0 + u, Sk - 1); /* lanes past Sk repeat the last key (masked below) */ \
+                t[u] = a.use_kpos ? kpos[a.kpos_off + j] : a.k_base + j;                           \
+                pj_min = min(pj_min, t[u]);                                                        \
+                pj_max = max(pj_max, t[u]);                                                        \
+            }                                                                                      \
+            pj = RQ_AVLOAD(t);                                                                     \
+        }                                                                                          \
+        if ((a.causal && pj_min > pi_max) || (a.window > 0 && (long)pi_min - pj_max >= a.window))  \
+            continue; /* every score of the tile is masked */                                      \
+        RQ_AVT s[RQ_ATQ];                                                                          \
+        for (int r = 0; r < RQ_ATQ; r++)                                                           \
+            s[r] = (RQ_AVT)(0.0f);                                                                 \
+        __global const float *kp = kt + (long)bk * D * ldk + j0;                                   \
+        for (int d = 0; d < D; d++) {                                                              \
+            RQ_AVT kv = RQ_AVLOAD(kp + (long)d * ldk);                                             \
+            for (int r = 0; r < RQ_ATQ; r++)                                                       \
+                s[r] = fma((RQ_AVT)(qp[r * D + d]), kv, s[r]);                                     \
+        }                                                                                          \
+        RQ_AIT past = (RQ_AIT)(j0) + RQ_AIOTA >= (RQ_AIT)(Sk);                                     \
+        int nk = min(RQ_AVK, Sk - j0);                                                             \
+        for (int r = 0; r < RQ_ATQ; r++) {                                                         \
+            RQ_AIT msk = past;                                                                     \
+            if (a.causal)                                                                          \
+                msk = msk | (pj > (RQ_AIT)(pi[r]));                                                \
+            long lim = (long)pi[r] - a.window; /* window: masked where pj <= pi - window */        \
+            if (a.window > 0 && lim >= (long)INT_MIN)                                              \
+                msk = msk | (pj <= (RQ_AIT)((int)min(lim, (long)INT_MAX)));                        \
+            s[r] = select(s[r], (RQ_AVT)(-INFINITY), msk);                                         \
+        }                                                                                          \
+        float p[RQ_ATQ][RQ_AVK];                                                                   \
+        for (int r = 0; r < RQ_ATQ; r++) {                                                         \
+            float bm = rq_amax(s[r]);                                                              \
+            if (bm == -INFINITY) { /* nothing unmasked in this block for this row */               \
+                for (int u = 0; u < RQ_AVK; u++)                                                   \
+                    p[r][u] = 0.0f;                                                                \
+                continue;                                                                          \
+            }                                                                                      \
+            float mn = fmax(mx[r], bm);                                                            \
+            float corr = exp(mx[r] - mn); /* 0 while mx is -inf */                                 \
+            RQ_AVT e = exp(s[r] - (RQ_AVT)(mn));                                                   \
+            l[r] = l[r] * corr + rq_asum(e);                                                       \
+            mx[r] = mn;                                                                            \
+            if (corr != 1.0f)                                                                      \
+                for (int d = 0; d < Dv; d++)                                                       \
+                    o[r][d] *= corr;                                                               \
+            RQ_AVSTORE(e, p[r]);                                                                   \
+        }                                                                                          \
+        for (int u = 0; u < nk; u++) {                                                             \
+            __global const uchar *vr = vb + (long)(j0 + u) * a.vnb2;                               \
+            for (int d = 0; d < Dv; d++)                                                           \
+                vrow[d] = LOAD(vr, (long)d * ES);                                                  \
+            for (int r = 0; r < RQ_ATQ; r++) {                                                     \
+                float w = p[r][u];                                                                 \
+                if (w != 0.0f)                                                                     \
+                    for (int d = 0; d < Dv; d++)                                                   \
+                        o[r][d] = fma(w, vrow[d], o[r][d]);                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    for (int r = 0; r < RQ_ATQ && m0 + r < M; r++) {                                               \
+        int m = m0 + r, g = m / Sq, i = m - g * Sq, h = hk * G + g;                                \
+        float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* fully masked: O = 0 */                    \
+        long ob = a.o_off + (long)b * a.onb0 + (long)h * a.onb1 + (long)i * a.onb2;                \
+        int es = a.o_dtype == 0 ? 4 : 2;                                                           \
+        for (int d = 0; d < Dv; d++)                                                               \
+            rq_store_out(out, ob + (long)d * es, a.o_dtype, o[r][d] * inv);                         \
+        if (a.with_lse)                                                                            \
+            *(__global float *)(lse + a.l_off + (long)b * a.lnb0 + (long)h * a.lnb1 + (long)i * a.lnb2) = \
+                l[r] > 0.0f ? mx[r] + log(l[r]) : -INFINITY;                                       \
+    }                                                                                              \
+}
+
+RQ_ATTN_KERNEL(qk_attention_f32, rq_load_f32, 4)
+RQ_ATTN_KERNEL(qk_attention_f16, rq_load_f16, 2)
+RQ_ATTN_KERNEL(qk_attention_bf16, rq_load_bf16, 2)
