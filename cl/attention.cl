@@ -93,7 +93,7 @@ static inline void rq_store_out(__global uchar *out, long off, int dtype, float 
     }
 }
 
-#define RQ_ATTN_KERNEL(NAME, LOAD, ES)                                                               \
+#define RQ_ATTN_KERNEL(NAME, LD16)                                                                   \
 __kernel __attribute__((reqd_work_group_size(RQ_AWG, 1, 1)))                                       \
 void NAME(__global const float *qr, __global const float *kt, __global const uchar *v,               \
           __global const int *qpos, __global const int *kpos, __global uchar *out,                 \
@@ -112,12 +112,14 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         pi_min = min(pi_min, pi[r]);                                                               \
         pi_max = max(pi_max, pi[r]);                                                               \
     }                                                                                              \
-    float mx[RQ_ATQ], l[RQ_ATQ], o[RQ_ATQ][RQ_ADVMAX], vrow[RQ_ADVMAX];                             \
+    const int nvc = (Dv + 15) / 16; /* 16-lane chunks of a V row; the last may be partial */      \
+    float mx[RQ_ATQ], l[RQ_ATQ];                                                                   \
+    float16 o[RQ_ATQ][RQ_ADVMAX / 16];                                                             \
     for (int r = 0; r < RQ_ATQ; r++) {                                                             \
         mx[r] = -INFINITY;                                                                         \
         l[r] = 0.0f;                                                                               \
-        for (int d = 0; d < Dv; d++)                                                               \
-            o[r][d] = 0.0f;                                                                        \
+        for (int c = 0; c < nvc; c++)                                                              \
+            o[r][c] = (float16)(0.0f);                                                             \
     }                                                                                              \
     __global const float *qp = qr + ((long)bk * M + m0) * D; /* spare rows follow the last tile */ \
     __global const uchar *vb = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1;                 \
@@ -137,17 +139,17 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         if ((a.causal && pj_min > pi_max) || (a.window > 0 && (long)pi_min - pj_max >= a.window))  \
             continue; /* every score of the tile is masked */                                      \
         RQ_AVT s[RQ_ATQ];                                                                          \
-        for (int r = 0; r < RQ_ATQ; r++)                                                           \
+        _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                         \
             s[r] = (RQ_AVT)(0.0f);                                                                 \
         __global const float *kp = kt + (long)bk * D * ldk + j0;                                   \
         for (int d = 0; d < D; d++) {                                                              \
             RQ_AVT kv = RQ_AVLOAD(kp + (long)d * ldk);                                             \
-            for (int r = 0; r < RQ_ATQ; r++)                                                       \
+            _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
                 s[r] = fma((RQ_AVT)(qp[r * D + d]), kv, s[r]);                                     \
         }                                                                                          \
         RQ_AIT past = (RQ_AIT)(j0) + RQ_AIOTA >= (RQ_AIT)(Sk);                                     \
         int nk = min(RQ_AVK, Sk - j0);                                                             \
-        for (int r = 0; r < RQ_ATQ; r++) {                                                         \
+        _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++) {                                       \
             RQ_AIT msk = past;                                                                     \
             if (a.causal)                                                                          \
                 msk = msk | (pj > (RQ_AIT)(pi[r]));                                                \
@@ -157,7 +159,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             s[r] = select(s[r], (RQ_AVT)(-INFINITY), msk);                                         \
         }                                                                                          \
         float p[RQ_ATQ][RQ_AVK];                                                                   \
-        for (int r = 0; r < RQ_ATQ; r++) {                                                         \
+        _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++) {                                       \
             float bm = rq_amax(s[r]);                                                              \
             if (bm == -INFINITY) { /* nothing unmasked in this block for this row */               \
                 for (int u = 0; u < RQ_AVK; u++)                                                   \
@@ -170,19 +172,16 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             l[r] = l[r] * corr + rq_asum(e);                                                       \
             mx[r] = mn;                                                                            \
             if (corr != 1.0f)                                                                      \
-                for (int d = 0; d < Dv; d++)                                                       \
-                    o[r][d] *= corr;                                                               \
+                for (int c = 0; c < nvc; c++)                                                      \
+                    o[r][c] *= corr;                                                               \
             RQ_AVSTORE(e, p[r]);                                                                   \
         }                                                                                          \
         for (int u = 0; u < nk; u++) {                                                             \
             __global const uchar *vr = vb + (long)(j0 + u) * a.vnb2;                               \
-            for (int d = 0; d < Dv; d++)                                                           \
-                vrow[d] = LOAD(vr, (long)d * ES);                                                  \
-            for (int r = 0; r < RQ_ATQ; r++) {                                                     \
-                float w = p[r][u];                                                                 \
-                if (w != 0.0f)                                                                     \
-                    for (int d = 0; d < Dv; d++)                                                   \
-                        o[r][d] = fma(w, vrow[d], o[r][d]);                                        \
+            for (int c = 0; c < nvc; c++) {                                                        \
+                float16 x = LD16(vr, c, Dv);                                                       \
+                _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                 \
+                    o[r][c] = fma((float16)(p[r][u]), x, o[r][c]);                                 \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -191,14 +190,35 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* fully masked: O = 0 */                    \
         long ob = a.o_off + (long)b * a.onb0 + (long)h * a.onb1 + (long)i * a.onb2;                \
         int es = a.o_dtype == 0 ? 4 : 2;                                                           \
-        for (int d = 0; d < Dv; d++)                                                               \
-            rq_store_out(out, ob + (long)d * es, a.o_dtype, o[r][d] * inv);                         \
+        for (int c = 0; c < nvc; c++) {                                                            \
+            float t[16];                                                                           \
+            vstore16(o[r][c] * inv, 0, t);                                                         \
+            for (int d = c * 16; d < min(Dv, c * 16 + 16); d++)                                    \
+                rq_store_out(out, ob + (long)d * es, a.o_dtype, t[d - c * 16]);                    \
+        }                                                                                          \
         if (a.with_lse)                                                                            \
             *(__global float *)(lse + a.l_off + (long)b * a.lnb0 + (long)h * a.lnb1 + (long)i * a.lnb2) = \
                 l[r] > 0.0f ? mx[r] + log(l[r]) : -INFINITY;                                       \
     }                                                                                              \
 }
 
-RQ_ATTN_KERNEL(qk_attention_f32, rq_load_f32, 4)
-RQ_ATTN_KERNEL(qk_attention_f16, rq_load_f16, 2)
-RQ_ATTN_KERNEL(qk_attention_bf16, rq_load_bf16, 2)
+/* 16 elements of a V row from element 16c, as f32; lanes at or past Dv are 0 (a partial last chunk
+ * is read element by element: nothing past the row is touched). */
+#define RQ_DEFINE_LD16(NAME, T, VLOAD, LOAD1)                                                      \
+    static inline float16 NAME(__global const uchar *row, int c, int Dv)                           \
+    {                                                                                              \
+        if (c * 16 + 16 <= Dv)                                                                     \
+            return VLOAD(c, (__global const T *)row);                                              \
+        float t[16];                                                                               \
+        for (int i = 0; i < 16; i++)                                                               \
+            t[i] = c * 16 + i < Dv ? LOAD1(row, (long)(c * 16 + i) * (long)sizeof(T)) : 0.0f;      \
+        return vload16(0, t);                                                                      \
+    }
+#define RQ_VLOAD16_BF16(c, p) as_float16(convert_uint16(vload16((c), (p))) << 16)
+RQ_DEFINE_LD16(rq_vrow16_f32, float, vload16, rq_load_f32)
+RQ_DEFINE_LD16(rq_vrow16_f16, half, vload_half16, rq_load_f16)
+RQ_DEFINE_LD16(rq_vrow16_bf16, ushort, RQ_VLOAD16_BF16, rq_load_bf16)
+
+RQ_ATTN_KERNEL(qk_attention_f32, rq_vrow16_f32)
+RQ_ATTN_KERNEL(qk_attention_f16, rq_vrow16_f16)
+RQ_ATTN_KERNEL(qk_attention_bf16, rq_vrow16_bf16)
