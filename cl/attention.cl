@@ -50,34 +50,44 @@
 #error "RQ_AVK must be 1, 4, 8 or 16"
 #endif
 
-/* largest lane of a vector of scores */
+/* Largest lane and sum of lanes of a vector of scores, as trees of halves (.lo/.hi), not a scalar
+ * loop over a stored copy: the reductions run once per row and key block. */
+#if RQ_AVK == 1
+#define rq_amax(v) (v)
+#define rq_asum(v) (v)
+#else
 static inline float rq_amax(RQ_AVT v)
 {
-#if RQ_AVK == 1
-    return v;
-#else
-    float t[RQ_AVK];
-    RQ_AVSTORE(v, t);
-    float m = t[0];
-    for (int l = 1; l < RQ_AVK; l++)
-        m = fmax(m, t[l]);
-    return m;
+#if RQ_AVK == 16
+    float8 v8 = fmax(v.lo, v.hi);
+#elif RQ_AVK == 8
+    float8 v8 = v;
 #endif
+#if RQ_AVK >= 8
+    float4 v4 = fmax(v8.lo, v8.hi);
+#else
+    float4 v4 = v;
+#endif
+    float2 v2 = fmax(v4.lo, v4.hi);
+    return fmax(v2.x, v2.y);
 }
 
 static inline float rq_asum(RQ_AVT v)
 {
-#if RQ_AVK == 1
-    return v;
-#else
-    float t[RQ_AVK];
-    RQ_AVSTORE(v, t);
-    float s = 0.0f;
-    for (int l = 0; l < RQ_AVK; l++)
-        s += t[l];
-    return s;
+#if RQ_AVK == 16
+    float8 v8 = v.lo + v.hi;
+#elif RQ_AVK == 8
+    float8 v8 = v;
 #endif
+#if RQ_AVK >= 8
+    float4 v4 = v8.lo + v8.hi;
+#else
+    float4 v4 = v;
+#endif
+    float2 v2 = v4.lo + v4.hi;
+    return v2.x + v2.y;
 }
+#endif
 
 /* Stores one output element in the output's storage type (0 f32, 1 f16, 2 bf16). */
 static inline void rq_store_out(__global uchar *out, long off, int dtype, float x)

@@ -19,6 +19,8 @@ typedef struct {
     float qd[B * HQ * SQ * D], kd[B * HKV * SK * D];
     int32_t kpos[SK];
     float dev[B * HQ * SQ * SK], enq[B * HQ * SQ * SK];
+    ropeqk_tensor v, ao, al;
+    float vd[B * HKV * SK * D], att[B * HQ * SQ * D], lse[B * HQ * SQ];
     double ref[B * HQ * SQ * SK];
 } problem;
 
@@ -37,6 +39,10 @@ static void make(problem *pr)
     for (size_t i = 0; i < sizeof pr->qd / 4; i++) pr->qd[i] = (float)th_uniform(&rng);
     for (size_t i = 0; i < sizeof pr->kd / 4; i++) pr->kd[i] = (float)th_uniform(&rng);
     for (int j = 0; j < SK; j++) pr->kpos[j] = j;
+    pr->v = ropeqk_tensor_bhsd(ROPEQK_F32, B, HKV, SK, D);
+    pr->ao = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, D);
+    pr->al = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, 1);
+    for (size_t i = 0; i < sizeof pr->vd / 4; i++) pr->vd[i] = (float)th_uniform(&rng);
 }
 
 /* Device buffers for the enqueue step, made before any fault is armed. */
@@ -83,8 +89,8 @@ static ropeqk_status plan_steps(ropeqk_ctx *ctx, problem *pr, const bufs *b)
 }
 
 /* The representative run: scalar path, host convenience call (first one builds), one-shot enqueue
- * call, decode plan. */
-static void run_all(ropeqk_ctx *ctx, problem *pr, const bufs *b, ropeqk_status st[4])
+ * call, decode plan, fused attention with LSE. */
+static void run_all(ropeqk_ctx *ctx, problem *pr, const bufs *b, ropeqk_status st[5])
 {
     st[0] = ropeqk_scores_ref(&pr->p, &pr->q, pr->qd, &pr->k, pr->kd, NULL, NULL, &pr->o64, pr->ref);
     st[1] = ropeqk_scores(ctx, &pr->p, &pr->q, pr->qd, &pr->k, pr->kd, NULL, pr->kpos, &pr->o, pr->dev);
@@ -96,6 +102,8 @@ static void run_all(ropeqk_ctx *ctx, problem *pr, const bufs *b, ropeqk_status s
         clReleaseEvent(ev);
     }
     st[3] = plan_steps(ctx, pr, b);
+    st[4] = ropeqk_attention(ctx, &pr->p, &pr->q, pr->qd, &pr->k, pr->kd, &pr->v, pr->vd, NULL, pr->kpos, &pr->ao,
+                             pr->att, &pr->al, pr->lse);
 }
 
 /* What the shim injects, as the backend code the context must keep (0: not a backend call). */
@@ -123,7 +131,7 @@ static void sweep(fault_fn f)
     ropeqk_ctx_destroy(probe);
     static problem base, pr;
     make(&base);
-    ropeqk_status st[4];
+    ropeqk_status st[5];
 
     /* count the calls a representative run makes, on a fresh context (so the build is in it) */
     ropeqk_ctx *ctx = NULL;
@@ -134,7 +142,7 @@ static void sweep(fault_fn f)
     run_all(ctx, &base, &b, st);
     fault_disarm();
     long n_calls = fault_calls(f);
-    cr_assert(st[0] == 0 && st[1] == 0 && st[2] == 0 && st[3] == 0, "baseline run failed");
+    cr_assert(st[0] == 0 && st[1] == 0 && st[2] == 0 && st[3] == 0 && st[4] == 0, "baseline run failed");
     clEnqueueReadBuffer(ropeqk_opencl_queue(ctx), b.o, CL_TRUE, 0, sizeof base.enq, base.enq, 0, NULL, NULL);
     free_bufs(&b);
     ropeqk_ctx_destroy(ctx);
@@ -150,7 +158,7 @@ static void sweep(fault_fn f)
         fault_disarm();
         cr_expect(fault_fired(), "%s #%ld: fault not reached", fault_names[f], n);
         int failed = 0;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             if (st[i] != ROPEQK_SUCCESS) {
                 failed++;
                 cr_expect_eq(st[i], expected_status(f), "%s #%ld: step %d returned %d (%s)", fault_names[f], n, i,
@@ -163,13 +171,17 @@ static void sweep(fault_fn f)
                          fault_names[f], n);
         /* the same context works afterwards, with the same bits */
         memset(pr.dev, 0, sizeof pr.dev);
+        memset(pr.att, 0, sizeof pr.att);
+        memset(pr.lse, 0, sizeof pr.lse);
         run_all(ctx, &pr, &b, st);
-        cr_expect(st[0] == 0 && st[1] == 0 && st[2] == 0 && st[3] == 0, "%s #%ld: recovery run failed (%d %d %d %d)",
-                  fault_names[f], n, st[0], st[1], st[2], st[3]);
+        cr_expect(st[0] == 0 && st[1] == 0 && st[2] == 0 && st[3] == 0 && st[4] == 0,
+                  "%s #%ld: recovery run failed (%d %d %d %d %d)", fault_names[f], n, st[0], st[1], st[2], st[3], st[4]);
         clEnqueueReadBuffer(ropeqk_opencl_queue(ctx), b.o, CL_TRUE, 0, sizeof pr.enq, pr.enq, 0, NULL, NULL);
         cr_expect(memcmp(pr.dev, base.dev, sizeof pr.dev) == 0, "%s #%ld: host-call result differs", fault_names[f], n);
         cr_expect(memcmp(pr.enq, base.enq, sizeof pr.enq) == 0, "%s #%ld: enqueue result differs", fault_names[f], n);
         cr_expect(memcmp(pr.ref, base.ref, sizeof pr.ref) == 0, "%s #%ld: scalar result differs", fault_names[f], n);
+        cr_expect(memcmp(pr.att, base.att, sizeof pr.att) == 0 && memcmp(pr.lse, base.lse, sizeof pr.lse) == 0,
+                  "%s #%ld: attention result differs", fault_names[f], n);
         free_bufs(&b);
         ropeqk_ctx_destroy(ctx);
     }
