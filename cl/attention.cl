@@ -168,31 +168,31 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                 msk = msk | (pj <= (RQ_AIT)((int)min(lim, (long)INT_MAX)));                        \
             s[r] = select(s[r], (RQ_AVT)(-INFINITY), msk);                                         \
         }                                                                                          \
-        float p[RQ_ATQ][RQ_AVK];                                                                   \
+        float p[RQ_ATQ][RQ_AVK], corr[RQ_ATQ];                                                     \
         _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++) {                                       \
             float bm = rq_amax(s[r]);                                                              \
-            if (bm == -INFINITY) { /* nothing unmasked in this block for this row */               \
-                for (int u = 0; u < RQ_AVK; u++)                                                   \
-                    p[r][u] = 0.0f;                                                                \
-                continue;                                                                          \
-            }                                                                                      \
             float mn = fmax(mx[r], bm);                                                            \
-            float corr = exp(mx[r] - mn); /* 0 while mx is -inf */                                 \
-            RQ_AVT e = exp(s[r] - (RQ_AVT)(mn));                                                   \
-            l[r] = l[r] * corr + rq_asum(e);                                                       \
-            mx[r] = mn;                                                                            \
-            if (corr != 1.0f)                                                                      \
-                for (int c = 0; c < nvc; c++)                                                      \
-                    o[r][c] *= corr;                                                               \
+            /* nothing unmasked yet (mn = -inf): weights 0, accumulators untouched */              \
+            bool none = mn == -INFINITY;                                                           \
+            corr[r] = none ? 1.0f : exp(mx[r] - mn); /* 0 while mx is -inf */                      \
+            RQ_AVT e = none ? (RQ_AVT)(0.0f) : exp(s[r] - (RQ_AVT)(mn));                           \
+            l[r] = l[r] * corr[r] + rq_asum(e);                                                    \
+            mx[r] = none ? mx[r] : mn;                                                             \
             RQ_AVSTORE(e, p[r]);                                                                   \
         }                                                                                          \
-        for (int u = 0; u < nk; u++) {                                                             \
-            __global const uchar *vr = vb + (long)(j0 + u) * a.vnb2;                               \
-            for (int c = 0; c < nvc; c++) {                                                        \
-                float16 x = LD16(vr, c, Dv);                                                       \
+        /* o = o * corr + p . V: per 16-lane chunk of V rows, the RQ_ATQ accumulators stay in      \
+         * registers over the block's keys; each V chunk is loaded once for all rows */            \
+        for (int c = 0; c < nvc; c++) {                                                            \
+            float16 acc[RQ_ATQ];                                                                   \
+            _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
+                acc[r] = o[r][c] * corr[r];                                                        \
+            for (int u = 0; u < nk; u++) {                                                         \
+                float16 x = LD16(vb + (long)(j0 + u) * a.vnb2, c, Dv);                             \
                 _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                 \
-                    o[r][c] = fma((float16)(p[r][u]), x, o[r][c]);                                 \
+                    acc[r] = fma((float16)(p[r][u]), x, acc[r]);                                   \
             }                                                                                      \
+            _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
+                o[r][c] = acc[r];                                                                  \
         }                                                                                          \
     }                                                                                              \
     for (int r = 0; r < RQ_ATQ && m0 + r < M; r++) {                                               \

@@ -23,14 +23,6 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
     return err ? rq_cl_fail(pl->ctx, err) : ROPEQK_SUCCESS;
 }
 
-static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
-
-#define SET(k, i, v)                                                                               \
-    do {                                                                                           \
-        if (!err)                                                                                  \
-            err = clSetKernelArg((k), (i), sizeof(v), &(v));                                       \
-    } while (0)
-
 ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
                               int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait, cl_event *event)
 {
@@ -40,7 +32,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     int64_t Sq = pb->Sq, M = pb->G * Sq;
     /* Kt row stride: as for qk_scores, covering every key block, an odd multiple of 64 bytes */
     size_t avk = (size_t)tn->avk, atq = (size_t)tn->atq;
-    size_t sk_pad = round_up(round_up((size_t)Sk, avk), 16);
+    size_t sk_pad = rq_round_up(rq_round_up((size_t)Sk, avk), 16);
     if ((sk_pad / 16) % 2 == 0)
         sk_pad += 16;
     size_t qr_n, kt_n, tmp;
@@ -59,7 +51,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
         return ROPEQK_ERR_TOO_LARGE;
     }
     ropeqk_status st;
-    rq_scratch *sq = NULL, *sk = NULL;
+    rq_scratch *sq = NULL, *sk = NULL; /* pooled Qr and Kt */
     if ((st = rq_scratch_get(ctx, qr_n * sizeof(float), &sq)) ||
         (st = rq_scratch_get(ctx, kt_n * sizeof(float), &sk))) {
         rq_scratch_put(ctx, sq, 0, NULL);
@@ -90,38 +82,20 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
                          1, (int64_t)sk_pad);
     if (!err)
         err = rq_enqueue_rotate(queue, pl->krk, pl, Sk, num_wait, wait, &ev[1]);
-    SET(ka, RQ_AT_QR, sq->buf);
-    SET(ka, RQ_AT_KT, sk->buf);
-    SET(ka, RQ_AT_V, m->v.buf);
-    SET(ka, RQ_AT_QPOS, qpos);
-    SET(ka, RQ_AT_KPOS, kpos);
-    SET(ka, RQ_AT_OUT, m->out.buf);
-    SET(ka, RQ_AT_LSE, lse);
-    SET(ka, RQ_AT_A, a);
+    RQ_SET_ARG(ka, RQ_AT_QR, sq->buf);
+    RQ_SET_ARG(ka, RQ_AT_KT, sk->buf);
+    RQ_SET_ARG(ka, RQ_AT_V, m->v.buf);
+    RQ_SET_ARG(ka, RQ_AT_QPOS, qpos);
+    RQ_SET_ARG(ka, RQ_AT_KPOS, kpos);
+    RQ_SET_ARG(ka, RQ_AT_OUT, m->out.buf);
+    RQ_SET_ARG(ka, RQ_AT_LSE, lse);
+    RQ_SET_ARG(ka, RQ_AT_A, a);
     size_t awg = (size_t)tn->awg;
-    size_t g[2] = {round_up(((size_t)M + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv)}, l[2] = {awg, 1};
+    size_t g[2] = {rq_round_up(((size_t)M + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv)}, l[2] = {awg, 1};
     if (!err)
         err = clEnqueueNDRangeKernel(queue, ka, 2, NULL, g, l, 2, ev, &ev[2]);
     pthread_mutex_unlock(&pl->lock);
-    st = err ? rq_cl_fail(ctx, err) : ROPEQK_SUCCESS;
-    cl_event used[2];
-    cl_uint nused = 0;
-    if (ev[2])
-        used[nused++] = ev[2];
-    else
-        for (int i = 0; i < 2; i++)
-            if (ev[i])
-                used[nused++] = ev[i];
-    rq_scratch_put(ctx, sk, nused, used);
-    rq_scratch_put(ctx, sq, nused, used);
-    if (!err && event) {
-        *event = ev[2];
-        ev[2] = NULL;
-    }
-    for (int i = 0; i < 3; i++)
-        if (ev[i])
-            clReleaseEvent(ev[i]);
-    return st;
+    return rq_run_finish(ctx, sq, sk, ev, err, event);
 }
 
 ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,

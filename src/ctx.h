@@ -152,6 +152,21 @@ cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan 
                          const cl_event *wait, cl_event *ev);
 cl_mem rq_upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t bytes, cl_int *err);
 
+/* After the kernels of a run were enqueued (or failed at err): hands the scratch back to the pool
+ * with the events that use it, gives the last kernel's event (ev[2]) to *event on success, releases
+ * the rest, and returns the status. */
+ropeqk_status rq_run_finish(ropeqk_ctx *ctx, rq_scratch *sq, rq_scratch *sk, cl_event ev[3], cl_int err,
+                            cl_event *event);
+
+static inline size_t rq_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+/* clSetKernelArg of an lvalue, skipped once `err` (a cl_int in scope) is set. */
+#define RQ_SET_ARG(k, i, v)                                                                        \
+    do {                                                                                           \
+        if (!err)                                                                                  \
+            err = clSetKernelArg((k), (i), sizeof(v), &(v));                                       \
+    } while (0)
+
 /* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
 typedef struct {
     int64_t Sq, Sk;         /* query rows and keys of this part */

@@ -34,14 +34,6 @@ static ropeqk_status check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t alig
     return ROPEQK_SUCCESS;
 }
 
-static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
-
-#define SET(k, i, v)                                                                               \
-    do {                                                                                           \
-        if (!err)                                                                                  \
-            err = clSetKernelArg((k), (i), sizeof(v), &(v));                                       \
-    } while (0)
-
 /* Arguments of a rope_rotate_* kernel for one tensor (rows S of view t in m) into dst. */
 cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
                          ropeqk_opencl_mem pos, int64_t S, int64_t off, float out_mul, cl_mem dst, int64_t d_bh,
@@ -57,11 +49,11 @@ cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t,
     };
     cl_mem pbuf = pos.buf ? pos.buf : pl->vfreq; /* unread when use_pos is 0: any valid buffer */
     cl_int err = CL_SUCCESS;
-    SET(k, RQ_ROT_SRC, m.buf);
-    SET(k, RQ_ROT_POS, pbuf);
-    SET(k, RQ_ROT_FREQ, pl->vfreq);
-    SET(k, RQ_ROT_DST, dst);
-    SET(k, RQ_ROT_A, a);
+    RQ_SET_ARG(k, RQ_ROT_SRC, m.buf);
+    RQ_SET_ARG(k, RQ_ROT_POS, pbuf);
+    RQ_SET_ARG(k, RQ_ROT_FREQ, pl->vfreq);
+    RQ_SET_ARG(k, RQ_ROT_DST, dst);
+    RQ_SET_ARG(k, RQ_ROT_A, a);
     return err;
 }
 
@@ -72,7 +64,7 @@ cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan 
                              cl_uint num_wait, const cl_event *wait, cl_event *ev)
 {
     size_t uwg = (size_t)pl->ctx->tune.rot_uwg, units = (size_t)(pl->pb.R / 2 + (pl->pb.D - pl->pb.R));
-    size_t g[2] = {((size_t)S + RQ_RV - 1) / RQ_RV, round_up(units, uwg)}, l[2] = {1, uwg};
+    size_t g[2] = {((size_t)S + RQ_RV - 1) / RQ_RV, rq_round_up(units, uwg)}, l[2] = {1, uwg};
     return clEnqueueNDRangeKernel(queue, k, 2, NULL, g, l, num_wait, wait, ev);
 }
 
@@ -126,7 +118,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
      * block a work-item loads, bumped so that its byte size is an odd multiple of 64: a power-of-two
      * stride (Sk = 1024: 4 KiB) maps all d of one work-item to the same L1 set and thrashes it. */
     size_t wg = (size_t)tn->wg, tq = (size_t)tn->tq, vk = (size_t)tn->vk;
-    size_t nblk = ((size_t)r->Sk + vk - 1) / vk, sk_pad = round_up(nblk * vk, 16);
+    size_t nblk = ((size_t)r->Sk + vk - 1) / vk, sk_pad = rq_round_up(nblk * vk, 16);
     if ((sk_pad / 16) % 2 == 0)
         sk_pad += 16;
     int64_t M = pb->G * r->Sq;
@@ -181,16 +173,16 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
             .G = (rq_i32)pb->G, .use_qpos = m->q_pos.buf != NULL, .q_base = (rq_i32)r->q_off,
             .causal = pb->causal, .rot_mul = (float)pb->attn,
         };
-        SET(pl->ks, RQ_DEC_K, m->k.buf);
-        SET(pl->ks, RQ_DEC_KPOS, kpos);
-        SET(pl->ks, RQ_DEC_FREQ, pl->vfreq);
-        SET(pl->ks, RQ_DEC_CTAB, pl->ctab);
-        SET(pl->ks, RQ_DEC_QR, qr);
-        SET(pl->ks, RQ_DEC_QPOS, qpos);
-        SET(pl->ks, RQ_DEC_OUT, m->out.buf);
-        SET(pl->ks, RQ_DEC_A, a);
+        RQ_SET_ARG(pl->ks, RQ_DEC_K, m->k.buf);
+        RQ_SET_ARG(pl->ks, RQ_DEC_KPOS, kpos);
+        RQ_SET_ARG(pl->ks, RQ_DEC_FREQ, pl->vfreq);
+        RQ_SET_ARG(pl->ks, RQ_DEC_CTAB, pl->ctab);
+        RQ_SET_ARG(pl->ks, RQ_DEC_QR, qr);
+        RQ_SET_ARG(pl->ks, RQ_DEC_QPOS, qpos);
+        RQ_SET_ARG(pl->ks, RQ_DEC_OUT, m->out.buf);
+        RQ_SET_ARG(pl->ks, RQ_DEC_A, a);
         size_t dkb = (size_t)tn->dkb, dwg = (size_t)tn->dwg;
-        size_t g[2] = {round_up(((size_t)r->Sk + dkb - 1) / dkb, dwg), (size_t)pb->B}, l[2] = {dwg, 1};
+        size_t g[2] = {rq_round_up(((size_t)r->Sk + dkb - 1) / dkb, dwg), (size_t)pb->B}, l[2] = {dwg, 1};
         if (!err)
             err = clEnqueueNDRangeKernel(queue, pl->ks, 2, NULL, g, l, 1, ev, &ev[2]);
     } else {
@@ -207,20 +199,25 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
             .Hkv = (rq_i32)pb->Hkv, .use_qpos = m->q_pos.buf != NULL, .q_base = (rq_i32)r->q_off,
             .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)r->k_off, .causal = pb->causal,
         };
-        SET(pl->ks, RQ_SC_QR, qr);
-        SET(pl->ks, RQ_SC_KT, kt);
-        SET(pl->ks, RQ_SC_QPOS, qpos);
-        SET(pl->ks, RQ_SC_KPOS, kpos);
-        SET(pl->ks, RQ_SC_OUT, m->out.buf);
-        SET(pl->ks, RQ_SC_A, a);
-        size_t g[3] = {round_up(nblk, wg), (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb->B * pb->Hkv)};
+        RQ_SET_ARG(pl->ks, RQ_SC_QR, qr);
+        RQ_SET_ARG(pl->ks, RQ_SC_KT, kt);
+        RQ_SET_ARG(pl->ks, RQ_SC_QPOS, qpos);
+        RQ_SET_ARG(pl->ks, RQ_SC_KPOS, kpos);
+        RQ_SET_ARG(pl->ks, RQ_SC_OUT, m->out.buf);
+        RQ_SET_ARG(pl->ks, RQ_SC_A, a);
+        size_t g[3] = {rq_round_up(nblk, wg), (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb->B * pb->Hkv)};
         size_t l[3] = {wg, 1, 1};
         if (!err)
             err = clEnqueueNDRangeKernel(queue, pl->ks, 3, NULL, g, l, 2, ev, &ev[2]);
     }
     pthread_mutex_unlock(&pl->lock);
-    if (err)
-        st = rq_cl_fail(ctx, err);
+    return rq_run_finish(ctx, sq, sk, ev, err, event);
+}
+
+ropeqk_status rq_run_finish(ropeqk_ctx *ctx, rq_scratch *sq, rq_scratch *sk, cl_event ev[3], cl_int err,
+                            cl_event *event)
+{
+    ropeqk_status st = err ? rq_cl_fail(ctx, err) : ROPEQK_SUCCESS;
     /* the scratch goes back to the pool, reusable once the commands that use it have completed:
      * the last kernel's event when it was enqueued (it waits for the rotations), else those of
      * whatever was enqueued before the failure (none: free at once) */
