@@ -323,6 +323,33 @@ ROPEQK_API const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx);
  * where the profile came from ("ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device"); the string
  * lives as long as the context. */
 ROPEQK_API ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const char **profile_source);
+/* Where the kernel configuration came from: "cache (<file>)", "shipped (<entry>)" or "heuristic
+ * (...)", then "; overrides: ..." for caller or environment values, and a note on a cache file
+ * that was ignored (corrupt, stale, foreign). Lives as long as the context. */
+ROPEQK_API const char *ropeqk_ctx_config_source(const ropeqk_ctx *ctx);
+
+/* ---- tuner ---------------------------------------------------------------------------------- */
+typedef struct {
+    double budget_seconds;  /* wall-clock budget of the search; 0 = 120 */
+    int32_t no_write;       /* 1: search only, leave the cache alone */
+    /* optional: called with one line per candidate ("scores tq=8 vk=16 wg=16: 1.23 ms ok") */
+    void (*progress)(void *user, const char *line);
+    void *user;
+} ropeqk_tune_params;
+
+/*
+ * Searches kernel configurations for the context's device and profile: prefill scores (TQ, VK,
+ * WG), the decode kernel (DKB, DWG; CPU profile) and attention (ATQ, AVK, AWG). Every candidate is
+ * first checked against the fp64 path on a small case (a candidate that fails is dropped), then
+ * timed (median of 3). The winners go to the per-user cache ($XDG_CACHE_HOME/ropeqk/, else
+ * ~/.cache/ropeqk/), keyed by device, driver and library version and written atomically; contexts
+ * created afterwards load them. *best (optional) receives them, path (optional) the cache file.
+ * The library never tunes by itself. ROPEQK_ERR_BAD_CONFIG when a ROPEQK_<knob> environment
+ * override is set (it would override every candidate) or the cache cannot be written.
+ */
+ROPEQK_API ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, ropeqk_tuning *best,
+                                     char *path, size_t path_len);
+
 /* Builds (or finds in the cache) the program for the context's device now. Optional: plan creation
  * builds it otherwise. */
 ROPEQK_API ropeqk_status ropeqk_ctx_warmup(ropeqk_ctx *ctx);

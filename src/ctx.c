@@ -268,6 +268,7 @@ size_t ropeqk_ctx_build_log(const ropeqk_ctx *cctx, char *buf, size_t len)
 }
 
 const char *ropeqk_ctx_device_description(const ropeqk_ctx *ctx) { return ctx ? ctx->device_desc : ""; }
+const char *ropeqk_ctx_config_source(const ropeqk_ctx *ctx) { return ctx ? ctx->tune.config_source : ""; }
 
 const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx)
 {

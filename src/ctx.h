@@ -38,6 +38,7 @@ typedef struct {
     int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
     ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
     char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */
+    char config_source[512];    /* where the knobs came from: cache, shipped, heuristic, overrides */
 } rq_tuning;
 
 /* What the configuration depends on, read from the device once. */
@@ -45,7 +46,22 @@ typedef struct {
     bool cpu;       /* CL_DEVICE_TYPE_CPU */
     bool pocl;      /* platform name is pocl's */
     size_t max_wg;  /* CL_DEVICE_MAX_WORK_GROUP_SIZE, 0 if unknown */
+    int native_vec; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, 0 if unknown */
+    char name[128], platform[128], driver[64];
 } rq_devinfo;
+
+/* The tuning cache (tune_cache.c). */
+typedef enum {
+    RQ_CACHE_NONE, RQ_CACHE_OK, RQ_CACHE_CORRUPT, RQ_CACHE_FOREIGN, RQ_CACHE_STALE, RQ_CACHE_OTHER_PROFILE
+} rq_cache_result;
+int rq_tune_cache_dir(char *buf, size_t len);
+int rq_tune_cache_path(const rq_devinfo *dev, char *buf, size_t len);
+/* Applies the device's cached knobs to *t when the file is valid for this device, driver, library
+ * and t->profile; note receives the path, or why the file was ignored ("" when there is none). */
+rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, rq_tuning *t, char *note,
+                                   size_t note_len);
+/* Writes t's knobs for this device, atomically; path receives the file name. */
+ropeqk_status rq_tune_cache_store(const rq_devinfo *dev, const rq_tuning *t, char *path, size_t path_len);
 
 /* The profile's defaults (AUTO counts as CPU here: resolve picks the profile first). */
 void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t);
@@ -75,6 +91,7 @@ struct ropeqk_ctx {
     rq_program *programs;     /* cache keyed by (device, options) */
     char *build_log;
     char device_desc[256];    /* "name (platform, driver version)" for messages */
+    rq_devinfo dev;           /* what the configuration was chosen from (the tuner reuses it) */
     rq_tuning tune;
     char options[512];
     cl_ulong max_alloc;

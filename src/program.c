@@ -29,7 +29,8 @@ ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx, const ropeqk_tuning *req)
 {
     cl_device_type type = 0;
     cl_platform_id plat = NULL;
-    rq_devinfo dev = {false, false, 0};
+    rq_devinfo dev;
+    memset(&dev, 0, sizeof dev);
     cl_int err = clGetDeviceInfo(ctx->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     if (err == CL_SUCCESS)
         err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ctx->max_alloc,
@@ -38,19 +39,22 @@ ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx, const ropeqk_tuning *req)
         err = clGetDeviceInfo(ctx->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
     if (err != CL_SUCCESS)
         return rq_cl_fail(ctx, err);
-    char pname[128] = "", dname[128], driver[64];
-    if (clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL) != CL_SUCCESS)
-        pname[0] = '\0';
-    pname[sizeof pname - 1] = '\0';
-    dev_str(ctx->device, CL_DEVICE_NAME, dname, sizeof dname);
-    dev_str(ctx->device, CL_DRIVER_VERSION, driver, sizeof driver);
-    snprintf(ctx->device_desc, sizeof ctx->device_desc, "%s (%s, driver %s)", dname, pname, driver);
+    if (clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof dev.platform - 1, dev.platform, NULL) != CL_SUCCESS)
+        dev.platform[0] = '\0';
+    dev.platform[sizeof dev.platform - 1] = '\0';
+    dev_str(ctx->device, CL_DEVICE_NAME, dev.name, sizeof dev.name);
+    dev_str(ctx->device, CL_DRIVER_VERSION, dev.driver, sizeof dev.driver);
+    snprintf(ctx->device_desc, sizeof ctx->device_desc, "%s (%s, driver %s)", dev.name, dev.platform, dev.driver);
     dev.cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     /* pocl names its platform "Portable Computing Language"; its Clang builtins are safe there only */
-    dev.pocl = strstr(pname, "Portable Computing Language") != NULL;
+    dev.pocl = strstr(dev.platform, "Portable Computing Language") != NULL;
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev.max_wg, &dev.max_wg, NULL) !=
         CL_SUCCESS)
         dev.max_wg = 0;
+    cl_uint nv = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof nv, &nv, NULL) == CL_SUCCESS)
+        dev.native_vec = (int)nv;
+    ctx->dev = dev;
     ropeqk_status st = rq_tuning_resolve(req, &dev, &ctx->tune);
     if (st)
         return st;

@@ -96,9 +96,13 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->pocl_ext = pocl;
 }
 
+static void note_override(rq_tuning *t, const char *name);
+static void pick_base(const rq_devinfo *dev, rq_tuning *t);
+
 /* A knob from the caller (0 = default) or the environment (overrides), checked against [lo, hi]
  * and, for VK and DKB, their allowed values. */
-static ropeqk_status apply(int *field, int32_t api, const char *env, long lo, long hi, bool (*ok)(long))
+static ropeqk_status apply(rq_tuning *t, int *field, int32_t api, const char *env, long lo, long hi,
+                           bool (*ok)(long))
 {
     long v = 0;
     if (api != 0) {
@@ -107,6 +111,7 @@ static ropeqk_status apply(int *field, int32_t api, const char *env, long lo, lo
             return ROPEQK_ERR_BAD_CONFIG;
         }
         *field = api;
+        note_override(t, env + 7); /* "TQ" of "ROPEQK_TQ": the parameter's name */
     }
     int r = env_int(env, lo, hi, &v);
     if (r < 0)
@@ -117,12 +122,65 @@ static ropeqk_status apply(int *field, int32_t api, const char *env, long lo, lo
             return ROPEQK_ERR_BAD_CONFIG;
         }
         *field = (int)v;
+        note_override(t, env);
     }
     return ROPEQK_SUCCESS;
 }
 
 static bool vk_ok(long v) { return v == 1 || v == 4 || v == 8 || v == 16; }
 static bool even_ok(long v) { return v % 2 == 0; }
+
+/* Configurations measured on a device, shipped with the library (the tuner's cache overrides them).
+ * Matched by platform and device name substrings and the profile. */
+static const struct {
+    const char *platform, *device;
+    ropeqk_profile profile;
+    int tq, wg, vk;
+    const char *note;
+} shipped[] = {
+    /* H100 80GB HBM3, NVIDIA CUDA OpenCL 3.0, driver 580.159: best of a TQ x WG x VK sweep of qk_scores
+     * at prefill B*H=32 S=2048 D=128 f32, 16.3 TFLOP/s against 10.2 with the GPU defaults */
+    {"NVIDIA", "H100", ROPEQK_PROFILE_GPU, 4, 32, 4, "NVIDIA H100, qk_scores sweep (16.3 vs 10.2 TFLOP/s)"},
+};
+
+/* The knobs before caller and environment overrides: the tuner's cache for this device, else a
+ * shipped entry, else the heuristic from the device's properties. Records where they came from. */
+static void pick_base(const rq_devinfo *dev, rq_tuning *t)
+{
+    bool cpu = t->profile == ROPEQK_PROFILE_CPU;
+    int nv = dev->native_vec;
+    /* CPUs: one float vector per key block. Where it is 8 lanes (AVX2), 16 rows per work-item spill:
+     * an AVX2 host (pocl "haswell") ran prefill S=1024 D=128 at 52.6 GFLOP/s with TQ 16/VK 16 and at
+     * 102 with TQ 4 (best of TQ 2..16, VK 8/16). */
+    if (cpu && nv > 0 && nv < 16) {
+        t->vk = t->avk = nv >= 8 ? 8 : 4;
+        t->tq = 4;
+    }
+    snprintf(t->config_source, sizeof t->config_source, "heuristic (%s profile, native float vector width %d)",
+             cpu ? "CPU" : "GPU", nv);
+    for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++)
+        if (strstr(dev->platform, shipped[i].platform) && strstr(dev->name, shipped[i].device) &&
+            shipped[i].profile == t->profile) {
+            t->tq = shipped[i].tq;
+            t->wg = shipped[i].wg;
+            t->vk = shipped[i].vk;
+            snprintf(t->config_source, sizeof t->config_source, "shipped (%s)", shipped[i].note);
+        }
+    char note[400];
+    rq_cache_result c = rq_tune_cache_load(dev, t->profile, t, note, sizeof note);
+    size_t n = strlen(t->config_source);
+    if (c == RQ_CACHE_OK)
+        snprintf(t->config_source, sizeof t->config_source, "cache (%s)", note);
+    else if (c != RQ_CACHE_NONE)
+        snprintf(t->config_source + n, sizeof t->config_source - n, "; %s", note);
+}
+
+/* Appends " name" to the override list of the source string. */
+static void note_override(rq_tuning *t, const char *name)
+{
+    size_t n = strlen(t->config_source);
+    snprintf(t->config_source + n, sizeof t->config_source - n, "%s%s", strstr(t->config_source, "; overrides:") ? " " : "; overrides: ", name);
+}
 
 ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev, rq_tuning *t)
 {
@@ -161,30 +219,35 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
     }
     rq_tuning_defaults(prof, dev->pocl && req->vendor_ext == 0, t);
     snprintf(t->profile_source, sizeof t->profile_source, "%s", src);
+    pick_base(dev, t);
     ropeqk_status st;
-    if ((st = apply(&t->tq, req->tq, "ROPEQK_TQ", 1, 32, NULL)) ||
-        (st = apply(&t->wg, req->wg, "ROPEQK_WG", 1, 1024, NULL)) ||
-        (st = apply(&t->vk, req->vk, "ROPEQK_VK", 1, 16, vk_ok)) ||
-        (st = apply(&t->dkb, req->dkb, "ROPEQK_DKB", 2, 1024, even_ok)) ||
-        (st = apply(&t->dwg, req->dwg, "ROPEQK_DWG", 1, 256, NULL)) ||
-        (st = apply(&t->rot_uwg, req->rot_uwg, "ROPEQK_ROT_UWG", 1, 256, NULL)) ||
-        (st = apply(&t->atq, req->atq, "ROPEQK_ATQ", 1, 16, NULL)) ||
-        (st = apply(&t->avk, req->avk, "ROPEQK_AVK", 1, 16, vk_ok)) ||
-        (st = apply(&t->awg, req->awg, "ROPEQK_AWG", 1, 1024, NULL)))
+    if ((st = apply(t, &t->tq, req->tq, "ROPEQK_TQ", 1, 32, NULL)) ||
+        (st = apply(t, &t->wg, req->wg, "ROPEQK_WG", 1, 1024, NULL)) ||
+        (st = apply(t, &t->vk, req->vk, "ROPEQK_VK", 1, 16, vk_ok)) ||
+        (st = apply(t, &t->dkb, req->dkb, "ROPEQK_DKB", 2, 1024, even_ok)) ||
+        (st = apply(t, &t->dwg, req->dwg, "ROPEQK_DWG", 1, 256, NULL)) ||
+        (st = apply(t, &t->rot_uwg, req->rot_uwg, "ROPEQK_ROT_UWG", 1, 256, NULL)) ||
+        (st = apply(t, &t->atq, req->atq, "ROPEQK_ATQ", 1, 16, NULL)) ||
+        (st = apply(t, &t->avk, req->avk, "ROPEQK_AVK", 1, 16, vk_ok)) ||
+        (st = apply(t, &t->awg, req->awg, "ROPEQK_AWG", 1, 1024, NULL)))
         return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
         rq_set_error("tuning: decode must be 0 (default), 1 (on) or -1 (off)");
         return ROPEQK_ERR_BAD_CONFIG;
     }
-    if (req->decode)
+    if (req->decode) {
         t->decode = req->decode > 0;
+        note_override(t, "decode");
+    }
     long v = 0;
     int r = env_int("ROPEQK_DECODE", 0, 1, &v);
     if (r < 0)
         return ROPEQK_ERR_BAD_CONFIG;
-    if (r > 0)
+    if (r > 0) {
         t->decode = (int)v;
+        note_override(t, "ROPEQK_DECODE");
+    }
     /* work-group sizes never beyond the device's limit */
     if (dev->max_wg > 0) {
         if ((size_t)t->wg > dev->max_wg)

@@ -106,7 +106,16 @@ static acase make_case(int idx, uint64_t seed)
     c.per_token = idx % 8 == 5;
     c.plan = idx % 2 == 1;
     c.lse = idx % 3 != 1;
-    c.amp = idx % 10 == 9 ? 9.0 : 1.0; /* |S| up to ~100 */
+    /* scores near 100: inputs scaled so that scale |q| |k| is about 100, and (run_case) each query
+     * copied into the key at its own position, so the diagonal scores reach it. The f32 rounding of
+     * the rotated rows alone is ~eps * scale |q| |k| per score: at 200 it is already 1.3e-5. */
+    c.amp = idx % 10 == 9 ? sqrt(300.0 / sqrt((double)c.D)) : 1.0;
+    if (c.amp > 1.0) {
+        c.p.k_pos_offset = 0;
+        c.p.q_pos_offset = c.Sk >= c.Sq ? c.Sk - c.Sq : 0;
+        c.per_token = false;
+        c.in_dt = ROPEQK_F32;
+    }
     /* every scaling variant in turn */
     int R = c.p.rotary_dim ? c.p.rotary_dim : (int)c.D;
     ropeqk_scaling *s = &c.p.scaling;
@@ -166,6 +175,13 @@ static void run_case(int idx, uint64_t seed)
     ropeqk_tensor l64 = ropeqk_tensor_bhsd(ROPEQK_F64, c.B, c.Hq, c.Sq, 1);
     double amp = c.amp;
     void *qd = alloc_fill(&q, &rng, amp), *kd = alloc_fill(&k, &rng, amp), *vd = alloc_fill(&v, &rng, 1.0);
+    if (amp > 1.0 && c.Sk >= c.Sq) /* key i + Sk - Sq sits at query i's position: make it query i */
+        for (int64_t b = 0; b < c.B; b++)
+            for (int64_t hk = 0; hk < c.Hkv; hk++)
+                for (int64_t i = 0; i < c.Sq; i++)
+                    memcpy((char *)kd + (size_t)(((b * c.Hkv + hk) * c.Sk + i + c.Sk - c.Sq) * c.D) * 4,
+                           (char *)qd + (size_t)(((b * c.Hq + hk * (c.Hq / c.Hkv)) * c.Sq + i) * c.D) * 4,
+                           (size_t)c.D * 4);
     size_t ob = ropeqk_tensor_extent(&o), lb = ropeqk_tensor_extent(&l);
     void *od = malloc(ob);
     float *ld = malloc(lb);
