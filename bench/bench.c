@@ -379,8 +379,8 @@ int main(int argc, char **argv)
     if ((err = benv_build_baselines(&e)))
         return die("building the baseline kernels", err);
     clGetDeviceInfo(e.dev, CL_DEVICE_NAME, sizeof devname, devname, NULL);
-    printf("ropeqk-bench %s on %s (%s); library options: %s\n", ropeqk_version(), devname, why,
-           ropeqk_ctx_build_options(e.rq));
+    printf("ropeqk-bench %s on %s (%s); library options: %s\nkernel configuration: %s\n", ropeqk_version(),
+           devname, why, ropeqk_ctx_build_options(e.rq), ropeqk_ctx_config_source(e.rq));
     if (host_cost > 0)
         return bench_host_cost(&e, host_cost) ? 1 : 0;
     printf("runs %d (median), warm-up %d; wall time = enqueue..clFinish\n", runs, warmup);

@@ -173,5 +173,6 @@ int cmd_scores(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif

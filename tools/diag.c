@@ -61,6 +61,7 @@ int cli_device_diag(int p, int d, const char *dump_dir, bool build)
     const char *why = "";
     ropeqk_ctx_tuning(ctx, &t, &why);
     printf("         profile: %s (%s)\n", ropeqk_profile_name(t.profile), why);
+    printf("         config: %s\n", ropeqk_ctx_config_source(ctx));
     printf("         options: %s\n", ropeqk_ctx_build_options(ctx));
     int rc = 0;
     if (dump_dir && dump_program(dump_dir, p, d, ropeqk_ctx_build_options(ctx)) != 0)

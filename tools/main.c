@@ -15,6 +15,7 @@ static const subcommand commands[] = {
     {"check", cmd_check, "randomized sweep: device against the scalar fp64 path"},
     {"demo", cmd_demo, "Llama-sized example: timing, accuracy check, optional plot"},
     {"config", cmd_config, "print the scores flags of a Hugging Face config.json (rope_scaling ...)"},
+    {"tune", cmd_tune, "search kernel configurations for a device and cache the winners"},
 };
 
 #ifndef ROPEQK_HAVE_CJSON
@@ -60,6 +61,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
-    cli_err("unknown command '%s' (commands: devices, scores, check, demo, config; see ropeqk --help)", cmd);
+    cli_err("unknown command '%s' (commands: devices, scores, check, demo, config, tune; see ropeqk --help)", cmd);
     return CLI_USAGE;
 }

@@ -37,6 +37,7 @@ Test(devices, profile_and_options_lines)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "profile: gpu (ROPEQK_PROFILE=gpu)"), "%s", r.out);
     cr_expect(strstr(r.out, "\n         options: -cl-std=CL1.2 ") && strstr(r.out, "-DRQ_VK=1 "), "%s", r.out);
+    cr_expect(strstr(r.out, "\n         config: heuristic (GPU profile"), "%s", r.out);
     cli_result_free(&r);
     r = run_env(ENV("ROPEQK_PROFILE=auto"), ARGS("devices"));
     cr_expect(strstr(r.out, "profile: cpu (auto: CPU device)") || strstr(r.out, "(auto: non-CPU device)"), "%s",
@@ -87,5 +88,21 @@ Test(devices, first_build_is_quiet)
     cli_result r = run_env(ENV(env), ARGS("check", "--cases", "4", "--seed", "3"));
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.err, "warning") == NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+/* `ropeqk tune --dry-run` searches, prints every candidate and the winners, and writes nothing. */
+Test(devices, tune_dry_run)
+{
+    char env[600];
+    snprintf(env, sizeof env, "XDG_CACHE_HOME=%s", tmp);
+    cli_result r = run_env(ENV(env), ARGS("tune", "--budget", "0.01", "--dry-run"));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "  scores tq=") && strstr(r.out, "best: tq=") && strstr(r.out, "cache not written"),
+              "%s", r.out);
+    cr_expect_eq(dir_entries(tmp), 0, "the dry run wrote into %s", tmp);
+    cli_result_free(&r);
+    r = run_env(NULL, ARGS("tune", "--budget", "-1"));
+    cr_expect_eq(r.status, 2, "%s", r.err);
     cli_result_free(&r);
 }

@@ -1,0 +1,182 @@
+/* The tuner and its per-user cache: a search writes a file that the next context loads; a missing,
+ * corrupt, stale, foreign or other-profile file is ignored with a note (never an error); caller and
+ * environment values win over the cache; an unwritable cache directory and a set ROPEQK_<knob> are
+ * errors of ropeqk_tune. XDG_CACHE_HOME points into a fresh folder per test. */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static void setup(void)
+{
+    char why[256];
+    ropeqk_ctx *x = th_ctx_or_skip_reason(why, sizeof why);
+    if (!x)
+        cr_skip_test("%s", why);
+    ropeqk_ctx_destroy(x);
+    snprintf(dir, sizeof dir, "%s/rqtuneXXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    cr_assert(mkdtemp(dir));
+    setenv("XDG_CACHE_HOME", dir, 1);
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (dir[0] && system(cmd) != 0)
+        cr_log_warn("could not remove %s", dir);
+    th_leak_check();
+}
+
+TestSuite(tune, .init = setup, .fini = teardown, .timeout = 600);
+
+static ropeqk_ctx *make(const ropeqk_tuning *t)
+{
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    if (t)
+        cp.tuning = *t;
+    ropeqk_ctx *x = NULL;
+    cr_assert_eq(ropeqk_ctx_create(&cp, &x), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    return x;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "cannot read %s", path);
+    static char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* text with the first line starting with `key ` replaced by `key value` */
+static char *with_line(const char *text, const char *key, const char *value)
+{
+    static char out[4096];
+    const char *p = strstr(text, key);
+    cr_assert(p, "no %s line", key);
+    const char *e = strchr(p, '\n');
+    snprintf(out, sizeof out, "%.*s%s %s%s", (int)(p - text), text, key, value, e);
+    return out;
+}
+
+static int lines;
+static void count(void *u, const char *line)
+{
+    (void)u;
+    (void)line;
+    lines++;
+}
+
+Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignored)
+{
+    ropeqk_ctx *x = make(NULL);
+    cr_expect(strncmp(ropeqk_ctx_config_source(x), "heuristic", 9) == 0, "%s", ropeqk_ctx_config_source(x));
+    ropeqk_tune_params p = {.budget_seconds = 0.01, .progress = count};
+    ropeqk_tuning best;
+    char path[4096];
+    ropeqk_status st = ropeqk_tune(x, &p, &best, path, sizeof path);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(st), ropeqk_last_error());
+    cr_expect(lines >= 2, "%d progress lines", lines); /* the first candidate of each family at least */
+    cr_expect(strstr(path, dir) == path && strstr(path, "/ropeqk/"), "%s", path);
+    ropeqk_ctx_destroy(x);
+
+    /* a valid file is loaded: change one knob by hand and see it in the build options */
+    char original[4096];
+    snprintf(original, sizeof original, "%s", slurp(path));
+    put(path, with_line(original, "tq", "3"));
+    x = make(NULL);
+    char want[4200];
+    snprintf(want, sizeof want, "cache (%s)", path);
+    cr_expect_str_eq(ropeqk_ctx_config_source(x), want);
+    cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=3 "), "%s", ropeqk_ctx_build_options(x));
+    ropeqk_ctx_destroy(x);
+
+    /* caller values and the environment win over the cache */
+    ropeqk_tuning t;
+    memset(&t, 0, sizeof t);
+    t.tq = 5;
+    x = make(&t);
+    cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=5 "), "%s", ropeqk_ctx_build_options(x));
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "overrides: TQ"), "%s", ropeqk_ctx_config_source(x));
+    ropeqk_ctx_destroy(x);
+    setenv("ROPEQK_TQ", "6", 1);
+    x = make(&t);
+    cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=6 "), "%s", ropeqk_ctx_build_options(x));
+    /* ... and a set knob makes the tuner refuse (it would override every candidate) */
+    cr_expect_eq(ropeqk_tune(x, &p, NULL, NULL, 0), ROPEQK_ERR_BAD_CONFIG);
+    cr_expect(strstr(ropeqk_last_error(), "ROPEQK_TQ"), "%s", ropeqk_last_error());
+    ropeqk_ctx_destroy(x);
+    unsetenv("ROPEQK_TQ");
+
+    /* ignored with a note, never an error */
+    static const struct {
+        const char *key, *value, *note;
+    } bad[] = {
+        {"library", "0.0.1", "ignored stale"},       {"driver", "0.0-other", "ignored stale"},
+        {"device", "Another Device", "another device"}, {"platform", "Other Platform", "another device"},
+        {"tq", "99", "ignored corrupt"},             {"vk", "3", "ignored corrupt"},
+        {"wg", "many", "ignored corrupt"},           {"ropeqk-tune", "9", "ignored corrupt"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        put(path, with_line(original, bad[i].key, bad[i].value));
+        x = make(NULL);
+        const char *src = ropeqk_ctx_config_source(x);
+        cr_expect(strncmp(src, "heuristic", 9) == 0 && strstr(src, bad[i].note), "%s %s: %s", bad[i].key,
+                  bad[i].value, src);
+        cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=3 ") == NULL);
+        ropeqk_ctx_destroy(x);
+    }
+    static const char *const garbage[] = {"", "ropeqk-tune 1\n", "\x01\x02 binary", "ropeqk-tune 1\nlibrary"};
+    for (size_t i = 0; i < 4; i++) {
+        put(path, garbage[i]);
+        x = make(NULL);
+        cr_expect(strstr(ropeqk_ctx_config_source(x), "ignored corrupt"), "garbage %zu: %s", i,
+                  ropeqk_ctx_config_source(x));
+        ropeqk_ctx_destroy(x);
+    }
+    /* a file for the other profile is not used */
+    put(path, with_line(original, "profile", strstr(original, "profile cpu") ? "gpu" : "cpu"));
+    x = make(NULL);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "other profile"), "%s", ropeqk_ctx_config_source(x));
+    ropeqk_ctx_destroy(x);
+}
+
+/* A cache directory that cannot be created: the search still reports its winners, the write fails
+ * with a message, and nothing else changes. (Tests run as root, so a read-only mode would not stop
+ * a write: XDG_CACHE_HOME names a regular file instead.) */
+Test(tune, unwritable_cache_is_an_error_of_the_tuner_only)
+{
+    char file[300];
+    snprintf(file, sizeof file, "%s/not-a-dir", dir);
+    put(file, "x");
+    setenv("XDG_CACHE_HOME", file, 1);
+    ropeqk_ctx *x = make(NULL);
+    cr_expect(strncmp(ropeqk_ctx_config_source(x), "heuristic", 9) == 0);
+    ropeqk_tune_params p = {.budget_seconds = 0.01};
+    ropeqk_tuning best;
+    memset(&best, 0, sizeof best);
+    cr_expect_eq(ropeqk_tune(x, &p, &best, NULL, 0), ROPEQK_ERR_BAD_CONFIG);
+    cr_expect(strstr(ropeqk_last_error(), "not-a-dir"), "%s", ropeqk_last_error());
+    cr_expect(best.tq > 0, "the winners are reported even when the cache cannot be written");
+    /* a dry run needs no cache */
+    p.no_write = 1;
+    cr_expect_eq(ropeqk_tune(x, &p, NULL, NULL, 0), ROPEQK_SUCCESS);
+    ropeqk_ctx_destroy(x);
+}
