@@ -248,8 +248,9 @@ ROPEQK_API ropeqk_status ropeqk_attention_ref(const ropeqk_params *p,
 /*
  * The attention metric of docs/conventions.md: per row (b, h, i),
  *   max_d |O - O64| / max_j ||V[b, h/g, j, :]||_inf     (j over all Sk keys; a zero V counts as 1)
- * and the largest |LSE - LSE64| / max(|LSE64|, 1). *mismatch counts NaNs and rows where exactly one
- * LSE is -inf. lse / lse64 may both be NULL. out64 and lse64 are F64 (or F32) views.
+ * and the largest |LSE - LSE64| / max(|LSE64|, 1). *mismatch counts rows with a NaN (in O, O64, LSE
+ * or LSE64) or where exactly one LSE is -inf; such rows are left out of both errors. lse / lse64 may
+ * both be NULL (then *max_lse_rel = 0). Every view may be F32, F64, F16 or BF16.
  */
 ROPEQK_API ropeqk_status ropeqk_attention_max_error(const ropeqk_tensor *v, const void *v_data,
                                                     const ropeqk_tensor *out, const void *out_data,

@@ -43,10 +43,31 @@ void rq_inv_freq(const rq_problem *pb, double *inv);
 /* Every inverse frequency finite, positive and <= 1e30, and the attention factor finite. */
 bool rq_freqs_usable(const rq_problem *pb);
 
-/* Storage conversions, host side. */
+/* The structural rules every view obeys whatever its role (sizes >= 1, aligned non-negative strides,
+ * innermost dim contiguous when asked, no aliasing, extent fits); the dtype must be a known one and
+ * is not otherwise judged. Used where a caller has its own dtype rules (the attention metric). */
+ropeqk_status rq_check_layout(const ropeqk_tensor *t, bool inner_contiguous, size_t *extent);
+
+/* Storage conversions, host side. rq_store_elem writes F32 or F64 only (the reference outputs). */
 float rq_half_to_float(uint16_t h);
 float rq_bf16_to_float(uint16_t b);
 double rq_load_elem(const void *base, size_t byte_off, ropeqk_dtype t);
+void rq_store_elem(void *base, size_t byte_off, ropeqk_dtype t, double v);
+
+/* The fp64 scores of the reference path (ref.c), one query row at a time, shared by
+ * ropeqk_scores_ref and ropeqk_attention_ref so that attention sees exactly the S that the scores
+ * reference stores. init rotates every key once (B*Hkv*Sk*D doubles); row writes S[b,h,i,0..Sk-1]
+ * (masked entries -inf) into `row`. pb and the position arrays must outlive the scorer. */
+typedef struct {
+    const rq_problem *pb;
+    const int32_t *q_pos, *k_pos;
+    double *kr, *qr, *inv;
+} rq_scorer;
+ropeqk_status rq_scorer_init(rq_scorer *sc, const rq_problem *pb, const ropeqk_tensor *k, const void *k_data,
+                             const int32_t *q_pos, const int32_t *k_pos);
+void rq_scorer_row(const rq_scorer *sc, const ropeqk_tensor *q, const void *q_data, int64_t b, int64_t h, int64_t i,
+                   double *row);
+void rq_scorer_free(rq_scorer *sc);
 
 /* The mask of docs/conventions.md: causal (pk > pq) and the sliding window (pq - pk >= W). */
 static inline bool rq_masked(const rq_problem *pb, int64_t pq, int64_t pk)

@@ -27,14 +27,57 @@ static void load_row(const ropeqk_tensor *t, const void *data, int64_t b, int64_
         x[d] = rq_load_elem(data, rq_off(t, b, h, s, d), t->dtype);
 }
 
-static void store(const ropeqk_tensor *out, void *data, int64_t b, int64_t h, int64_t i, int64_t j, double v)
+ropeqk_status rq_scorer_init(rq_scorer *sc, const rq_problem *pb, const ropeqk_tensor *k, const void *k_data,
+                             const int32_t *q_pos, const int32_t *k_pos)
 {
-    unsigned char *p = (unsigned char *)data + rq_off(out, b, h, i, j);
-    if (out->dtype == ROPEQK_F64) {
-        *(double *)(void *)p = v;
-    } else {
-        *(float *)(void *)p = (float)v;
+    sc->pb = pb;
+    sc->q_pos = q_pos;
+    sc->k_pos = k_pos;
+    sc->kr = sc->qr = sc->inv = NULL;
+    /* rotated K for all (b, hk, j), rotated Q one row at a time */
+    size_t nk, bytes;
+    if (__builtin_mul_overflow((size_t)(pb->B * pb->Hkv), (size_t)pb->Sk, &nk) ||
+        __builtin_mul_overflow(nk, (size_t)pb->D, &nk) || __builtin_mul_overflow(nk, sizeof(double), &bytes))
+        return ROPEQK_ERR_OVERFLOW;
+    sc->kr = malloc(bytes);
+    sc->qr = malloc((size_t)pb->D * sizeof(double));
+    sc->inv = malloc((size_t)(pb->R / 2) * sizeof(double));
+    if (!sc->kr || !sc->qr || !sc->inv) {
+        rq_scorer_free(sc);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
+    rq_inv_freq(pb, sc->inv);
+    for (int64_t b = 0; b < pb->B; b++)
+        for (int64_t h = 0; h < pb->Hkv; h++)
+            for (int64_t j = 0; j < pb->Sk; j++) {
+                double *x = sc->kr + ((b * pb->Hkv + h) * pb->Sk + j) * pb->D;
+                load_row(k, k_data, b, h, j, pb->D, x);
+                rotate_row(pb, sc->inv, k_pos ? k_pos[j] : pb->k_off + j, x);
+            }
+    return ROPEQK_SUCCESS;
+}
+
+void rq_scorer_row(const rq_scorer *sc, const ropeqk_tensor *q, const void *q_data, int64_t b, int64_t h, int64_t i,
+                   double *row)
+{
+    const rq_problem *pb = sc->pb;
+    int64_t pi = sc->q_pos ? sc->q_pos[i] : pb->q_off + i;
+    load_row(q, q_data, b, h, i, pb->D, sc->qr);
+    rotate_row(pb, sc->inv, pi, sc->qr);
+    const double *kh = sc->kr + (b * pb->Hkv + h / pb->G) * pb->Sk * pb->D;
+    for (int64_t j = 0; j < pb->Sk; j++) {
+        int64_t pj = sc->k_pos ? sc->k_pos[j] : pb->k_off + j;
+        double sum = 0.0;
+        for (int64_t d = 0; d < pb->D; d++)
+            sum += sc->qr[d] * kh[j * pb->D + d];
+        row[j] = rq_masked(pb, pi, pj) ? -INFINITY : pb->scale * sum;
+    }
+}
+
+void rq_scorer_free(rq_scorer *sc)
+{
+    free(sc->kr); free(sc->qr); free(sc->inv);
+    sc->kr = sc->qr = sc->inv = NULL;
 }
 
 ropeqk_status ropeqk_scores_ref(const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
@@ -47,42 +90,24 @@ ropeqk_status ropeqk_scores_ref(const ropeqk_params *p, const ropeqk_tensor *q, 
         return st;
     if (!q_data || !k_data || !out_data)
         return ROPEQK_ERR_NULL_POINTER;
-    /* rotated K for all (b, hk, j), rotated Q one row at a time */
-    size_t nk, bytes;
-    if (__builtin_mul_overflow((size_t)(pb.B * pb.Hkv), (size_t)pb.Sk, &nk) ||
-        __builtin_mul_overflow(nk, (size_t)pb.D, &nk) || __builtin_mul_overflow(nk, sizeof(double), &bytes))
-        return ROPEQK_ERR_OVERFLOW;
-    double *kr = malloc(bytes);
-    double *qr = malloc((size_t)pb.D * sizeof(double));
-    double *inv = malloc((size_t)(pb.R / 2) * sizeof(double));
-    if (!kr || !qr || !inv) {
-        free(kr); free(qr); free(inv);
+    rq_scorer sc;
+    if ((st = rq_scorer_init(&sc, &pb, k, k_data, q_pos, k_pos)))
+        return st;
+    /* Sk doubles cannot overflow: the scorer's B*Hkv*Sk*D doubles did not */
+    double *row = malloc((size_t)pb.Sk * sizeof(double));
+    if (!row) {
+        rq_scorer_free(&sc);
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
-    rq_inv_freq(&pb, inv);
-    for (int64_t b = 0; b < pb.B; b++)
-        for (int64_t h = 0; h < pb.Hkv; h++)
-            for (int64_t j = 0; j < pb.Sk; j++) {
-                double *x = kr + ((b * pb.Hkv + h) * pb.Sk + j) * pb.D;
-                load_row(k, k_data, b, h, j, pb.D, x);
-                rotate_row(&pb, inv, k_pos ? k_pos[j] : pb.k_off + j, x);
-            }
     for (int64_t b = 0; b < pb.B; b++)
         for (int64_t h = 0; h < pb.Hq; h++)
             for (int64_t i = 0; i < pb.Sq; i++) {
-                int64_t pi = q_pos ? q_pos[i] : pb.q_off + i;
-                load_row(q, q_data, b, h, i, pb.D, qr);
-                rotate_row(&pb, inv, pi, qr);
-                const double *kh = kr + (b * pb.Hkv + h / pb.G) * pb.Sk * pb.D;
-                for (int64_t j = 0; j < pb.Sk; j++) {
-                    int64_t pj = k_pos ? k_pos[j] : pb.k_off + j;
-                    double sum = 0.0;
-                    for (int64_t d = 0; d < pb.D; d++)
-                        sum += qr[d] * kh[j * pb.D + d];
-                    store(out, out_data, b, h, i, j, rq_masked(&pb, pi, pj) ? -INFINITY : pb.scale * sum);
-                }
+                rq_scorer_row(&sc, q, q_data, b, h, i, row);
+                for (int64_t j = 0; j < pb.Sk; j++)
+                    rq_store_elem(out_data, rq_off(out, b, h, i, j), out->dtype, row[j]);
             }
-    free(kr); free(qr); free(inv);
+    rq_scorer_free(&sc);
+    free(row);
     return ROPEQK_SUCCESS;
 }
 

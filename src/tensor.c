@@ -70,9 +70,15 @@ size_t ropeqk_tensor_extent(const ropeqk_tensor *t)
 /* Checks one view: dtype allowed, sizes >= 1, strides aligned and non-aliasing. */
 static ropeqk_status check_view(const ropeqk_tensor *t, bool qk, bool f64_ok, size_t *extent)
 {
+    if ((t->dtype == ROPEQK_F64 && !f64_ok) || (!qk && t->dtype != ROPEQK_F32 && t->dtype != ROPEQK_F64))
+        return ROPEQK_ERR_BAD_DTYPE;
+    return rq_check_layout(t, qk, extent);
+}
+
+ropeqk_status rq_check_layout(const ropeqk_tensor *t, bool inner_contiguous, size_t *extent)
+{
     size_t es = ropeqk_dtype_size(t->dtype);
-    if (es == 0 || (t->dtype == ROPEQK_F64 && !f64_ok) ||
-        (!qk && t->dtype != ROPEQK_F32 && t->dtype != ROPEQK_F64))
+    if (es == 0)
         return ROPEQK_ERR_BAD_DTYPE;
     for (int i = 0; i < 4; i++)
         if (t->ne[i] < 1)
@@ -80,7 +86,7 @@ static ropeqk_status check_view(const ropeqk_tensor *t, bool qk, bool f64_ok, si
     for (int i = 0; i < 4; i++)
         if (t->nb[i] < 0 || t->nb[i] % (int64_t)es != 0)
             return ROPEQK_ERR_BAD_STRIDES;
-    if (qk && t->nb[3] != (int64_t)es && t->ne[3] > 1)
+    if (inner_contiguous && t->nb[3] != (int64_t)es && t->ne[3] > 1)
         return ROPEQK_ERR_BAD_STRIDES;
     int64_t n;
     if (__builtin_mul_overflow(t->ne[0], t->ne[1], &n) || __builtin_mul_overflow(n, t->ne[2], &n) ||
@@ -272,4 +278,15 @@ double rq_load_elem(const void *base, size_t off, ropeqk_dtype t)
     case ROPEQK_F64: { double d; memcpy(&d, p, 8); return d; }
     }
     return 0.0;
+}
+
+void rq_store_elem(void *base, size_t off, ropeqk_dtype t, double v)
+{
+    unsigned char *p = (unsigned char *)base + off;
+    if (t == ROPEQK_F64) {
+        memcpy(p, &v, 8);
+    } else {
+        float f = (float)v;
+        memcpy(p, &f, 4);
+    }
 }
