@@ -4,13 +4,15 @@
  *   opts.c     the table-driven option parser and strict number parsing
  *   common.c   messages, random numbers, timing, half-precision conversion, small file helpers
  *   device.c   the `devices` subcommand, opening a device (or the scalar path) by spec
+ *   qk_inputs.c  what scores and attention share: options, Q/K/V and position files (qk_inputs.h)
  *   scores.c   the `scores` subcommand (inputs from .npy files, output to .npy)
+ *   attention.c  the `attention` subcommand (O = softmax(S) V, and LSE, to .npy)
  *   scaling_opts.c  the frequency-scaling flags of `scores` (--scaling, --factor, ...): table rows,
  *              validation (usage errors naming the flag), factor lists from .npy files
  *   config.c   the `config` subcommand: a Hugging Face config.json to `scores` flags (cJSON)
- *   verify.c   scalar-path verification (threaded), shared by scores --check, check and demo
+ *   verify.c   scalar-path verification (threaded), shared by scores/attention --check, check and demo
  *   check.c    the `check` subcommand (randomized sweep)
- *   demo.c     the `demo` subcommand
+ *   demo.c     the `demo` subcommand (demo_attn.c: its attention part)
  *   plot.c     PNG/SVG plot writer (font.c: the bitmap font it uses)
  */
 #ifndef ROPEQK_CLI_H
@@ -124,6 +126,12 @@ ropeqk_status cli_device_scores(cli_device *dev, const ropeqk_params *p,
                                 const ropeqk_tensor *q, const void *qd, const ropeqk_tensor *k, const void *kd,
                                 const int32_t *qpos, const int32_t *kpos,
                                 const ropeqk_tensor *out, float *outd);
+/* Runs attention on the device (ropeqk_attention) or the scalar path (ropeqk_attention_ref), f32
+ * O and LSE (lse NULL: none). */
+ropeqk_status cli_device_attention(cli_device *dev, const ropeqk_params *p, const ropeqk_tensor *q, const void *qd,
+                                   const ropeqk_tensor *k, const void *kd, const ropeqk_tensor *v, const void *vd,
+                                   const int32_t *qpos, const int32_t *kpos, const ropeqk_tensor *out, float *outd,
+                                   const ropeqk_tensor *lse, float *lsed);
 /* True when no OpenCL platform exists (the ICD loader finds none). */
 bool cli_no_platform(void);
 
@@ -134,6 +142,15 @@ ropeqk_status cli_verify(const ropeqk_params *p,
                          const ropeqk_tensor *q, const void *qd, const ropeqk_tensor *k, const void *kd,
                          const int32_t *qpos, const int32_t *kpos,
                          const ropeqk_tensor *s, const float *sd, double *max_err, int64_t *mismatch);
+
+/* The same for attention: ropeqk_attention_ref (fp64) against O (and LSE, when lse is non-NULL) by
+ * ropeqk_attention_max_error: *max_err is O's error, *max_lse_rel LSE's, *mismatch the rows that
+ * disagree on being fully masked or hold a NaN. */
+ropeqk_status cli_verify_attention(const ropeqk_params *p, const ropeqk_tensor *q, const void *qd,
+                                   const ropeqk_tensor *k, const void *kd, const ropeqk_tensor *v, const void *vd,
+                                   const int32_t *qpos, const int32_t *kpos, const ropeqk_tensor *o, const void *od,
+                                   const ropeqk_tensor *lse, const void *lsed, double *max_err, double *max_lse_rel,
+                                   int64_t *mismatch);
 
 /* ---- scaling_opts.c ------------------------------------------------------------------------- */
 /* --scaling choices, in ropeqk_scaling_type order, NULL-terminated. */
@@ -170,9 +187,13 @@ void cli_scaling_describe(const ropeqk_scaling *s, char *buf, size_t len);
 
 /* ---- subcommands ---------------------------------------------------------------------------- */
 int cmd_scores(int argc, char **argv);
+int cmd_attention(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+/* demo_attn.c: the attention part of `demo` on an open device (T tokens, `rows` query rows checked).
+ * Returns CLI_OK, CLI_CHECK_FAILED or CLI_RUNTIME. */
+int cli_demo_attention(cli_device *dev, int64_t T, int64_t rows, int64_t seed);
 
 #endif

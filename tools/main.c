@@ -12,8 +12,9 @@ typedef struct {
 static const subcommand commands[] = {
     {"devices", cmd_devices, "list OpenCL platforms and devices, and the default one"},
     {"scores", cmd_scores, "RoPE + attention scores of Q and K .npy files into a .npy file"},
+    {"attention", cmd_attention, "fused attention softmax(S) V of Q, K, V .npy files (and LSE) into .npy files"},
     {"check", cmd_check, "randomized sweep: device against the scalar fp64 path"},
-    {"demo", cmd_demo, "Llama-sized example: timing, accuracy check, optional plot"},
+    {"demo", cmd_demo, "Llama-sized example: scores, then attention at 16k tokens; timing, fp64 checks"},
     {"config", cmd_config, "print the scores flags of a Hugging Face config.json (rope_scaling ...)"},
     {"tune", cmd_tune, "search kernel configurations for a device and cache the winners"},
 };
@@ -33,10 +34,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ropeqk <command> [options]\n"
             "       ropeqk <command> --help | ropeqk --help | ropeqk --version\n\n"
-            "RoPE (rotary positional embedding) fused with attention scores, on OpenCL.\n\n"
+            "RoPE (rotary positional embedding) fused with attention, on OpenCL.\n\n"
             "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].about);
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].about);
     fprintf(f,
             "\ndevice selection: --device P:D | name substring | ref (scalar C path); default\n"
             "$ROPEQK_DEVICE, else the first device of the first platform.\n"
@@ -61,6 +62,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
-    cli_err("unknown command '%s' (commands: devices, scores, check, demo, config, tune; see ropeqk --help)", cmd);
+    cli_err("unknown command '%s' (commands: devices, scores, attention, check, demo, config, tune; see ropeqk --help)", cmd);
     return CLI_USAGE;
 }

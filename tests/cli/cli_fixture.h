@@ -5,6 +5,7 @@
 #define ROPEQK_TEST_CLI_FIXTURE_H
 
 #include <stdio.h>
+#include <string.h>
 
 static char tmp[512], tin[512];
 
@@ -37,6 +38,20 @@ static cli_result run(const char *const *args)
     cli_result r;
     cr_assert(cli_run(&r, NULL, NULL, 300, args), "cannot run " ROPEQK_EXE);
     return r;
+}
+
+/* Exit status `want`, each non-NULL needle in stderr, and nothing (no output, no temporary file)
+ * left in tmp. */
+static __attribute__((unused)) void expect_error(const char *const *args, int want, const char *n1, const char *n2)
+{
+    cli_result r = run(args);
+    cr_expect_eq(r.status, want, "exit status %d, expected %d; stderr: %s", r.status, want, r.err);
+    if (n1)
+        cr_expect(strstr(r.err, n1), "stderr lacks '%s': %s", n1, r.err);
+    if (n2)
+        cr_expect(strstr(r.err, n2), "stderr lacks '%s': %s", n2, r.err);
+    cr_expect_eq(dir_entries(tmp), 0, "an output or temporary file was left in %s", tmp);
+    cli_result_free(&r);
 }
 
 #endif

@@ -214,8 +214,7 @@ static ropeqk_dtype input_dtype(const npy_array *a)
     return a->dtype == NPY_F16 ? ROPEQK_F16 : a->dtype == NPY_U16 ? ROPEQK_BF16 : ROPEQK_F32;
 }
 
-/* A [B,H,S,D] descriptor of an input file, which is [B,S,H,D] when bshd. */
-static ropeqk_tensor input_view(const npy_array *a, bool bshd)
+ropeqk_tensor input_view(const npy_array *a, bool bshd)
 {
     return bshd ? ropeqk_tensor_bshd(input_dtype(a), a->shape[0], a->shape[1], a->shape[2], a->shape[3])
                 : ropeqk_tensor_bhsd(input_dtype(a), a->shape[0], a->shape[1], a->shape[2], a->shape[3]);

@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "npy.h"
+#include "ropeqk.h"
+
 typedef struct {
     int status;   /* exit status, or -N when killed by signal N (a crash or the timeout) */
     char *out;    /* stdout, NUL-terminated */
@@ -33,6 +36,10 @@ bool no_opencl_platform(void);
  * (NULL-terminated); -1 on error. */
 int read_args(const char *path, char ***out);
 void free_args(char **args);
+
+/* A [B,H,S,D] descriptor of a loaded input file (f32, f16, or '<u2' = bf16 bits), which is [B,S,H,D]
+ * when bshd. */
+ropeqk_tensor input_view(const npy_array *a, bool bshd);
 
 /* Compares out.npy (f32) with expected.npy (f64) of a case folder by the docs/conventions.md metric
  * (ropeqk_max_error: max |S - E| / (scale |q_i| |k_j|) over unmasked entries; -inf exactly where

@@ -21,12 +21,7 @@
 /* Expects exit status `want`, `needle` in stderr, and no file left in the temporary folder. */
 static void expect_fail(const char *const *args, int want, const char *needle)
 {
-    cli_result r = run(args);
-    cr_expect_eq(r.status, want, "exit status %d, expected %d; stderr: %s", r.status, want, r.err);
-    if (needle)
-        cr_expect(strstr(r.err, needle), "stderr lacks '%s': %s", needle, r.err);
-    cr_expect_eq(dir_entries(tmp), 0, "an output or temporary file was left in %s", tmp);
-    cli_result_free(&r);
+    expect_error(args, want, needle, NULL);
 }
 
 static void save_f32(const char *path, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
@@ -63,8 +58,8 @@ Test(cli, help_and_version)
     snprintf(want, sizeof want, "ropeqk %s", ropeqk_version());
     cr_expect(strstr(r.out, want), "version output '%s' lacks '%s'", r.out, want);
     cli_result_free(&r);
-    const char *subs[] = {"devices", "scores", "check", "demo", "config"};
-    for (int i = 0; i < 5; i++) {
+    const char *subs[] = {"devices", "scores", "attention", "check", "demo", "config"};
+    for (int i = 0; i < 6; i++) {
         r = run(ARGS(subs[i], "--help"));
         cr_expect_eq(r.status, 0, "%s --help: %d", subs[i], r.status);
         char u[64];
@@ -111,6 +106,8 @@ Test(cli, usage_errors)
     expect_fail(ARGS("check", "--device", "ref"), 2, "ref");
     expect_fail(ARGS("demo", "--plot", tpath("picture.gif")), 2, "picture.gif");
     expect_fail(ARGS("demo", "--tokens", "0"), 2, "--tokens");
+    expect_fail(ARGS("demo", "--attention-tokens", "-1"), 2, "--attention-tokens");
+    expect_fail(ARGS("demo", "--check-rows", "0"), 2, "--check-rows");
 }
 
 Test(cli, file_errors)
@@ -261,7 +258,7 @@ Test(cli, demo_small_with_png)
     if (no_opencl_platform())
         cr_skip_test("no OpenCL platform");
     const char *png = tpath("demo.png");
-    cli_result r = run(ARGS("demo", "--tokens", "96", "--runs", "2", "--plot", png));
+    cli_result r = run(ARGS("demo", "--tokens", "96", "--runs", "2", "--attention-tokens", "128", "--plot", png));
     if (r.status == 1 && strstr(r.err, "libpng")) {
         cli_result_free(&r);
         cr_skip_test("built without libpng");

@@ -19,18 +19,6 @@
 
 #include "cli_fixture.h"
 
-/* Exit status `want`, every needle in stderr, nothing written. */
-static void expect_fail(const char *const *args, int want, const char *n1, const char *n2)
-{
-    cli_result r = run(args);
-    cr_expect_eq(r.status, want, "exit status %d, expected %d; stderr: %s", r.status, want, r.err);
-    cr_expect(strstr(r.err, n1), "stderr lacks '%s': %s", n1, r.err);
-    if (n2)
-        cr_expect(strstr(r.err, n2), "stderr lacks '%s': %s", n2, r.err);
-    cr_expect_eq(dir_entries(tmp), 0, "an output file was left");
-    cli_result_free(&r);
-}
-
 static void save_list(const char *path, npy_dtype dt, int64_t n, double first)
 {
     npy_array a = {.dtype = dt, .ndim = 1, .shape = {n}};
@@ -58,41 +46,41 @@ TestSuite(scaling_flags, .init = setup, .fini = teardown, .timeout = 300);
 
 Test(scaling_flags, usage_errors)
 {
-    expect_fail(ARGS(SC, "--scaling", "yarn"), 2, "--scaling yarn needs --factor", NULL);
-    expect_fail(ARGS(SC, "--scaling", "yarn", "--factor", "4"), 2, "--scaling yarn needs --original-max-pos", NULL);
-    expect_fail(ARGS(SC, "--scaling", "linear"), 2, "--scaling linear needs --factor", NULL);
-    expect_fail(ARGS(SC, "--scaling", "dynamic", "--factor", "2"), 2, "--scaling dynamic needs --original-max-pos",
+    expect_error(ARGS(SC, "--scaling", "yarn"), 2, "--scaling yarn needs --factor", NULL);
+    expect_error(ARGS(SC, "--scaling", "yarn", "--factor", "4"), 2, "--scaling yarn needs --original-max-pos", NULL);
+    expect_error(ARGS(SC, "--scaling", "linear"), 2, "--scaling linear needs --factor", NULL);
+    expect_error(ARGS(SC, "--scaling", "dynamic", "--factor", "2"), 2, "--scaling dynamic needs --original-max-pos",
                 NULL);
-    expect_fail(ARGS(SC, "--scaling", "longrope", "--original-max-pos", "4096"), 2,
+    expect_error(ARGS(SC, "--scaling", "longrope", "--original-max-pos", "4096"), 2,
                 "--scaling longrope needs --long-factors", NULL);
-    expect_fail(ARGS(SC, "--scaling", "linear", "--factor", "2", "--beta-fast", "16"), 2,
+    expect_error(ARGS(SC, "--scaling", "linear", "--factor", "2", "--beta-fast", "16"), 2,
                 "--beta-fast only applies to --scaling yarn", NULL);
-    expect_fail(ARGS(SC, "--factor", "2"), 2, "--factor only applies to --scaling", "no --scaling given");
-    expect_fail(ARGS(SC, "--scaling", "yarn", "--factor", "2", "--original-max-pos", "64", "--seq-len", "9"), 2,
+    expect_error(ARGS(SC, "--factor", "2"), 2, "--factor only applies to --scaling", "no --scaling given");
+    expect_error(ARGS(SC, "--scaling", "yarn", "--factor", "2", "--original-max-pos", "64", "--seq-len", "9"), 2,
                 "--seq-len only applies to --scaling dynamic or longrope", NULL);
-    expect_fail(ARGS(SC, "--scaling", "llama3", "--long-factors", "x.npy"), 2,
+    expect_error(ARGS(SC, "--scaling", "llama3", "--long-factors", "x.npy"), 2,
                 "--long-factors only applies to --scaling longrope", NULL);
-    expect_fail(ARGS(SC, "--scaling", "linear", "--factor", "2", "--low-freq-factor", "2"), 2,
+    expect_error(ARGS(SC, "--scaling", "linear", "--factor", "2", "--low-freq-factor", "2"), 2,
                 "--low-freq-factor only applies to --scaling llama3", NULL);
-    expect_fail(ARGS(SC, "--scaling", "llama3", "--attention-factor", "2"), 2,
+    expect_error(ARGS(SC, "--scaling", "llama3", "--attention-factor", "2"), 2,
                 "--attention-factor only applies to --scaling yarn or longrope", NULL);
-    expect_fail(ARGS(SC, "--scaling", "llama3", "--low-freq-factor", "4", "--high-freq-factor", "2"), 2,
+    expect_error(ARGS(SC, "--scaling", "llama3", "--low-freq-factor", "4", "--high-freq-factor", "2"), 2,
                 "--low-freq-factor", "--high-freq-factor");
-    expect_fail(ARGS(SC, "--scaling", "dynamic", "--factor", "2", "--original-max-pos", "64", "--q-positions",
+    expect_error(ARGS(SC, "--scaling", "dynamic", "--factor", "2", "--original-max-pos", "64", "--q-positions",
                      ipath("p.npy")),
                 2, "--seq-len", NULL);
-    expect_fail(ARGS(SC, "--scaling", "ntk"), 2, "--scaling", "yarn");
-    expect_fail(ARGS(SC, "--scaling", "linear", "--factor", "0"), 2, "--factor", "> 0");
-    expect_fail(ARGS(SC, "--scaling", "linear", "--factor", "-1"), 2, "--factor", NULL);
-    expect_fail(ARGS(SC, "--scaling", "yarn", "--factor", "2", "--original-max-pos", "1.5"), 2, "--original-max-pos",
+    expect_error(ARGS(SC, "--scaling", "ntk"), 2, "--scaling", "yarn");
+    expect_error(ARGS(SC, "--scaling", "linear", "--factor", "0"), 2, "--factor", "> 0");
+    expect_error(ARGS(SC, "--scaling", "linear", "--factor", "-1"), 2, "--factor", NULL);
+    expect_error(ARGS(SC, "--scaling", "yarn", "--factor", "2", "--original-max-pos", "1.5"), 2, "--original-max-pos",
                 NULL);
-    expect_fail(ARGS(SC, "--scaling", "yarn", "--factor", "2", "--original-max-pos", "64", "--beta-slow", "nan"), 2,
+    expect_error(ARGS(SC, "--scaling", "yarn", "--factor", "2", "--original-max-pos", "64", "--beta-slow", "nan"), 2,
                 "--beta-slow", NULL);
-    expect_fail(ARGS(SC, "--window", "-1"), 2, "--window", NULL);
-    expect_fail(ARGS(SC, "--window", "3x"), 2, "--window", NULL);
-    expect_fail(ARGS(SC, "--dtype", "f64"), 2, "--dtype", "bf16");
+    expect_error(ARGS(SC, "--window", "-1"), 2, "--window", NULL);
+    expect_error(ARGS(SC, "--window", "3x"), 2, "--window", NULL);
+    expect_error(ARGS(SC, "--dtype", "f64"), 2, "--dtype", "bf16");
     /* usage errors come before any file is read */
-    expect_fail(ARGS("scores", "--q", ipath("none.npy"), "--k", ipath("none.npy"), "--out", tpath("o.npy"),
+    expect_error(ARGS("scores", "--q", ipath("none.npy"), "--k", ipath("none.npy"), "--out", tpath("o.npy"),
                      "--scaling", "yarn"),
                 2, "--scaling yarn needs --factor", NULL);
 }
@@ -108,17 +96,17 @@ Test(scaling_flags, factor_files)
     save_list(bad, NPY_F64, 16, -1.0);
     save_list(ints, NPY_I64, 16, 1.0);
     /* D = 32 -> R/2 = 16; with --rotary-dim 16, 8 */
-    expect_fail(ARGS(SC, "--scaling", "longrope", "--original-max-pos", "64", "--long-factors", l12,
+    expect_error(ARGS(SC, "--scaling", "longrope", "--original-max-pos", "64", "--long-factors", l12,
                      "--short-factors", s16, "--device", "ref"),
                 2, "l12.npy has 12 factors", "R/2 = 16");
-    expect_fail(ARGS(SC, "--scaling", "longrope", "--original-max-pos", "64", "--long-factors", l16,
+    expect_error(ARGS(SC, "--scaling", "longrope", "--original-max-pos", "64", "--long-factors", l16,
                      "--short-factors", s16, "--rotary-dim", "16", "--device", "ref"),
                 2, "l16.npy has 16 factors", "--rotary-dim) needs R/2 = 8");
-    expect_fail(ARGS(SC, "--freq-factors", f8, "--device", "ref"), 2, "f8.npy has 8 factors", "R/2 = 16");
-    expect_fail(ARGS(SC, "--freq-factors", bad, "--device", "ref"), 1, "bad.npy", "index 0");
-    expect_fail(ARGS(SC, "--freq-factors", ints, "--device", "ref"), 1, "ints.npy", "'<i8'");
-    expect_fail(ARGS(SC, "--freq-factors", ipath("missing.npy"), "--device", "ref"), 1, "missing.npy", NULL);
-    expect_fail(ARGS(SC, "--freq-factors", VEC "/q.npy", "--device", "ref"), 1, "q.npy", "1-D");
+    expect_error(ARGS(SC, "--freq-factors", f8, "--device", "ref"), 2, "f8.npy has 8 factors", "R/2 = 16");
+    expect_error(ARGS(SC, "--freq-factors", bad, "--device", "ref"), 1, "bad.npy", "index 0");
+    expect_error(ARGS(SC, "--freq-factors", ints, "--device", "ref"), 1, "ints.npy", "'<i8'");
+    expect_error(ARGS(SC, "--freq-factors", ipath("missing.npy"), "--device", "ref"), 1, "missing.npy", NULL);
+    expect_error(ARGS(SC, "--freq-factors", VEC "/q.npy", "--device", "ref"), 1, "q.npy", "1-D");
     /* the good files: longrope with f64 long / f32 short lists, freq_factors with --rotary-dim */
     cli_result r = run(ARGS(SC, "--scaling", "longrope", "--original-max-pos", "4", "--long-factors", l16,
                             "--short-factors", s16, "--factor", "8", "--device", "ref", "--check"));
@@ -158,11 +146,11 @@ Test(scaling_flags, bf16_and_window)
     save_bf16(q, 4, 5, 64);
     save_bf16(k, 2, 7, 64);
     /* '<u2' needs --dtype bf16; --dtype bf16 needs '<u2' */
-    expect_fail(ARGS("scores", "--q", q, "--k", k, "--out", o, "--device", "ref"), 1, "--dtype bf16", "q.npy");
-    expect_fail(ARGS("scores", "--q", VEC "/q.npy", "--k", VEC "/k.npy", "--out", o, "--dtype", "bf16", "--device",
+    expect_error(ARGS("scores", "--q", q, "--k", k, "--out", o, "--device", "ref"), 1, "--dtype bf16", "q.npy");
+    expect_error(ARGS("scores", "--q", VEC "/q.npy", "--k", VEC "/k.npy", "--out", o, "--dtype", "bf16", "--device",
                      "ref"),
                 1, "--dtype bf16", "'<f4'");
-    expect_fail(ARGS("scores", "--q", q, "--k", VEC "/k.npy", "--out", o, "--dtype", "bf16", "--device", "ref"), 1,
+    expect_error(ARGS("scores", "--q", q, "--k", VEC "/k.npy", "--out", o, "--dtype", "bf16", "--device", "ref"), 1,
                 "--dtype bf16", "k.npy");
     bool dev = !no_opencl_platform();
     for (int d = 0; d < (dev ? 2 : 1); d++) {
