@@ -4,3 +4,4 @@
 #include "contract.h"
 #include "rope.cl"
 #include "scores.cl"
+#include "paged.cl"

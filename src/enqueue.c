@@ -7,18 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    size_t off, len; /* byte range inside buf */
-    cl_mem buf;
-} rq_range;
-
-static bool ranges_overlap(const rq_range *a, const rq_range *b)
+bool rq_ranges_overlap(const rq_range *a, const rq_range *b)
 {
     return a->buf && a->buf == b->buf && a->off < b->off + b->len && b->off < a->off + a->len;
 }
 
-/* Checks a view against its buffer: alignment, fits inside. */
-static ropeqk_status check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, size_t extent, rq_range *r)
+ropeqk_status rq_check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, size_t extent, rq_range *r)
 {
     size_t size = 0;
     cl_int err = clGetMemObjectInfo(m.buf, CL_MEM_SIZE, sizeof size, &size, NULL);
@@ -300,16 +294,16 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
     }
     rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq;
     ropeqk_status st;
-    if ((st = check_mem(ctx, args->q, ropeqk_dtype_size(pl->q.dtype), pb->q_extent, &rq)) ||
-        (st = check_mem(ctx, args->k, ropeqk_dtype_size(pl->k.dtype), k_ext, &rk)) ||
-        (st = check_mem(ctx, args->out, sizeof(float), o_ext, &ro)))
+    if ((st = rq_check_mem(ctx, args->q, ropeqk_dtype_size(pl->q.dtype), pb->q_extent, &rq)) ||
+        (st = rq_check_mem(ctx, args->k, ropeqk_dtype_size(pl->k.dtype), k_ext, &rk)) ||
+        (st = rq_check_mem(ctx, args->out, sizeof(float), o_ext, &ro)))
         return st;
-    if (args->q_pos.buf && (st = check_mem(ctx, args->q_pos, sizeof(cl_int), (size_t)r.Sq * sizeof(cl_int), &rqp)))
+    if (args->q_pos.buf && (st = rq_check_mem(ctx, args->q_pos, sizeof(cl_int), (size_t)r.Sq * sizeof(cl_int), &rqp)))
         return st;
-    if (args->k_pos.buf && (st = check_mem(ctx, args->k_pos, sizeof(cl_int), (size_t)r.Sk * sizeof(cl_int), &rkp)))
+    if (args->k_pos.buf && (st = rq_check_mem(ctx, args->k_pos, sizeof(cl_int), (size_t)r.Sk * sizeof(cl_int), &rkp)))
         return st;
-    if (ranges_overlap(&ro, &rq) || ranges_overlap(&ro, &rk) || ranges_overlap(&ro, &rqp) ||
-        ranges_overlap(&ro, &rkp))
+    if (rq_ranges_overlap(&ro, &rq) || rq_ranges_overlap(&ro, &rk) || rq_ranges_overlap(&ro, &rqp) ||
+        rq_ranges_overlap(&ro, &rkp))
         return ROPEQK_ERR_OVERLAP;
     return rq_plan_run(pl, queue, &r, num_wait, wait, event);
 }
