@@ -159,17 +159,6 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
             kro[t] = a.k_off + page * a.knb0 + slot * a.knb2;
             vro[t] = a.v_off + page * a.vnb0 + slot * a.vnb2;
         }
-        /* the next block's rows, into the caches while this one is computed (pocl: the hardware
-         * prefetcher alone restarts at every page) */
-        for (int t = 0, jn = jb + RQ_PKB; RQ_PAGED_PF && t < RQ_PKB && jn + t < jend; t++) {
-            long page = pages[(jn + t) / ps], slot = (jn + t) % ps;
-            __global const uchar *kr = kc + a.k_off + page * a.knb0 + slot * a.knb2;
-            __global const uchar *vr = vc + a.v_off + page * a.vnb0 + slot * a.vnb2;
-            for (int y = 0; y < nkv; y++) {
-                RQ_PAGED_PREFETCH_ROW(kr + (long)(hk0 + y) * a.knb1, D * esk);
-                RQ_PAGED_PREFETCH_ROW(vr + (long)(hk0 + y) * a.vnb1, Dv * esv);
-            }
-        }
         int16 pj = (int16)(pfirst) + lane;
         int16 masked = lane >= (int16)(nb); /* lanes past the block's end: never counted */
         if (causal)
@@ -178,6 +167,18 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         if (window > 0 && lim >= (long)INT_MIN)
             masked |= pj <= (int16)((int)lim);
         for (int t = 0; t < nb; t++) {
+            /* key t of the next block, K and V rows, into the caches while this block is computed
+             * (pocl; the hardware prefetcher alone restarts at every page) */
+            int jn = jb + RQ_PKB + t;
+            if (RQ_PAGED_PF && jn < jend) {
+                long page = pages[jn / ps], slot = jn % ps;
+                __global const uchar *kr = kc + a.k_off + page * a.knb0 + slot * a.knb2;
+                __global const uchar *vr = vc + a.v_off + page * a.vnb0 + slot * a.vnb2;
+                for (int y = 0; y < nkv; y++) {
+                    RQ_PAGED_PREFETCH_ROW(kr + (long)(hk0 + y) * a.knb1, D * esk);
+                    RQ_PAGED_PREFETCH_ROW(vr + (long)(hk0 + y) * a.vnb1, Dv * esv);
+                }
+            }
             float16 C[RQ_DMAXD / 16], S[RQ_DMAXD / 16], xk[RQ_DMAXD / 16];
             rq_rot_vectors(pfirst + t, fx, fy, fz, hw, layout, a.rot_mul, C, S);
             for (int y = 0; y < nkv; y++) {
@@ -201,12 +202,26 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                         xk[c + hw] = fma(x0, S[c], x1 * C[c]);
                     }
                 }
+                /* dot products two query heads at a time, even and odd chunks apart: four independent
+                 * FMA chains (one chain is bound by the FMA latency) */
                 __global const float *q = qr + ((long)s * Hq + (long)(hk0 + y) * G + g0) * D;
-                for (int g = 0; g < ng; g++) {
-                    float16 acc = (float16)(0.0f);
-                    for (int c = 0; c < nc; c++)
-                        acc = fma(vload16(c, q + g * D), xk[c], acc);
-                    scs[(y * ng + g) * RQ_PKB + t] = rq_hsum16(acc);
+                for (int g = 0; g < ng; g += 2) {
+                    __global const float *q0 = q + g * D, *q1 = q + min(g + 1, ng - 1) * D;
+                    float16 a0 = (float16)(0.0f), b0 = a0, a1 = a0, b1 = a0;
+                    int c = 0;
+                    for (; c + 2 <= nc; c += 2) {
+                        a0 = fma(vload16(c, q0), xk[c], a0);
+                        b0 = fma(vload16(c + 1, q0), xk[c + 1], b0);
+                        a1 = fma(vload16(c, q1), xk[c], a1);
+                        b1 = fma(vload16(c + 1, q1), xk[c + 1], b1);
+                    }
+                    if (c < nc) {
+                        a0 = fma(vload16(c, q0), xk[c], a0);
+                        a1 = fma(vload16(c, q1), xk[c], a1);
+                    }
+                    scs[(y * ng + g) * RQ_PKB + t] = rq_hsum16(a0 + b0);
+                    if (g + 1 < ng)
+                        scs[(y * ng + g + 1) * RQ_PKB + t] = rq_hsum16(a1 + b1);
                 }
             }
         }
@@ -231,7 +246,7 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
             __global float *ob = part + (((long)s * Hq + (long)(hk0 + y) * G + g0) * a.nsplit + sp) * Dv;
             int d = 0;
             for (; d + 16 <= Dv; d += 16) {
-                float16 vv[RQ_PKB];
+                float16 vv[RQ_PKB]; /* rows past the block's end: 0 (their p is 0 too) */
                 if (vdt == RQ_DT_F32)
                     for (int t = 0; t < nb; t++)
                         vv[t] = RQ_LD16_F32(vc + vro[t] + hb, d / 16);
@@ -241,13 +256,24 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                 else
                     for (int t = 0; t < nb; t++)
                         vv[t] = RQ_LD16_BF16(vc + vro[t] + hb, d / 16);
-                for (int g = 0; g < ng; g++) {
-                    int x = y * ng + g;
-                    __global float *o = ob + g * ostride + d;
-                    float16 acc = vload16(0, o) * alpha[x];
-                    for (int t = 0; t < nb; t++)
-                        acc = fma((float16)(p[x * RQ_PKB + t]), vv[t], acc);
-                    vstore16(acc, 0, o);
+                for (int t = nb; t < RQ_PKB; t++)
+                    vv[t] = (float16)(0.0f);
+                /* two query heads at a time, even and odd keys apart: four independent FMA chains */
+                for (int g = 0; g < ng; g += 2) {
+                    int x0 = y * ng + g, x1 = y * ng + min(g + 1, ng - 1);
+                    __global float *o0 = ob + g * ostride + d, *o1 = ob + min(g + 1, ng - 1) * ostride + d;
+                    float16 a0 = vload16(0, o0) * alpha[x0], a1 = vload16(0, o1) * alpha[x1];
+                    float16 b0 = (float16)(0.0f), b1 = b0;
+#pragma unroll
+                    for (int t = 0; t < RQ_PKB; t += 2) {
+                        a0 = fma((float16)(p[x0 * RQ_PKB + t]), vv[t], a0);
+                        b0 = fma((float16)(p[x0 * RQ_PKB + t + 1]), vv[t + 1], b0);
+                        a1 = fma((float16)(p[x1 * RQ_PKB + t]), vv[t], a1);
+                        b1 = fma((float16)(p[x1 * RQ_PKB + t + 1]), vv[t + 1], b1);
+                    }
+                    vstore16(a0 + b0, 0, o0);
+                    if (g + 1 < ng)
+                        vstore16(a1 + b1, 0, o1);
                 }
             }
             for (; d < Dv; d++) { /* a tail of V dims */
