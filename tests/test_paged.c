@@ -2,7 +2,8 @@
  * fp64 reference written here (keys gathered from the pages, rotated with fp64 angles from
  * ropeqk_inv_freq, softmax . V in double); append then decode equals decode of a cache written
  * directly; every invalid description, batch and append is refused with its status and nothing
- * written; the paged kernels' arguments follow contract.h.
+ * written; one plan enqueued from four threads gives a lone run's bits; the paged kernels' arguments
+ * follow contract.h.
  *
  * Metric (docs/conventions.md): per row max_d |O - O64| / max_j ||V_j||_inf, and
  * |LSE - LSE64| / max(|LSE64|, 1). Cache slots that no sequence uses hold NaN, so a stray read shows.
@@ -13,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -905,6 +907,70 @@ Test(paged, invalid_appends_write_nothing)
                  ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     clFinish(ropeqk_opencl_queue(ctx));
     clReleaseMemObject(bkn), clReleaseMemObject(bvn), clReleaseMemObject(small);
+    pfix_free(&f);
+}
+
+/* ---- one plan, several threads ----------------------------------------------------------------- */
+typedef struct {
+    pfix *f;
+    cl_mem out;
+    int iters;
+    ropeqk_status st;
+} pthr;
+
+/* Enqueues the plan on its own queue with batches of 1..IS sequences (the kernels' arguments change
+ * every call), the full batch last. */
+static void *paged_loop(void *v)
+{
+    pthr *t = v;
+    cl_int e;
+    cl_command_queue qu = clCreateCommandQueue(ropeqk_opencl_context(ctx), ropeqk_opencl_device(ctx), 0, &e);
+    t->st = e ? ROPEQK_ERR_BACKEND : ROPEQK_SUCCESS;
+    ropeqk_paged_batch b = batch_of(&t->f->c, &t->f->d);
+    ropeqk_opencl_paged_args a = args_of(&t->f->c, &t->f->b); /* a plan without LSE: lse NULL */
+    a.out.buf = t->out;
+    for (int i = 0; i < t->iters && !t->st; i++) {
+        b.n_seqs = i == t->iters - 1 ? IS : 1 + i % IS;
+        t->st = ropeqk_opencl_paged_enqueue(t->f->pl, qu, &a, &b, 0, NULL, NULL);
+    }
+    if (qu) {
+        clFinish(qu);
+        clReleaseCommandQueue(qu);
+    }
+    return NULL;
+}
+
+Test(paged, one_plan_enqueued_from_four_threads)
+{
+    static pfix f;
+    pfix_make(&f);
+    /* pfix_make makes an LSE plan: remake it without, so each thread needs only its own output */
+    ropeqk_plan_destroy(f.pl);
+    f.c.with_lse = false;
+    ropeqk_plan_desc desc = desc_of(&f.c, &f.d);
+    cr_assert_eq(ropeqk_plan_create(ctx, &desc, &f.pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    size_t bytes = f.d.ob;
+    unsigned char *expect = malloc(bytes), *got = malloc(bytes);
+    pthr one = {&f, make_buffer(bytes, NULL), 1, 0};
+    paged_loop(&one);
+    cr_assert_eq(one.st, ROPEQK_SUCCESS, "%s", ropeqk_status_string(one.st));
+    read_buffer(one.out, bytes, expect);
+    pthread_t th[4];
+    pthr args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (pthr){&f, make_buffer(bytes, NULL), 40, 0};
+        pthread_create(&th[i], NULL, paged_loop, &args[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        cr_expect_eq(args[i].st, ROPEQK_SUCCESS, "thread %d: %s", i, ropeqk_status_string(args[i].st));
+        read_buffer(args[i].out, bytes, got);
+        cr_expect(memcmp(got, expect, bytes) == 0, "thread %d: last result differs from a lone run", i);
+        clReleaseMemObject(args[i].out);
+    }
+    clReleaseMemObject(one.out);
+    free(expect), free(got);
     pfix_free(&f);
 }
 
