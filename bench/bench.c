@@ -322,8 +322,10 @@ static void usage(void)
 {
     puts("usage: ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME...]]\n"
          "                    [--csv FILE] [--plot FILE.svg] [--no-first-call] [--ref-max-gflop X]\n"
-         "                    [--host-cost [N]]\n"
+         "                    [--host-cost [N]] [--paged [LEN]]\n"
          "  --host-cost: host time per decode-shaped enqueue over N calls (default 10000), one-shot vs plan\n"
+         "  --paged: paged-KV decode, Hq 32 / Hkv 8 / D 128, one sequence of LEN tokens (default 32768),\n"
+         "           f32 and f16 caches, against a copy kernel over the same bytes\n"
          "  impls: fused, unfused-clblast, cblas, ref, copy-buffer, copy-kernel\n"
          "  --quick: 2 prefill shapes + decode Sk=4096, 5 runs, 1 warm-up (CI smoke)");
 }
@@ -333,6 +335,7 @@ int main(int argc, char **argv)
     int runs = 7, warmup = 2;
     bool quick = false, first_call = true;
     int host_cost = 0; /* --host-cost [N]: only the per-call host cost, N calls */
+    long long paged = 0; /* --paged [LEN]: only the paged-KV decode, one sequence of LEN tokens */
     const char *csv = NULL, *plot = NULL, *shape_filter = NULL, *impl_filter = NULL;
     double ref_max_gflop = 0.3; /* the fp64 scalar reference does ~1 GFLOP/s: small shapes only */
     for (int a = 1; a < argc; a++) {
@@ -351,6 +354,10 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "--host-cost")) {
             host_cost = 10000;
             if (v && v[0] >= '0' && v[0] <= '9') { host_cost = atoi(v); a++; }
+        }
+        else if (!strcmp(o, "--paged")) {
+            paged = 32768;
+            if (v && v[0] >= '0' && v[0] <= '9') { paged = atoll(v); a++; }
         }
         else { usage(); return strcmp(o, "--help") && strcmp(o, "-h") ? 2 : 0; }
     }
@@ -383,6 +390,8 @@ int main(int argc, char **argv)
            devname, why, ropeqk_ctx_build_options(e.rq), ropeqk_ctx_config_source(e.rq));
     if (host_cost > 0)
         return bench_host_cost(&e, host_cost) ? 1 : 0;
+    if (paged > 0)
+        return bench_paged(&e, paged) ? 1 : 0;
     printf("runs %d (median), warm-up %d; wall time = enqueue..clFinish\n", runs, warmup);
     printf("shapes: prefill B=1 H=32 (Hq = Hkv); gqa B=1 Hq=32 Hkv=8; decode B=1 Hq=32 Hkv=4 (G=8) Sq=1 at\n"
            "  position Sk-1; BHSD, interleaved RoPE, base 10000, scale 1/sqrt(D), no mask\n"

@@ -73,6 +73,8 @@ int bimpl_fetch(benv *e, bcase *c, bimpl i, float *out);
 
 /* --host-cost: host time per decode-shaped enqueue over n calls (host_cost.c). 0 on success. */
 int bench_host_cost(benv *e, int n);
+/* --paged: paged-KV decode over one sequence of len tokens, f32 and f16 caches (paged.c). 0 on success. */
+int bench_paged(benv *e, int64_t len);
 
 /* Minimal SVG bar chart: values[shape][impl] (<= 0: no bar), log-scale GFLOP/s. */
 int plot_svg(const char *path, int nshapes, const char *const *shape_names, int nimpl,

@@ -28,6 +28,15 @@ typedef float rq_f32;
 #define RQ_DMAXD 256 /* qk_decode_*: largest head dim, and Qr's row stride on the decode path */
 #define RQ_DCHUNK 16 /* qk_decode_*: D and R/2 are processed in chunks of this many lanes */
 #define RQ_ADVMAX 256 /* qk_attention_*: largest Dv (the f32 accumulators live in private memory) */
+#define RQ_PKB 16    /* paged_attn_cpu_*: keys per block (one float16 across keys) */
+#define RQ_PCH 32    /* paged_attn_cpu_*: query heads per work-item, at most */
+#define RQ_PWG 64    /* paged_attn_gpu_*: work-group size (keys per tile, dims per pass over V) */
+#define RQ_PGH 8     /* paged_attn_gpu_*: query heads per work-group, at most */
+#define RQ_PVT 4     /* paged_attn_gpu_*: V dims per work-item (a work-group covers RQ_PWG*RQ_PVT dims) */
+#define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
+#define RQ_DT_F32 0  /* storage types as kernel arguments (the values of ropeqk_dtype) */
+#define RQ_DT_F16 1
+#define RQ_DT_BF16 2
 
 /* ---- argument positions ------------------------------------------------------------------------
  * X(kernel, ID, name): RQ_<kernel>_<ID> is the position of argument `name`. */
@@ -43,11 +52,20 @@ typedef float rq_f32;
 #define RQ_ATTN_ARGS(X)                                                                            \
     X(AT, QR, qr) X(AT, KT, kt) X(AT, V, v) X(AT, QPOS, qpos) X(AT, KPOS, kpos) X(AT, OUT, out)     \
     X(AT, LSE, lse) X(AT, A, a)
+/* paged decode (cl/paged.cl): pass 1 over the pages, the reduction of the splits, the cache append */
+#define RQ_PAGED_ARGS(X)                                                                           \
+    X(PG, K, kc) X(PG, V, vc) X(PG, META, meta) X(PG, FREQ, vfreq) X(PG, QR, qr) X(PG, PART, part) \
+    X(PG, A, a)
+#define RQ_PCOMB_ARGS(X) X(PC, PART, part) X(PC, META, meta) X(PC, OUT, out) X(PC, LSE, lse) X(PC, A, a)
+#define RQ_PAPP_ARGS(X) X(PA, SRC, src) X(PA, META, meta) X(PA, DST, dst) X(PA, A, a)
 
 enum { RQ_ROTATE_ARGS(RQ_ARG_ENUM) RQ_ROT_NARGS };
 enum { RQ_ATTN_ARGS(RQ_ARG_ENUM) RQ_AT_NARGS };
 enum { RQ_SCORES_ARGS(RQ_ARG_ENUM) RQ_SC_NARGS };
 enum { RQ_DECODE_ARGS(RQ_ARG_ENUM) RQ_DEC_NARGS };
+enum { RQ_PAGED_ARGS(RQ_ARG_ENUM) RQ_PG_NARGS };
+enum { RQ_PCOMB_ARGS(RQ_ARG_ENUM) RQ_PC_NARGS };
+enum { RQ_PAPP_ARGS(RQ_ARG_ENUM) RQ_PA_NARGS };
 
 /* ---- scalar argument structs ------------------------------------------------------------------ */
 
@@ -94,5 +112,43 @@ typedef struct {
     rq_i32 pad_;
 } rq_attn_args;
 RQ_STATIC_ASSERT(sizeof(rq_attn_args) == 15 * 8 + 16 * 4, attn_args_size);
+/* The per-call metadata of a paged enqueue (one int32 buffer, offsets in elements): pstart[n_seqs + 1]
+ * at 0 (sequence s uses pages[pstart[s] .. pstart[s+1])), then lens, q_pos and k_pos0 (n_seqs each;
+ * q_pos and k_pos0 unused by the append) and the packed page lists. */
+
+/* paged_attn_cpu, paged_attn_gpu: pass 1. A task is (split, head group, sequence): keys [sp*kps, min(len, (sp+1)*kps))
+ * against the query heads of the group, Q read rotated and scaled from qr [s][Hq][D]; it writes its
+ * unnormalised output part[(s*Hq + h)*nsplit + sp][Dv] and (max, sum) at part[ml_off + 2*that row].
+ * Head groups: ngc == 1: kv heads [gi*kvpg, +kvpg) with all G query heads each; ngc > 1: kv head
+ * gi/ngc, query heads [(gi%ngc)*gpg, +gpg) of it. ndvc: chunks of Dv (GPU kernel; 1 on the CPU). */
+typedef struct {
+    rq_i64 k_off, knb0, knb1, knb2;   /* bytes: K cache view [page][hk][slot][d] */
+    rq_i64 v_off, vnb0, vnb1, vnb2;   /* bytes: V cache view */
+    rq_i64 window;
+    rq_i64 ml_off;                    /* floats into part */
+    rq_i32 Hq, Hkv, G, D, Dv, R, layout, causal, ps, kps, nsplit;
+    rq_i32 lens_off, qpos_off, kpos_off, pages_off; /* int32 elements into meta */
+    rq_i32 kvpg, ngc, gpg, ndvc;
+    rq_i32 kdt, vdt;                  /* RQ_DT_* of the caches */
+    rq_f32 rot_mul;                   /* attention factor on cos and sin */
+} rq_paged_args;
+RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 10 * 8 + 21 * 4 + 4, paged_args_size);
+
+/* paged_combine: joins the splits of each (sequence, query head) row into out (and lse). */
+typedef struct {
+    rq_i64 out_off, onb0, onb1, onb3; /* bytes */
+    rq_i64 lse_off, lnb0, lnb1;       /* bytes */
+    rq_i64 ml_off;                    /* floats into part */
+    rq_i32 Hq, Dv, nsplit, kps, lens_off, use_lse, rows, odt; /* odt: RQ_DT_* of out */
+} rq_pcomb_args;
+RQ_STATIC_ASSERT(sizeof(rq_pcomb_args) == 8 * 8 + 8 * 4, pcomb_args_size);
+
+/* paged_append: copies rows [s][hk][t] of src into token lens[s] + t of sequence s, 2-byte units. */
+typedef struct {
+    rq_i64 src_off, snb0, snb1, snb2; /* bytes: k_new or v_new */
+    rq_i64 dst_off, dnb0, dnb1, dnb2; /* bytes: the cache */
+    rq_i32 Hkv, n_new, ps, units, lens_off, pages_off;
+} rq_papp_args;
+RQ_STATIC_ASSERT(sizeof(rq_papp_args) == 8 * 8 + 6 * 4, papp_args_size);
 
 #endif

@@ -5,3 +5,4 @@
 #include "rope.cl"
 #include "scores.cl"
 #include "attention.cl"
+#include "paged.cl"

@@ -143,6 +143,7 @@ struct ropeqk_plan {
     ropeqk_paged_desc paged;
     cl_kernel kx[4];           /* released by ropeqk_plan_destroy */
     cl_mem mx[2];
+    cl_uint cus;               /* paged decode: the device's compute units (sizes the split) */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
     bool lock_ok;
 };
@@ -183,6 +184,16 @@ static inline size_t rq_round_up(size_t x, size_t m) { return (x + m - 1) / m * 
         if (!err)                                                                                  \
             err = clSetKernelArg((k), (i), sizeof(v), &(v));                                       \
     } while (0)
+/* A view's byte range inside its buffer (buf NULL: none). */
+typedef struct {
+    size_t off, len;
+    cl_mem buf;
+} rq_range;
+/* Checks a view against its buffer: aligned offset (ROPEQK_ERR_BAD_STRIDES), extent inside the buffer
+ * (ROPEQK_ERR_BUFFER_TOO_SMALL); fills *r. */
+ropeqk_status rq_check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, size_t extent, rq_range *r);
+/* Two ranges of the same buffer that share a byte. */
+bool rq_ranges_overlap(const rq_range *a, const rq_range *b);
 
 /* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
 typedef struct {

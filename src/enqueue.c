@@ -7,18 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    size_t off, len; /* byte range inside buf */
-    cl_mem buf;
-} rq_range;
-
-static bool ranges_overlap(const rq_range *a, const rq_range *b)
+bool rq_ranges_overlap(const rq_range *a, const rq_range *b)
 {
     return a->buf && a->buf == b->buf && a->off < b->off + b->len && b->off < a->off + a->len;
 }
 
-/* Checks a view against its buffer: alignment, fits inside. */
-static ropeqk_status check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, size_t extent, rq_range *r)
+ropeqk_status rq_check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, size_t extent, rq_range *r)
 {
     size_t size = 0;
     cl_int err = clGetMemObjectInfo(m.buf, CL_MEM_SIZE, sizeof size, &size, NULL);
@@ -301,26 +295,26 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
     }
     rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq, rv = rq, rl = rq;
     ropeqk_status st;
-    if ((st = check_mem(ctx, args->q, ropeqk_dtype_size(pl->q.dtype), pb->q_extent, &rq)) ||
-        (st = check_mem(ctx, args->k, ropeqk_dtype_size(pl->k.dtype), k_ext, &rk)) ||
-        (st = check_mem(ctx, args->out, ropeqk_dtype_size(pl->out.dtype), o_ext, &ro)))
+    if ((st = rq_check_mem(ctx, args->q, ropeqk_dtype_size(pl->q.dtype), pb->q_extent, &rq)) ||
+        (st = rq_check_mem(ctx, args->k, ropeqk_dtype_size(pl->k.dtype), k_ext, &rk)) ||
+        (st = rq_check_mem(ctx, args->out, ropeqk_dtype_size(pl->out.dtype), o_ext, &ro)))
         return st;
-    if (args->q_pos.buf && (st = check_mem(ctx, args->q_pos, sizeof(cl_int), (size_t)r.Sq * sizeof(cl_int), &rqp)))
+    if (args->q_pos.buf && (st = rq_check_mem(ctx, args->q_pos, sizeof(cl_int), (size_t)r.Sq * sizeof(cl_int), &rqp)))
         return st;
-    if (args->k_pos.buf && (st = check_mem(ctx, args->k_pos, sizeof(cl_int), (size_t)r.Sk * sizeof(cl_int), &rkp)))
+    if (args->k_pos.buf && (st = rq_check_mem(ctx, args->k_pos, sizeof(cl_int), (size_t)r.Sk * sizeof(cl_int), &rkp)))
         return st;
     if (attn) {
         if (!args->v.buf || (pl->with_lse && !args->lse.buf))
             return ROPEQK_ERR_NULL_POINTER;
-        if ((st = check_mem(ctx, args->v, ropeqk_dtype_size(pl->v.dtype), v_ext, &rv)) ||
-            (pl->with_lse && (st = check_mem(ctx, args->lse, sizeof(float), pb->lse_extent, &rl))))
+        if ((st = rq_check_mem(ctx, args->v, ropeqk_dtype_size(pl->v.dtype), v_ext, &rv)) ||
+            (pl->with_lse && (st = rq_check_mem(ctx, args->lse, sizeof(float), pb->lse_extent, &rl))))
             return st;
     }
     const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv};
     for (int i = 0; i < 5; i++)
-        if (ranges_overlap(&ro, in[i]) || ranges_overlap(&rl, in[i]))
+        if (rq_ranges_overlap(&ro, in[i]) || rq_ranges_overlap(&rl, in[i]))
             return ROPEQK_ERR_OVERLAP;
-    if (ranges_overlap(&ro, &rl))
+    if (rq_ranges_overlap(&ro, &rl))
         return ROPEQK_ERR_OVERLAP;
     if (attn)
         return rq_attn_enqueue(pl, queue, args, r.Sk, r.q_off, r.k_off, num_wait, wait, event);
