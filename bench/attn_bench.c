@@ -247,6 +247,8 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
             acase_free(&c);
             continue;
         }
+        char note[IMPL_COUNT][192] = {{0}}; /* why an impl has no figure, printed in table order */
+#define NOTE(i, ...) snprintf(note[i], sizeof note[i], __VA_ARGS__)
         /* 1. per impl: the checked first run (also a warm-up: CLBlast compiles its kernels here) */
         bool ready[IMPL_COUNT] = {false};
         double first_s[IMPL_COUNT] = {0};
@@ -255,18 +257,17 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
             if (!on[i])
                 continue;
             if (!c.has[i]) {
-                printf("%-36s %-16s %-4s skipped: %s\n", s->name, bimpl_name[i], bimpl_dtype[i], c.why_not[i]);
+                NOTE(i, "skipped: %s", c.why_not[i]);
                 continue;
             }
             if (i != IMPL_FUSED_F32 && !outs[IMPL_FUSED_F32]) {
-                printf("%-36s %-16s %-4s skipped: no fused f32 output to compare with\n", s->name, bimpl_name[i],
-                       bimpl_dtype[i]);
+                NOTE(i, "skipped: no fused f32 output to compare with");
                 continue;
             }
             double pred = rate[i] > 0 ? work_flops(s, i) / rate[i] : 0;
             if (pred > o->max_run_s) {
-                printf("%-36s %-16s %-4s skipped: predicted %.0f s per run (its rate on an earlier shape) > "
-                       "--attn-max-run %.0f s\n", s->name, bimpl_name[i], bimpl_dtype[i], pred, o->max_run_s);
+                NOTE(i, "skipped: predicted %.0f s per run (its rate on an earlier shape) > --attn-max-run %.0f s",
+                     pred, o->max_run_s);
                 continue;
             }
             if (!(outs[i] = malloc(n * 4)))
@@ -277,15 +278,13 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
                 err = aimpl_fetch(e, &c, i, outs[i]);
             first_s[i] = bench_now() - t0;
             if (err) {
-                printf("%-36s %-16s %-4s failed: %d (%s)\n", s->name, bimpl_name[i], bimpl_dtype[i], err,
-                       ropeqk_status_string(err));
+                NOTE(i, "failed: %d (%s)", err, ropeqk_status_string(err));
                 free(outs[i]), outs[i] = NULL;
                 continue;
             }
             res[i].diff = i == IMPL_FUSED_F32 ? 0.0 : max_abs_diff(outs[i], outs[IMPL_FUSED_F32], n);
             if (res[i].diff > (i == IMPL_FUSED_F16 ? TOL_F16 : TOL_F32)) {
-                printf("%-36s %-16s %-4s DISAGREES with fused f32: max|dO| %.3g: not timed\n", s->name,
-                       bimpl_name[i], bimpl_dtype[i], res[i].diff);
+                NOTE(i, "DISAGREES with fused f32: max|dO| %.3g: not timed", res[i].diff);
                 failed = true;
                 continue;
             }
@@ -310,8 +309,7 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
                 if (!(err = aimpl_run(e, &c, i)))
                     err = clFinish(e->queue);
             if (err) {
-                printf("%-36s %-16s %-4s failed: %d (%s)\n", s->name, bimpl_name[i], bimpl_dtype[i], err,
-                       ropeqk_status_string(err));
+                NOTE(i, "failed: %d (%s)", err, ropeqk_status_string(err));
                 err = 0;
                 continue;
             }
@@ -325,8 +323,7 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
                     continue;
                 int r = res[i].runs;
                 if ((err = one_run(e, &c, i, &wall[i][r], &dev[i][r], &kern[i][r]))) {
-                    printf("%-36s %-16s %-4s failed: %d (%s)\n", s->name, bimpl_name[i], bimpl_dtype[i], err,
-                           ropeqk_status_string(err));
+                    NOTE(i, "failed: %d (%s)", err, ropeqk_status_string(err));
                     active[i] = false, res[i].runs = 0, err = 0;
                     continue;
                 }
@@ -346,8 +343,11 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
                 r->kern_ms = median_or_nan(kern[i], r->runs);
                 r->valid = true;
             }
-            if (!r->valid)
+            if (!r->valid) {
+                if (note[i][0])
+                    printf("%-36s %-16s %-4s %s\n", s->name, bimpl_name[i], bimpl_dtype[i], note[i]);
                 continue;
+            }
             double gf = useful_flops(s) / (r->wall_ms * 1e6), gbs = kv_bytes(s, i) / (r->wall_ms * 1e6);
             rate[i] = work_flops(s, i) / (r->wall_ms * 1e-3);
             printf("%-36s %-16s %-4s %4d %10.2f %10.2f %10.2f %8.2f %7.2f %9.1f %9.2g\n", s->name, bimpl_name[i],
