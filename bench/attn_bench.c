@@ -223,6 +223,8 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
     if (!o->quick)
         sh[ns++] = mk("attn-gqa-q32-kv8-s2048-d128-causal", 1, 32, 8, 2048, 2048, 128, 0, 1, 0);
     sh[ns++] = mk("attn-decode-q32-kv8-sk32768-d128", 1, 32, 8, 1, 32768, 128, 32767, 1, 0);
+    printf("shapes: BHSD, interleaved RoPE, base 10000, scale 1/sqrt(D), causal (decode: one query row at\n"
+           "  position Sk-1, the mask covers nothing); inputs in [-0.5, 0.5), f16 runs use the same values rounded\n");
 
     double rate[IMPL_COUNT] = {0}; /* work flops per second seen on an earlier shape, for predictions */
     printf("\n%-36s %-16s %-4s %4s %10s %10s %10s %8s %7s %9s %9s\n", "shape", "impl", "dt", "runs", "wall_ms",
@@ -364,6 +366,9 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
             (!res[IMPL_UNFUSED_CLBLAST].valid || !res[IMPL_CBLAS].valid))
             printf("%-36s unfused-clblast vs cblas: max|dO| %.3g\n", s->name,
                    max_abs_diff(outs[IMPL_UNFUSED_CLBLAST], outs[IMPL_CBLAS], n));
+        if (c.has[IMPL_UNFUSED_CLBLAST] || c.has[IMPL_CBLAS])
+            printf("%-36s S/P materialised by the unfused paths: %.1f MiB f32\n", s->name,
+                   (double)s->B * s->Hq * s->Sq * (double)s->Sk * 4.0 / 1048576.0);
         const ares *f = &res[IMPL_FUSED_F32], *h = &res[IMPL_FUSED_F16];
         for (int b = IMPL_UNFUSED_CLBLAST; b <= IMPL_CBLAS; b++) {
             if (!f->valid || !res[b].valid)

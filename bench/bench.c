@@ -295,7 +295,8 @@ int main(int argc, char **argv)
     if (host_cost > 0)
         return bench_host_cost(&e, host_cost) ? 1 : 0;
     printf("runs %d (median), warm-up %d; wall time = enqueue..clFinish\n", runs, warmup);
-    printf("shapes: prefill B=1 H=32 (Hq = Hkv); gqa B=1 Hq=32 Hkv=8; decode B=1 Hq=32 Hkv=4 (G=8) Sq=1 at\n"
+    if (!attn_only)
+        printf("shapes: prefill B=1 H=32 (Hq = Hkv); gqa B=1 Hq=32 Hkv=8; decode B=1 Hq=32 Hkv=4 (G=8) Sq=1 at\n"
            "  position Sk-1; BHSD, interleaved RoPE, base 10000, scale 1/sqrt(D), no mask\n"
            "unfused-clblast: RoPE kernel (fp32 sin/cos per element) on Q and K, then CLBlastSgemmStridedBatched\n"
            "  with one batch entry per KV head (its G*Sq query rows are contiguous in BHSD: no K expansion)\n"
