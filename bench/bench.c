@@ -2,6 +2,7 @@
  *
  *   ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME]]
  *                [--csv FILE] [--plot FILE.svg] [--no-first-call] [--ref-max-gflop X]
+ *                [--attention | --no-attention] [--attn-budget S] [--attn-max-run S]
  *
  * Per shape and implementation: warm-up runs, then the median of the timed runs. Wall time is from
  * the first enqueue to the return of clFinish (host impls: the call); device time is the span
@@ -12,21 +13,21 @@
  * RoPE pass (and, on the decode path, only the Q rotation).
  * gflops counts 2*B*Hq*Sq*Sk*D; gbs counts bytes of Q and K (storage dtype) and S (f32), once each.
  * Before timing, every implementation is checked against ropeqk_scores_ref on small shapes; an
- * implementation that fails is not timed (and the exit status is 3). First-call latency (context creation + first op) is
- * measured in child processes: with an empty POCL_CACHE_DIR (cold) and with it populated (warm),
- * prefill-shaped call first and, in a second cold child, decode-shaped call first. */
+ * implementation that fails is not timed (and the exit status is 3). First-call latency (context
+ * creation + first op) is measured in child processes (first_call.c).
+ * Attention (attn_bench.c): fused attention plans vs RoPE + CLBlast + softmax kernel + CLBlast vs
+ * host RoPE + OpenBLAS + host softmax + OpenBLAS: --attention times it instead of the scores shapes
+ * (the unfused baseline alone takes minutes per shape on a 2-core pocl device); every other run does
+ * its fp64 checks only. */
 #define _XOPEN_SOURCE 700
 #include "bench.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #define MAX_SHAPES 16
 #define MAX_RUNS 1000
@@ -49,6 +50,9 @@ static double median(double *v, int n)
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+double bench_now(void) { return now(); }
+double bench_median(double *v, int n) { return median(v, n); }
 
 static int die(const char *what, int err)
 {
@@ -153,110 +157,6 @@ static int check_shape(benv *e, const bshape *s)
     return 0;
 }
 
-/* ---- first-call latency ---------------------------------------------------------------------- */
-
-/* Child mode: a new process, as a user's program would be. Prints create, first prefill-shaped call,
- * first decode-shaped call (seconds), in that order; decode_first runs the decode-shaped call first. */
-static int first_call_child(bool decode_first)
-{
-    bshape sp = mkshape("p", 1, 4, 2, 33, 65, 64, 32, 0), sd = mkshape("d", 1, 8, 1, 1, 300, 128, 299, 0);
-    const bshape *sh[2] = {&sp, &sd};
-    float *q = calloc(8 * 300 * 128, 4), *k = calloc(8 * 300 * 128, 4), *o = calloc(8 * 33 * 300, 4);
-    if (!q || !k || !o)
-        return 1;
-    ropeqk_params p;
-    ropeqk_default_params(&p);
-    double t0 = now();
-    ropeqk_ctx *ctx;
-    int st = ropeqk_ctx_create(NULL, &ctx);
-    if (st)
-        return die("ropeqk_ctx_create", st);
-    double t[3] = {now() - t0, 0, 0};
-    for (int n = 0; n < 2; n++) {
-        int i = decode_first ? 1 - n : n;
-        const bshape *s = sh[i];
-        ropeqk_tensor tq = ropeqk_tensor_bhsd(ROPEQK_F32, 1, s->Hq, s->Sq, s->D);
-        ropeqk_tensor tk = ropeqk_tensor_bhsd(ROPEQK_F32, 1, s->Hkv, s->Sk, s->D);
-        ropeqk_tensor to = ropeqk_tensor_bhsd(ROPEQK_F32, 1, s->Hq, s->Sq, s->Sk);
-        p.q_pos_offset = s->q_off;
-        double t1 = now();
-        if ((st = ropeqk_scores(ctx, &p, &tq, q, &tk, k, NULL, NULL, &to, o)))
-            return die("ropeqk_scores", st);
-        t[i + 1] = now() - t1;
-    }
-    printf("%.6f %.6f %.6f\n", t[0], t[1], t[2]);
-    ropeqk_ctx_destroy(ctx);
-    free(q); free(k); free(o);
-    return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb; (void)flag; (void)ftw;
-    return remove(path);
-}
-
-/* Runs this program in child mode with POCL_CACHE_DIR = dir; t[3] as printed by the child. */
-static int spawn_child(const char *self, const char *dir, bool decode_first, double t[3])
-{
-    int fd[2];
-    if (pipe(fd))
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        setenv("POCL_CACHE_DIR", dir, 1);
-        execl(self, self, decode_first ? "--first-call-child-decode" : "--first-call-child", (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    char buf[256] = {0};
-    size_t len = 0;
-    ssize_t r;
-    while (len < sizeof buf - 1 && (r = read(fd[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)r;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || sscanf(buf, "%lf %lf %lf", &t[0], &t[1], &t[2]) != 3)
-        return -1;
-    return 0;
-}
-
-/* out[0]: cold, prefill first; out[1]: warm, prefill first; out[2]: cold, decode first. */
-static void first_call_latency(const char *self, double out[3][3])
-{
-    char dir[2][40] = {"/tmp/ropeqk-bench-cache-XXXXXX", "/tmp/ropeqk-bench-cache-XXXXXX"};
-    for (int i = 0; i < 3; i++)
-        out[i][0] = NAN;
-    if (!mkdtemp(dir[0]) || !mkdtemp(dir[1])) {
-        printf("first call: cannot create a temporary cache dir (%s)\n", strerror(errno));
-        return;
-    }
-    static const char *const label[3] = {"cold (empty POCL_CACHE_DIR)", "warm (cache populated, new process)",
-                                         "cold, decode-shaped call first"};
-    for (int i = 0; i < 3; i++) {
-        if (spawn_child(self, dir[i == 2], i == 2, out[i])) {
-            printf("first call %s: child failed\n", label[i]);
-            out[i][0] = NAN;
-            continue;
-        }
-        if (i < 2)
-            printf("first call %-38s create %6.3f s + first prefill-shaped call %6.3f s = %6.3f s;"
-                   " then first decode-shaped call %6.3f s\n",
-                   label[i], out[i][0], out[i][1], out[i][0] + out[i][1], out[i][2]);
-        else
-            printf("first call %-38s create %6.3f s + first decode-shaped call %6.3f s = %6.3f s\n", label[i],
-                   out[i][0], out[i][2], out[i][0] + out[i][2]);
-    }
-    for (int i = 0; i < 2; i++)
-        nftw(dir[i], rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* ---- timing ---------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -322,18 +222,25 @@ static void usage(void)
 {
     puts("usage: ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME...]]\n"
          "                    [--csv FILE] [--plot FILE.svg] [--no-first-call] [--ref-max-gflop X]\n"
-         "                    [--host-cost [N]] [--paged [LEN]]\n"
+         "                    [--host-cost [N]] [--paged [LEN]] [--attention | --no-attention]\n"
+         "                    [--attn-budget S] [--attn-max-run S]\n"
          "  --host-cost: host time per decode-shaped enqueue over N calls (default 10000), one-shot vs plan\n"
          "  --paged: paged-KV decode, Hq 32 / Hkv 8 / D 128, one sequence of LEN tokens (default 32768),\n"
          "           f32 and f16 caches, against a copy kernel over the same bytes\n"
          "  impls: fused, unfused-clblast, cblas, ref, copy-buffer, copy-kernel\n"
-         "  --quick: 2 prefill shapes + decode Sk=4096, 5 runs, 1 warm-up (CI smoke)");
+         "  --quick: 2 prefill shapes + decode Sk=4096, 5 runs, 1 warm-up (CI smoke)\n"
+         "  --attention: the attention shapes instead of the scores shapes (prefill S=1024 and S=4096, GQA\n"
+         "    S=2048, decode Sk=32768; with --quick S=1024 and decode); other runs do the attention fp64\n"
+         "    checks only (seconds), --no-attention not even those\n"
+         "  --attn-budget S: stop timing an attention impl after S seconds (>= 3 runs; default 30)\n"
+         "  --attn-max-run S: skip an attention impl predicted to need more than S seconds a run (default 120)");
 }
 
 int main(int argc, char **argv)
 {
     int runs = 7, warmup = 2;
-    bool quick = false, first_call = true;
+    bool quick = false, first_call = true, attn_only = false, attn = true;
+    double attn_budget = 30.0, attn_max_run = 120.0;
     int host_cost = 0; /* --host-cost [N]: only the per-call host cost, N calls */
     long long paged = 0; /* --paged [LEN]: only the paged-KV decode, one sequence of LEN tokens */
     const char *csv = NULL, *plot = NULL, *shape_filter = NULL, *impl_filter = NULL;
@@ -344,6 +251,10 @@ int main(int argc, char **argv)
             return first_call_child(!strcmp(o, "--first-call-child-decode"));
         else if (!strcmp(o, "--quick")) { quick = true; runs = 5; warmup = 1; }
         else if (!strcmp(o, "--no-first-call")) first_call = false;
+        else if (!strcmp(o, "--attention")) { attn_only = attn = true; first_call = false; }
+        else if (!strcmp(o, "--no-attention")) attn = false;
+        else if (!strcmp(o, "--attn-budget") && v) { attn_budget = atof(v); a++; }
+        else if (!strcmp(o, "--attn-max-run") && v) { attn_max_run = atof(v); a++; }
         else if (!strcmp(o, "--runs") && v) { runs = atoi(v); a++; }
         else if (!strcmp(o, "--warmup") && v) { warmup = atoi(v); a++; }
         else if (!strcmp(o, "--csv") && v) { csv = v; a++; }
@@ -393,21 +304,24 @@ int main(int argc, char **argv)
     if (paged > 0)
         return bench_paged(&e, paged) ? 1 : 0;
     printf("runs %d (median), warm-up %d; wall time = enqueue..clFinish\n", runs, warmup);
-    printf("shapes: prefill B=1 H=32 (Hq = Hkv); gqa B=1 Hq=32 Hkv=8; decode B=1 Hq=32 Hkv=4 (G=8) Sq=1 at\n"
+    if (!attn_only)
+        printf("shapes: prefill B=1 H=32 (Hq = Hkv); gqa B=1 Hq=32 Hkv=8; decode B=1 Hq=32 Hkv=4 (G=8) Sq=1 at\n"
            "  position Sk-1; BHSD, interleaved RoPE, base 10000, scale 1/sqrt(D), no mask\n"
            "unfused-clblast: RoPE kernel (fp32 sin/cos per element) on Q and K, then CLBlastSgemmStridedBatched\n"
            "  with one batch entry per KV head (its G*Sq query rows are contiguous in BHSD: no K expansion)\n"
            "cblas: host RoPE (fp32 table, 1 thread) + cblas_sgemm per KV head group (OpenBLAS threads)\n");
 
+    bool user_enabled[IMPL_COUNT]; /* the attention checks are its own: not the scores checks' verdict */
     for (int i = 0; i < IMPL_COUNT; i++) {
-        impl_enabled[i] = bimpl_available((bimpl)i) && (!impl_filter || in_list(bimpl_name[i], impl_filter));
+        impl_enabled[i] = user_enabled[i] =
+            bimpl_available((bimpl)i) && (!impl_filter || in_list(bimpl_name[i], impl_filter));
         if (!bimpl_available((bimpl)i))
             printf("note: %s not built (%s missing at configure time): skipped\n", bimpl_name[i],
                    i == IMPL_CBLAS ? "OpenBLAS/CBLAS" : "CLBlast");
     }
     bshape cs[2] = {mkshape("check-q4-kv2-s33x65-d64", 1, 4, 2, 33, 65, 64, 32, 0),
                     mkshape("check-decode-q8-kv1-d128", 1, 8, 1, 1, 300, 128, 299, 0)};
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2 && !attn_only; i++)
         if (check_shape(&e, &cs[i]))
             return 1;
 
@@ -416,14 +330,15 @@ int main(int argc, char **argv)
         first_call_latency("/proc/self/exe", fc); /* Linux: this very binary */
 
     bshape shapes[MAX_SHAPES];
-    int ns = make_shapes(shapes, quick);
+    int ns = attn_only ? 0 : make_shapes(shapes, quick);
     static result res[MAX_SHAPES][IMPL_COUNT];
     FILE *cf = csv ? fopen(csv, "w") : NULL;
     if (csv && !cf)
         return die("opening the CSV file", errno);
     if (cf)
-        fprintf(cf, "shape,impl,dtype,median_ms,gflops,gbs\n");
-    printf("\n%-26s %-16s %-5s %10s %10s %9s %8s %10s\n", "shape", "impl", "dtype", "wall_ms", "device_ms",
+        fprintf(cf, "shape,impl,dtype,median_ms,gflops,gbs,op,extra_bytes,max_abs_diff\n");
+    if (ns)
+        printf("\n%-26s %-16s %-5s %10s %10s %9s %8s %10s\n", "shape", "impl", "dtype", "wall_ms", "device_ms",
            "GFLOP/s", "GB/s", "scores_ms");
     for (int s = 0; s < ns; s++) {
         if (shape_filter && !strstr(shapes[s].name, shape_filter))
@@ -449,10 +364,18 @@ int main(int argc, char **argv)
             printf("%-26s %-16s %-5s %10.3f %10.3f %9.2f %8.2f %10.3f\n", c.s.name, bimpl_name[i], bimpl_dtype[i],
                    o->wall_ms, o->dev_ms, o->gflops, o->gbs, o->score_ms);
             if (cf)
-                fprintf(cf, "%s,%s,%s,%.4f,%.3f,%.3f\n", c.s.name, bimpl_name[i], bimpl_dtype[i], o->wall_ms,
+                fprintf(cf, "%s,%s,%s,%.4f,%.3f,%.3f,scores,,\n", c.s.name, bimpl_name[i], bimpl_dtype[i], o->wall_ms,
                         o->gflops, o->gbs);
         }
         bcase_free(&c);
+    }
+    static arow arows[MAX_SHAPES];
+    int nar = 0, arc = 0;
+    if (attn) {
+        aopts ao = {.runs = runs, .warmup = warmup, .budget_s = attn_budget, .max_run_s = attn_max_run,
+                    .quick = quick, .checks_only = !attn_only, .shape_filter = shape_filter, .enabled = user_enabled};
+        if ((arc = bench_attention(&e, &ao, cf, arows, MAX_SHAPES, &nar)) == 1)
+            return 1;
     }
     if (cf)
         fclose(cf);
@@ -485,9 +408,9 @@ int main(int argc, char **argv)
         size_t pl = strlen(plot);
         if (pl < 4 || strcmp(plot + pl - 4, ".svg"))
             fprintf(stderr, "ropeqk-bench: note: --plot writes SVG, whatever the file name\n");
-        const char *snames[MAX_SHAPES], *inames[IMPL_COUNT];
+        const char *snames[2 * MAX_SHAPES], *inames[IMPL_COUNT];
         char ibuf[IMPL_COUNT][32];
-        static double vals[MAX_SHAPES * IMPL_COUNT];
+        static double vals[2 * MAX_SHAPES * IMPL_COUNT];
         int ni = IMPL_COPY_BUFFER; /* copy yardsticks have no GFLOP/s */
         for (int i = 0; i < ni; i++) {
             snprintf(ibuf[i], sizeof ibuf[i], "%s %s", bimpl_name[i], bimpl_dtype[i]);
@@ -498,14 +421,20 @@ int main(int argc, char **argv)
             for (int i = 0; i < ni; i++)
                 vals[s * ni + i] = res[s][i].valid ? res[s][i].gflops : 0.0;
         }
-        if (plot_svg(plot, ns, snames, ni, inames, vals))
+        for (int s = 0; s < nar; s++) { /* attention rows after the scores rows, same impl columns */
+            snames[ns + s] = arows[s].name;
+            for (int i = 0; i < ni; i++)
+                vals[(ns + s) * ni + i] = arows[s].gflops[i];
+        }
+        if (plot_svg(plot, ns + nar, snames, ni, inames, vals))
             fprintf(stderr, "ropeqk-bench: cannot write %s\n", plot);
     }
     clReleaseKernel(e.rope_plain);
     clReleaseKernel(e.copy16);
+    clReleaseKernel(e.softmax);
     clReleaseProgram(e.base_prog);
     ropeqk_ctx_destroy(e.rq);
     clReleaseCommandQueue(e.queue);
     clReleaseContext(e.cl);
-    return check_failed ? 3 : 0;
+    return check_failed || arc == 3 ? 3 : 0;
 }

@@ -62,6 +62,27 @@ static const char baseline_src[] =
     "{\n"
     "    size_t i = get_global_id(0);\n"
     "    b[i] = a[i];\n"
+    "}\n"
+    /* Attention baseline: in-place masked row softmax of S [rows][Sk] (rows = B*Hq*Sq, row r has query
+     * position q_off + r % Sq), numerically stable (max subtracted), accurate exp. The unmasked keys
+     * of a row are one range [lo, hi) (causal: k_off + j <= pq; window w > 0: pq - (k_off + j) < w);
+     * masked entries get P = 0 and a fully masked row is all 0 (the library's O = 0). */
+    "__kernel void softmax_rows(__global float *s, int Sq, int Sk, int q_off, int k_off, int causal, int window)\n"
+    "{\n"
+    "    size_t r = get_global_id(0);\n"
+    "    long pq = (long)q_off + (long)(r % (size_t)Sq);\n"
+    "    long lo = 0, hi = Sk;\n"
+    "    if (causal) hi = min(hi, pq - k_off + 1);\n"
+    "    if (window > 0) lo = max(lo, pq - k_off - window + 1);\n"
+    "    if (hi < lo) hi = lo;\n"
+    "    __global float *row = s + r * (size_t)Sk;\n"
+    "    float m = -INFINITY, l = 0.0f;\n"
+    "    for (long j = lo; j < hi; j++) m = fmax(m, row[j]);\n"
+    "    for (long j = lo; j < hi; j++) { float e = exp(row[j] - m); row[j] = e; l += e; }\n"
+    "    float inv = hi > lo ? 1.0f / l : 0.0f;\n"
+    "    for (long j = 0; j < lo; j++) row[j] = 0.0f;\n"
+    "    for (long j = lo; j < hi; j++) row[j] *= inv;\n"
+    "    for (long j = hi; j < Sk; j++) row[j] = 0.0f;\n"
     "}\n";
 
 int benv_build_baselines(benv *e)
@@ -76,11 +97,13 @@ int benv_build_baselines(benv *e)
     e->rope_plain = clCreateKernel(e->base_prog, "rope_plain", &err);
     if (!err)
         e->copy16 = clCreateKernel(e->base_prog, "copy16", &err);
+    if (!err)
+        e->softmax = clCreateKernel(e->base_prog, "softmax_rows", &err);
     return err;
 }
 
 /* f32 -> IEEE half, round to nearest even (inputs here are small normal numbers or zero). */
-static uint16_t f2h(float f)
+uint16_t bench_f2h(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -142,9 +165,9 @@ int bcase_init(benv *e, bcase *c, const bshape *s, bool want_copy)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     rng_state = 12345u;
     for (size_t i = 0; i < nq; i++)
-        c->hq16[i] = f2h(c->hq[i] = frand());
+        c->hq16[i] = bench_f2h(c->hq[i] = frand());
     for (size_t i = 0; i < nk; i++)
-        c->hk16[i] = f2h(c->hk[i] = frand());
+        c->hk16[i] = bench_f2h(c->hk[i] = frand());
     cl_int err = CL_SUCCESS;
     c->q32 = mkbuf(e, nq * 4, c->hq, &err);
     c->k32 = mkbuf(e, nk * 4, c->hk, &err);
@@ -203,7 +226,7 @@ void bcase_free(bcase *c)
 }
 
 #ifdef HAVE_CLBLAST
-static int run_rope_plain(benv *e, cl_mem x, cl_mem y, cl_mem inv, int BH, int S, int D, int pos_off)
+int run_rope_plain(benv *e, cl_mem x, cl_mem y, cl_mem inv, int BH, int S, int D, int pos_off)
 {
     cl_int err = 0;
     err |= clSetKernelArg(e->rope_plain, 0, sizeof(cl_mem), &x);
@@ -238,7 +261,7 @@ static int run_unfused(benv *e, bcase *c)
 
 #ifdef HAVE_CBLAS
 /* Host RoPE the common way: fp32 angle table for the rows' positions, interleaved pairs. */
-static void host_rope(const float *x, float *y, float *cs, int BH, int S, int D, int64_t pos_off, double base)
+void host_rope(const float *x, float *y, float *cs, int BH, int S, int D, int64_t pos_off, double base)
 {
     float inv[512]; /* D <= 1024 in the bench shapes */
     for (int i = 0; i < D / 2; i++)

@@ -1,0 +1,345 @@
+/* The attention implementations ropeqk-bench --attention compares, all on the same inputs
+ * (O = softmax(S) V, S = scale * RoPE(Q) RoPE(K)^T with the causal / window masks):
+ *   fused            one ROPEQK_OP_ATTENTION plan per dtype (f32, and f16 Q/K/V), made once per shape,
+ *                    enqueued per run; S never leaves the kernel.
+ *   unfused-clblast  the scores baseline's RoPE kernel on Q and K, CLBlastSgemmStridedBatched for
+ *                    S = scale Q K^T (one batch entry per KV head: its G query heads are G*Sq
+ *                    contiguous rows in BHSD), the softmax_rows kernel of the baseline program
+ *                    (masked, max-subtracted, in place: S becomes P), then a second strided-batched
+ *                    GEMM O = P V with the same batching. S/P is materialised in full: B*Hq*Sq*Sk f32.
+ *   cblas            host RoPE (fp32 table, one thread) + cblas_sgemm per KV head (OpenBLAS threads)
+ *                    + host softmax (same algorithm, expf, one thread per core) + cblas_sgemm P V.
+ *   ref              fp64: ropeqk_scores_ref for S, then softmax and P V in double (check shapes only).
+ * Both unfused paths compute every entry of S, masked or not, as unfused code does; their softmax
+ * finds a row's unmasked keys as one range (no mask tensor is materialised). */
+#define _POSIX_C_SOURCE 200809L
+#include "bench.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+#ifdef HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+static uint32_t rng;
+static float frand(void)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (float)(rng >> 8) / 16777216.0f - 0.5f;
+}
+
+static cl_mem mkbuf(benv *e, size_t bytes, void *host, cl_int *err)
+{
+    if (*err)
+        return NULL;
+    return clCreateBuffer(e->cl, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes, host, err);
+}
+
+/* n_* element counts of Q, K, V, O and S */
+static void counts(const ashape *s, size_t *nq, size_t *nk, size_t *nv, size_t *no, size_t *ns)
+{
+    *nq = (size_t)s->B * s->Hq * s->Sq * s->D;
+    *nk = (size_t)s->B * s->Hkv * s->Sk * s->D;
+    *nv = (size_t)s->B * s->Hkv * s->Sk * s->Dv;
+    *no = (size_t)s->B * s->Hq * s->Sq * s->Dv;
+    *ns = (size_t)s->B * s->Hq * s->Sq * s->Sk;
+}
+
+int acase_init(benv *e, acase *c, const ashape *s, const bool *want)
+{
+    memset(c, 0, sizeof *c);
+    c->s = *s;
+    ropeqk_default_params(&c->p);
+    c->p.q_pos_offset = s->q_off;
+    c->p.k_pos_offset = s->k_off;
+    c->p.causal = s->causal;
+    c->p.window = s->window;
+    c->p.scale = 1.0 / sqrt((double)s->D); /* explicit: the baselines use it as the GEMM alpha */
+    ropeqk_dtype dt[2] = {ROPEQK_F32, ROPEQK_F16};
+    for (int h = 0; h < 2; h++) {
+        c->tq[h] = ropeqk_tensor_bhsd(dt[h], s->B, s->Hq, s->Sq, s->D);
+        c->tk[h] = ropeqk_tensor_bhsd(dt[h], s->B, s->Hkv, s->Sk, s->D);
+        c->tv[h] = ropeqk_tensor_bhsd(dt[h], s->B, s->Hkv, s->Sk, s->Dv);
+    }
+    c->to = ropeqk_tensor_bhsd(ROPEQK_F32, s->B, s->Hq, s->Sq, s->Dv);
+    size_t nq, nk, nv, no, ns;
+    counts(s, &nq, &nk, &nv, &no, &ns);
+    c->hq = malloc(nq * 4), c->hk = malloc(nk * 4), c->hv = malloc(nv * 4);
+    c->hq16 = malloc(nq * 2), c->hk16 = malloc(nk * 2), c->hv16 = malloc(nv * 2);
+    if (!c->hq || !c->hk || !c->hv || !c->hq16 || !c->hk16 || !c->hv16)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    rng = 12345u; /* the scores bench's Q and K values, then V */
+    for (size_t i = 0; i < nq; i++)
+        c->hq16[i] = bench_f2h(c->hq[i] = frand());
+    for (size_t i = 0; i < nk; i++)
+        c->hk16[i] = bench_f2h(c->hk[i] = frand());
+    for (size_t i = 0; i < nv; i++)
+        c->hv16[i] = bench_f2h(c->hv[i] = frand());
+    cl_int err = CL_SUCCESS;
+    c->q[0] = mkbuf(e, nq * 4, c->hq, &err), c->k[0] = mkbuf(e, nk * 4, c->hk, &err);
+    c->v[0] = mkbuf(e, nv * 4, c->hv, &err), c->q[1] = mkbuf(e, nq * 2, c->hq16, &err);
+    c->k[1] = mkbuf(e, nk * 2, c->hk16, &err), c->v[1] = mkbuf(e, nv * 2, c->hv16, &err);
+    c->out = mkbuf(e, no * 4, NULL, &err);
+    if (err)
+        return err;
+    for (int h = 0; h < 2; h++) {
+        c->why_not[IMPL_FUSED_F32 + h] = "plan creation failed";
+        if (!want[IMPL_FUSED_F32 + h])
+            continue;
+        ropeqk_plan_desc d = {.op = ROPEQK_OP_ATTENTION, .params = c->p, .q = c->tq[h], .k = c->tk[h],
+                              .v = c->tv[h], .out = c->to};
+        if ((err = ropeqk_plan_create(e->rq, &d, &c->plan[h])))
+            return err;
+        /* the library's scratch (src/attn.c): rotated Q (+ one row tile) and transposed rotated K, f32,
+         * K rows padded to a multiple of 16 keys; an estimate of the design, not a measurement */
+        c->extra_bytes[IMPL_FUSED_F32 + h] =
+            4 * ((size_t)s->B * s->Hq * (s->Sq + 8) * s->D + (size_t)s->B * s->Hkv * ((s->Sk + 31) / 16 * 16) * s->D);
+        c->has[IMPL_FUSED_F32 + h] = true;
+    }
+    c->why_not[IMPL_UNFUSED_CLBLAST] = bimpl_available(IMPL_UNFUSED_CLBLAST) ? "" : "CLBlast missing at configure time";
+    if (want[IMPL_UNFUSED_CLBLAST] && bimpl_available(IMPL_UNFUSED_CLBLAST)) {
+        cl_ulong max_alloc = 0;
+        clGetDeviceInfo(e->dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL);
+        if (ns * 4 > max_alloc) {
+            c->why_not[IMPL_UNFUSED_CLBLAST] = "S exceeds the device's allocation limit";
+        } else {
+            float *inv = malloc((size_t)s->D / 2 * sizeof *inv);
+            if (!inv)
+                return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+            for (int i = 0; i < s->D / 2; i++) /* HF style: inv_freq = 1 / base^(2i/D), then fp32 */
+                inv[i] = (float)(1.0 / pow(c->p.base, 2.0 * i / s->D));
+            c->qr = mkbuf(e, nq * 4, NULL, &err), c->kr = mkbuf(e, nk * 4, NULL, &err);
+            c->inv = mkbuf(e, (size_t)s->D / 2 * 4, inv, &err), c->sp = mkbuf(e, ns * 4, NULL, &err);
+            free(inv);
+            if (err)
+                return err;
+            c->extra_bytes[IMPL_UNFUSED_CLBLAST] = (nq + nk + ns) * 4 + (size_t)s->D / 2 * 4;
+            c->has[IMPL_UNFUSED_CLBLAST] = true;
+        }
+    }
+    c->why_not[IMPL_CBLAS] = bimpl_available(IMPL_CBLAS) ? "" : "OpenBLAS/CBLAS missing at configure time";
+    if (want[IMPL_CBLAS] && bimpl_available(IMPL_CBLAS)) {
+        c->hqr = malloc(nq * 4), c->hkr = malloc(nk * 4), c->hsp = malloc(ns * 4), c->hout = malloc(no * 4);
+        c->cs_q = malloc((size_t)s->Sq * s->D * 4), c->cs_k = malloc((size_t)s->Sk * s->D * 4);
+        if (!c->hqr || !c->hkr || !c->hsp || !c->hout || !c->cs_q || !c->cs_k)
+            return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        c->extra_bytes[IMPL_CBLAS] = (nq + nk + ns + (size_t)(s->Sq + s->Sk) * s->D) * 4;
+        c->has[IMPL_CBLAS] = true;
+    }
+    return 0;
+}
+
+void acase_free(acase *c)
+{
+    cl_mem m[] = {c->q[0], c->k[0], c->v[0], c->q[1], c->k[1], c->v[1], c->out, c->qr, c->kr, c->inv, c->sp};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (m[i])
+            clReleaseMemObject(m[i]);
+    ropeqk_plan_destroy(c->plan[0]);
+    ropeqk_plan_destroy(c->plan[1]);
+    free(c->hq); free(c->hk); free(c->hv); free(c->hq16); free(c->hk16); free(c->hv16);
+    free(c->hqr); free(c->hkr); free(c->hsp); free(c->hout); free(c->cs_q); free(c->cs_k);
+    if (c->last_ev)
+        clReleaseEvent(c->last_ev);
+    memset(c, 0, sizeof *c);
+}
+
+/* The unmasked keys of query row i: [lo, hi) (offset positions make the mask one range). */
+static void row_range(const ashape *s, int i, int64_t *lo, int64_t *hi)
+{
+    int64_t pq = s->q_off + i;
+    *lo = 0, *hi = s->Sk;
+    if (s->causal && pq - s->k_off + 1 < *hi)
+        *hi = pq - s->k_off + 1;
+    if (s->window > 0 && pq - s->k_off - s->window + 1 > *lo)
+        *lo = pq - s->k_off - s->window + 1;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+#ifdef HAVE_CLBLAST
+static int run_unfused(benv *e, acase *c)
+{
+    const ashape *s = &c->s;
+    int err = run_rope_plain(e, c->q[0], c->qr, c->inv, s->B * s->Hq, s->Sq, s->D, (int)s->q_off);
+    if (!err)
+        err = run_rope_plain(e, c->k[0], c->kr, c->inv, s->B * s->Hkv, s->Sk, s->D, (int)s->k_off);
+    if (err)
+        return err;
+    size_t G = (size_t)(s->Hq / s->Hkv), m = G * s->Sq, Sk = (size_t)s->Sk, D = (size_t)s->D, Dv = (size_t)s->Dv;
+    size_t nb = (size_t)s->B * s->Hkv;
+    if ((err = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, Sk, D,
+                                          (float)c->p.scale, c->qr, 0, D, m * D, c->kr, 0, D, Sk * D, 0.0f, c->sp,
+                                          0, Sk, m * Sk, nb, &e->queue, NULL)))
+        return err;
+    int a[6] = {s->Sq, s->Sk, (int)s->q_off, (int)s->k_off, s->causal, (int)s->window};
+    err = clSetKernelArg(e->softmax, 0, sizeof(cl_mem), &c->sp);
+    for (int i = 0; i < 6; i++)
+        err |= clSetKernelArg(e->softmax, (cl_uint)i + 1, sizeof(int), &a[i]);
+    if (err)
+        return CL_INVALID_KERNEL_ARGS;
+    size_t rows = (size_t)s->B * s->Hq * s->Sq;
+    if ((err = clEnqueueNDRangeKernel(e->queue, e->softmax, 1, NULL, &rows, NULL, 0, NULL, NULL)))
+        return err;
+    return CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, Dv, Sk, 1.0f,
+                                      c->sp, 0, Sk, m * Sk, c->v[0], 0, Dv, Sk * Dv, 0.0f, c->out, 0, Dv, m * Dv, nb,
+                                      &e->queue, NULL);
+}
+#endif
+
+#ifdef HAVE_CBLAS
+typedef struct {
+    const acase *c;
+    size_t r0, r1;
+} sm_job;
+
+/* In-place masked row softmax of rows [r0, r1) of the host S, the kernel's algorithm in C. */
+static void *host_softmax_rows(void *arg)
+{
+    const sm_job *j = arg;
+    const ashape *s = &j->c->s;
+    for (size_t r = j->r0; r < j->r1; r++) {
+        float *row = j->c->hsp + r * (size_t)s->Sk;
+        int64_t lo, hi;
+        row_range(s, (int)(r % (size_t)s->Sq), &lo, &hi);
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t k = lo; k < hi; k++)
+            m = fmaxf(m, row[k]);
+        for (int64_t k = lo; k < hi; k++)
+            l += row[k] = expf(row[k] - m);
+        float inv = hi > lo ? 1.0f / l : 0.0f;
+        memset(row, 0, (size_t)lo * 4);
+        for (int64_t k = lo; k < hi; k++)
+            row[k] *= inv;
+        memset(row + hi, 0, (size_t)(s->Sk - hi) * 4);
+    }
+    return NULL;
+}
+
+static int run_cblas(acase *c)
+{
+    const ashape *s = &c->s;
+    host_rope(c->hq, c->hqr, c->cs_q, s->B * s->Hq, s->Sq, s->D, s->q_off, c->p.base);
+    host_rope(c->hk, c->hkr, c->cs_k, s->B * s->Hkv, s->Sk, s->D, s->k_off, c->p.base);
+    int G = s->Hq / s->Hkv, m = G * s->Sq;
+    for (int bk = 0; bk < s->B * s->Hkv; bk++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, s->Sk, s->D, (float)c->p.scale,
+                    c->hqr + (size_t)bk * m * s->D, s->D, c->hkr + (size_t)bk * s->Sk * s->D, s->D, 0.0f,
+                    c->hsp + (size_t)bk * m * s->Sk, s->Sk);
+    /* softmax: one thread per online CPU (at most 16), contiguous row ranges */
+    long nt = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t rows = (size_t)s->B * s->Hq * s->Sq;
+    nt = nt < 1 ? 1 : nt > 16 ? 16 : nt;
+    if ((size_t)nt > rows)
+        nt = (long)rows;
+    pthread_t th[16];
+    sm_job jb[16];
+    int started = 0;
+    for (long t = 0; t < nt; t++) {
+        jb[t] = (sm_job){c, rows * (size_t)t / (size_t)nt, rows * (size_t)(t + 1) / (size_t)nt};
+        if (t > 0 && !pthread_create(&th[t], NULL, host_softmax_rows, &jb[t]))
+            started |= 1 << t;
+        else if (t > 0)
+            host_softmax_rows(&jb[t]); /* no thread: do it here */
+    }
+    host_softmax_rows(&jb[0]);
+    for (long t = 1; t < nt; t++)
+        if (started & (1 << t))
+            pthread_join(th[t], NULL);
+    for (int bk = 0; bk < s->B * s->Hkv; bk++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, s->Dv, s->Sk, 1.0f,
+                    c->hsp + (size_t)bk * m * s->Sk, s->Sk, c->hv + (size_t)bk * s->Sk * s->Dv, s->Dv, 0.0f,
+                    c->hout + (size_t)bk * m * s->Dv, s->Dv);
+    return 0;
+}
+#endif
+
+int aimpl_run(benv *e, acase *c, bimpl i)
+{
+    switch (i) {
+    case IMPL_FUSED_F32:
+    case IMPL_FUSED_F16: {
+        int h = i == IMPL_FUSED_F16;
+        ropeqk_opencl_args a = {.q = {c->q[h], 0}, .k = {c->k[h], 0}, .v = {c->v[h], 0}, .out = {c->out, 0}};
+        if (c->last_ev)
+            clReleaseEvent(c->last_ev);
+        c->last_ev = NULL; /* the attention kernel's event: the table splits RoPE pass / attention kernel */
+        return ropeqk_opencl_plan_enqueue(c->plan[h], e->queue, &a, NULL, 0, NULL, &c->last_ev);
+    }
+#ifdef HAVE_CLBLAST
+    case IMPL_UNFUSED_CLBLAST:
+        return run_unfused(e, c);
+#endif
+#ifdef HAVE_CBLAS
+    case IMPL_CBLAS:
+        return run_cblas(c);
+#endif
+    default:
+        return -1;
+    }
+}
+
+int aimpl_fetch(benv *e, acase *c, bimpl i, float *out)
+{
+    size_t n = (size_t)c->s.B * c->s.Hq * c->s.Sq * c->s.Dv;
+    if (i == IMPL_CBLAS) {
+        memcpy(out, c->hout, n * 4);
+        return 0;
+    }
+    return clEnqueueReadBuffer(e->queue, c->out, CL_TRUE, 0, n * 4, out, 0, NULL, NULL);
+}
+
+/* IEEE half -> f32 (all finite values, subnormals included). */
+static float h2f(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+int aref_run(acase *c, bool f16, double *out)
+{
+    const ashape *s = &c->s;
+    size_t nq, nk, nv, no, ns;
+    counts(s, &nq, &nk, &nv, &no, &ns);
+    double *S = malloc(ns * sizeof *S);
+    if (!S)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    ropeqk_tensor s64 = ropeqk_tensor_bhsd(ROPEQK_F64, s->B, s->Hq, s->Sq, s->Sk);
+    int h = f16, err = ropeqk_scores_ref(&c->p, &c->tq[h], h ? (void *)c->hq16 : c->hq, &c->tk[h],
+                                         h ? (void *)c->hk16 : c->hk, NULL, NULL, &s64, S);
+    int G = s->Hq / s->Hkv;
+    for (size_t r = 0; !err && r < (size_t)s->B * s->Hq * s->Sq; r++) {
+        const double *row = S + r * (size_t)s->Sk;
+        size_t b = r / ((size_t)s->Hq * s->Sq), hq = r / (size_t)s->Sq % (size_t)s->Hq;
+        size_t vb = (b * (size_t)s->Hkv + hq / (size_t)G) * (size_t)s->Sk * (size_t)s->Dv;
+        double m = -INFINITY, l = 0.0;
+        for (int k = 0; k < s->Sk; k++)
+            m = fmax(m, row[k]);
+        for (int d = 0; d < s->Dv; d++)
+            out[r * (size_t)s->Dv + d] = 0.0;
+        if (m == -INFINITY)
+            continue; /* fully masked: O = 0 */
+        for (int k = 0; k < s->Sk; k++) {
+            if (row[k] == -INFINITY)
+                continue;
+            double p = exp(row[k] - m);
+            l += p;
+            for (int d = 0; d < s->Dv; d++) {
+                size_t vi = vb + (size_t)k * s->Dv + d;
+                out[r * (size_t)s->Dv + d] += p * (f16 ? (double)h2f(c->hv16[vi]) : (double)c->hv[vi]);
+            }
+        }
+        for (int d = 0; d < s->Dv; d++)
+            out[r * (size_t)s->Dv + d] /= l;
+    }
+    free(S);
+    return err;
+}
