@@ -23,6 +23,10 @@ typedef float rq_f32;
 #endif
 
 /* ---- constants ------------------------------------------------------------------------------ */
+/* -DRQ_OPS=<bits>: the kernels of these operations only (cl/program.cl); unset: all */
+#define RQ_OPS_SCORES 1
+#define RQ_OPS_ATTN 2
+#define RQ_OPS_PAGED 4
 #define RQ_RV 16     /* rope_rotate_*: rows per work-item (one float16 across rows) */
 #define RQ_DM 8      /* qk_decode_*: query rows per KV head (2 keys x 8 rows = one 16-lane sum tree) */
 #define RQ_DMAXD 256 /* qk_decode_*: largest head dim, and Qr's row stride on the decode path */

@@ -1,8 +1,16 @@
 /* The OpenCL program of ropeqk: every kernel, one text. cl/embed.py resolves the #include lines at
  * build time (each file once, where first included) into the text the library carries and builds;
- * `ropeqk devices --dump-program` writes that text out. */
+ * `ropeqk devices --dump-program` writes that text out. -DRQ_OPS (contract.h's RQ_OPS_* bits) keeps
+ * the kernels of some operations only, so that a first call compiles less; the paged kernels use
+ * scores.cl's helpers. */
 #include "contract.h"
 #include "rope.cl"
+#if !defined(RQ_OPS) || (RQ_OPS & (RQ_OPS_SCORES | RQ_OPS_PAGED))
 #include "scores.cl"
+#endif
+#if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN)
 #include "attention.cl"
+#endif
+#if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_PAGED)
 #include "paged.cl"
+#endif

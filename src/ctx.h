@@ -10,7 +10,7 @@
 
 typedef struct rq_program {
     cl_device_id device;
-    char options[512];
+    char options[544];
     cl_program program;
     struct rq_program *next;
 } rq_program;
@@ -108,7 +108,9 @@ struct ropeqk_ctx {
 ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err);
 
 /* The program for `device` built with the context's options, from the cache or built now. */
-ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, cl_program *out);
+/* ops: 0 = the whole program, else RQ_OPS_* bits of the kernels needed (a cached whole program
+ * serves too). */
+ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, unsigned ops, cl_program *out);
 void rq_free_programs(ropeqk_ctx *ctx);
 /* Fills ctx->tune, ctx->options and ctx->max_alloc for ctx->device (program.c). */
 ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx, const ropeqk_tuning *req);

@@ -145,7 +145,9 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
     if (dec)
         decode_table(&pb, inv, (size_t)tn->dkb, tab);
     cl_program prog;
-    if ((st = rq_get_program(ctx, ctx->device, &prog)))
+    unsigned ops = desc->op == ROPEQK_OP_SCORES ? RQ_OPS_SCORES : desc->op == ROPEQK_OP_ATTENTION ? RQ_OPS_ATTN
+                                                                                                  : RQ_OPS_PAGED;
+    if ((st = rq_get_program(ctx, ctx->device, ops, &prog)))
         goto fail;
     pl->vfreq = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)(pb.R / 2) * sizeof *v,
                                v, &err);

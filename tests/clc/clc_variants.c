@@ -31,12 +31,16 @@ int main(int argc, char **argv)
         const char *name;
         ropeqk_profile prof;
         bool pocl;
-        int vk; /* 0: the profile's */
+        int vk;   /* 0: the profile's */
+        int ops;  /* -DRQ_OPS: the kernels of some operations only (0: all) */
     } v[] = {
-        {"cpu", ROPEQK_PROFILE_CPU, false, 0},     {"cpu-pocl", ROPEQK_PROFILE_CPU, true, 0},
-        {"gpu", ROPEQK_PROFILE_GPU, false, 0},     {"gpu-pocl", ROPEQK_PROFILE_GPU, true, 0},
-        {"cpu-vk1", ROPEQK_PROFILE_CPU, false, 1}, {"cpu-vk4", ROPEQK_PROFILE_CPU, false, 4},
-        {"cpu-vk8", ROPEQK_PROFILE_CPU, true, 8},  {"gpu-vk16", ROPEQK_PROFILE_GPU, false, 16},
+        {"cpu", ROPEQK_PROFILE_CPU, false, 0, 0},     {"cpu-pocl", ROPEQK_PROFILE_CPU, true, 0, 0},
+        {"gpu", ROPEQK_PROFILE_GPU, false, 0, 0},     {"gpu-pocl", ROPEQK_PROFILE_GPU, true, 0, 0},
+        {"cpu-vk1", ROPEQK_PROFILE_CPU, false, 1, 0}, {"cpu-vk4", ROPEQK_PROFILE_CPU, false, 4, 0},
+        {"cpu-vk8", ROPEQK_PROFILE_CPU, true, 8, 0},  {"gpu-vk16", ROPEQK_PROFILE_GPU, false, 16, 0},
+        {"cpu-scores", ROPEQK_PROFILE_CPU, false, 0, RQ_OPS_SCORES},
+        {"gpu-attn", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_ATTN},
+        {"cpu-paged", ROPEQK_PROFILE_CPU, true, 0, RQ_OPS_PAGED},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         rq_tuning t;
@@ -45,8 +49,10 @@ int main(int argc, char **argv)
             t.vk = v[i].vk;
         char opts[512];
         int n = rq_tuning_options(&t, opts, sizeof opts);
-        if (n < 0 || (size_t)n >= sizeof opts)
+        if (n < 0 || (size_t)n >= sizeof opts - 16)
             return 1;
+        if (v[i].ops)
+            n += snprintf(opts + n, sizeof opts - (size_t)n, " -DRQ_OPS=%d", v[i].ops);
         opts[n++] = '\n';
         if (write_file(argv[1], v[i].name, "cl", src, len) || write_file(argv[1], v[i].name, "options", opts, (size_t)n))
             return 1;
