@@ -974,47 +974,5 @@ Test(paged, one_plan_enqueued_from_four_threads)
     pfix_free(&f);
 }
 
-/* ---- the host-kernel contract ------------------------------------------------------------------ */
-#define ARG_NAME(kern, id, name) #name,
-static const char *const paged_names[] = {RQ_PAGED_ARGS(ARG_NAME)};
-static const char *const comb_names[] = {RQ_PCOMB_ARGS(ARG_NAME)};
-static const char *const app_names[] = {RQ_PAPP_ARGS(ARG_NAME)};
+/* The paged kernels' arguments against cl/contract.h: tests/test_plan.c (one test for every kernel). */
 
-Test(paged, kernel_arguments_follow_the_contract)
-{
-    size_t len = 0;
-    const char *src = ropeqk_opencl_program_source(&len);
-    cl_int e;
-    cl_program prog = clCreateProgramWithSource(ropeqk_opencl_context(ctx), 1, &src, &len, &e);
-    cr_assert_eq(e, CL_SUCCESS);
-    char opts[600];
-    snprintf(opts, sizeof opts, "%s -cl-kernel-arg-info", ropeqk_ctx_build_options(ctx));
-    cl_device_id dev = ropeqk_opencl_device(ctx);
-    cr_assert_eq(clBuildProgram(prog, 1, &dev, opts, NULL, NULL), CL_SUCCESS);
-    static const struct {
-        const char *name;
-        const char *const *args;
-        cl_uint n;
-    } ks[] = {
-        {"paged_attn_cpu", paged_names, RQ_PG_NARGS},
-        {"paged_attn_gpu", paged_names, RQ_PG_NARGS},
-        {"paged_combine", comb_names, RQ_PC_NARGS},
-        {"paged_append", app_names, RQ_PA_NARGS},
-    };
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
-        const char *kname = ks[i].name, *const *names = ks[i].args;
-        cl_uint want = ks[i].n;
-        cl_kernel k = clCreateKernel(prog, kname, &e);
-        cr_assert_eq(e, CL_SUCCESS, "%s", kname);
-        cl_uint na = 0;
-        clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof na, &na, NULL);
-        cr_expect_eq(na, want, "%s: %u arguments, contract.h says %u", kname, na, want);
-        for (cl_uint a = 0; a < na && a < want; a++) {
-            char name[64] = "";
-            cr_assert_eq(clGetKernelArgInfo(k, a, CL_KERNEL_ARG_NAME, sizeof name, name, NULL), CL_SUCCESS);
-            cr_expect_str_eq(name, names[a], "%s argument %u", kname, a);
-        }
-        clReleaseKernel(k);
-    }
-    clReleaseProgram(prog);
-}

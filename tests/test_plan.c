@@ -336,8 +336,12 @@ Test(plan, one_plan_enqueued_from_four_threads)
 static const char *const rotate_names[] = {RQ_ROTATE_ARGS(ARG_NAME)};
 static const char *const scores_names[] = {RQ_SCORES_ARGS(ARG_NAME)};
 static const char *const decode_names[] = {RQ_DECODE_ARGS(ARG_NAME)};
+static const char *const attn_names[] = {RQ_ATTN_ARGS(ARG_NAME)};
+static const char *const paged_names[] = {RQ_PAGED_ARGS(ARG_NAME)};
+static const char *const comb_names[] = {RQ_PCOMB_ARGS(ARG_NAME)};
+static const char *const app_names[] = {RQ_PAPP_ARGS(ARG_NAME)};
 
-/* The compiled kernels' argument names (-cl-kernel-arg-info) in the order contract.h gives them. */
+/* Every compiled kernel's argument names (-cl-kernel-arg-info) in the order contract.h gives them. */
 Test(plan, kernel_arguments_follow_the_contract)
 {
     size_t len = 0;
@@ -358,6 +362,10 @@ Test(plan, kernel_arguments_follow_the_contract)
         {"rope_rotate_bf16", rotate_names, RQ_ROT_NARGS}, {"qk_scores", scores_names, RQ_SC_NARGS},
         {"qk_decode_f32", decode_names, RQ_DEC_NARGS},    {"qk_decode_f16", decode_names, RQ_DEC_NARGS},
         {"qk_decode_bf16", decode_names, RQ_DEC_NARGS},
+        {"qk_attention_f32", attn_names, RQ_AT_NARGS},    {"qk_attention_f16", attn_names, RQ_AT_NARGS},
+        {"qk_attention_bf16", attn_names, RQ_AT_NARGS},   {"paged_attn_cpu", paged_names, RQ_PG_NARGS},
+        {"paged_attn_gpu", paged_names, RQ_PG_NARGS},     {"paged_combine", comb_names, RQ_PC_NARGS},
+        {"paged_append", app_names, RQ_PA_NARGS},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         cl_kernel k = clCreateKernel(prog, ks[i].kernel, &e);
