@@ -28,19 +28,6 @@
 #include <cblas.h>
 #endif
 
-static uint32_t rng;
-static float frand(void)
-{
-    rng = rng * 1664525u + 1013904223u;
-    return (float)(rng >> 8) / 16777216.0f - 0.5f;
-}
-
-static cl_mem mkbuf(benv *e, size_t bytes, void *host, cl_int *err)
-{
-    if (*err)
-        return NULL;
-    return clCreateBuffer(e->cl, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes, host, err);
-}
 
 /* n_* element counts of Q, K, V, O and S */
 static void counts(const ashape *s, size_t *nq, size_t *nk, size_t *nv, size_t *no, size_t *ns)
@@ -75,18 +62,18 @@ int acase_init(benv *e, acase *c, const ashape *s, const bool *want)
     c->hq16 = malloc(nq * 2), c->hk16 = malloc(nk * 2), c->hv16 = malloc(nv * 2);
     if (!c->hq || !c->hk || !c->hv || !c->hq16 || !c->hk16 || !c->hv16)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    rng = 12345u; /* the scores bench's Q and K values, then V */
+    bench_rng_seed(12345u); /* the scores bench's Q and K values, then V */
     for (size_t i = 0; i < nq; i++)
-        c->hq16[i] = bench_f2h(c->hq[i] = frand());
+        c->hq16[i] = bench_f2h(c->hq[i] = bench_frand());
     for (size_t i = 0; i < nk; i++)
-        c->hk16[i] = bench_f2h(c->hk[i] = frand());
+        c->hk16[i] = bench_f2h(c->hk[i] = bench_frand());
     for (size_t i = 0; i < nv; i++)
-        c->hv16[i] = bench_f2h(c->hv[i] = frand());
+        c->hv16[i] = bench_f2h(c->hv[i] = bench_frand());
     cl_int err = CL_SUCCESS;
-    c->q[0] = mkbuf(e, nq * 4, c->hq, &err), c->k[0] = mkbuf(e, nk * 4, c->hk, &err);
-    c->v[0] = mkbuf(e, nv * 4, c->hv, &err), c->q[1] = mkbuf(e, nq * 2, c->hq16, &err);
-    c->k[1] = mkbuf(e, nk * 2, c->hk16, &err), c->v[1] = mkbuf(e, nv * 2, c->hv16, &err);
-    c->out = mkbuf(e, no * 4, NULL, &err);
+    c->q[0] = bench_mkbuf(e, nq * 4, c->hq, &err), c->k[0] = bench_mkbuf(e, nk * 4, c->hk, &err);
+    c->v[0] = bench_mkbuf(e, nv * 4, c->hv, &err), c->q[1] = bench_mkbuf(e, nq * 2, c->hq16, &err);
+    c->k[1] = bench_mkbuf(e, nk * 2, c->hk16, &err), c->v[1] = bench_mkbuf(e, nv * 2, c->hv16, &err);
+    c->out = bench_mkbuf(e, no * 4, NULL, &err);
     if (err)
         return err;
     for (int h = 0; h < 2; h++) {
@@ -115,8 +102,8 @@ int acase_init(benv *e, acase *c, const ashape *s, const bool *want)
                 return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
             for (int i = 0; i < s->D / 2; i++) /* HF style: inv_freq = 1 / base^(2i/D), then fp32 */
                 inv[i] = (float)(1.0 / pow(c->p.base, 2.0 * i / s->D));
-            c->qr = mkbuf(e, nq * 4, NULL, &err), c->kr = mkbuf(e, nk * 4, NULL, &err);
-            c->inv = mkbuf(e, (size_t)s->D / 2 * 4, inv, &err), c->sp = mkbuf(e, ns * 4, NULL, &err);
+            c->qr = bench_mkbuf(e, nq * 4, NULL, &err), c->kr = bench_mkbuf(e, nk * 4, NULL, &err);
+            c->inv = bench_mkbuf(e, (size_t)s->D / 2 * 4, inv, &err), c->sp = bench_mkbuf(e, ns * 4, NULL, &err);
             free(inv);
             if (err)
                 return err;

@@ -146,6 +146,13 @@ int bench_host_cost(benv *e, int n);
 /* --paged: paged-KV decode over one sequence of len tokens, f32 and f16 caches (paged.c). 0 on success. */
 int bench_paged(benv *e, int64_t len);
 
+/* The bench's input values: a fixed LCG in [-0.5, 0.5) (impl.c), reseeded per shape so that every
+ * implementation and mode sees the same numbers. */
+void bench_rng_seed(uint32_t seed);
+float bench_frand(void);
+/* A read-write buffer, initialised from host (when non-NULL); NULL without trying when *err is set. */
+cl_mem bench_mkbuf(benv *e, size_t bytes, const void *host, cl_int *err);
+
 /* Minimal SVG bar chart: values[shape][impl] (<= 0: no bar), log-scale GFLOP/s. */
 int plot_svg(const char *path, int nshapes, const char *const *shape_names, int nimpl,
              const char *const *impl_names, const double *values);

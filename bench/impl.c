@@ -129,17 +129,20 @@ uint16_t bench_f2h(float f)
 }
 
 static uint32_t rng_state = 12345u;
-static float frand(void)
+
+void bench_rng_seed(uint32_t seed) { rng_state = seed; }
+
+float bench_frand(void)
 {
     rng_state = rng_state * 1664525u + 1013904223u;
     return (float)(rng_state >> 8) / 16777216.0f - 0.5f;
 }
 
-static cl_mem mkbuf(benv *e, size_t bytes, void *host, cl_int *err)
+cl_mem bench_mkbuf(benv *e, size_t bytes, const void *host, cl_int *err)
 {
     if (*err)
         return NULL;
-    return clCreateBuffer(e->cl, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes, host, err);
+    return clCreateBuffer(e->cl, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes, (void *)host, err);
 }
 
 int bcase_init(benv *e, bcase *c, const bshape *s, bool want_copy)
@@ -163,17 +166,17 @@ int bcase_init(benv *e, bcase *c, const bshape *s, bool want_copy)
     c->hk16 = malloc(nk * 2);
     if (!c->hq || !c->hk || !c->hq16 || !c->hk16)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    rng_state = 12345u;
+    bench_rng_seed(12345u);
     for (size_t i = 0; i < nq; i++)
-        c->hq16[i] = bench_f2h(c->hq[i] = frand());
+        c->hq16[i] = bench_f2h(c->hq[i] = bench_frand());
     for (size_t i = 0; i < nk; i++)
-        c->hk16[i] = bench_f2h(c->hk[i] = frand());
+        c->hk16[i] = bench_f2h(c->hk[i] = bench_frand());
     cl_int err = CL_SUCCESS;
-    c->q32 = mkbuf(e, nq * 4, c->hq, &err);
-    c->k32 = mkbuf(e, nk * 4, c->hk, &err);
-    c->q16 = mkbuf(e, nq * 2, c->hq16, &err);
-    c->k16 = mkbuf(e, nk * 2, c->hk16, &err);
-    c->out = mkbuf(e, no * 4, NULL, &err);
+    c->q32 = bench_mkbuf(e, nq * 4, c->hq, &err);
+    c->k32 = bench_mkbuf(e, nk * 4, c->hk, &err);
+    c->q16 = bench_mkbuf(e, nq * 2, c->hq16, &err);
+    c->k16 = bench_mkbuf(e, nk * 2, c->hk16, &err);
+    c->out = bench_mkbuf(e, no * 4, NULL, &err);
     if (err)
         return err;
     if (bimpl_available(IMPL_UNFUSED_CLBLAST)) {
@@ -182,9 +185,9 @@ int bcase_init(benv *e, bcase *c, const bshape *s, bool want_copy)
             return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
         for (int i = 0; i < s->D / 2; i++) /* HF style: inv_freq = 1 / base^(2i/D), then fp32 */
             inv[i] = (float)(1.0 / pow(c->p.base, 2.0 * i / s->D));
-        c->qr = mkbuf(e, nq * 4, NULL, &err);
-        c->kr = mkbuf(e, nk * 4, NULL, &err);
-        c->inv = mkbuf(e, (size_t)s->D / 2 * 4, inv, &err);
+        c->qr = bench_mkbuf(e, nq * 4, NULL, &err);
+        c->kr = bench_mkbuf(e, nk * 4, NULL, &err);
+        c->inv = bench_mkbuf(e, (size_t)s->D / 2 * 4, inv, &err);
         free(inv);
         if (err)
             return err;
@@ -202,8 +205,8 @@ int bcase_init(benv *e, bcase *c, const bshape *s, bool want_copy)
     }
     if (want_copy) {
         c->cpy_bytes = nk * 4;
-        c->cpy_src = mkbuf(e, c->cpy_bytes, c->hk, &err);
-        c->cpy_dst = mkbuf(e, c->cpy_bytes, NULL, &err);
+        c->cpy_src = bench_mkbuf(e, c->cpy_bytes, c->hk, &err);
+        c->cpy_dst = bench_mkbuf(e, c->cpy_bytes, NULL, &err);
         if (err)
             return err;
         c->has_copy = true;

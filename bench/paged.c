@@ -74,11 +74,6 @@ static int run_copy(benv *e, void *v)
     return 0;
 }
 
-static cl_mem mkbuf(benv *e, size_t bytes, const void *init, cl_int *err)
-{
-    return clCreateBuffer(e->cl, CL_MEM_READ_WRITE | (init ? CL_MEM_COPY_HOST_PTR : 0), bytes, (void *)init, err);
-}
-
 static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len)
 {
     int64_t np = (len + PS - 1) / PS;
@@ -130,14 +125,14 @@ static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len)
         table[j] = t;
     }
     cl_int cerr = CL_SUCCESS;
-    q = mkbuf(e, HQ * D * sizeof *hq, hq, &cerr);
+    q = bench_mkbuf(e, HQ * D * sizeof *hq, hq, &cerr);
     if (!cerr)
-        o = mkbuf(e, HQ * D * sizeof(float), NULL, &cerr);
+        o = bench_mkbuf(e, HQ * D * sizeof(float), NULL, &cerr);
     for (int i = 0; i < 2 && !cerr; i++) {
         s.bytes[i] = kv;
-        s.src[i] = mkbuf(e, kv, h, &cerr);
+        s.src[i] = bench_mkbuf(e, kv, h, &cerr);
         if (!cerr)
-            s.dst[i] = mkbuf(e, kv, NULL, &cerr);
+            s.dst[i] = bench_mkbuf(e, kv, NULL, &cerr);
     }
     if (cerr) {
         err = cerr;
