@@ -30,11 +30,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     const rq_problem *pb = &pl->pb;
     const rq_tuning *tn = &ctx->tune;
     int64_t Sq = pb->Sq, M = pb->G * Sq;
-    /* Kt row stride: as for qk_scores, covering every key block, an odd multiple of 64 bytes */
-    size_t avk = (size_t)tn->avk, atq = (size_t)tn->atq;
-    size_t sk_pad = rq_round_up(rq_round_up((size_t)Sk, avk), 16);
-    if ((sk_pad / 16) % 2 == 0)
-        sk_pad += 16;
+    size_t avk = (size_t)tn->avk, atq = (size_t)tn->atq, sk_pad = rq_kt_stride((size_t)Sk, avk);
     size_t qr_n, kt_n, tmp;
     bool ovf = __builtin_mul_overflow((size_t)(pb->B * pb->Hq), (size_t)Sq, &qr_n) ||
                __builtin_add_overflow(qr_n, atq, &qr_n) || __builtin_mul_overflow(qr_n, (size_t)pb->D, &qr_n) ||

@@ -180,6 +180,16 @@ ropeqk_status rq_run_finish(ropeqk_ctx *ctx, rq_scratch *sq, rq_scratch *sk, cl_
 
 static inline size_t rq_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* Row stride (floats) of the transposed K scratch Kt for Sk keys read in blocks of vk: a multiple of
+ * vk (aligned vector loads) covering every block, bumped so that its byte size is an odd multiple of
+ * 64: a power-of-two stride (Sk = 1024: 4 KiB) maps all d of one work-item to the same L1 set and
+ * thrashes it. Shared by qk_scores and qk_attention. */
+static inline size_t rq_kt_stride(size_t Sk, size_t vk)
+{
+    size_t s = rq_round_up(rq_round_up(Sk, vk), 16);
+    return (s / 16) % 2 == 0 ? s + 16 : s;
+}
+
 /* clSetKernelArg of an lvalue, skipped once `err` (a cl_int in scope) is set. */
 #define RQ_SET_ARG(k, i, v)                                                                        \
     do {                                                                                           \

@@ -107,14 +107,9 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     const rq_tuning *tn = &ctx->tune;
-    /* qk_scores: one work-item per RQ_TQ rows x RQ_VK keys, RQ_WG work-items per group along keys.
-     * sk_pad is the row stride of Kt: a multiple of RQ_VK (aligned vector loads) that covers every key
-     * block a work-item loads, bumped so that its byte size is an odd multiple of 64: a power-of-two
-     * stride (Sk = 1024: 4 KiB) maps all d of one work-item to the same L1 set and thrashes it. */
+    /* qk_scores: one work-item per RQ_TQ rows x RQ_VK keys, RQ_WG work-items per group along keys */
     size_t wg = (size_t)tn->wg, tq = (size_t)tn->tq, vk = (size_t)tn->vk;
-    size_t nblk = ((size_t)r->Sk + vk - 1) / vk, sk_pad = rq_round_up(nblk * vk, 16);
-    if ((sk_pad / 16) % 2 == 0)
-        sk_pad += 16;
+    size_t nblk = ((size_t)r->Sk + vk - 1) / vk, sk_pad = rq_kt_stride((size_t)r->Sk, vk);
     int64_t M = pb->G * r->Sq;
     bool dec = pl->dec;
     /* Qr rows: D floats apart, or RQ_DMAXD on the decode path, plus spare rows at the end (the last

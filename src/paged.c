@@ -126,6 +126,13 @@ typedef struct {
     int64_t max_pages;        /* most pages any sequence uses */
 } rq_meta;
 
+/* The call's metadata as a device buffer (copied at creation: the host array may go at once). */
+static cl_mem meta_upload(ropeqk_ctx *ctx, const rq_meta *meta, cl_int *err)
+{
+    return clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, meta->n * sizeof(int32_t), meta->v,
+                          err);
+}
+
 static bool bit_test_set(unsigned char *bits, int32_t i)
 {
     unsigned char m = (unsigned char)(1u << (i & 7));
@@ -359,8 +366,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     }
 
     cl_int err = CL_SUCCESS;
-    cl_mem mbuf = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, meta.n * sizeof(int32_t),
-                                 meta.v, &err);
+    cl_mem mbuf = meta_upload(ctx, &meta, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto done;
@@ -524,8 +530,7 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
         goto done;
     }
     cl_int err = CL_SUCCESS;
-    cl_mem mbuf = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, meta.n * sizeof(int32_t),
-                                 meta.v, &err);
+    cl_mem mbuf = meta_upload(ctx, &meta, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto done;
