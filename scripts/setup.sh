@@ -14,6 +14,8 @@ packages=(
   libclblast-dev libopenblas-dev                # benchmark baselines
   libpng-dev                                    # PNG plots
   libcjson-dev                                  # Hugging Face config.json reader
+  libvulkan-dev glslc                           # Vulkan backend: loader, headers, GLSL -> SPIR-V
+  mesa-vulkan-drivers vulkan-validationlayers   # lavapipe (a CPU Vulkan device) and the validation layer
 )
 scripts/install-missing.sh "${packages[@]}"
 

@@ -2,6 +2,7 @@
  * qk_attention_* reading V from the caller's buffer; S never written), and the host-memory
  * convenience. Shares the RoPE pass and the scratch pool with the scores path. */
 #include "ctx.h"
+#include "vk/vk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,8 @@ ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ro
 {
     if (!ctx || !p || !q || !k || !v || !out)
         return ROPEQK_ERR_NULL_POINTER;
+    if (ctx->vk)
+        return rq_vk_attention(ctx, p, q, q_data, k, k_data, v, v_data, q_pos, k_pos, out, out_data, lse, lse_data);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_ATTENTION, .params = *p, .q = *q, .k = *k, .out = *out, .v = *v,
                           .positions = q_pos || k_pos ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
     if (lse) {

@@ -1,10 +1,12 @@
 /* Device selection and context lifetime. */
 #include "ctx.h"
+#include "vk/vk.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define RQ_MAX_PLATFORMS 16
 #define RQ_MAX_DEVICES 64
@@ -43,6 +45,13 @@ ropeqk_status ropeqk_opencl_select_device(const char *spec, cl_platform_id *plat
         source = "ROPEQK_DEVICE";
         if (spec && !*spec)
             spec = NULL;
+    }
+    /* one device list across backends: "opencl:P:D" / "opencl:<name>" are this backend's */
+    if (spec && strncasecmp(spec, "opencl:", 7) == 0)
+        spec = spec + 7;
+    else if (spec && strncasecmp(spec, "vulkan", 6) == 0 && (spec[6] == '\0' || spec[6] == ':')) {
+        rq_set_error("%s '%s' names a Vulkan device, not an OpenCL one", source, spec);
+        return ROPEQK_ERR_NO_DEVICE;
     }
     cl_platform_id plats[RQ_MAX_PLATFORMS];
     cl_uint np = 0;
@@ -170,11 +179,32 @@ ropeqk_status ropeqk_ctx_create(const ropeqk_ctx_params *params, ropeqk_ctx **ou
     memset(&defaults, 0, sizeof defaults);
     if (!params)
         params = &defaults;
+    const char *spec = params->device && *params->device ? params->device : getenv("ROPEQK_DEVICE");
+    int vk_index = -2;
+    if (spec && strncasecmp(spec, "vulkan", 6) == 0 && (spec[6] == '\0' || spec[6] == ':')) {
+        char *end = NULL;
+        vk_index = spec[6] == '\0' ? -1 : (int)strtol(spec + 7, &end, 10);
+        if (spec[6] == ':' && (end == spec + 7 || *end || vk_index < 0)) {
+            rq_set_error("device '%s': expected 'vulkan' or 'vulkan:N'", spec);
+            return ROPEQK_ERR_NO_DEVICE;
+        }
+        return rq_vk_ctx_open(vk_index, NULL, &params->tuning, out);
+    }
     ropeqk_ctx *ctx = ctx_alloc();
     if (!ctx)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     cl_platform_id plat;
     ropeqk_status st = ropeqk_opencl_select_device(params->device, &plat, &ctx->device, NULL, 0);
+    /* a name that no OpenCL device has may be a Vulkan device's */
+    if (st == ROPEQK_ERR_NO_DEVICE && spec && *spec && strncasecmp(spec, "opencl:", 7) != 0 && !strchr(spec, ':')) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", ropeqk_last_error());
+        ropeqk_ctx_destroy(ctx);
+        st = rq_vk_ctx_open(-1, spec, &params->tuning, out);
+        if (st == ROPEQK_ERR_NO_DEVICE)
+            rq_set_error("no OpenCL or Vulkan device matches '%s' (%s)", spec, msg);
+        return st;
+    }
     cl_int err = CL_SUCCESS;
     if (st == ROPEQK_SUCCESS) {
         cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
@@ -222,6 +252,10 @@ void ropeqk_ctx_destroy(ropeqk_ctx *ctx)
 {
     if (!ctx)
         return;
+    if (ctx->vk) {
+        rq_vk_ctx_free(ctx);
+        return;
+    }
     if (ctx->queue)
         clFinish(ctx->queue);
     rq_scratch_free_all(ctx);
@@ -244,7 +278,7 @@ cl_device_id ropeqk_opencl_device(const ropeqk_ctx *ctx) { return ctx ? ctx->dev
 int32_t ropeqk_ctx_backend_error(const ropeqk_ctx *ctx, const char **backend)
 {
     if (backend)
-        *backend = "OpenCL";
+        *backend = ctx && ctx->vk ? "Vulkan" : "OpenCL";
     return ctx ? atomic_load(&((ropeqk_ctx *)ctx)->last_cl) : 0;
 }
 

@@ -82,7 +82,11 @@ void rq_set_error(const char *fmt, ...)
 #endif
     ;
 
+struct rq_vk_ctx; /* src/vk/vk.h */
+struct rq_vk_plan;
+
 struct ropeqk_ctx {
+    struct rq_vk_ctx *vk;     /* a Vulkan context (src/vk/) when non-NULL: the OpenCL fields are unused */
     cl_context context;
     cl_command_queue queue;
     cl_device_id device;
@@ -146,6 +150,7 @@ struct ropeqk_plan {
     cl_kernel kx[4];           /* released by ropeqk_plan_destroy */
     cl_mem mx[2];
     cl_uint cus;               /* paged decode: the device's compute units (sizes the split) */
+    struct rq_vk_plan *vkp;    /* a plan of a Vulkan context: its pipelines and buffers */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
     bool lock_ok;
 };
@@ -213,6 +218,16 @@ typedef struct {
     int64_t q_off, k_off;   /* position offsets (used where no array is given) */
     ropeqk_opencl_args m;   /* buffers with their byte offsets, shifted for a part */
 } rq_run;
+
+/* A plan's per-call counts: keys, offsets (the step's for a decode plan) and the extents of the K,
+ * output and V views for that many keys. */
+typedef struct {
+    int64_t Sk, q_off, k_off;
+    size_t k, o, v;
+} rq_extents;
+/* Checks a call's step against the plan (fn names the call in messages) and fills *x. */
+ropeqk_status rq_plan_step(const ropeqk_plan *pl, const ropeqk_step *step, bool pos_arrays, const char *fn,
+                           rq_extents *x);
 
 /* Enqueues a checked run of a plan (enqueue.c): scratch, arguments, kernels; splits a run whose
  * scratch exceeds the allocation limit. */

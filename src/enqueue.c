@@ -3,6 +3,7 @@
  * Everything is checked before anything is enqueued. Also the one-shot and host-memory
  * conveniences, both thin layers over a plan. */
 #include "ctx.h"
+#include "vk/vk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,52 @@ static bool pos_ok(int64_t off, int64_t rows)
     return off >= INT32_MIN && off <= (int64_t)INT32_MAX - (rows - 1);
 }
 
+ropeqk_status rq_plan_step(const ropeqk_plan *pl, const ropeqk_step *step, bool pos_arrays, const char *fn,
+                           rq_extents *x)
+{
+    const rq_problem *pb = &pl->pb;
+    x->Sk = pb->Sk;
+    x->q_off = pb->q_off;
+    x->k_off = pb->k_off;
+    if (pl->dynamic) {
+        if (!step) {
+            rq_set_error("%s: a decode plan needs a step (keys and offsets)", fn);
+            return ROPEQK_ERR_NULL_POINTER;
+        }
+        if (step->n_keys < 1 || step->n_keys > pb->Sk) {
+            rq_set_error("%s: n_keys %lld outside [1, %lld]", fn, (long long)step->n_keys, (long long)pb->Sk);
+            return ROPEQK_ERR_BAD_PARAM;
+        }
+        x->Sk = step->n_keys;
+        x->q_off = step->q_pos_offset;
+        x->k_off = step->k_pos_offset;
+        if (!pos_ok(x->q_off, pb->Sq) || !pos_ok(x->k_off, x->Sk))
+            return ROPEQK_ERR_POSITION_RANGE;
+    } else if (step) {
+        rq_set_error("%s: a fixed plan takes no step (create it with max_keys)", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (pos_arrays && !pl->arrays) {
+        rq_set_error("%s: position arrays given to a plan made for offsets", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    /* extents of this call's views: a decode plan uses the first n_keys keys of its descriptors */
+    bool attn = pl->op == ROPEQK_OP_ATTENTION;
+    x->k = pb->k_extent;
+    x->o = attn ? pb->o_extent : pb->out_extent;
+    x->v = pb->v_extent;
+    if (x->Sk != pb->Sk) {
+        ropeqk_tensor k = pl->k, o = pl->out, v = pl->v;
+        k.ne[2] = o.ne[3] = v.ne[2] = x->Sk;
+        x->k = ropeqk_tensor_extent(&k);
+        if (attn)
+            x->v = ropeqk_tensor_extent(&v);
+        else
+            x->o = ropeqk_tensor_extent(&o);
+    }
+    return ROPEQK_SUCCESS;
+}
+
 ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
                                          const ropeqk_step *step, cl_uint num_wait, const cl_event *wait,
                                          cl_event *event)
@@ -244,6 +291,10 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
         return ROPEQK_ERR_NULL_POINTER;
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
+    if (ctx->vk) {
+        rq_set_error("ropeqk_opencl_plan_enqueue: the plan belongs to a Vulkan context (ropeqk_vulkan_plan_record)");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
     if (pl->op == ROPEQK_OP_PAGED_DECODE) {
         rq_set_error("ropeqk_opencl_plan_enqueue: a paged-decode plan runs with ropeqk_opencl_paged_enqueue");
         return ROPEQK_ERR_BAD_PARAM;
@@ -251,45 +302,18 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
     if (!args->q.buf || !args->k.buf || !args->out.buf || (num_wait > 0 && !wait))
         return ROPEQK_ERR_NULL_POINTER;
     rq_run r = {.Sq = pb->Sq, .Sk = pb->Sk, .q_off = pb->q_off, .k_off = pb->k_off, .m = *args};
-    if (pl->dynamic) {
-        if (!step) {
-            rq_set_error("ropeqk_opencl_plan_enqueue: a decode plan needs a step (keys and offsets)");
-            return ROPEQK_ERR_NULL_POINTER;
-        }
-        if (step->n_keys < 1 || step->n_keys > pb->Sk) {
-            rq_set_error("ropeqk_opencl_plan_enqueue: n_keys %lld outside [1, %lld]", (long long)step->n_keys,
-                         (long long)pb->Sk);
-            return ROPEQK_ERR_BAD_PARAM;
-        }
-        r.Sk = step->n_keys;
-        r.q_off = step->q_pos_offset;
-        r.k_off = step->k_pos_offset;
-        if (!pos_ok(r.q_off, r.Sq) || !pos_ok(r.k_off, r.Sk))
-            return ROPEQK_ERR_POSITION_RANGE;
-    } else if (step) {
-        rq_set_error("ropeqk_opencl_plan_enqueue: a fixed plan takes no step (create it with max_keys)");
-        return ROPEQK_ERR_BAD_PARAM;
-    }
-    if ((args->q_pos.buf || args->k_pos.buf) && !pl->arrays) {
-        rq_set_error("ropeqk_opencl_plan_enqueue: position arrays given to a plan made for offsets");
-        return ROPEQK_ERR_BAD_PARAM;
-    }
+    rq_extents x;
+    ropeqk_status st = rq_plan_step(pl, step, args->q_pos.buf || args->k_pos.buf, "ropeqk_opencl_plan_enqueue", &x);
+    if (st)
+        return st;
+    r.Sk = x.Sk;
+    r.q_off = x.q_off;
+    r.k_off = x.k_off;
     if (!queue)
         queue = ctx->queue;
-    /* extents of this call's views: a decode plan uses the first n_keys keys of its descriptors */
     bool attn = pl->op == ROPEQK_OP_ATTENTION;
-    size_t k_ext = pb->k_extent, o_ext = attn ? pb->o_extent : pb->out_extent, v_ext = pb->v_extent;
-    if (r.Sk != pb->Sk) {
-        ropeqk_tensor k = pl->k, o = pl->out, v = pl->v;
-        k.ne[2] = o.ne[3] = v.ne[2] = r.Sk;
-        k_ext = ropeqk_tensor_extent(&k);
-        if (attn)
-            v_ext = ropeqk_tensor_extent(&v);
-        else
-            o_ext = ropeqk_tensor_extent(&o);
-    }
+    size_t k_ext = x.k, o_ext = x.o, v_ext = x.v;
     rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq, rv = rq, rl = rq;
-    ropeqk_status st;
     if ((st = rq_check_mem(ctx, args->q, ropeqk_dtype_size(pl->q.dtype), pb->q_extent, &rq)) ||
         (st = rq_check_mem(ctx, args->k, ropeqk_dtype_size(pl->k.dtype), k_ext, &rk)) ||
         (st = rq_check_mem(ctx, args->out, ropeqk_dtype_size(pl->out.dtype), o_ext, &ro)))
@@ -356,6 +380,8 @@ ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeq
 {
     if (!ctx || !p || !q || !k || !out)
         return ROPEQK_ERR_NULL_POINTER;
+    if (ctx->vk)
+        return rq_vk_scores(ctx, p, q, q_data, k, k_data, q_pos, k_pos, out, out_data);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = *p, .q = *q, .k = *k, .out = *out,
                           .positions = q_pos || k_pos ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
     ropeqk_plan *pl = NULL; /* validates the description, before the data pointers as every call does */

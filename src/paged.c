@@ -304,6 +304,10 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
         *event = NULL;
     if (!pl || !args || !batch || (num_wait > 0 && !wait))
         return ROPEQK_ERR_NULL_POINTER;
+    if (pl->ctx->vk) {
+        rq_set_error("%s: the plan belongs to a Vulkan context", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
     if (pl->op != ROPEQK_OP_PAGED_DECODE) {
         rq_set_error("%s: the plan is not a paged-decode plan", fn);
         return ROPEQK_ERR_BAD_PARAM;
@@ -474,6 +478,10 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
         *event = NULL;
     if (!pl || !k_new || !v_new || !batch || (num_wait > 0 && !wait))
         return ROPEQK_ERR_NULL_POINTER;
+    if (pl->ctx->vk) {
+        rq_set_error("%s: the plan belongs to a Vulkan context", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
     if (pl->op != ROPEQK_OP_PAGED_DECODE) {
         rq_set_error("%s: the plan is not a paged-decode plan", fn);
         return ROPEQK_ERR_BAD_PARAM;

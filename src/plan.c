@@ -2,6 +2,7 @@
  * kernels made once (VkFFT/cuFFT style). Enqueueing (enqueue.c) then only checks buffers, takes
  * scratch, sets arguments and enqueues. */
 #include "ctx.h"
+#include "vk/vk.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -113,7 +114,7 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
     int64_t M = pb.G * pb.Sq;
     /* the decode kernel's preconditions (cl/scores.cl); scores only */
     bool dec = desc->op == ROPEQK_OP_SCORES && M <= RQ_DM && pb.D % RQ_DCHUNK == 0 && pb.D <= RQ_DMAXD &&
-               pb.R % (2 * RQ_DCHUNK) == 0 && tn->decode;
+               pb.R % (2 * RQ_DCHUNK) == 0 && tn->decode && !ctx->vk;
 
     ropeqk_plan *pl = calloc(1, sizeof *pl);
     double *inv = malloc((size_t)(pb.R / 2) * sizeof *inv);
@@ -144,6 +145,11 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
     split_freqs(&pb, inv, v);
     if (dec)
         decode_table(&pb, inv, (size_t)tn->dkb, tab);
+    if (ctx->vk) { /* the Vulkan backend: pipelines, tables and scratch (src/vk/vk_plan.c) */
+        if ((st = rq_vk_plan_init(pl, (const float *)v)))
+            goto fail;
+        goto done;
+    }
     cl_program prog;
     unsigned ops = desc->op == ROPEQK_OP_SCORES ? RQ_OPS_SCORES : desc->op == ROPEQK_OP_ATTENTION ? RQ_OPS_ATTN
                                                                                                   : RQ_OPS_PAGED;
@@ -167,6 +173,7 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
         goto fail;
     if (desc->op == ROPEQK_OP_PAGED_DECODE && (st = rq_paged_plan_init(pl, prog)))
         goto fail;
+done:
     free(inv);
     free(v);
     free(tab);
@@ -184,6 +191,7 @@ void ropeqk_plan_destroy(ropeqk_plan *pl)
 {
     if (!pl)
         return;
+    rq_vk_plan_free(pl);
     /* releasing is safe with work in flight: OpenCL keeps what enqueued commands use alive */
     for (int i = 0; i < 4; i++)
         if (pl->kx[i])

@@ -2,6 +2,7 @@
  * and kept for the life of the context; a failed build keeps its log for ropeqk_ctx_build_log(),
  * and the thread's message (ropeqk_last_error) names the device, its driver and the log's start. */
 #include "ctx.h"
+#include "vk/vk.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,8 @@ ropeqk_status ropeqk_ctx_warmup(ropeqk_ctx *ctx)
 {
     if (!ctx)
         return ROPEQK_ERR_NULL_POINTER;
+    if (ctx->vk)
+        return rq_vk_warmup(ctx);
     cl_program prog;
     return rq_get_program(ctx, ctx->device, 0, &prog); /* the whole program: every operation */
 }

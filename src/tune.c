@@ -192,6 +192,10 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
 {
     if (!ctx)
         return ROPEQK_ERR_NULL_POINTER;
+    if (ctx->vk) {
+        rq_set_error("tuner: the Vulkan backend has fixed shader shapes so far; nothing to tune");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
     static const char *const env[] = {"ROPEQK_TQ", "ROPEQK_WG", "ROPEQK_VK", "ROPEQK_DKB", "ROPEQK_DWG",
                                       "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ", "ROPEQK_AVK", "ROPEQK_AWG"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)

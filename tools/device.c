@@ -1,5 +1,6 @@
 /* The `devices` subcommand, and opening the device a subcommand runs on (or the scalar path). */
 #include "cli.h"
+#include "ropeqk_vulkan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -231,33 +232,39 @@ int cli_device_open(const char *cmd, const char *spec, bool allow_ref, cli_devic
         snprintf(dev->why, sizeof dev->why, "%s=ref", source);
         return CLI_OK;
     }
-    if (cli_no_platform()) {
-        cli_err("%s: no OpenCL platform found; use --device ref for the scalar C path", cmd);
-        return CLI_RUNTIME;
-    }
+    bool want_vk = spec && strncasecmp(spec, "vulkan", 6) == 0 && (spec[6] == '\0' || spec[6] == ':');
     cl_platform_id plat = NULL;
     cl_device_id d = NULL;
-    ropeqk_status st = ropeqk_opencl_select_device(spec, &plat, &d, dev->why, sizeof dev->why);
-    if (st != ROPEQK_SUCCESS) {
-        if (spec)
-            cli_err("%s: %s '%s': %s; see `ropeqk devices`", cmd, source, spec, ropeqk_status_string(st));
-        else
-            cli_lib_err(cmd, st, NULL);
+    ropeqk_status st = ROPEQK_ERR_NO_DEVICE;
+    if (!want_vk && !cli_no_platform())
+        st = ropeqk_opencl_select_device(spec, &plat, &d, dev->why, sizeof dev->why);
+    if (st != ROPEQK_SUCCESS && !want_vk && !spec) {
+        cli_err("%s: no OpenCL device found; use --device vulkan for a Vulkan device or --device ref for the "
+                "scalar C path", cmd);
         return CLI_RUNTIME;
     }
     ropeqk_ctx_params cp;
     memset(&cp, 0, sizeof cp);
     cp.device = spec;
+    /* the library resolves the spec across backends (an unknown name may be a Vulkan device's) */
     st = ropeqk_ctx_create(&cp, &dev->ctx);
     if (st != ROPEQK_SUCCESS) {
-        char what[256];
-        snprintf(what, sizeof what, "%s: creating an OpenCL context", cmd);
-        cli_lib_err(what, st, NULL);
+        if (st == ROPEQK_ERR_NO_DEVICE && spec)
+            cli_err("%s: %s '%s': %s (%s); see `ropeqk devices`", cmd, source, spec, ropeqk_status_string(st),
+                    ropeqk_last_error());
+        else
+            cli_lib_err(cmd, st, NULL);
         return CLI_RUNTIME;
+    }
+    if (ropeqk_vulkan_device(dev->ctx)) {
+        snprintf(dev->name, sizeof dev->name, "%s", ropeqk_ctx_device_description(dev->ctx));
+        snprintf(dev->why, sizeof dev->why, "%s=%s", source, spec);
+        return CLI_OK;
     }
     char name[256], pname[256];
     int pi, di;
     dev_str(ropeqk_opencl_device(dev->ctx), CL_DEVICE_NAME, name, sizeof name);
+    clGetDeviceInfo(ropeqk_opencl_device(dev->ctx), CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
     plat_str(plat, CL_PLATFORM_NAME, pname, sizeof pname);
     device_index(ropeqk_opencl_device(dev->ctx), &pi, &di);
     snprintf(dev->name, sizeof dev->name, "%d:%d %s (%s)", pi, di, name, pname);

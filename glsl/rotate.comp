@@ -1,0 +1,53 @@
+#version 450
+/* RoPE pass: every row of Q or K is rotated once and written as f32 into packed scratch
+ * [bh][row][D] (Q times the score scale), which scores.comp and attention.comp read. One invocation
+ * per (row, unit), a unit being a rotary pair (u < R/2) or a pass-through dim; it loops over all B*H
+ * heads, so each (position, frequency) angle is computed once and reused by every head: RoPE costs
+ * O(S*R) angle evaluations, never one per score. Consecutive invocations take consecutive units of a
+ * row, so a work-group reads and writes whole runs of each row. */
+#extension GL_GOOGLE_include_directive : require
+#include "vk_contract.h"
+
+layout(local_size_x_id = RQ_VK_SC_WG) in;
+layout(constant_id = RQ_VK_SC_DT_A) const int DT = 0;
+
+layout(std430, binding = RQ_VK_ROT_SRC) readonly buffer Src { uint src[]; };
+layout(std430, binding = RQ_VK_ROT_POS) readonly buffer Pos { int pos[]; };
+layout(std430, binding = RQ_VK_ROT_FREQ) readonly buffer Freq { vec4 vfreq[]; };
+layout(std430, binding = RQ_VK_ROT_DST) writeonly buffer Dst { float dst[]; };
+RQ_VK_PC_BLOCK(RQ_VK_ROT_PC)
+
+#include "common.glsl"
+#include "angle.glsl"
+
+void main()
+{
+    int half_r = pc.R / 2;
+    int unit = int(gl_GlobalInvocationID.x);
+    if (unit >= half_r + (pc.D - pc.R))
+        return;
+    bool pt = unit >= half_r; /* pass-through dim: copied (times the scale for Q) */
+    int i0 = pt ? pc.R + (unit - half_r) : (pc.lay != 0 ? unit : 2 * unit);
+    int i1 = pt ? i0 : (pc.lay != 0 ? unit + half_r : 2 * unit + 1);
+    for (int row = int(gl_WorkGroupID.y); row < pc.S; row += int(gl_NumWorkGroups.y)) {
+        float c = 1.0, s = 0.0;
+        if (!pt) {
+            int p = pc.use_pos != 0 ? pos[pc.pos_off + uint(row)] : pc.pos_base + row;
+            vec2 cs = rq_cossinpi(rq_half_turns(p, vfreq[unit].xyz)) * pc.rot_mul;
+            c = cs.x;
+            s = cs.y;
+        }
+        for (int bh = 0; bh < pc.BH; bh++) {
+            uint base = pc.src_off + uint(bh / pc.H) * pc.nb0 + uint(bh % pc.H) * pc.nb1 + uint(row) * pc.nb2;
+            float x0 = RQ_LOAD(src, base + uint(i0), DT);
+            float x1 = RQ_LOAD(src, base + uint(i1), DT);
+            uint o = pc.dst_off + (uint(bh) * uint(pc.S) + uint(row)) * uint(pc.D);
+            if (pt) {
+                dst[o + uint(i0)] = x0 * pc.out_mul;
+            } else {
+                dst[o + uint(i0)] = (x0 * c - x1 * s) * pc.out_mul;
+                dst[o + uint(i1)] = (x0 * s + x1 * c) * pc.out_mul;
+            }
+        }
+    }
+}

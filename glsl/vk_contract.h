@@ -1,0 +1,64 @@
+/* The host-shader contract of the Vulkan backend: included by the GLSL compute shaders (the .comp files here)
+ * and by the C host (src/vk/), so every push-constant block, binding number and specialization
+ * constant id exists once.
+ *
+ * Push constants are lists of 4-byte fields (F(type, name)), expanded into a GLSL push_constant
+ * block and into a C struct: with 4-byte fields only, std430 and C lay them out identically, and
+ * the host checks each struct against the 128 bytes every Vulkan device guarantees. Offsets and
+ * strides are in elements of the buffer's own type (the host converts byte strides, which the
+ * validation has already checked to be multiples of the element size), so 32-bit indices address
+ * a whole storage-buffer range (at most 4 GiB). */
+#ifndef ROPEQK_VK_CONTRACT_H
+#define ROPEQK_VK_CONTRACT_H
+
+#ifdef GL_core_profile /* GLSL */
+#define rq_vk_u32 uint
+#define rq_vk_i32 int
+#define rq_vk_f32 float
+#define RQ_VK_PC_BLOCK(LIST) layout(push_constant) uniform rq_pc_block { LIST(RQ_VK_FIELD) } pc;
+#else
+#define rq_vk_u32 uint32_t
+#define rq_vk_i32 int32_t
+#define rq_vk_f32 float
+#endif
+#define RQ_VK_FIELD(t, n) rq_vk_##t n;
+
+/* Specialization constant ids (all shaders): the storage type of the bound inputs, the work-group
+ * size and the tile shape knobs. */
+#define RQ_VK_SC_DT_A 0   /* dtype of the first typed input (Q for rotate; K for paged...) */
+#define RQ_VK_SC_DT_B 1   /* dtype of the second typed input (V) */
+#define RQ_VK_SC_DT_O 2   /* dtype of the output where it may be 16-bit */
+#define RQ_VK_SC_WG 3     /* work-group size (x) */
+
+#define RQ_VK_DT_F32 0    /* the values of ropeqk_dtype */
+#define RQ_VK_DT_F16 1
+#define RQ_VK_DT_BF16 2
+
+/* ---- rotate.comp: rows of Q or K rotated once into packed f32 scratch [bh][row][D] ---------- */
+#define RQ_VK_ROT_SRC 0   /* bindings */
+#define RQ_VK_ROT_POS 1
+#define RQ_VK_ROT_FREQ 2
+#define RQ_VK_ROT_DST 3
+#define RQ_VK_ROT_PC(F)                                                                            \
+    F(u32, src_off) F(u32, nb0) F(u32, nb1) F(u32, nb2) /* source view, elements */                \
+    F(u32, pos_off) F(u32, dst_off)                                                                \
+    F(i32, H) F(i32, BH) F(i32, S) F(i32, D) F(i32, R) F(i32, lay)                              \
+    F(i32, use_pos) F(i32, pos_base) F(f32, rot_mul) F(f32, out_mul)
+#define RQ_VK_ROT_UNITS 64 /* work-group: 64 units (pairs or pass-through dims) of one row */
+
+/* ---- scores.comp: S = Qr . Kr^T, masked, into the output view -------------------------------- */
+#define RQ_VK_SC_QR 0
+#define RQ_VK_SC_KR 1
+#define RQ_VK_SC_QPOS 2
+#define RQ_VK_SC_KPOS 3
+#define RQ_VK_SC_OUT 4
+#define RQ_VK_SC_PC(F)                                                                             \
+    F(u32, qpos_off) F(u32, kpos_off) F(u32, out_off) F(u32, onb0) F(u32, onb1) F(u32, onb2)       \
+    F(u32, onb3) F(u32, window) /* window: 0 = off, else W (< 2^32; the host turns larger W off) */ \
+    F(i32, Sq) F(i32, Sk) F(i32, D) F(i32, G) F(i32, Hq) F(i32, use_qpos) F(i32, q_base)           \
+    F(i32, use_kpos) F(i32, k_base) F(i32, causal) F(u32, qr_off) F(u32, kr_off)
+#define RQ_VK_SC_TILE 64 /* output tile: 64 query rows x 64 keys per work-group */
+#define RQ_VK_SC_TK 16   /* head dims per shared-memory stage */
+#define RQ_VK_SC_T 4     /* each of the 16 x 16 invocations computes 4 x 4 scores */
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * ropeqk on Vulkan: contexts on a Vulkan device (opened by the library, or the caller's own
+ * VkInstance / VkPhysicalDevice / VkDevice / queue), plans recorded into the caller's command
+ * buffers on VkBuffer ranges. Everything backend-neutral is in ropeqk.h (included here), and
+ * works unchanged on a Vulkan context: ropeqk_ctx_create() with the device "vulkan" or
+ * "vulkan:N", ropeqk_scores(), ropeqk_attention(), plans, ropeqk_ctx_warmup().
+ *
+ * Synchronisation is the caller's command buffer: ropeqk_vulkan_plan_record() only records commands
+ * (a leading barrier, compute dispatches); the caller submits them and waits the Vulkan way.
+ *   - The recorded commands start with a barrier that makes every earlier write in the queue's
+ *     submission order (compute, transfer, host) visible to the library's shaders, and waits for
+ *     earlier work that used the plan's scratch.
+ *   - The output is written by compute shaders: before reading it, the caller records a barrier from
+ *     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT / VK_ACCESS_SHADER_WRITE_BIT to its own stage and access.
+ *   - A plan owns its scratch: commands recorded from one plan must execute in one queue's order
+ *     (not on two queues at once). Recording itself is thread-safe.
+ * Shaders reach buffers through push descriptors (VK_KHR_push_descriptor, core in Vulkan 1.4):
+ * a device the caller creates must enable the extensions ropeqk_vulkan_device_extensions() lists.
+ * Buffers need VK_BUFFER_USAGE_STORAGE_BUFFER_BIT (and TRANSFER_DST for paged-decode metadata,
+ * which the library keeps itself).
+ */
+#ifndef ROPEQK_VULKAN_H
+#define ROPEQK_VULKAN_H
+
+#include "ropeqk.h"
+#include <vulkan/vulkan.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The device extensions a borrowed VkDevice must have enabled (static storage). */
+ROPEQK_API const char *const *ropeqk_vulkan_device_extensions(uint32_t *count);
+
+/* One Vulkan device, as `ropeqk devices` lists them (index = the N of "vulkan:N"). */
+typedef struct {
+    char name[256];
+    char driver[128];        /* driver name and info, e.g. "llvmpipe (Mesa 22.3.6)" */
+    uint32_t api_version;    /* VK_MAKE_API_VERSION form */
+    int32_t cpu;             /* VK_PHYSICAL_DEVICE_TYPE_CPU */
+    int32_t usable;          /* has a compute queue and the required extensions */
+    int32_t cooperative_matrix; /* VK_KHR_cooperative_matrix present */
+} ropeqk_vulkan_device_info;
+
+/* Lists up to `cap` devices into infos (may be NULL with cap 0) and the total into *count.
+ * ROPEQK_ERR_NO_DEVICE when there is no Vulkan loader or driver (ropeqk_last_error() says which). */
+ROPEQK_API ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint32_t cap,
+                                                    uint32_t *count);
+
+/* Borrowed objects (all required): the library never destroys them. `queue` belongs to
+ * `queue_family`, which must support compute. The host-memory calls (ropeqk_scores, ...) and plan
+ * creation submit to `queue`: Vulkan requires the caller not to use it from another thread during
+ * those calls. */
+typedef struct {
+    VkInstance instance;
+    VkPhysicalDevice physical_device;
+    VkDevice device;
+    uint32_t queue_family;
+    VkQueue queue;
+    ropeqk_tuning tuning; /* zeroed = the profile's defaults */
+} ropeqk_vulkan_ctx_params;
+
+ROPEQK_API ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, ropeqk_ctx **out);
+
+/* The context's Vulkan objects (VK_NULL_HANDLE for NULL or a context of another backend). */
+ROPEQK_API VkInstance ropeqk_vulkan_instance(const ropeqk_ctx *ctx);
+ROPEQK_API VkPhysicalDevice ropeqk_vulkan_physical_device(const ropeqk_ctx *ctx);
+ROPEQK_API VkDevice ropeqk_vulkan_device(const ropeqk_ctx *ctx);
+ROPEQK_API VkQueue ropeqk_vulkan_queue(const ropeqk_ctx *ctx, uint32_t *queue_family);
+
+/* Messages of the Khronos validation layer seen by a context the library opened with
+ * ROPEQK_VULKAN_VALIDATION=1 in the environment (tests set it): their count, and the first one
+ * copied into buf (len bytes, NUL-terminated when len > 0). 0 when validation is off. */
+ROPEQK_API uint32_t ropeqk_vulkan_validation_messages(const ropeqk_ctx *ctx, char *buf, size_t len);
+
+/* A buffer range: `range` bytes usable from `offset` (VK_WHOLE_SIZE is not accepted: the library
+ * checks every view against it). */
+typedef struct {
+    VkBuffer buf;        /* VK_NULL_HANDLE allowed only for positions (meaning: use the offsets) */
+    VkDeviceSize offset; /* byte offset into buf */
+    VkDeviceSize range;  /* bytes from offset */
+} ropeqk_vulkan_mem;
+
+typedef struct {
+    ropeqk_vulkan_mem q, k;
+    ropeqk_vulkan_mem q_pos, k_pos; /* int32, Sq resp. Sk entries; {0}: offsets */
+    ropeqk_vulkan_mem out;
+    ropeqk_vulkan_mem v, lse;       /* ROPEQK_OP_ATTENTION: V, and LSE when the plan has with_lse */
+} ropeqk_vulkan_args;
+
+/*
+ * Records a plan into `cmd` (in the recording state, on a queue of the context's queue family).
+ * `step` is NULL for fixed plans, required for decode plans. Checked before anything is recorded:
+ * buffers present, offsets aligned to the element size, ranges large enough for the views and no
+ * larger than the device's storage-buffer range limit (ROPEQK_ERR_TOO_LARGE), the output
+ * overlapping no input, positions only where the plan allows arrays.
+ */
+ROPEQK_API ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *plan, VkCommandBuffer cmd,
+                                                   const ropeqk_vulkan_args *args, const ropeqk_step *step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ROPEQK_VULKAN_H */

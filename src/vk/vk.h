@@ -1,0 +1,118 @@
+/* The Vulkan backend's internals (src/vk/), shared with ctx.c and plan.c through a few entry points.
+ * Not installed. */
+#ifndef ROPEQK_VK_H
+#define ROPEQK_VK_H
+
+#include "../ctx.h"
+#include "ropeqk_vulkan.h"
+#include "vk_contract.h"
+
+/* The shaders embedded at build time (glsl/, compiled by glslc; rq_spirv.c is generated). */
+typedef enum { RQ_VK_SH_ROTATE, RQ_VK_SH_SCORES, RQ_VK_SH_COUNT } rq_vk_shader;
+
+typedef struct rq_vk_pipe {
+    rq_vk_shader shader;
+    int32_t spec[4];              /* specialization constants 0..3 (RQ_VK_SC_*) */
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+    struct rq_vk_pipe *next;
+} rq_vk_pipe;
+
+/* A buffer and its memory; map is non-NULL for host-visible buffers. */
+typedef struct {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    VkDeviceSize size;
+    void *map;
+} rq_vk_buf;
+
+struct rq_vk_ctx {
+    VkInstance instance;
+    VkPhysicalDevice phys;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t qfam;
+    bool own;                        /* instance and device were created here */
+    VkDebugUtilsMessengerEXT messenger;
+    atomic_uint vmsg;                /* validation messages seen */
+    char first_msg[512];
+    PFN_vkCmdPushDescriptorSetKHR push_desc;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties memprops;
+    VkCommandPool pool;              /* host-memory calls (under qlock) */
+    VkFence fence;
+    pthread_mutex_t qlock;           /* the queue, pool and fence: one host call at a time */
+    bool qlock_ok;
+    rq_vk_pipe *pipes;               /* guarded by ctx->lock */
+    rq_vk_buf dummy;                 /* bound where a shader's optional buffer is absent */
+};
+
+/* What a Vulkan plan owns. */
+struct rq_vk_plan {
+    rq_vk_pipe *rot_q, *rot_k, *main; /* pipelines (owned by the context) */
+    rq_vk_buf freq;                   /* vec4 per frequency: inv_freq/pi as three floats */
+    rq_vk_buf qr, kr;                 /* rotated f32 scratch [B*Hq][Sq][D], [B*Hkv][Sk][D] */
+};
+
+/* ctx.c -> vk_ctx.c: a context on Vulkan device `index` (-1: the first usable one) or on the first
+ * device whose name contains `name` (non-NULL). ROPEQK_ERR_NO_DEVICE when none matches. */
+ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *tuning, ropeqk_ctx **out);
+void rq_vk_ctx_free(ropeqk_ctx *ctx);
+/* Records a failing VkResult in the context and the thread's message; returns ROPEQK_ERR_BACKEND. */
+ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what);
+const char *rq_vk_result_name(VkResult r);
+
+/* vk_mem.c */
+ropeqk_status rq_vk_buf_create(ropeqk_ctx *ctx, VkDeviceSize size, bool host, VkBufferUsageFlags extra,
+                               rq_vk_buf *b);
+void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b);
+/* Uploads `bytes` of data into a new device buffer (through the host-visible path when the device
+ * has no host-visible device-local memory). */
+ropeqk_status rq_vk_buf_upload(ropeqk_ctx *ctx, const void *data, VkDeviceSize bytes, rq_vk_buf *b);
+/* One-time command buffer on the context's queue: begin, then end + submit + wait (qlock held by
+ * the caller of both). */
+ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd);
+ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd);
+/* A barrier making earlier writes (any stage) visible to later compute and transfer commands. */
+void rq_vk_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
+                   VkPipelineStageFlags dst, VkAccessFlags dst_access);
+
+/* vk_pipe.c: the pipeline of shader `sh` with these specialization constants, made once per
+ * context. */
+ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[4], rq_vk_pipe **out);
+void rq_vk_pipes_free(ropeqk_ctx *ctx);
+
+/* One binding of a dispatch: a buffer range; the element offset inside the bound range comes back
+ * in *elem_off (the descriptor offset is aligned down to the device's minimum). */
+typedef struct {
+    VkBuffer buf;
+    VkDeviceSize offset, bytes; /* bytes: what the shader may touch from offset */
+    uint32_t elem_size;         /* for the element offset: 4 (words) or 2 (halves) */
+} rq_vk_bind;
+/* Binds `n` ranges with push descriptors and pushes `pc` (the pipeline's push-constant block);
+ * elem_off[i] receives each binding's element offset before the push (the caller stores them into
+ * pc first: call rq_vk_bind_offsets, fill pc, then rq_vk_dispatch). */
+ropeqk_status rq_vk_bind_offsets(ropeqk_ctx *ctx, const rq_vk_bind *b, uint32_t n, uint32_t *elem_off);
+void rq_vk_dispatch(ropeqk_ctx *ctx, VkCommandBuffer cmd, const rq_vk_pipe *p, const rq_vk_bind *b, uint32_t n,
+                    const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy, uint32_t gz);
+
+/* vk_plan.c */
+ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4);
+void rq_vk_plan_free(ropeqk_plan *pl);
+/* The run of a plan: records rotate + scores for one step (checked already). */
+ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
+                                  int64_t q_off, int64_t k_off);
+
+/* vk_host.c: the host-memory calls on a Vulkan context. */
+ropeqk_status rq_vk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
+                           const ropeqk_tensor *k, const void *k_data, const int32_t *q_pos, const int32_t *k_pos,
+                           const ropeqk_tensor *out, float *out_data);
+ropeqk_status rq_vk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
+                              const ropeqk_tensor *k, const void *k_data, const ropeqk_tensor *v, const void *v_data,
+                              const int32_t *q_pos, const int32_t *k_pos, const ropeqk_tensor *out, void *out_data,
+                              const ropeqk_tensor *lse, float *lse_data);
+/* Makes the pipelines of every operation now (ropeqk_ctx_warmup). */
+ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx);
+
+#endif

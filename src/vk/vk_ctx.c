@@ -1,0 +1,434 @@
+/* Vulkan contexts: devices listed and opened by the library, or the caller's borrowed objects;
+ * the validation-layer hook the tests use. */
+#include "vk.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RQ_VK_MAX_DEVICES 16
+
+static const char *const required_ext[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+#define N_REQUIRED (uint32_t)(sizeof required_ext / sizeof required_ext[0])
+
+const char *const *ropeqk_vulkan_device_extensions(uint32_t *count)
+{
+    if (count)
+        *count = N_REQUIRED;
+    return required_ext;
+}
+
+const char *rq_vk_result_name(VkResult r)
+{
+    switch (r) {
+#define N(x) case x: return #x;
+    N(VK_SUCCESS) N(VK_NOT_READY) N(VK_TIMEOUT) N(VK_INCOMPLETE) N(VK_ERROR_OUT_OF_HOST_MEMORY)
+    N(VK_ERROR_OUT_OF_DEVICE_MEMORY) N(VK_ERROR_INITIALIZATION_FAILED) N(VK_ERROR_DEVICE_LOST)
+    N(VK_ERROR_MEMORY_MAP_FAILED) N(VK_ERROR_LAYER_NOT_PRESENT) N(VK_ERROR_EXTENSION_NOT_PRESENT)
+    N(VK_ERROR_FEATURE_NOT_PRESENT) N(VK_ERROR_INCOMPATIBLE_DRIVER) N(VK_ERROR_TOO_MANY_OBJECTS)
+    N(VK_ERROR_FORMAT_NOT_SUPPORTED) N(VK_ERROR_FRAGMENTED_POOL) N(VK_ERROR_UNKNOWN)
+    N(VK_ERROR_OUT_OF_POOL_MEMORY) N(VK_ERROR_INVALID_SHADER_NV)
+#undef N
+    default: return NULL;
+    }
+}
+
+ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what)
+{
+    if (ctx)
+        atomic_store(&ctx->last_cl, (int)r);
+    const char *name = rq_vk_result_name(r);
+    rq_set_error("Vulkan error %s (%d) in %s", name ? name : "(unknown code)", (int)r, what);
+    return ROPEQK_ERR_BACKEND;
+}
+
+/* ---- validation messages (ROPEQK_VULKAN_VALIDATION=1) ------------------------------------------ */
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+                                                 VkDebugUtilsMessageTypeFlagsEXT type,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
+{
+    (void)type;
+    struct rq_vk_ctx *vk = user;
+    if (!(sev & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)))
+        return VK_FALSE;
+    /* first message wins the buffer; the layer calls back from the thread that made the call */
+    if (atomic_fetch_add(&vk->vmsg, 1) == 0 && data && data->pMessage)
+        snprintf(vk->first_msg, sizeof vk->first_msg, "%s", data->pMessage);
+    fprintf(stderr, "ropeqk: Vulkan validation: %s\n", data && data->pMessage ? data->pMessage : "(no text)");
+    return VK_FALSE;
+}
+
+static bool env_validation(void)
+{
+    const char *v = getenv("ROPEQK_VULKAN_VALIDATION");
+    return v && strcmp(v, "1") == 0;
+}
+
+static bool has_layer(const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkLayerProperties *l = calloc(n, sizeof *l);
+    bool found = false;
+    if (l && vkEnumerateInstanceLayerProperties(&n, l) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(l[i].layerName, name) == 0;
+    free(l);
+    return found;
+}
+
+/* An instance of our own; with validation when asked for and the layer is installed (asking for it
+ * without the layer is an error: a test that believes it checks must not silently not check). */
+static ropeqk_status make_instance(struct rq_vk_ctx *vk, bool validation, VkInstance *out)
+{
+    *out = VK_NULL_HANDLE;
+    const char *layer = "VK_LAYER_KHRONOS_validation";
+    if (validation && !has_layer(layer)) {
+        rq_set_error("ROPEQK_VULKAN_VALIDATION=1 but %s is not installed (Debian: vulkan-validationlayers)", layer);
+        return ROPEQK_ERR_BAD_CONFIG;
+    }
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "ropeqk",
+                             .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_1};
+    const char *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+    VkDebugUtilsMessengerCreateInfoEXT mci = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = on_message, .pUserData = vk};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
+                               .enabledLayerCount = validation ? 1 : 0, .ppEnabledLayerNames = &layer,
+                               .enabledExtensionCount = validation ? 1 : 0, .ppEnabledExtensionNames = ext,
+                               .pNext = validation ? &mci : NULL};
+    VkResult r = vkCreateInstance(&ci, NULL, out);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED) {
+        rq_set_error("no Vulkan driver found (vkCreateInstance: %s; Debian: mesa-vulkan-drivers)",
+                     rq_vk_result_name(r));
+        return ROPEQK_ERR_NO_DEVICE;
+    }
+    if (r != VK_SUCCESS)
+        return rq_vk_fail(NULL, r, "vkCreateInstance");
+    if (validation) {
+        PFN_vkCreateDebugUtilsMessengerEXT f =
+            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(*out, "vkCreateDebugUtilsMessengerEXT");
+        if (!f || (r = f(*out, &mci, NULL, &vk->messenger)) != VK_SUCCESS) {
+            vkDestroyInstance(*out, NULL);
+            *out = VK_NULL_HANDLE;
+            return rq_vk_fail(NULL, f ? r : VK_ERROR_EXTENSION_NOT_PRESENT, "vkCreateDebugUtilsMessengerEXT");
+        }
+    }
+    return ROPEQK_SUCCESS;
+}
+
+static bool has_device_ext(VkPhysicalDevice pd, const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
+        return false;
+    VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
+    bool found = false;
+    if (e && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(e[i].extensionName, name) == 0;
+    free(e);
+    return found;
+}
+
+/* The first queue family with compute, or -1. */
+static int compute_family(VkPhysicalDevice pd)
+{
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
+    VkQueueFamilyProperties q[32];
+    if (n > 32)
+        n = 32;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
+    for (uint32_t i = 0; i < n; i++)
+        if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
+            return (int)i;
+    return -1;
+}
+
+static bool usable(VkPhysicalDevice pd)
+{
+    for (uint32_t i = 0; i < N_REQUIRED; i++)
+        if (!has_device_ext(pd, required_ext[i]))
+            return false;
+    return compute_family(pd) >= 0;
+}
+
+static void fill_info(VkPhysicalDevice pd, ropeqk_vulkan_device_info *d)
+{
+    memset(d, 0, sizeof *d);
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &drv};
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(pd, &p);
+    bool v12 = VK_API_VERSION_MINOR(p.apiVersion) >= 2 || VK_API_VERSION_MAJOR(p.apiVersion) > 1;
+    if (v12)
+        vkGetPhysicalDeviceProperties2(pd, &p2);
+    snprintf(d->name, sizeof d->name, "%s", p.deviceName);
+    if (v12)
+        snprintf(d->driver, sizeof d->driver, "%.60s (%.60s)", drv.driverName, drv.driverInfo);
+    else
+        snprintf(d->driver, sizeof d->driver, "driver %u", p.driverVersion);
+    d->api_version = p.apiVersion;
+    d->cpu = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    d->usable = usable(pd);
+    d->cooperative_matrix = has_device_ext(pd, "VK_KHR_cooperative_matrix");
+}
+
+static VkResult physical_devices(VkInstance inst, VkPhysicalDevice *pd, uint32_t *n)
+{
+    *n = RQ_VK_MAX_DEVICES;
+    VkResult r = vkEnumeratePhysicalDevices(inst, n, pd);
+    return r == VK_INCOMPLETE ? VK_SUCCESS : r;
+}
+
+ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint32_t cap, uint32_t *count)
+{
+    if (!count || (!infos && cap))
+        return ROPEQK_ERR_NULL_POINTER;
+    *count = 0;
+    struct rq_vk_ctx tmp;
+    memset(&tmp, 0, sizeof tmp);
+    VkInstance inst;
+    ropeqk_status st = make_instance(&tmp, false, &inst);
+    if (st)
+        return st;
+    VkPhysicalDevice pd[RQ_VK_MAX_DEVICES];
+    uint32_t n = 0;
+    VkResult r = physical_devices(inst, pd, &n);
+    if (r != VK_SUCCESS)
+        st = rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
+    for (uint32_t i = 0; !st && i < n && i < cap; i++)
+        fill_info(pd[i], &infos[i]);
+    if (!st)
+        *count = n;
+    vkDestroyInstance(inst, NULL);
+    return st;
+}
+
+static bool name_has(const char *name, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *h = name; *h; h++) {
+        size_t i = 0;
+        while (i < n && h[i] && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return true;
+    }
+    return false;
+}
+
+/* What every Vulkan context does once it has a device and a queue: properties, the push-descriptor
+ * entry point, a command pool and fence for the host-memory calls, the configuration. */
+static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
+{
+    struct rq_vk_ctx *vk = ctx->vk;
+    vkGetPhysicalDeviceProperties(vk->phys, &vk->props);
+    vkGetPhysicalDeviceMemoryProperties(vk->phys, &vk->memprops);
+    vk->push_desc = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(vk->device, "vkCmdPushDescriptorSetKHR");
+    if (!vk->push_desc) {
+        rq_set_error("Vulkan device %s lacks %s (enable it on a borrowed VkDevice)", vk->props.deviceName,
+                     VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+        return ROPEQK_ERR_NO_DEVICE;
+    }
+    ropeqk_vulkan_device_info info;
+    fill_info(vk->phys, &info);
+    snprintf(ctx->device_desc, sizeof ctx->device_desc, "%.100s (Vulkan %u.%u, %.120s)", info.name,
+             VK_API_VERSION_MAJOR(info.api_version), VK_API_VERSION_MINOR(info.api_version), info.driver);
+    snprintf(ctx->dev.name, sizeof ctx->dev.name, "%.127s", info.name);
+    snprintf(ctx->dev.platform, sizeof ctx->dev.platform, "Vulkan");
+    snprintf(ctx->dev.driver, sizeof ctx->dev.driver, "%u", vk->props.driverVersion);
+    ctx->dev.cpu = info.cpu;
+    ctx->dev.max_wg = vk->props.limits.maxComputeWorkGroupInvocations;
+    ropeqk_status st = rq_tuning_resolve(tuning, &ctx->dev, &ctx->tune);
+    if (st)
+        return st;
+    snprintf(ctx->options, sizeof ctx->options, "spirv (glslc); specialization: per plan dtypes");
+    snprintf(ctx->tune.config_source, sizeof ctx->tune.config_source, "fixed shader shapes (Vulkan: no tuning yet)");
+    ctx->max_alloc = vk->props.limits.maxStorageBufferRange;
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                   .queueFamilyIndex = vk->qfam};
+    VkResult r = vkCreateCommandPool(vk->device, &pci, NULL, &vk->pool);
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if (r == VK_SUCCESS)
+        r = vkCreateFence(vk->device, &fci, NULL, &vk->fence);
+    if (r != VK_SUCCESS)
+        return rq_vk_fail(ctx, r, "vkCreateCommandPool/vkCreateFence");
+    return rq_vk_buf_create(ctx, 256, false, 0, &vk->dummy);
+}
+
+static ropeqk_status vk_alloc(ropeqk_ctx **out)
+{
+    ropeqk_ctx *ctx = calloc(1, sizeof *ctx);
+    struct rq_vk_ctx *vk = calloc(1, sizeof *vk);
+    if (!ctx || !vk || pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        free(ctx);
+        free(vk);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    }
+    if (pthread_mutex_init(&vk->qlock, NULL) == 0)
+        vk->qlock_ok = true;
+    atomic_init(&vk->vmsg, 0);
+    atomic_init(&ctx->last_cl, 0);
+    ctx->vk = vk;
+    *out = ctx;
+    return vk->qlock_ok ? ROPEQK_SUCCESS : ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+}
+
+ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *tuning, ropeqk_ctx **out)
+{
+    *out = NULL;
+    ropeqk_ctx *ctx = NULL;
+    ropeqk_status st = vk_alloc(&ctx);
+    if (st) {
+        rq_vk_ctx_free(ctx);
+        return st;
+    }
+    struct rq_vk_ctx *vk = ctx->vk;
+    vk->own = true;
+    if ((st = make_instance(vk, env_validation(), &vk->instance))) {
+        rq_vk_ctx_free(ctx);
+        return st;
+    }
+    VkPhysicalDevice pd[RQ_VK_MAX_DEVICES];
+    uint32_t n = 0;
+    VkResult r = physical_devices(vk->instance, pd, &n);
+    if (r != VK_SUCCESS) {
+        rq_vk_ctx_free(ctx);
+        return rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
+    }
+    int pick = -1;
+    for (uint32_t i = 0; i < n && pick < 0; i++) {
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(pd[i], &p);
+        if (index >= 0 ? (int)i == index : name ? name_has(p.deviceName, name) : usable(pd[i]))
+            pick = (int)i;
+    }
+    if (pick < 0 || !usable(pd[pick])) {
+        if (pick >= 0)
+            rq_set_error("Vulkan device %d has no compute queue or lacks %s", pick, required_ext[0]);
+        else if (index >= 0)
+            rq_set_error("no Vulkan device vulkan:%d (%u found)", index, n);
+        else
+            rq_set_error(name ? "no Vulkan device matches '%s'" : "no usable Vulkan device%s", name ? name : "");
+        rq_vk_ctx_free(ctx);
+        return ROPEQK_ERR_NO_DEVICE;
+    }
+    vk->phys = pd[pick];
+    vk->qfam = (uint32_t)compute_family(vk->phys);
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->qfam,
+                                   .queueCount = 1, .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci, .enabledExtensionCount = N_REQUIRED,
+                              .ppEnabledExtensionNames = required_ext};
+    r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
+    if (r != VK_SUCCESS) {
+        rq_vk_ctx_free(ctx);
+        return rq_vk_fail(NULL, r, "vkCreateDevice");
+    }
+    vkGetDeviceQueue(vk->device, vk->qfam, 0, &vk->queue);
+    if ((st = vk_finish(ctx, tuning))) {
+        rq_vk_ctx_free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, ropeqk_ctx **out)
+{
+    if (!out)
+        return ROPEQK_ERR_NULL_POINTER;
+    *out = NULL;
+    if (!params || !params->instance || !params->physical_device || !params->device || !params->queue)
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_ctx *ctx = NULL;
+    ropeqk_status st = vk_alloc(&ctx);
+    if (!st) {
+        struct rq_vk_ctx *vk = ctx->vk;
+        vk->instance = params->instance;
+        vk->phys = params->physical_device;
+        vk->device = params->device;
+        vk->queue = params->queue;
+        vk->qfam = params->queue_family;
+        st = vk_finish(ctx, &params->tuning);
+    }
+    if (st) {
+        rq_vk_ctx_free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return ROPEQK_SUCCESS;
+}
+
+void rq_vk_ctx_free(ropeqk_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    struct rq_vk_ctx *vk = ctx->vk;
+    if (vk) {
+        if (vk->device) {
+            if (vk->qlock_ok)
+                pthread_mutex_lock(&vk->qlock);
+            vkQueueWaitIdle(vk->queue); /* our host calls are done; recorded plans are the caller's */
+            if (vk->qlock_ok)
+                pthread_mutex_unlock(&vk->qlock);
+            rq_vk_pipes_free(ctx);
+            rq_vk_buf_free(ctx, &vk->dummy);
+            if (vk->fence)
+                vkDestroyFence(vk->device, vk->fence, NULL);
+            if (vk->pool)
+                vkDestroyCommandPool(vk->device, vk->pool, NULL);
+            if (vk->own)
+                vkDestroyDevice(vk->device, NULL);
+        }
+        if (vk->own && vk->instance) {
+            if (vk->messenger) {
+                PFN_vkDestroyDebugUtilsMessengerEXT f = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+                    vk->instance, "vkDestroyDebugUtilsMessengerEXT");
+                if (f)
+                    f(vk->instance, vk->messenger, NULL);
+            }
+            vkDestroyInstance(vk->instance, NULL);
+        }
+        if (vk->qlock_ok)
+            pthread_mutex_destroy(&vk->qlock);
+        free(vk);
+    }
+    free(ctx->build_log);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+VkInstance ropeqk_vulkan_instance(const ropeqk_ctx *ctx) { return ctx && ctx->vk ? ctx->vk->instance : VK_NULL_HANDLE; }
+VkPhysicalDevice ropeqk_vulkan_physical_device(const ropeqk_ctx *ctx)
+{
+    return ctx && ctx->vk ? ctx->vk->phys : VK_NULL_HANDLE;
+}
+VkDevice ropeqk_vulkan_device(const ropeqk_ctx *ctx) { return ctx && ctx->vk ? ctx->vk->device : VK_NULL_HANDLE; }
+VkQueue ropeqk_vulkan_queue(const ropeqk_ctx *ctx, uint32_t *queue_family)
+{
+    if (queue_family)
+        *queue_family = ctx && ctx->vk ? ctx->vk->qfam : 0;
+    return ctx && ctx->vk ? ctx->vk->queue : VK_NULL_HANDLE;
+}
+
+uint32_t ropeqk_vulkan_validation_messages(const ropeqk_ctx *ctx, char *buf, size_t len)
+{
+    if (buf && len)
+        buf[0] = '\0';
+    if (!ctx || !ctx->vk)
+        return 0;
+    uint32_t n = atomic_load(&ctx->vk->vmsg);
+    if (n && buf && len)
+        snprintf(buf, len, "%s", ctx->vk->first_msg);
+    return n;
+}

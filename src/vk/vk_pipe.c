@@ -1,0 +1,179 @@
+/* The shader table (ggml-vulkan style: one row per shader, its bindings and push-constant block) and
+ * the pipelines made from it, once per (shader, specialization constants) and context. */
+#include "vk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    RQ_VK_ROT_PC(RQ_VK_FIELD)
+} rq_vk_rot_pc;
+typedef struct {
+    RQ_VK_SC_PC(RQ_VK_FIELD)
+} rq_vk_sc_pc;
+/* Vulkan guarantees 128 bytes of push constants on every device */
+_Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 16 * 4, "rotate push constants");
+_Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 20 * 4, "scores push constants");
+
+extern const uint32_t rq_spv_rotate[], rq_spv_scores[];
+extern const size_t rq_spv_rotate_size, rq_spv_scores_size;
+
+static const struct {
+    const char *name;
+    const uint32_t *code;
+    const size_t *size;
+    uint32_t bindings, pc_size;
+} shaders[RQ_VK_SH_COUNT] = {
+    [RQ_VK_SH_ROTATE] = {"rotate", rq_spv_rotate, &rq_spv_rotate_size, 4, sizeof(rq_vk_rot_pc)},
+    [RQ_VK_SH_SCORES] = {"scores", rq_spv_scores, &rq_spv_scores_size, 5, sizeof(rq_vk_sc_pc)},
+};
+
+static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)
+{
+    VkDevice d = ctx->vk->device;
+    if (p->pipeline)
+        vkDestroyPipeline(d, p->pipeline, NULL);
+    if (p->layout)
+        vkDestroyPipelineLayout(d, p->layout, NULL);
+    if (p->dsl)
+        vkDestroyDescriptorSetLayout(d, p->dsl, NULL);
+    free(p);
+}
+
+static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[4], rq_vk_pipe **out)
+{
+    VkDevice d = ctx->vk->device;
+    rq_vk_pipe *p = calloc(1, sizeof *p);
+    if (!p)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    p->shader = sh;
+    memcpy(p->spec, spec, sizeof p->spec);
+    VkDescriptorSetLayoutBinding b[8];
+    for (uint32_t i = 0; i < shaders[sh].bindings; i++)
+        b[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                           .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+                                           .bindingCount = shaders[sh].bindings, .pBindings = b};
+    VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, shaders[sh].pc_size};
+    VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                    .codeSize = *shaders[sh].size, .pCode = shaders[sh].code};
+    VkShaderModule mod = VK_NULL_HANDLE;
+    VkResult r = vkCreateDescriptorSetLayout(d, &dci, NULL, &p->dsl);
+    const char *what = "vkCreateDescriptorSetLayout";
+    if (r == VK_SUCCESS) {
+        VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                          .setLayoutCount = 1, .pSetLayouts = &p->dsl,
+                                          .pushConstantRangeCount = 1, .pPushConstantRanges = &pcr};
+        what = "vkCreatePipelineLayout";
+        r = vkCreatePipelineLayout(d, &lci, NULL, &p->layout);
+    }
+    if (r == VK_SUCCESS) {
+        what = "vkCreateShaderModule";
+        r = vkCreateShaderModule(d, &mci, NULL, &mod);
+    }
+    if (r == VK_SUCCESS) {
+        VkSpecializationMapEntry me[4];
+        for (uint32_t i = 0; i < 4; i++)
+            me[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+        VkSpecializationInfo si = {4, me, sizeof p->spec, p->spec};
+        VkComputePipelineCreateInfo cci = {
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                      .module = mod, .pName = "main", .pSpecializationInfo = &si},
+            .layout = p->layout};
+        what = "vkCreateComputePipelines";
+        r = vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &cci, NULL, &p->pipeline);
+        vkDestroyShaderModule(d, mod, NULL);
+    }
+    if (r != VK_SUCCESS) {
+        ropeqk_status st = rq_vk_fail(ctx, r, what);
+        rq_set_error("Vulkan pipeline for shader '%s' failed: %s (%d) in %s", shaders[sh].name,
+                     rq_vk_result_name(r) ? rq_vk_result_name(r) : "?", (int)r, what);
+        pipe_free(ctx, p);
+        return st;
+    }
+    *out = p;
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[4], rq_vk_pipe **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&ctx->lock);
+    for (rq_vk_pipe *p = ctx->vk->pipes; p; p = p->next)
+        if (p->shader == sh && memcmp(p->spec, spec, sizeof p->spec) == 0) {
+            *out = p;
+            pthread_mutex_unlock(&ctx->lock);
+            return ROPEQK_SUCCESS;
+        }
+    /* made under the lock: two plans asking for the same pipeline get one */
+    rq_vk_pipe *p = NULL;
+    ropeqk_status st = pipe_make(ctx, sh, spec, &p);
+    if (!st) {
+        p->next = ctx->vk->pipes;
+        ctx->vk->pipes = p;
+        *out = p;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+void rq_vk_pipes_free(ropeqk_ctx *ctx)
+{
+    rq_vk_pipe *p = ctx->vk->pipes;
+    while (p) {
+        rq_vk_pipe *n = p->next;
+        pipe_free(ctx, p);
+        p = n;
+    }
+    ctx->vk->pipes = NULL;
+}
+
+ropeqk_status rq_vk_bind_offsets(ropeqk_ctx *ctx, const rq_vk_bind *b, uint32_t n, uint32_t *elem_off)
+{
+    const VkPhysicalDeviceLimits *lim = &ctx->vk->props.limits;
+    VkDeviceSize align = lim->minStorageBufferOffsetAlignment ? lim->minStorageBufferOffsetAlignment : 1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!b[i].buf) {
+            elem_off[i] = 0;
+            continue;
+        }
+        VkDeviceSize base = b[i].offset / align * align, rem = b[i].offset - base;
+        /* 32-bit element indices in the shaders, and the device's descriptor range limit */
+        if (rem + b[i].bytes > lim->maxStorageBufferRange || rem + b[i].bytes > UINT32_MAX) {
+            rq_set_error("a buffer view of %llu bytes exceeds this Vulkan device's storage-buffer range limit (%u bytes)",
+                         (unsigned long long)(rem + b[i].bytes), lim->maxStorageBufferRange);
+            return ROPEQK_ERR_TOO_LARGE;
+        }
+        elem_off[i] = (uint32_t)(rem / b[i].elem_size);
+    }
+    return ROPEQK_SUCCESS;
+}
+
+void rq_vk_dispatch(ropeqk_ctx *ctx, VkCommandBuffer cmd, const rq_vk_pipe *p, const rq_vk_bind *b, uint32_t n,
+                    const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    struct rq_vk_ctx *vk = ctx->vk;
+    VkDeviceSize align = vk->props.limits.minStorageBufferOffsetAlignment;
+    if (!align)
+        align = 1;
+    VkDescriptorBufferInfo bi[8];
+    VkWriteDescriptorSet w[8];
+    for (uint32_t i = 0; i < n; i++) {
+        if (b[i].buf) {
+            VkDeviceSize base = b[i].offset / align * align;
+            VkDeviceSize range = b[i].offset - base + b[i].bytes;
+            bi[i] = (VkDescriptorBufferInfo){b[i].buf, base, range ? range : 4};
+        } else {
+            bi[i] = (VkDescriptorBufferInfo){vk->dummy.buf, 0, vk->dummy.size};
+        }
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = i,
+                                      .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &bi[i]};
+    }
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+    vk->push_desc(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, n, w);
+    vkCmdPushConstants(cmd, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_size, pc);
+    vkCmdDispatch(cmd, gx, gy, gz);
+}

@@ -1,0 +1,195 @@
+/* Plans on a Vulkan context: pipelines, frequency table and scratch made at creation; recording
+ * into the caller's command buffer (ropeqk_vulkan_plan_record) checks the buffers and records a
+ * leading barrier and the dispatches. */
+#include "vk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    RQ_VK_ROT_PC(RQ_VK_FIELD)
+} rot_pc;
+typedef struct {
+    RQ_VK_SC_PC(RQ_VK_FIELD)
+} sc_pc;
+
+ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    if (pl->op != ROPEQK_OP_SCORES) {
+        rq_set_error("ropeqk_plan_create: this operation is not available on Vulkan yet (scores only)");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    struct rq_vk_plan *vp = calloc(1, sizeof *vp);
+    if (!vp)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    pl->vkp = vp;
+    int32_t wg = RQ_VK_ROT_UNITS;
+    int32_t sq[4] = {pl->q.dtype, 0, 0, wg}, sk[4] = {pl->k.dtype, 0, 0, wg}, ss[4] = {0, 0, 0, 256};
+    ropeqk_status st;
+    if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sk, &vp->rot_k)) ||
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_SCORES, ss, &vp->main)))
+        return st;
+    /* scratch: rotated f32 rows, sized for the descriptors (max_keys keys for a decode plan) */
+    uint64_t qn = (uint64_t)(pb->B * pb->Hq * pb->Sq * pb->D), kn = (uint64_t)(pb->B * pb->Hkv * pb->Sk * pb->D);
+    uint64_t lim = ctx->vk->props.limits.maxStorageBufferRange;
+    if (qn * 4 > lim || kn * 4 > lim) {
+        rq_set_error("ropeqk_plan_create: rotated scratch of %llu bytes exceeds this Vulkan device's storage-buffer "
+                     "range limit (%llu bytes)", (unsigned long long)((qn > kn ? qn : kn) * 4),
+                     (unsigned long long)lim);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    if ((st = rq_vk_buf_upload(ctx, vfreq4, (VkDeviceSize)(pb->R / 2) * 16, &vp->freq)) ||
+        (st = rq_vk_buf_create(ctx, qn * 4, false, 0, &vp->qr)) ||
+        (st = rq_vk_buf_create(ctx, kn * 4, false, 0, &vp->kr)))
+        return st;
+    return ROPEQK_SUCCESS;
+}
+
+void rq_vk_plan_free(ropeqk_plan *pl)
+{
+    struct rq_vk_plan *vp = pl->vkp;
+    if (!vp)
+        return;
+    rq_vk_buf_free(pl->ctx, &vp->freq);
+    rq_vk_buf_free(pl->ctx, &vp->qr);
+    rq_vk_buf_free(pl->ctx, &vp->kr);
+    free(vp);
+    pl->vkp = NULL;
+}
+
+/* Rows [0, S) of view t in m rotated into dst (f32 [BH][S][D], times out_mul). */
+static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_pipe *pipe, const ropeqk_tensor *t,
+                                   ropeqk_vulkan_mem m, size_t extent, ropeqk_vulkan_mem pos, int64_t S,
+                                   int64_t off, float out_mul, const rq_vk_buf *dst)
+{
+    const rq_problem *pb = &pl->pb;
+    uint32_t es = (uint32_t)ropeqk_dtype_size(t->dtype);
+    rq_vk_bind b[4] = {
+        {m.buf, m.offset, extent, es},
+        {pos.buf, pos.offset, (VkDeviceSize)S * 4, 4},
+        {pl->vkp->freq.buf, 0, pl->vkp->freq.size, 16},
+        {dst->buf, 0, dst->size, 4},
+    };
+    /* 16-bit views are read a 32-bit word at a time: round the bound bytes up to whole words */
+    if (es == 2)
+        b[0].bytes = (b[0].offset % 4 + extent + 3) / 4 * 4 - b[0].offset % 4;
+    uint32_t eo[4];
+    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 4, eo);
+    if (st)
+        return st;
+    rot_pc pc = {
+        .src_off = eo[0], .nb0 = (uint32_t)(t->nb[0] / es), .nb1 = (uint32_t)(t->nb[1] / es),
+        .nb2 = (uint32_t)(t->nb[2] / es), .pos_off = eo[1], .dst_off = 0, .H = (int32_t)t->ne[1],
+        .BH = (int32_t)(t->ne[0] * t->ne[1]), .S = (int32_t)S, .D = (int32_t)pb->D, .R = (int32_t)pb->R,
+        .lay = pb->layout, .use_pos = pos.buf != VK_NULL_HANDLE, .pos_base = (int32_t)off,
+        .rot_mul = (float)pb->attn, .out_mul = out_mul,
+    };
+    uint32_t units = (uint32_t)(pb->R / 2 + (pb->D - pb->R));
+    uint32_t gy = S < 65535 ? (uint32_t)S : 65535u; /* the shader strides over rows past the grid */
+    rq_vk_dispatch(pl->ctx, cmd, pipe, b, 4, &pc, sizeof pc, (units + RQ_VK_ROT_UNITS - 1) / RQ_VK_ROT_UNITS, gy, 1);
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
+                                  int64_t q_off, int64_t k_off)
+{
+    const rq_problem *pb = &pl->pb;
+    struct rq_vk_plan *vp = pl->vkp;
+    rq_extents x = {.Sk = Sk};
+    ropeqk_tensor kt = pl->k, ot = pl->out;
+    kt.ne[2] = ot.ne[3] = Sk;
+    x.k = ropeqk_tensor_extent(&kt);
+    x.o = ropeqk_tensor_extent(&ot);
+    /* everything earlier in the queue (the caller's writes of Q, K, positions; earlier runs of this
+     * plan reading its scratch) before the shaders */
+    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    ropeqk_status st = record_rotate(pl, cmd, vp->rot_q, &pl->q, a->q, pb->q_extent, a->q_pos, pb->Sq, q_off,
+                                     (float)pb->scale, &vp->qr);
+    if (!st)
+        st = record_rotate(pl, cmd, vp->rot_k, &pl->k, a->k, x.k, a->k_pos, Sk, k_off, 1.0f, &vp->kr);
+    if (st)
+        return st;
+    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    rq_vk_bind b[5] = {
+        {vp->qr.buf, 0, vp->qr.size, 4},
+        {vp->kr.buf, 0, vp->kr.size, 4},
+        {a->q_pos.buf, a->q_pos.offset, (VkDeviceSize)pb->Sq * 4, 4},
+        {a->k_pos.buf, a->k_pos.offset, (VkDeviceSize)Sk * 4, 4},
+        {a->out.buf, a->out.offset, x.o, 4},
+    };
+    uint32_t eo[5];
+    if ((st = rq_vk_bind_offsets(pl->ctx, b, 5, eo)))
+        return st;
+    /* W >= 2^32 masks nothing among int32 positions (their difference is below 2^32) */
+    uint32_t window = pb->window > 0 && pb->window < ((int64_t)1 << 32) ? (uint32_t)pb->window : 0u;
+    sc_pc pc = {
+        .qpos_off = eo[2], .kpos_off = eo[3], .out_off = eo[4], .onb0 = (uint32_t)(pl->out.nb[0] / 4),
+        .onb1 = (uint32_t)(pl->out.nb[1] / 4), .onb2 = (uint32_t)(pl->out.nb[2] / 4),
+        .onb3 = (uint32_t)(pl->out.nb[3] / 4), .window = window, .Sq = (int32_t)pb->Sq, .Sk = (int32_t)Sk,
+        .D = (int32_t)pb->D, .G = (int32_t)pb->G, .Hq = (int32_t)pb->Hq, .use_qpos = a->q_pos.buf != VK_NULL_HANDLE,
+        .q_base = (int32_t)q_off, .use_kpos = a->k_pos.buf != VK_NULL_HANDLE, .k_base = (int32_t)k_off,
+        .causal = pb->causal, .qr_off = 0, .kr_off = 0,
+    };
+    uint32_t gx = (uint32_t)((Sk + RQ_VK_SC_TILE - 1) / RQ_VK_SC_TILE);
+    uint32_t gy = (uint32_t)((pb->Sq + RQ_VK_SC_TILE - 1) / RQ_VK_SC_TILE);
+    rq_vk_dispatch(pl->ctx, cmd, vp->main, b, 5, &pc, sizeof pc, gx, gy, (uint32_t)(pb->B * pb->Hq));
+    return ROPEQK_SUCCESS;
+}
+
+/* A view's range inside the caller's buffer range (the same checks as the OpenCL path). */
+static ropeqk_status check_mem(ropeqk_vulkan_mem m, size_t align, size_t extent, rq_range *r)
+{
+    if (m.offset % align != 0)
+        return ROPEQK_ERR_BAD_STRIDES;
+    if (extent > m.range) {
+        rq_set_error("a buffer range of %llu bytes is smaller than its view (%zu bytes)",
+                     (unsigned long long)m.range, extent);
+        return ROPEQK_ERR_BUFFER_TOO_SMALL;
+    }
+    /* VkBuffer handles compare as the overlap check's identity */
+    r->buf = (cl_mem)(uintptr_t)m.buf;
+    r->off = (size_t)m.offset;
+    r->len = extent;
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *args,
+                                        const ropeqk_step *step)
+{
+    if (!pl || !args || !cmd)
+        return ROPEQK_ERR_NULL_POINTER;
+    if (!pl->vkp) {
+        rq_set_error("ropeqk_vulkan_plan_record: the plan belongs to a context of another backend");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    const rq_problem *pb = &pl->pb;
+    if (!args->q.buf || !args->k.buf || !args->out.buf)
+        return ROPEQK_ERR_NULL_POINTER;
+    rq_extents x;
+    ropeqk_status st = rq_plan_step(pl, step, args->q_pos.buf || args->k_pos.buf, "ropeqk_vulkan_plan_record", &x);
+    if (st)
+        return st;
+    rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq;
+    size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
+    /* 16-bit views are read as whole 32-bit words: the word holding the last element must be inside */
+    size_t q_need = qes == 2 ? (size_t)((args->q.offset % 4 + pb->q_extent + 3) / 4 * 4 - args->q.offset % 4)
+                             : pb->q_extent;
+    size_t k_need = kes == 2 ? (size_t)((args->k.offset % 4 + x.k + 3) / 4 * 4 - args->k.offset % 4) : x.k;
+    if ((st = check_mem(args->q, qes, q_need, &rq)) || (st = check_mem(args->k, kes, k_need, &rk)) ||
+        (st = check_mem(args->out, 4, x.o, &ro)))
+        return st;
+    if (args->q_pos.buf && (st = check_mem(args->q_pos, 4, (size_t)pb->Sq * 4, &rqp)))
+        return st;
+    if (args->k_pos.buf && (st = check_mem(args->k_pos, 4, (size_t)x.Sk * 4, &rkp)))
+        return st;
+    const rq_range *in[] = {&rq, &rk, &rqp, &rkp};
+    for (int i = 0; i < 4; i++)
+        if (rq_ranges_overlap(&ro, in[i]))
+            return ROPEQK_ERR_OVERLAP;
+    return rq_vk_record_scores(pl, cmd, args, x.Sk, x.q_off, x.k_off);
+}
