@@ -33,7 +33,7 @@ void main()
         float c = 1.0, s = 0.0;
         if (!pt) {
             int p = pc.use_pos != 0 ? pos[pc.pos_off + uint(row)] : pc.pos_base + row;
-            vec2 cs = rq_cossinpi(rq_half_turns(p, vfreq[unit].xyz)) * pc.rot_mul;
+            vec2 cs = rq_rope_cossin(p, vfreq[unit].xyz) * pc.rot_mul;
             c = cs.x;
             s = cs.y;
         }
