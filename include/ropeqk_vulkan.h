@@ -68,9 +68,12 @@ ROPEQK_API VkPhysicalDevice ropeqk_vulkan_physical_device(const ropeqk_ctx *ctx)
 ROPEQK_API VkDevice ropeqk_vulkan_device(const ropeqk_ctx *ctx);
 ROPEQK_API VkQueue ropeqk_vulkan_queue(const ropeqk_ctx *ctx, uint32_t *queue_family);
 
-/* Messages of the Khronos validation layer seen by a context the library opened with
- * ROPEQK_VULKAN_VALIDATION=1 in the environment (tests set it): their count, and the first one
- * copied into buf (len bytes, NUL-terminated when len > 0). 0 when validation is off. */
+/* Messages (warnings and errors) of the Khronos validation layer seen by a context the library
+ * opened with ROPEQK_VULKAN_VALIDATION=1 in the environment (tests set it; without the layer
+ * installed, context creation then fails with ROPEQK_ERR_BAD_CONFIG): their count, and the first
+ * one copied into buf (len bytes, NUL-terminated when len > 0). ctx NULL: every context of the
+ * process so far, destroyed ones included. 0 when validation is off. Each message is also printed
+ * to stderr as "ropeqk: Vulkan validation: ...". */
 ROPEQK_API uint32_t ropeqk_vulkan_validation_messages(const ropeqk_ctx *ctx, char *buf, size_t len);
 
 /* A buffer range: `range` bytes usable from `offset` (VK_WHOLE_SIZE is not accepted: the library

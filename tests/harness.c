@@ -1,4 +1,5 @@
 #include "harness.h"
+#include "harness_vk.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -241,7 +242,9 @@ th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed)
     memcpy(q_copy, q.data, q.bytes);
     memcpy(k_copy, k.data, k.bytes);
     bool device_guards = true;
-    if (c->enqueue)
+    if (c->enqueue && th_is_vulkan(ctx))
+        r.status = th_vk_run_scores(ctx, c, &q, &k, qp, kp, &o, &device_guards);
+    else if (c->enqueue)
         r.status = run_enqueue(ctx, c, &q, &k, qp, kp, &o, &device_guards);
     else
         r.status = ropeqk_scores(ctx, &c->p, &q.t, q.data, &k.t, k.data, qp, kp, &o.t, (float *)(void *)o.data);
@@ -274,7 +277,7 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
     ropeqk_ctx *ctx = NULL;
     ropeqk_status st = ropeqk_ctx_create(NULL, &ctx);
     if (st) {
-        snprintf(why, len, "no OpenCL device: %s", ropeqk_status_string(st));
+        snprintf(why, len, "no device: %s (%s)", ropeqk_status_string(st), ropeqk_last_error());
         return NULL;
     }
     return ctx;
@@ -282,6 +285,12 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
 
 void th_leak_check(void)
 {
+    char first[512];
+    uint32_t n = ropeqk_vulkan_validation_messages(NULL, first, sizeof first);
+    if (n) {
+        fprintf(stderr, "Khronos validation layer: %u message(s) in this test, the first: %s\n", n, first);
+        abort();
+    }
 #ifdef TH_LSAN
     if (__lsan_do_recoverable_leak_check() != 0) {
         fprintf(stderr, "LeakSanitizer found leaks in this test (report above)\n");

@@ -51,10 +51,28 @@ th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed);
 void th_describe(const th_case *c, char *buf, size_t len);
 
 /* In a sanitizer build: run LeakSanitizer now and abort the test worker if anything leaked (Criterion
- * workers exit without running LSan's own exit-time check). A no-op otherwise. Use as a suite .fini. */
+ * workers exit without running LSan's own exit-time check). On Vulkan (ROPEQK_VULKAN_VALIDATION=1):
+ * aborts the worker if the Khronos validation layer reported anything. Use as a suite .fini. */
 void th_leak_check(void);
 
 /* A context on the default device, or NULL (with the reason printed) when there is none. */
 ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len);
+/* Whether ctx is a Vulkan context (ROPEQK_DEVICE=vulkan): tests of OpenCL-only API skip there. */
+bool th_is_vulkan(const ropeqk_ctx *ctx);
+/* In a test of OpenCL-only API: on a Vulkan context, destroy it and skip (test_vulkan.c covers the
+ * Vulkan counterparts). */
+#define TH_SKIP_IF_VULKAN(ctx)                                                                     \
+    do {                                                                                           \
+        if (th_is_vulkan(ctx)) {                                                                   \
+            ropeqk_ctx_destroy(ctx);                                                               \
+            cr_skip_test("OpenCL API; the Vulkan record path is tested in test_vulkan.c");         \
+        }                                                                                          \
+    } while (0)
+/* The same for a suite's shared context (its .fini destroys it). */
+#define TH_SKIP_ON_VULKAN(ctx)                                                                     \
+    do {                                                                                           \
+        if (th_is_vulkan(ctx))                                                                     \
+            cr_skip_test("OpenCL API; the Vulkan record path is tested in test_vulkan.c");         \
+    } while (0)
 
 #endif

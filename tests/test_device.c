@@ -162,6 +162,7 @@ static void free_dev(dev_setup *s)
 
 Test(device, enqueue_with_offsets_positions_and_events)
 {
+    TH_SKIP_ON_VULKAN(ctx);
     float qd[80], kd[48];
     int32_t qp[5] = {900, 3, 77, 5, 1 << 20}, kp[6] = {0, 5, 77, 1 << 20, 2, 901};
     uint64_t rng = 11;
@@ -201,6 +202,7 @@ Test(device, enqueue_with_offsets_positions_and_events)
 
 Test(device, borrowed_context_and_queue_survive_destroy)
 {
+    TH_SKIP_ON_VULKAN(ctx);
     cl_platform_id pl;
     cl_device_id dev;
     cr_assert_eq(ropeqk_opencl_select_device(NULL, &pl, &dev, NULL, 0), ROPEQK_SUCCESS);
@@ -251,6 +253,7 @@ Test(device, device_spec_selection)
 
 Test(device, build_failure_returns_status_and_log)
 {
+    TH_SKIP_ON_VULKAN(ctx);
     setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
     ropeqk_ctx *x = NULL;
     cr_assert_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_SUCCESS);
@@ -278,6 +281,7 @@ static ropeqk_ctx *small_ctx(const char *limit)
 
 Test(device, huge_requests_are_split_to_fit_the_allocation_limit)
 {
+    TH_SKIP_ON_VULKAN(ctx);
     ropeqk_ctx *x = small_ctx("16384"); /* 4096 floats of scratch at most */
     th_case c = base_case();
     c.Sq = 127; c.Sk = 512; c.D = 64; c.Hq = 4; c.Hkv = 2; c.p.causal = 1;

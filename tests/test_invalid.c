@@ -157,6 +157,7 @@ Test(invalid, enqueue_buffer_checks)
     ropeqk_ctx *ctx = th_ctx_or_skip_reason(why, sizeof why);
     if (!ctx)
         cr_skip_test("%s", why);
+    TH_SKIP_IF_VULKAN(ctx);
     cl_context cx = ropeqk_opencl_context(ctx);
     cl_int err;
     cl_mem big = clCreateBuffer(cx, CL_MEM_READ_WRITE, 8192, NULL, &err);
@@ -232,6 +233,7 @@ Test(invalid, outermost_block_past_int64)
     ropeqk_ctx *ctx = th_ctx_or_skip_reason(why, sizeof why);
     if (!ctx)
         cr_skip_test("%s", why);
+    TH_SKIP_IF_VULKAN(ctx);
     cl_int err;
     cl_mem m = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
     ropeqk_opencl_mem none = {NULL, 0};

@@ -44,6 +44,9 @@ ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what)
 }
 
 /* ---- validation messages (ROPEQK_VULKAN_VALIDATION=1) ------------------------------------------ */
+/* process-wide too, so a test can check every context it made, destroyed or not */
+static atomic_uint total_msgs;
+static char total_first[512];
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
                                                  VkDebugUtilsMessageTypeFlagsEXT type,
                                                  const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
@@ -55,6 +58,8 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
     /* first message wins the buffer; the layer calls back from the thread that made the call */
     if (atomic_fetch_add(&vk->vmsg, 1) == 0 && data && data->pMessage)
         snprintf(vk->first_msg, sizeof vk->first_msg, "%s", data->pMessage);
+    if (atomic_fetch_add(&total_msgs, 1) == 0 && data && data->pMessage)
+        snprintf(total_first, sizeof total_first, "%s", data->pMessage);
     fprintf(stderr, "ropeqk: Vulkan validation: %s\n", data && data->pMessage ? data->pMessage : "(no text)");
     return VK_FALSE;
 }
@@ -425,7 +430,13 @@ uint32_t ropeqk_vulkan_validation_messages(const ropeqk_ctx *ctx, char *buf, siz
 {
     if (buf && len)
         buf[0] = '\0';
-    if (!ctx || !ctx->vk)
+    if (!ctx) {
+        uint32_t n = atomic_load(&total_msgs);
+        if (n && buf && len)
+            snprintf(buf, len, "%s", total_first);
+        return n;
+    }
+    if (!ctx->vk)
         return 0;
     uint32_t n = atomic_load(&ctx->vk->vmsg);
     if (n && buf && len)
