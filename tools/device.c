@@ -117,6 +117,29 @@ static void print_device(cl_device_id dev, int p, int d, bool is_default)
     free(exts);
 }
 
+/* The Vulkan devices ("vulkan:N" for --device), printed first; returns how many. */
+static unsigned list_vulkan(void)
+{
+    ropeqk_vulkan_device_info info[16];
+    uint32_t n = 0;
+    ropeqk_status st = ropeqk_vulkan_list_devices(info, 16, &n);
+    if (st != ROPEQK_SUCCESS) {
+        printf("vulkan: none (%s)\n", ropeqk_last_error());
+        return 0;
+    }
+    printf("vulkan: %u device%s\n", n, n == 1 ? "" : "s");
+    for (uint32_t i = 0; i < n && i < 16; i++) {
+        printf("    vulkan:%u  %s\n", i, info[i].name);
+        printf("         type %s, Vulkan %u.%u.%u, %s\n", info[i].cpu ? "CPU" : "GPU/other",
+               VK_API_VERSION_MAJOR(info[i].api_version), VK_API_VERSION_MINOR(info[i].api_version),
+               VK_API_VERSION_PATCH(info[i].api_version), info[i].driver);
+        printf("         usable: %s, cooperative matrices (VK_KHR_cooperative_matrix): %s\n",
+               info[i].usable ? "yes" : "no (no compute queue or no VK_KHR_push_descriptor)",
+               info[i].cooperative_matrix ? "yes (not used yet)" : "no");
+    }
+    return n;
+}
+
 int cmd_devices(int argc, char **argv)
 {
     const char *dump_dir = NULL;
@@ -135,21 +158,26 @@ int cmd_devices(int argc, char **argv)
         return r;
     if (help) {
         cli_print_help(stdout, "ropeqk devices",
-                       "Lists every OpenCL platform and device (index P:D for --device and $ROPEQK_DEVICE)\n"
-                       "and marks with '*' the default device: $ROPEQK_DEVICE if set, else the first\n"
-                       "device of the first platform. For each device it prints the kernel profile in\n"
+                       "Lists the Vulkan devices (vulkan:N for --device and $ROPEQK_DEVICE; `vulkan` = the\n"
+                       "first usable one), then every OpenCL platform and device (P:D, or opencl:P:D), and\n"
+                       "marks with '*' the default OpenCL device: $ROPEQK_DEVICE if set, else the first\n"
+                       "device of the first platform. A name substring selects the first OpenCL device\n"
+                       "with that name, else the first Vulkan one. For each device it prints the kernel profile in\n"
                        "effect and where it came from ($ROPEQK_PROFILE=cpu|gpu|auto, else the device type)\n"
                        "and the build options on a line starting with `options:`. Exit status 1 when there\n"
                        "is no OpenCL platform, or when a --build or --dump-program step failed.",
                        opts, nopts);
         return CLI_OK;
     }
+    unsigned nvk = list_vulkan();
     cl_platform_id plats[MAX_PLATFORMS];
     cl_uint np = 0;
     cl_int err = clGetPlatformIDs(MAX_PLATFORMS, plats, &np);
     if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && np == 0)) {
-        cli_err("devices: no OpenCL platform found (is an ICD such as pocl-opencl-icd installed?);"
-                " `--device ref` runs the scalar C path without OpenCL");
+        if (nvk)
+            return CLI_OK;
+        cli_err("devices: no OpenCL platform or Vulkan device found (is an ICD such as pocl-opencl-icd or "
+                "mesa-vulkan-drivers installed?); `--device ref` runs the scalar C path");
         return CLI_RUNTIME;
     }
     if (err != CL_SUCCESS) {
