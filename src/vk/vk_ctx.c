@@ -70,14 +70,17 @@ static bool env_validation(void)
     return v && strcmp(v, "1") == 0;
 }
 
-static bool has_layer(const char *name)
+/* 1 when the instance layer exists, 0 when not, -1 out of host memory. */
+static int has_layer(const char *name)
 {
     uint32_t n = 0;
     if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0)
-        return false;
+        return 0;
     VkLayerProperties *l = calloc(n, sizeof *l);
-    bool found = false;
-    if (l && vkEnumerateInstanceLayerProperties(&n, l) == VK_SUCCESS)
+    if (!l)
+        return -1;
+    int found = 0;
+    if (vkEnumerateInstanceLayerProperties(&n, l) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(l[i].layerName, name) == 0;
     free(l);
@@ -90,7 +93,10 @@ static ropeqk_status make_instance(struct rq_vk_ctx *vk, bool validation, VkInst
 {
     *out = VK_NULL_HANDLE;
     const char *layer = "VK_LAYER_KHRONOS_validation";
-    if (validation && !has_layer(layer)) {
+    int have = validation ? has_layer(layer) : 1;
+    if (have < 0)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    if (!have) {
         rq_set_error("ROPEQK_VULKAN_VALIDATION=1 but %s is not installed (Debian: vulkan-validationlayers)", layer);
         return ROPEQK_ERR_BAD_CONFIG;
     }
@@ -127,14 +133,17 @@ static ropeqk_status make_instance(struct rq_vk_ctx *vk, bool validation, VkInst
     return ROPEQK_SUCCESS;
 }
 
-static bool has_device_ext(VkPhysicalDevice pd, const char *name)
+/* 1 when the device has the extension, 0 when not, -1 out of host memory. */
+static int has_device_ext(VkPhysicalDevice pd, const char *name)
 {
     uint32_t n = 0;
     if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
-        return false;
+        return 0;
     VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
-    bool found = false;
-    if (e && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
+    if (!e)
+        return -1;
+    int found = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(e[i].extensionName, name) == 0;
     free(e);
@@ -156,15 +165,19 @@ static int compute_family(VkPhysicalDevice pd)
     return -1;
 }
 
-static bool usable(VkPhysicalDevice pd)
+/* 1: a compute queue and the required extensions; 0: not; -1: out of host memory. */
+static int usable(VkPhysicalDevice pd)
 {
-    for (uint32_t i = 0; i < N_REQUIRED; i++)
-        if (!has_device_ext(pd, required_ext[i]))
-            return false;
+    for (uint32_t i = 0; i < N_REQUIRED; i++) {
+        int h = has_device_ext(pd, required_ext[i]);
+        if (h <= 0)
+            return h;
+    }
     return compute_family(pd) >= 0;
 }
 
-static void fill_info(VkPhysicalDevice pd, ropeqk_vulkan_device_info *d)
+/* full: also the extension checks (usable, cooperative_matrix), which allocate */
+static void fill_info(VkPhysicalDevice pd, ropeqk_vulkan_device_info *d, bool full)
 {
     memset(d, 0, sizeof *d);
     VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
@@ -181,8 +194,8 @@ static void fill_info(VkPhysicalDevice pd, ropeqk_vulkan_device_info *d)
         snprintf(d->driver, sizeof d->driver, "driver %u", p.driverVersion);
     d->api_version = p.apiVersion;
     d->cpu = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    d->usable = usable(pd);
-    d->cooperative_matrix = has_device_ext(pd, "VK_KHR_cooperative_matrix");
+    d->usable = full && usable(pd) > 0;
+    d->cooperative_matrix = full && has_device_ext(pd, "VK_KHR_cooperative_matrix") > 0;
 }
 
 static VkResult physical_devices(VkInstance inst, VkPhysicalDevice *pd, uint32_t *n)
@@ -209,7 +222,7 @@ ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint3
     if (r != VK_SUCCESS)
         st = rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
     for (uint32_t i = 0; !st && i < n && i < cap; i++)
-        fill_info(pd[i], &infos[i]);
+        fill_info(pd[i], &infos[i], true);
     if (!st)
         *count = n;
     vkDestroyInstance(inst, NULL);
@@ -243,7 +256,7 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
         return ROPEQK_ERR_NO_DEVICE;
     }
     ropeqk_vulkan_device_info info;
-    fill_info(vk->phys, &info);
+    fill_info(vk->phys, &info, false);
     snprintf(ctx->device_desc, sizeof ctx->device_desc, "%.100s (Vulkan %u.%u, %.120s)", info.name,
              VK_API_VERSION_MAJOR(info.api_version), VK_API_VERSION_MINOR(info.api_version), info.driver);
     snprintf(ctx->dev.name, sizeof ctx->dev.name, "%.127s", info.name);
@@ -309,14 +322,23 @@ ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *t
         rq_vk_ctx_free(ctx);
         return rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
     }
-    int pick = -1;
-    for (uint32_t i = 0; i < n && pick < 0; i++) {
+    int pick = -1, ok = 0;
+    bool oom = false;
+    for (uint32_t i = 0; i < n && pick < 0 && !oom; i++) {
         VkPhysicalDeviceProperties p;
         vkGetPhysicalDeviceProperties(pd[i], &p);
-        if (index >= 0 ? (int)i == index : name ? name_has(p.deviceName, name) : usable(pd[i]))
+        int u = index >= 0 || name ? 1 : usable(pd[i]);
+        oom = u < 0;
+        if (!oom && (index >= 0 ? (int)i == index : name ? name_has(p.deviceName, name) : u))
             pick = (int)i;
     }
-    if (pick < 0 || !usable(pd[pick])) {
+    if (pick >= 0 && (ok = usable(pd[pick])) < 0)
+        oom = true;
+    if (oom) {
+        rq_vk_ctx_free(ctx);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    }
+    if (pick < 0 || !ok) {
         if (pick >= 0)
             rq_set_error("Vulkan device %d has no compute queue or lacks %s", pick, required_ext[0]);
         else if (index >= 0)

@@ -7,7 +7,9 @@
 
 const char *const fault_names[F_COUNT] = {"clCreateBuffer", "clBuildProgram", "clCreateKernel",
                                           "clEnqueueNDRangeKernel", "clEnqueueReadBuffer",
-                                          "clEnqueueWriteBuffer", "malloc/calloc/realloc"};
+                                          "clEnqueueWriteBuffer", "malloc/calloc/realloc", "vkCreateBuffer",
+                                          "vkAllocateMemory", "vkMapMemory", "vkCreateComputePipelines",
+                                          "vkQueueSubmit", "vkAllocateCommandBuffers"};
 
 static bool armed, fired;
 static fault_fn target;
@@ -27,8 +29,7 @@ void fault_disarm(void) { armed = false; }
 long fault_calls(fault_fn fn) { return calls[fn]; }
 bool fault_fired(void) { return fired; }
 
-/* True when this call of fn is the one to fail. */
-static bool hit(fault_fn fn)
+bool fault_hit(fault_fn fn)
 {
     if (!armed)
         return false;
@@ -43,14 +44,14 @@ static bool hit(fault_fn fn)
 void *__real_malloc(size_t);
 void *__real_calloc(size_t, size_t);
 void *__real_realloc(void *, size_t);
-void *__wrap_malloc(size_t n) { return hit(F_MALLOC) ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t a, size_t b) { return hit(F_MALLOC) ? NULL : __real_calloc(a, b); }
-void *__wrap_realloc(void *p, size_t n) { return hit(F_MALLOC) ? NULL : __real_realloc(p, n); }
+void *__wrap_malloc(size_t n) { return fault_hit(F_MALLOC) ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t a, size_t b) { return fault_hit(F_MALLOC) ? NULL : __real_calloc(a, b); }
+void *__wrap_realloc(void *p, size_t n) { return fault_hit(F_MALLOC) ? NULL : __real_realloc(p, n); }
 
 cl_mem __real_clCreateBuffer(cl_context, cl_mem_flags, size_t, void *, cl_int *);
 cl_mem __wrap_clCreateBuffer(cl_context c, cl_mem_flags f, size_t n, void *p, cl_int *err)
 {
-    if (hit(F_CREATE_BUFFER)) {
+    if (fault_hit(F_CREATE_BUFFER)) {
         if (err)
             *err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
         return NULL;
@@ -63,13 +64,13 @@ cl_int __real_clBuildProgram(cl_program, cl_uint, const cl_device_id *, const ch
 cl_int __wrap_clBuildProgram(cl_program p, cl_uint n, const cl_device_id *d, const char *o,
                              void(CL_CALLBACK *cb)(cl_program, void *), void *u)
 {
-    return hit(F_BUILD_PROGRAM) ? CL_OUT_OF_HOST_MEMORY : __real_clBuildProgram(p, n, d, o, cb, u);
+    return fault_hit(F_BUILD_PROGRAM) ? CL_OUT_OF_HOST_MEMORY : __real_clBuildProgram(p, n, d, o, cb, u);
 }
 
 cl_kernel __real_clCreateKernel(cl_program, const char *, cl_int *);
 cl_kernel __wrap_clCreateKernel(cl_program p, const char *name, cl_int *err)
 {
-    if (hit(F_CREATE_KERNEL)) {
+    if (fault_hit(F_CREATE_KERNEL)) {
         if (err)
             *err = CL_OUT_OF_RESOURCES;
         return NULL;
@@ -82,7 +83,7 @@ cl_int __real_clEnqueueNDRangeKernel(cl_command_queue, cl_kernel, cl_uint, const
 cl_int __wrap_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint d, const size_t *o, const size_t *g,
                                      const size_t *l, cl_uint n, const cl_event *w, cl_event *e)
 {
-    return hit(F_ENQUEUE_NDRANGE) ? CL_OUT_OF_RESOURCES : __real_clEnqueueNDRangeKernel(q, k, d, o, g, l, n, w, e);
+    return fault_hit(F_ENQUEUE_NDRANGE) ? CL_OUT_OF_RESOURCES : __real_clEnqueueNDRangeKernel(q, k, d, o, g, l, n, w, e);
 }
 
 cl_int __real_clEnqueueReadBuffer(cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint,
@@ -90,7 +91,7 @@ cl_int __real_clEnqueueReadBuffer(cl_command_queue, cl_mem, cl_bool, size_t, siz
 cl_int __wrap_clEnqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n, void *p, cl_uint nw,
                                   const cl_event *w, cl_event *e)
 {
-    return hit(F_ENQUEUE_READ) ? CL_OUT_OF_RESOURCES : __real_clEnqueueReadBuffer(q, m, b, o, n, p, nw, w, e);
+    return fault_hit(F_ENQUEUE_READ) ? CL_OUT_OF_RESOURCES : __real_clEnqueueReadBuffer(q, m, b, o, n, p, nw, w, e);
 }
 
 cl_int __real_clEnqueueWriteBuffer(cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint,
@@ -98,5 +99,5 @@ cl_int __real_clEnqueueWriteBuffer(cl_command_queue, cl_mem, cl_bool, size_t, si
 cl_int __wrap_clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n, const void *p,
                                    cl_uint nw, const cl_event *w, cl_event *e)
 {
-    return hit(F_ENQUEUE_WRITE) ? CL_OUT_OF_RESOURCES : __real_clEnqueueWriteBuffer(q, m, b, o, n, p, nw, w, e);
+    return fault_hit(F_ENQUEUE_WRITE) ? CL_OUT_OF_RESOURCES : __real_clEnqueueWriteBuffer(q, m, b, o, n, p, nw, w, e);
 }
