@@ -2,7 +2,7 @@
 # The public surface of the library, as a user sees it (TAP):
 #   - the shared library exports only ropeqk_* symbols (nm -D --defined-only);
 #   - each public header compiles alone, as C11 and as C++17, with -Wall -Wextra -pedantic -Werror;
-#   - ropeqk.h (the backend-neutral header) pulls in no OpenCL header.
+#   - ropeqk.h (the backend-neutral header) pulls in no OpenCL or Vulkan header.
 # usage: check_api.sh LIBROPEQK.so CC CXX INCLUDE_SRC_DIR INCLUDE_BUILD_DIR
 set -u
 lib=$1 cc=$2 cxx=$3 inc_src=$4 inc_build=$5
@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 n=0 fail=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | head -20 | sed 's/^/# /'; }
-headers=(ropeqk.h ropeqk_opencl.h)
+headers=(ropeqk.h ropeqk_opencl.h ropeqk_vulkan.h)
 echo "1..$((2 + ${#headers[@]} * 2))"
 
 syms=$(nm -D --defined-only "$lib" | awk '{print $3}')
@@ -31,8 +31,8 @@ done
 
 # -H lists every header the preprocessor opens
 if deps=$("$cc" -std=c11 -H -E -I"$inc_src" -I"$inc_build" -x c - <<<'#include <ropeqk.h>' 2>&1 >/dev/null); then
-  cl=$(printf '%s\n' "$deps" | grep -E '/CL/|opencl' || true)
-  if [ -z "$cl" ]; then ok "ropeqk.h includes no OpenCL header"; else nok "ropeqk.h includes OpenCL headers" "$cl"; fi
+  cl=$(printf '%s\n' "$deps" | grep -E '/CL/|opencl|vulkan' || true)
+  if [ -z "$cl" ]; then ok "ropeqk.h includes no OpenCL or Vulkan header"; else nok "ropeqk.h includes backend headers" "$cl"; fi
 else
   nok "ropeqk.h does not preprocess" "$deps"
 fi
