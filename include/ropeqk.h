@@ -377,6 +377,21 @@ typedef struct {
     int64_t max_seqs;           /* sequences per enqueue, at most (q.ne[0]) */
 } ropeqk_paged_desc;
 
+/*
+ * The per-enqueue description of a ragged batch: n_seqs (1..max_seqs) sequences; host int32 arrays,
+ * validated on the host (specific statuses, nothing enqueued or recorded on error) and copied
+ * by the call (any backend):
+ *   page_table [n_seqs][max_pages_per_seq]  pages of each sequence in order (entries past a
+ *                                           sequence's last page are ignored)
+ *   seq_lens   [n_seqs]  tokens cached per sequence (>= 1, <= max_pages_per_seq * page_size)
+ *   q_pos      [n_seqs]  position of each sequence's query token
+ *   k_pos0     [n_seqs]  position of each sequence's first cached token (NULL: 0)
+ */
+typedef struct {
+    int64_t n_seqs;
+    const int32_t *page_table, *seq_lens, *q_pos, *k_pos0;
+} ropeqk_paged_batch;
+
 typedef enum {
     ROPEQK_POS_OFFSETS = 0, /* pq[i] = q_pos_offset + i, pk[j] = k_pos_offset + j */
     ROPEQK_POS_ARRAYS = 1,  /* int32 arrays given at enqueue (either may be left out: offsets) */

@@ -81,20 +81,7 @@ ROPEQK_API ropeqk_status ropeqk_opencl_enqueue(ropeqk_ctx *ctx, cl_command_queue
                                                cl_uint num_wait, const cl_event *wait, cl_event *event);
 
 /* ---- paged KV cache (ROPEQK_OP_PAGED_DECODE plans) ------------------------------------------- */
-/*
- * The per-enqueue description of a ragged batch: n_seqs (1..max_seqs) sequences; host int32 arrays,
- * validated on the host (specific statuses, nothing enqueued on error) and copied by the call:
- *   page_table [n_seqs][max_pages_per_seq]  pages of each sequence in order (entries past a
- *                                           sequence's last page are ignored)
- *   seq_lens   [n_seqs]  tokens cached per sequence (>= 1, <= max_pages_per_seq * page_size)
- *   q_pos      [n_seqs]  position of each sequence's query token
- *   k_pos0     [n_seqs]  position of each sequence's first cached token (NULL: 0)
- */
-typedef struct {
-    int64_t n_seqs;
-    const int32_t *page_table, *seq_lens, *q_pos, *k_pos0;
-} ropeqk_paged_batch;
-
+/* ropeqk_paged_batch (the host arrays of a call) is declared in ropeqk.h. */
 typedef struct {
     ropeqk_opencl_mem q, k_cache, v_cache, out, lse; /* lse only with with_lse */
 } ropeqk_opencl_paged_args;

@@ -101,6 +101,35 @@ typedef struct {
 ROPEQK_API ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *plan, VkCommandBuffer cmd,
                                                    const ropeqk_vulkan_args *args, const ropeqk_step *step);
 
+/* ---- paged KV cache (ROPEQK_OP_PAGED_DECODE plans; docs/conventions.md section 10) ------------ */
+typedef struct {
+    ropeqk_vulkan_mem q, k_cache, v_cache, out, lse; /* lse only with with_lse ({0} otherwise) */
+} ropeqk_vulkan_paged_args;
+
+/*
+ * Records decode over the paged cache into `cmd` (split over pages, then a reduction pass), as
+ * ropeqk_opencl_paged_enqueue computes it. The batch's host arrays are validated first (specific
+ * statuses: ROPEQK_ERR_SEQ_LENGTH, ROPEQK_ERR_PAGE_RANGE, ROPEQK_ERR_PAGE_DUPLICATE, ...; nothing is
+ * recorded on error) and then recorded into the command buffer itself (vkCmdUpdateBuffer into the
+ * plan's metadata buffer): the arrays may be freed as soon as the call returns. The plan's metadata
+ * and scratch buffers are reused by its next recording, so the usual rule holds: commands recorded
+ * from one plan execute in one queue's order. The commands start with the same leading barrier as
+ * ropeqk_vulkan_plan_record; the caller's barrier after them makes out and lse visible.
+ */
+ROPEQK_API ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *plan, VkCommandBuffer cmd,
+                                                    const ropeqk_vulkan_paged_args *args,
+                                                    const ropeqk_paged_batch *batch);
+
+/* Records the append of n_new unrotated K/V rows per sequence (k_new [n_seqs, Hkv, n_new, D],
+ * v_new [n_seqs, Hkv, n_new, Dv], the caches' dtypes) at tokens seq_lens[s] .. seq_lens[s]+n_new-1
+ * of each sequence's pages (batch->seq_lens: the lengths before the append; q_pos and k_pos0 are not
+ * used), as ropeqk_opencl_paged_append does. Same checks, barrier and metadata rules as above. */
+ROPEQK_API ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *plan, VkCommandBuffer cmd,
+                                                   const ropeqk_tensor *k_new, ropeqk_vulkan_mem k_new_mem,
+                                                   const ropeqk_tensor *v_new, ropeqk_vulkan_mem v_new_mem,
+                                                   ropeqk_vulkan_mem k_cache, ropeqk_vulkan_mem v_cache,
+                                                   const ropeqk_paged_batch *batch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -161,6 +161,25 @@ struct ropeqk_plan {
 ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog);
 ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
 ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog);
+/* The packed metadata of one paged call (contract.h): pstart[n+1], lens[n], q_pos[n], k_pos0[n],
+ * pages; shared by the OpenCL and Vulkan paths. */
+typedef struct {
+    int32_t *v;
+    size_t n;                 /* int32 elements */
+    int32_t lens_off, qpos_off, kpos_off, pages_off;
+    int64_t max_pages;        /* most pages any sequence uses */
+} rq_paged_meta;
+/* Validates a paged batch and packs it (paged.c; specific statuses, the thread's message set).
+ * n_new < 0: a decode (lengths 1..capacity, positions needed); n_new >= 0: an append of n_new tokens
+ * (lengths 0..capacity - n_new; a page written by the append may not be written for another
+ * sequence). On success m->v is the caller's to free. */
+ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batch *b, int64_t n_new,
+                                  const char *fn, rq_paged_meta *m);
+/* An append's k_new / v_new views against the plan (*c gets their extents), then the batch packed
+ * as rq_paged_build_meta does. */
+ropeqk_status rq_paged_append_check(const ropeqk_plan *pl, const ropeqk_tensor *k_new, const ropeqk_tensor *v_new,
+                                   const ropeqk_paged_batch *batch, const char *fn, rq_problem *c,
+                                   rq_paged_meta *meta);
 /* ropeqk_opencl_plan_enqueue for attention plans (attn.c), after the shared checks. */
 ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
                               int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait,

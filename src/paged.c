@@ -118,16 +118,8 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
 
 /* ---- the host batch ---------------------------------------------------------------------------- */
 
-/* The packed metadata of one call (contract.h): pstart[n+1], lens[n], q_pos[n], k_pos0[n], pages. */
-typedef struct {
-    int32_t *v;
-    size_t n;                 /* int32 elements */
-    int32_t lens_off, qpos_off, kpos_off, pages_off;
-    int64_t max_pages;        /* most pages any sequence uses */
-} rq_meta;
-
 /* The call's metadata as a device buffer (copied at creation: the host array may go at once). */
-static cl_mem meta_upload(ropeqk_ctx *ctx, const rq_meta *meta, cl_int *err)
+static cl_mem meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err)
 {
     return clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, meta->n * sizeof(int32_t), meta->v,
                           err);
@@ -141,11 +133,8 @@ static bool bit_test_set(unsigned char *bits, int32_t i)
     return was;
 }
 
-/* Validates the batch and packs it. n_new < 0: a decode (lengths 1..capacity, positions needed);
- * n_new >= 0: an append of n_new tokens (lengths 0..capacity - n_new; a page written by the append
- * may not be written for another sequence). On success m->v is the caller's to free. */
-static ropeqk_status build_meta(const ropeqk_plan *pl, const ropeqk_paged_batch *b, int64_t n_new, const char *fn,
-                                rq_meta *m)
+ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batch *b, int64_t n_new,
+                                 const char *fn, rq_paged_meta *m)
 {
     memset(m, 0, sizeof *m);
     const ropeqk_paged_desc *pg = &pl->paged;
@@ -323,8 +312,8 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
         rq_set_error("%s: an lse buffer given to a plan made without with_lse", fn);
         return ROPEQK_ERR_BAD_PARAM;
     }
-    rq_meta meta;
-    ropeqk_status st = build_meta(pl, batch, -1, fn, &meta);
+    rq_paged_meta meta;
+    ropeqk_status st = rq_paged_build_meta(pl, batch, -1, fn, &meta);
     if (st)
         return st;
     const int64_t n = batch->n_seqs;
@@ -467,6 +456,33 @@ done:
 
 /* ---- append ------------------------------------------------------------------------------------ */
 
+ropeqk_status rq_paged_append_check(const ropeqk_plan *pl, const ropeqk_tensor *k_new, const ropeqk_tensor *v_new,
+                                   const ropeqk_paged_batch *batch, const char *fn, rq_problem *c,
+                                   rq_paged_meta *meta)
+{
+    const rq_problem *pb = &pl->pb;
+    /* k_new [n_seqs, Hkv, n_new, D], v_new [n_seqs, Hkv, n_new, Dv], of the caches' dtypes: their view
+     * rules through the attention validation, with a stand-in Q (one row per entry) and output */
+    if (k_new->dtype != pl->k.dtype || v_new->dtype != pl->v.dtype) {
+        rq_set_error("%s: k_new and v_new must have the caches' dtypes", fn);
+        return ROPEQK_ERR_BAD_DTYPE;
+    }
+    ropeqk_tensor qs = ropeqk_tensor_bhsd(ROPEQK_F32, k_new->ne[0], k_new->ne[1], 1, k_new->ne[3]);
+    ropeqk_tensor os = ropeqk_tensor_bhsd(ROPEQK_F32, k_new->ne[0], k_new->ne[1], 1, v_new->ne[3]);
+    ropeqk_params p;
+    ropeqk_default_params(&p);
+    ropeqk_status st = rq_validate_attention(&p, &qs, k_new, v_new, &os, NULL, false, false, c);
+    if (st) {
+        rq_set_error("%s: the k_new or v_new view: %s", fn, ropeqk_status_string(st));
+        return st;
+    }
+    if (k_new->ne[0] != batch->n_seqs || k_new->ne[1] != pb->Hkv || k_new->ne[3] != pb->D || v_new->ne[3] != pb->Dv) {
+        rq_set_error("%s: k_new must be [n_seqs, Hkv, n_new, D] and v_new [n_seqs, Hkv, n_new, Dv]", fn);
+        return ROPEQK_ERR_BAD_SHAPE;
+    }
+    return rq_paged_build_meta(pl, batch, k_new->ne[2], fn, meta);
+}
+
 ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
                                          ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
                                          ropeqk_opencl_mem v_new_mem, ropeqk_opencl_mem k_cache,
@@ -492,30 +508,12 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
     }
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
-    /* k_new [n_seqs, Hkv, n_new, D], v_new [n_seqs, Hkv, n_new, Dv], of the caches' dtypes: their view
-     * rules through the attention validation, with a stand-in Q (one row per entry) and output */
-    if (k_new->dtype != pl->k.dtype || v_new->dtype != pl->v.dtype) {
-        rq_set_error("%s: k_new and v_new must have the caches' dtypes", fn);
-        return ROPEQK_ERR_BAD_DTYPE;
-    }
-    ropeqk_tensor qs = ropeqk_tensor_bhsd(ROPEQK_F32, k_new->ne[0], k_new->ne[1], 1, k_new->ne[3]);
-    ropeqk_tensor os = ropeqk_tensor_bhsd(ROPEQK_F32, k_new->ne[0], k_new->ne[1], 1, v_new->ne[3]);
-    ropeqk_params p;
-    ropeqk_default_params(&p);
     rq_problem c;
-    ropeqk_status st = rq_validate_attention(&p, &qs, k_new, v_new, &os, NULL, false, false, &c);
-    if (st) {
-        rq_set_error("%s: the k_new or v_new view: %s", fn, ropeqk_status_string(st));
+    rq_paged_meta meta;
+    ropeqk_status st = rq_paged_append_check(pl, k_new, v_new, batch, fn, &c, &meta);
+    if (st)
         return st;
-    }
-    if (k_new->ne[0] != batch->n_seqs || k_new->ne[1] != pb->Hkv || k_new->ne[3] != pb->D || v_new->ne[3] != pb->Dv) {
-        rq_set_error("%s: k_new must be [n_seqs, Hkv, n_new, D] and v_new [n_seqs, Hkv, n_new, Dv]", fn);
-        return ROPEQK_ERR_BAD_SHAPE;
-    }
     const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
-    rq_meta meta;
-    if ((st = build_meta(pl, batch, n_new, fn, &meta)))
-        return st;
     rq_range rkn = {0, 0, NULL}, rvn = rkn, rk = rkn, rv = rkn;
     if ((st = rq_check_mem(ctx, k_new_mem, ropeqk_dtype_size(k_new->dtype), c.k_extent, &rkn)) ||
         (st = rq_check_mem(ctx, v_new_mem, ropeqk_dtype_size(v_new->dtype), c.v_extent, &rvn)) ||

@@ -8,7 +8,14 @@
 #include "vk_contract.h"
 
 /* The shaders embedded at build time (glsl/, compiled by glslc; rq_spirv.c is generated). */
-typedef enum { RQ_VK_SH_ROTATE, RQ_VK_SH_SCORES, RQ_VK_SH_COUNT } rq_vk_shader;
+typedef enum {
+    RQ_VK_SH_ROTATE,
+    RQ_VK_SH_SCORES,
+    RQ_VK_SH_PAGED, /* paged decode: pass 1, combine, append (vk_paged.c) */
+    RQ_VK_SH_PAGED_COMBINE,
+    RQ_VK_SH_PAGED_APPEND,
+    RQ_VK_SH_COUNT
+} rq_vk_shader;
 
 typedef struct rq_vk_pipe {
     rq_vk_shader shader;
@@ -53,6 +60,7 @@ struct rq_vk_plan {
     rq_vk_pipe *rot_q, *rot_k, *main; /* pipelines (owned by the context) */
     rq_vk_buf freq;                   /* vec4 per frequency: inv_freq/pi as three floats */
     rq_vk_buf qr, kr;                 /* rotated f32 scratch [B*Hq][Sq][D], [B*Hkv][Sk][D] */
+    struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
 };
 
 /* ctx.c -> vk_ctx.c: a context on Vulkan device `index` (-1: the first usable one) or on the first
@@ -103,6 +111,11 @@ void rq_vk_plan_free(ropeqk_plan *pl);
 /* The run of a plan: records rotate + scores for one step (checked already). */
 ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                   int64_t q_off, int64_t k_off);
+
+/* vk_paged.c: a paged-decode plan's pipelines, metadata buffer and scratch (rq_vk_plan_init's part
+ * for ROPEQK_OP_PAGED_DECODE; pl->vkp is set before anything can fail), and their release. */
+ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4);
+void rq_vk_paged_free(ropeqk_plan *pl);
 
 /* vk_host.c: the host-memory calls on a Vulkan context. */
 ropeqk_status rq_vk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,

@@ -14,6 +14,20 @@ typedef struct {
 /* Vulkan guarantees 128 bytes of push constants on every device */
 _Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 16 * 4, "rotate push constants");
 _Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 20 * 4, "scores push constants");
+typedef struct {
+    RQ_VK_PG_PC(RQ_VK_FIELD)
+} rq_vk_pg_pc;
+typedef struct {
+    RQ_VK_PC_PC(RQ_VK_FIELD)
+} rq_vk_pcomb_pc;
+typedef struct {
+    RQ_VK_PA_PC(RQ_VK_FIELD)
+} rq_vk_papp_pc;
+_Static_assert(sizeof(rq_vk_pg_pc) <= 128 && sizeof(rq_vk_pg_pc) == 29 * 4, "paged push constants");
+_Static_assert(sizeof(rq_vk_pcomb_pc) <= 128 && sizeof(rq_vk_pcomb_pc) == 15 * 4, "paged combine push constants");
+_Static_assert(sizeof(rq_vk_papp_pc) <= 128 && sizeof(rq_vk_papp_pc) == 16 * 4, "paged append push constants");
+extern const uint32_t rq_spv_paged[], rq_spv_paged_combine[], rq_spv_paged_append[];
+extern const size_t rq_spv_paged_size, rq_spv_paged_combine_size, rq_spv_paged_append_size;
 
 extern const uint32_t rq_spv_rotate[], rq_spv_scores[];
 extern const size_t rq_spv_rotate_size, rq_spv_scores_size;
@@ -26,6 +40,11 @@ static const struct {
 } shaders[RQ_VK_SH_COUNT] = {
     [RQ_VK_SH_ROTATE] = {"rotate", rq_spv_rotate, &rq_spv_rotate_size, 4, sizeof(rq_vk_rot_pc)},
     [RQ_VK_SH_SCORES] = {"scores", rq_spv_scores, &rq_spv_scores_size, 5, sizeof(rq_vk_sc_pc)},
+    [RQ_VK_SH_PAGED] = {"paged", rq_spv_paged, &rq_spv_paged_size, 6, sizeof(rq_vk_pg_pc)},
+    [RQ_VK_SH_PAGED_COMBINE] = {"paged_combine", rq_spv_paged_combine, &rq_spv_paged_combine_size, 4,
+                                sizeof(rq_vk_pcomb_pc)},
+    [RQ_VK_SH_PAGED_APPEND] = {"paged_append", rq_spv_paged_append, &rq_spv_paged_append_size, 3,
+                               sizeof(rq_vk_papp_pc)},
 };
 
 static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)

@@ -17,6 +17,8 @@ ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
+    if (pl->op == ROPEQK_OP_PAGED_DECODE)
+        return rq_vk_paged_init(pl, vfreq4);
     if (pl->op != ROPEQK_OP_SCORES) {
         rq_set_error("ropeqk_plan_create: this operation is not available on Vulkan yet (scores only)");
         return ROPEQK_ERR_BAD_PARAM;
@@ -53,6 +55,7 @@ void rq_vk_plan_free(ropeqk_plan *pl)
     struct rq_vk_plan *vp = pl->vkp;
     if (!vp)
         return;
+    rq_vk_paged_free(pl);
     rq_vk_buf_free(pl->ctx, &vp->freq);
     rq_vk_buf_free(pl->ctx, &vp->qr);
     rq_vk_buf_free(pl->ctx, &vp->kr);
@@ -165,6 +168,10 @@ ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *pl, VkCommandBuffer cmd, co
         return ROPEQK_ERR_NULL_POINTER;
     if (!pl->vkp) {
         rq_set_error("ropeqk_vulkan_plan_record: the plan belongs to a context of another backend");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (pl->op == ROPEQK_OP_PAGED_DECODE) {
+        rq_set_error("ropeqk_vulkan_plan_record: a paged-decode plan runs through ropeqk_vulkan_paged_record");
         return ROPEQK_ERR_BAD_PARAM;
     }
     const rq_problem *pb = &pl->pb;

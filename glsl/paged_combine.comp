@@ -1,0 +1,48 @@
+#version 450
+/* Paged decode, pass 2: the splits of each (sequence, query head) row joined, as cl/paged.cl does:
+ * M = max m_i, L = sum l_i e^(m_i - M), O = sum o_i e^(m_i - M) / L, LSE = M + ln L; a row with
+ * nothing unmasked gives O = 0, LSE = -inf. An invocation per (V dim, row); splits from
+ * ceil(len / kps) on were not written by pass 1 and are not read. */
+#extension GL_GOOGLE_include_directive : require
+#include "vk_contract.h"
+
+layout(local_size_x = RQ_VK_PC_WG) in;
+layout(constant_id = RQ_VK_SC_DT_O) const int ODT = 0;
+
+layout(std430, binding = RQ_VK_PC_PART) readonly buffer Part { float part[]; };
+layout(std430, binding = RQ_VK_PC_META) readonly buffer Meta { int meta[]; };
+layout(std430, binding = RQ_VK_PC_OUT) buffer Out { uint outv[]; };
+layout(std430, binding = RQ_VK_PC_LSE) writeonly buffer Lse { float lsev[]; };
+RQ_VK_PC_BLOCK(RQ_VK_PC_PC)
+
+#include "common.glsl"
+
+void main()
+{
+    const int dv = int(gl_GlobalInvocationID.x);
+    if (dv >= pc.Dv)
+        return; /* no barriers here */
+    for (int row = int(gl_WorkGroupID.y); row < pc.rows; row += int(gl_NumWorkGroups.y)) {
+        int s = row / pc.Hq, h = row % pc.Hq;
+        int len = meta[pc.lens_off + uint(s)];
+        int nsp = (len + pc.kps - 1) / pc.kps;
+        uint r0 = uint(row) * uint(pc.nsplit);
+        float M = uintBitsToFloat(0xFF800000u);
+        for (int i = 0; i < nsp; i++)
+            M = max(M, part[pc.ml_off + 2u * (r0 + uint(i))]);
+        bool none = M == uintBitsToFloat(0xFF800000u);
+        float L = 0.0, o = 0.0;
+        if (!none)
+            for (int i = 0; i < nsp; i++) {
+                uint r = r0 + uint(i);
+                float w = exp(part[pc.ml_off + 2u * r] - M); /* 0 for a split with nothing unmasked */
+                L = fma(part[pc.ml_off + 2u * r + 1u], w, L);
+                o = fma(part[r * uint(pc.Dv) + uint(dv)], w, o);
+            }
+        float res = none ? 0.0 : o / L;
+        uint oi = pc.out_off + uint(s) * pc.onb0 + uint(h) * pc.onb1 + uint(dv) * pc.onb3;
+        RQ_STORE(outv, oi, ODT, res)
+        if (pc.use_lse != 0 && dv == 0)
+            lsev[pc.lse_off + uint(s) * pc.lnb0 + uint(h) * pc.lnb1] = none ? uintBitsToFloat(0xFF800000u) : M + log(L);
+    }
+}

@@ -1,0 +1,422 @@
+/* Paged decode (ROPEQK_OP_PAGED_DECODE) and the cache append on Vulkan: the OpenCL path's semantics,
+ * checks and statuses (paged.c validates the batch and packs the metadata for both backends),
+ * recorded into the caller's command buffer.
+ *
+ * A recording is: the leading barrier; the packed batch written into the plan's metadata buffer with
+ * vkCmdUpdateBuffer (the data lives in the command buffer, so nothing allocated per call outlives
+ * the call); a transfer -> compute barrier; then rotate.comp (Q, the sequences as rows, positions
+ * from the metadata), paged.comp (pass 1 per split), paged_combine.comp; or paged_append.comp twice.
+ * Everything that can fail is checked before the first command is recorded. */
+#include "vk.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    RQ_VK_ROT_PC(RQ_VK_FIELD)
+} rot_pc;
+typedef struct {
+    RQ_VK_PG_PC(RQ_VK_FIELD)
+} pg_pc;
+typedef struct {
+    RQ_VK_PC_PC(RQ_VK_FIELD)
+} comb_pc;
+typedef struct {
+    RQ_VK_PA_PC(RQ_VK_FIELD)
+} app_pc;
+
+struct rq_vk_paged {
+    rq_vk_pipe *pass1, *combine, *append;
+    rq_vk_buf meta, part;       /* per-call metadata (int32), split partials (f32) */
+    int64_t target, min_pages;  /* tasks that fill the device; pages per split, at least */
+    int64_t slots;              /* (sequence, split) pairs `part` holds for every head */
+    int32_t gpg, ngc, ndvc;     /* query heads per task, query chunks per KV head, V chunks */
+};
+
+/* Vulkan has no portable compute-unit count: a CPU device (lavapipe) runs one work-group per core
+ * thread, a GPU is taken to have 64 units (a few tasks per unit either way). */
+static int64_t device_units(const ropeqk_ctx *ctx, bool *gpu)
+{
+    *gpu = ctx->vk->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (*gpu)
+        return 64;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+static ropeqk_status too_large(const char *what, uint64_t bytes, uint64_t lim)
+{
+    rq_set_error("ropeqk_plan_create (paged decode, Vulkan): %s of %llu bytes exceeds this device's limit (%llu)",
+                 what, (unsigned long long)bytes, (unsigned long long)lim);
+    return ROPEQK_ERR_TOO_LARGE;
+}
+
+ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    const VkPhysicalDeviceLimits *lim = &ctx->vk->props.limits;
+    struct rq_vk_plan *vp = calloc(1, sizeof *vp);
+    if (!vp)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    pl->vkp = vp;
+    struct rq_vk_paged *pg = calloc(1, sizeof *pg);
+    if (!pg)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    vp->pg = pg;
+    bool gpu;
+    int64_t units = device_units(ctx, &gpu), ps = pl->paged.page_size, maxp = pl->paged.max_pages_per_seq;
+    int64_t max_seqs = pl->paged.max_seqs;
+    pg->target = units * (gpu ? 8 : 4);
+    pg->min_pages = ((gpu ? 256 : 512) + ps - 1) / ps; /* no split shorter than a few hundred keys */
+    /* query heads per task: up to RQ_VK_PG_GH, as many as the staged Q leaves room for in shared memory */
+    int64_t shared_fixed = (2 * RQ_VK_PG_GH + 1) * RQ_VK_PG_WG * 4;
+    int64_t qfloats = ((int64_t)lim->maxComputeSharedMemorySize - shared_fixed) / 4;
+    int64_t gpg = pb->G < RQ_VK_PG_GH ? pb->G : RQ_VK_PG_GH;
+    if (gpg * pb->D > qfloats)
+        gpg = qfloats / pb->D;
+    if (gpg < 1)
+        return too_large("shared memory for one query head", (uint64_t)(pb->D * 4 + shared_fixed),
+                         lim->maxComputeSharedMemorySize);
+    pg->gpg = (int32_t)gpg;
+    pg->ngc = (int32_t)((pb->G + gpg - 1) / gpg);
+    pg->ndvc = (int32_t)((pb->Dv + RQ_VK_PG_WG * RQ_VK_PG_VT - 1) / (RQ_VK_PG_WG * RQ_VK_PG_VT));
+    int64_t groups = pb->Hkv * pg->ngc * pg->ndvc;
+    if (groups > (int64_t)lim->maxComputeWorkGroupCount[1])
+        return too_large("work-groups per split", (uint64_t)groups, lim->maxComputeWorkGroupCount[1]);
+    /* n sequences get at most min(ceil(maxp / min_pages), ceil(target / (n * groups))) splits each:
+     * n * splits <= min(n * cap, target / groups + n), largest at n = max_seqs */
+    int64_t cap = (maxp + pg->min_pages - 1) / pg->min_pages, byload = (pg->target + groups - 1) / groups + max_seqs;
+    pg->slots = max_seqs * cap < byload ? max_seqs * cap : byload;
+    uint64_t range = lim->maxStorageBufferRange;
+    uint64_t qr_bytes = (uint64_t)(max_seqs * pb->Hq * pb->D) * 4;
+    uint64_t part_bytes = (uint64_t)pg->slots * (uint64_t)(pb->Hq * (pb->Dv + 2)) * 4;
+    /* the packed batch: 4 n + 1 ints and the page lists (a sequence uses each page once) */
+    int64_t num_pages = pl->k.ne[0], per_seq = maxp < num_pages ? maxp : num_pages;
+    uint64_t meta_bytes = (uint64_t)(4 * max_seqs + 1 + max_seqs * per_seq) * 4;
+    if (qr_bytes > range)
+        return too_large("the rotated Q scratch", qr_bytes, range);
+    if (part_bytes > range)
+        return too_large("the split scratch", part_bytes, range);
+    if (meta_bytes > range) /* batches that fit still run; a larger one is refused at record */
+        meta_bytes = range / 4 * 4;
+    int32_t sq[4] = {pl->q.dtype, 0, 0, RQ_VK_ROT_UNITS};
+    int32_t s1[4] = {pl->k.dtype, pl->v.dtype, (int32_t)(gpg * pb->D), RQ_VK_PG_WG};
+    int32_t sc[4] = {0, 0, pl->out.dtype, RQ_VK_PC_WG}, sa[4] = {0, 0, 0, RQ_VK_PA_WG};
+    ropeqk_status st;
+    if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_COMBINE, sc, &pg->combine)) ||
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_APPEND, sa, &pg->append)) ||
+        (st = rq_vk_buf_upload(ctx, vfreq4, (VkDeviceSize)(pb->R / 2) * 16, &vp->freq)) ||
+        (st = rq_vk_buf_create(ctx, qr_bytes, false, 0, &vp->qr)) ||
+        (st = rq_vk_buf_create(ctx, part_bytes, false, 0, &pg->part)) ||
+        (st = rq_vk_buf_create(ctx, meta_bytes, false, 0, &pg->meta)))
+        return st;
+    return ROPEQK_SUCCESS;
+}
+
+void rq_vk_paged_free(ropeqk_plan *pl)
+{
+    struct rq_vk_paged *pg = pl->vkp ? pl->vkp->pg : NULL;
+    if (!pg)
+        return;
+    rq_vk_buf_free(pl->ctx, &pg->meta);
+    rq_vk_buf_free(pl->ctx, &pg->part);
+    free(pg);
+    pl->vkp->pg = NULL;
+}
+
+/* ---- checks ------------------------------------------------------------------------------------ */
+
+/* Bytes a view of `extent` bytes at `off` needs: 16-bit views are read and written a 32-bit word at
+ * a time, so the word holding the last element must be inside the range. */
+static size_t need_bytes(VkDeviceSize off, size_t es, size_t extent)
+{
+    return es == 2 ? (size_t)((off % 4 + extent + 3) / 4 * 4 - off % 4) : extent;
+}
+
+/* A view in the caller's range: aligned offset, large enough; its byte range for the overlap checks. */
+static ropeqk_status check_mem(ropeqk_vulkan_mem m, size_t es, size_t extent, rq_range *r)
+{
+    if (m.offset % es != 0)
+        return ROPEQK_ERR_BAD_STRIDES;
+    if (need_bytes(m.offset, es, extent) > m.range)
+        return ROPEQK_ERR_BUFFER_TOO_SMALL;
+    r->buf = (cl_mem)(uintptr_t)m.buf; /* VkBuffer handles as the overlap check's identity */
+    r->off = (size_t)m.offset;
+    r->len = extent;
+    return ROPEQK_SUCCESS;
+}
+
+static ropeqk_status plan_ok(const ropeqk_plan *pl, const char *fn)
+{
+    if (!pl->vkp || !pl->vkp->pg) {
+        rq_set_error(pl->vkp ? "%s: the plan is not a paged-decode plan" : "%s: the plan belongs to a context of "
+                                                                           "another backend", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+static size_t rows_extent(const ropeqk_tensor *t, int64_t n)
+{
+    ropeqk_tensor c = *t;
+    c.ne[0] = n;
+    return ropeqk_tensor_extent(&c);
+}
+
+/* The leading barrier, the metadata (vkCmdUpdateBuffer takes at most 65536 bytes a call), and the
+ * barrier that makes it visible to the shaders. */
+static void record_meta(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_paged_meta *meta)
+{
+    /* every earlier write in the queue (inputs), and earlier runs of this plan reading its metadata
+     * and scratch, before the transfer and the shaders */
+    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                  VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+    VkDeviceSize bytes = (VkDeviceSize)meta->n * 4;
+    for (VkDeviceSize o = 0; o < bytes; o += 65536) {
+        VkDeviceSize c = bytes - o < 65536 ? bytes - o : 65536;
+        vkCmdUpdateBuffer(cmd, pl->vkp->pg->meta.buf, o, c, (const char *)meta->v + o);
+    }
+    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+}
+
+static ropeqk_status meta_fits(const ropeqk_plan *pl, const rq_paged_meta *meta, const char *fn)
+{
+    if ((VkDeviceSize)meta->n * 4 > pl->vkp->pg->meta.size) {
+        rq_set_error("%s: the batch's metadata (%zu bytes) exceeds the plan's buffer (%llu bytes)", fn, meta->n * 4,
+                     (unsigned long long)pl->vkp->pg->meta.size);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+static uint32_t gridz(int64_t n) { return n < 65535 ? (uint32_t)n : 65535u; } /* shaders stride past it */
+
+/* ---- decode ------------------------------------------------------------------------------------ */
+
+ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_paged_args *args,
+                                         const ropeqk_paged_batch *batch)
+{
+    const char *fn = "ropeqk_vulkan_paged_record";
+    if (!pl || !cmd || !args || !batch)
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_status st = plan_ok(pl, fn);
+    if (st)
+        return st;
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    struct rq_vk_plan *vp = pl->vkp;
+    struct rq_vk_paged *pg = vp->pg;
+    if (!args->q.buf || !args->k_cache.buf || !args->v_cache.buf || !args->out.buf ||
+        (pl->with_lse && !args->lse.buf)) {
+        rq_set_error("%s: q, k_cache, v_cache, out%s buffers are required", fn, pl->with_lse ? " and lse" : "");
+        return ROPEQK_ERR_NULL_POINTER;
+    }
+    if (!pl->with_lse && args->lse.buf) {
+        rq_set_error("%s: an lse buffer given to a plan made without with_lse", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    rq_paged_meta meta;
+    if ((st = rq_paged_build_meta(pl, batch, -1, fn, &meta)))
+        return st;
+    const int64_t n = batch->n_seqs, rows = n * pb->Hq;
+    size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
+    size_t ves = ropeqk_dtype_size(pl->v.dtype), oes = ropeqk_dtype_size(pl->out.dtype);
+    size_t qx = rows_extent(&pl->q, n), ox = rows_extent(&pl->out, n), lx = rows_extent(&pl->lse, n);
+    rq_range rq = {0, 0, NULL}, rk = rq, rv = rq, ro = rq, rl = rq;
+    if ((st = check_mem(args->q, qes, qx, &rq)) || (st = check_mem(args->k_cache, kes, pb->k_extent, &rk)) ||
+        (st = check_mem(args->v_cache, ves, pb->v_extent, &rv)) || (st = check_mem(args->out, oes, ox, &ro)) ||
+        (pl->with_lse && (st = check_mem(args->lse, 4, lx, &rl)))) {
+        rq_set_error("%s: a buffer range is misaligned or too small for its view: %s", fn, ropeqk_status_string(st));
+        goto done;
+    }
+    const rq_range *outs[2] = {&ro, &rl}, *ins[3] = {&rq, &rk, &rv};
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; i < 3; i++)
+            if (rq_ranges_overlap(outs[o], ins[i]))
+                st = ROPEQK_ERR_OVERLAP;
+    if (rq_ranges_overlap(&ro, &rl))
+        st = ROPEQK_ERR_OVERLAP;
+    if (st) {
+        rq_set_error("%s: out or lse overlaps an input or each other in the same buffer", fn);
+        goto done;
+    }
+    if ((st = meta_fits(pl, &meta, fn)))
+        goto done;
+
+    /* the split: enough tasks to fill the device even for one long sequence (cl/paged.c's rule) */
+    int64_t groups = pb->Hkv * pg->ngc * pg->ndvc, tasks = n * groups;
+    int64_t want = (pg->target + tasks - 1) / tasks;
+    int64_t pps = (meta.max_pages + want - 1) / want;
+    if (pps < pg->min_pages)
+        pps = pg->min_pages;
+    int64_t nsplit = (meta.max_pages + pps - 1) / pps, kps = pps * pl->paged.page_size;
+    if (n * nsplit > pg->slots) { /* cannot happen (the plan's bound); refused rather than overrun */
+        rq_set_error("%s: internal: %lld splits exceed the plan's scratch", fn, (long long)(n * nsplit));
+        st = ROPEQK_ERR_TOO_LARGE;
+        goto done;
+    }
+    const VkDeviceSize meta_bytes = (VkDeviceSize)meta.n * 4;
+    rq_vk_bind br[4] = {
+        {args->q.buf, args->q.offset, need_bytes(args->q.offset, qes, qx), (uint32_t)qes},
+        {pg->meta.buf, 0, meta_bytes, 4},
+        {vp->freq.buf, 0, vp->freq.size, 16},
+        {vp->qr.buf, 0, vp->qr.size, 4},
+    };
+    rq_vk_bind b1[6] = {
+        {args->k_cache.buf, args->k_cache.offset, need_bytes(args->k_cache.offset, kes, pb->k_extent), (uint32_t)kes},
+        {args->v_cache.buf, args->v_cache.offset, need_bytes(args->v_cache.offset, ves, pb->v_extent), (uint32_t)ves},
+        {pg->meta.buf, 0, meta_bytes, 4},
+        {vp->freq.buf, 0, vp->freq.size, 16},
+        {vp->qr.buf, 0, vp->qr.size, 4},
+        {pg->part.buf, 0, pg->part.size, 4},
+    };
+    rq_vk_bind bc[4] = {
+        {pg->part.buf, 0, pg->part.size, 4},
+        {pg->meta.buf, 0, meta_bytes, 4},
+        {args->out.buf, args->out.offset, need_bytes(args->out.offset, oes, ox), (uint32_t)oes},
+        {pl->with_lse ? args->lse.buf : VK_NULL_HANDLE, args->lse.offset, lx, 4}, /* NULL: the dummy */
+    };
+    uint32_t er[4], e1[6], ec[4];
+    if ((st = rq_vk_bind_offsets(ctx, br, 4, er)) || (st = rq_vk_bind_offsets(ctx, b1, 6, e1)) ||
+        (st = rq_vk_bind_offsets(ctx, bc, 4, ec)))
+        goto done;
+    const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
+    /* Q: the sequences are the rows (stride nb[0]) of one batch of Hq heads; Qr [h][s][D] */
+    rot_pc rp = {
+        .src_off = er[0], .nb0 = 0, .nb1 = (uint32_t)(q->nb[1] / qes), .nb2 = (uint32_t)(q->nb[0] / qes),
+        .pos_off = er[1] + (uint32_t)meta.qpos_off, .dst_off = 0, .H = (int32_t)pb->Hq, .BH = (int32_t)pb->Hq,
+        .S = (int32_t)n, .D = (int32_t)pb->D, .R = (int32_t)pb->R, .lay = pb->layout, .use_pos = 1, .pos_base = 0,
+        .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale,
+    };
+    /* W >= 2^32 masks nothing among int32 positions */
+    uint32_t window = pb->window > 0 && pb->window < ((int64_t)1 << 32) ? (uint32_t)pb->window : 0u;
+    uint32_t ml_off = (uint32_t)(rows * nsplit * pb->Dv);
+    pg_pc p1 = {
+        .k_off = e1[0], .knb0 = (uint32_t)(k->nb[0] / kes), .knb1 = (uint32_t)(k->nb[1] / kes),
+        .knb2 = (uint32_t)(k->nb[2] / kes), .v_off = e1[1], .vnb0 = (uint32_t)(v->nb[0] / ves),
+        .vnb1 = (uint32_t)(v->nb[1] / ves), .vnb2 = (uint32_t)(v->nb[2] / ves), .window = window, .ml_off = ml_off,
+        .lens_off = (uint32_t)meta.lens_off, .qpos_off = (uint32_t)meta.qpos_off, .kpos_off = (uint32_t)meta.kpos_off,
+        .pages_off = (uint32_t)meta.pages_off, .n = (int32_t)n, .Hq = (int32_t)pb->Hq, .G = (int32_t)pb->G,
+        .D = (int32_t)pb->D, .Dv = (int32_t)pb->Dv, .R = (int32_t)pb->R, .lay = pb->layout, .causal = pb->causal,
+        .ps = (int32_t)pl->paged.page_size, .kps = (int32_t)kps, .nsplit = (int32_t)nsplit, .ngc = pg->ngc,
+        .gpg = pg->gpg, .ndvc = pg->ndvc, .rot_mul = (float)pb->attn,
+    };
+    comb_pc pc = {
+        .out_off = ec[2], .onb0 = (uint32_t)(o->nb[0] / oes), .onb1 = (uint32_t)(o->nb[1] / oes),
+        .onb3 = (uint32_t)(o->nb[3] / oes), .lse_off = ec[3], .lnb0 = (uint32_t)(ls->nb[0] / 4),
+        .lnb1 = (uint32_t)(ls->nb[1] / 4), .ml_off = ml_off, .lens_off = (uint32_t)meta.lens_off,
+        .Hq = (int32_t)pb->Hq, .Dv = (int32_t)pb->Dv, .nsplit = (int32_t)nsplit, .kps = (int32_t)kps,
+        .use_lse = pl->with_lse, .rows = (int32_t)rows,
+    };
+
+    record_meta(pl, cmd, &meta);
+    uint32_t units = (uint32_t)(pb->R / 2 + (pb->D - pb->R));
+    rq_vk_dispatch(ctx, cmd, vp->rot_q, br, 4, &rp, sizeof rp, (units + RQ_VK_ROT_UNITS - 1) / RQ_VK_ROT_UNITS,
+                   gridz(n), 1);
+    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    rq_vk_dispatch(ctx, cmd, pg->pass1, b1, 6, &p1, sizeof p1, (uint32_t)nsplit, (uint32_t)groups, gridz(n));
+    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    rq_vk_dispatch(ctx, cmd, pg->combine, bc, 4, &pc, sizeof pc,
+                   (uint32_t)((pb->Dv + RQ_VK_PC_WG - 1) / RQ_VK_PC_WG), gridz(rows), 1);
+done:
+    free(meta.v);
+    return st;
+}
+
+/* ---- append ------------------------------------------------------------------------------------ */
+
+/* The copy of one tensor (k_new -> K cache or v_new -> V cache): whole words when every offset and
+ * stride of both views and the row are word-aligned, else halves. */
+static ropeqk_status append_one(ropeqk_plan *pl, const ropeqk_tensor *src, ropeqk_vulkan_mem sm, size_t sx,
+                                const ropeqk_tensor *dst, ropeqk_vulkan_mem dm, size_t dx,
+                                const rq_paged_meta *meta, int64_t n, rq_vk_bind b[3], app_pc *pc)
+{
+    const rq_problem *pb = &pl->pb;
+    size_t es = ropeqk_dtype_size(src->dtype);
+    int64_t row = src->ne[3] * (int64_t)es;
+    bool words = row % 4 == 0 && sm.offset % 4 == 0 && dm.offset % 4 == 0;
+    for (int i = 0; i < 3; i++)
+        words = words && src->nb[i] % 4 == 0 && dst->nb[i] % 4 == 0;
+    uint32_t ub = words ? 4 : 2;
+    b[0] = (rq_vk_bind){sm.buf, sm.offset, need_bytes(sm.offset, es, sx), ub};
+    b[1] = (rq_vk_bind){pl->vkp->pg->meta.buf, 0, (VkDeviceSize)meta->n * 4, 4};
+    b[2] = (rq_vk_bind){dm.buf, dm.offset, need_bytes(dm.offset, es, dx), ub};
+    uint32_t e[3];
+    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 3, e);
+    if (st)
+        return st;
+    *pc = (app_pc){
+        .src_off = e[0], .snb0 = (uint32_t)(src->nb[0] / ub), .snb1 = (uint32_t)(src->nb[1] / ub),
+        .snb2 = (uint32_t)(src->nb[2] / ub), .dst_off = e[2], .dnb0 = (uint32_t)(dst->nb[0] / ub),
+        .dnb1 = (uint32_t)(dst->nb[1] / ub), .dnb2 = (uint32_t)(dst->nb[2] / ub), .rows = (int32_t)(n * pb->Hkv),
+        .Hkv = (int32_t)pb->Hkv, .n_new = (int32_t)src->ne[2], .ps = (int32_t)pl->paged.page_size,
+        .units = (int32_t)(row / ub), .lens_off = (uint32_t)meta->lens_off, .pages_off = (uint32_t)meta->pages_off,
+        .words = words,
+    };
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_tensor *k_new,
+                                         ropeqk_vulkan_mem k_new_mem, const ropeqk_tensor *v_new,
+                                         ropeqk_vulkan_mem v_new_mem, ropeqk_vulkan_mem k_cache,
+                                         ropeqk_vulkan_mem v_cache, const ropeqk_paged_batch *batch)
+{
+    const char *fn = "ropeqk_vulkan_paged_append";
+    if (!pl || !cmd || !k_new || !v_new || !batch)
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_status st = plan_ok(pl, fn);
+    if (st)
+        return st;
+    if (!k_new_mem.buf || !v_new_mem.buf || !k_cache.buf || !v_cache.buf) {
+        rq_set_error("%s: k_new, v_new, k_cache and v_cache buffers are required", fn);
+        return ROPEQK_ERR_NULL_POINTER;
+    }
+    const rq_problem *pb = &pl->pb;
+    rq_problem c;
+    rq_paged_meta meta;
+    if ((st = rq_paged_append_check(pl, k_new, v_new, batch, fn, &c, &meta)))
+        return st;
+    const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
+    size_t kes = ropeqk_dtype_size(pl->k.dtype), ves = ropeqk_dtype_size(pl->v.dtype);
+    rq_range rkn = {0, 0, NULL}, rvn = rkn, rk = rkn, rv = rkn;
+    if ((st = check_mem(k_new_mem, kes, c.k_extent, &rkn)) || (st = check_mem(v_new_mem, ves, c.v_extent, &rvn)) ||
+        (st = check_mem(k_cache, kes, pb->k_extent, &rk)) || (st = check_mem(v_cache, ves, pb->v_extent, &rv))) {
+        rq_set_error("%s: a buffer range is misaligned or too small for its view: %s", fn, ropeqk_status_string(st));
+        goto done;
+    }
+    if (rq_ranges_overlap(&rk, &rv) || rq_ranges_overlap(&rk, &rkn) || rq_ranges_overlap(&rk, &rvn) ||
+        rq_ranges_overlap(&rv, &rkn) || rq_ranges_overlap(&rv, &rvn)) {
+        rq_set_error("%s: the caches overlap each other or the new rows in the same buffer", fn);
+        st = ROPEQK_ERR_OVERLAP;
+        goto done;
+    }
+    if (n * pb->Hkv > INT32_MAX || n_new > INT32_MAX) {
+        rq_set_error("%s: n_seqs * Hkv or n_new beyond INT32_MAX", fn);
+        st = ROPEQK_ERR_TOO_LARGE;
+        goto done;
+    }
+    if ((st = meta_fits(pl, &meta, fn)))
+        goto done;
+    rq_vk_bind bk[3], bv[3];
+    app_pc pk, pv;
+    if ((st = append_one(pl, k_new, k_new_mem, c.k_extent, &pl->k, k_cache, pb->k_extent, &meta, n, bk, &pk)) ||
+        (st = append_one(pl, v_new, v_new_mem, c.v_extent, &pl->v, v_cache, pb->v_extent, &meta, n, bv, &pv)))
+        goto done;
+    record_meta(pl, cmd, &meta);
+    /* the two copies write disjoint ranges: no barrier between them */
+    rq_vk_dispatch(pl->ctx, cmd, pl->vkp->pg->append, bk, 3, &pk, sizeof pk,
+                   (uint32_t)((pk.units + RQ_VK_PA_WG - 1) / RQ_VK_PA_WG), gridz(n_new), gridz(n * pb->Hkv));
+    rq_vk_dispatch(pl->ctx, cmd, pl->vkp->pg->append, bv, 3, &pv, sizeof pv,
+                   (uint32_t)((pv.units + RQ_VK_PA_WG - 1) / RQ_VK_PA_WG), gridz(n_new), gridz(n * pb->Hkv));
+done:
+    free(meta.v);
+    return st;
+}
