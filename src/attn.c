@@ -24,16 +24,32 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
     return err ? rq_cl_fail(pl->ctx, err) : ROPEQK_SUCCESS;
 }
 
+/* Query rows per pass (ctx.h, RQ_ATTN_PASS_BYTES), in equal passes: 16385 rows at 4096 per pass
+ * are 5 x 3277, not 4 x 4096 + 1. */
+static int64_t attn_pass_rows(const ropeqk_ctx *ctx, const rq_problem *pb)
+{
+    size_t row = (size_t)(pb->B * pb->Hq) * (size_t)pb->D * sizeof(float), cap = ctx->attn_pass_bytes;
+    size_t spare = (size_t)ctx->tune.atq * (size_t)pb->D * sizeof(float); /* rows past the last tile */
+    if (cap > ctx->max_alloc)
+        cap = (size_t)ctx->max_alloc;
+    cap = cap > spare ? cap - spare : 0;
+    int64_t per = (int64_t)(cap / row), passes;
+    if (per < 1)
+        per = 1;
+    passes = (pb->Sq + per - 1) / per;
+    return (pb->Sq + passes - 1) / passes;
+}
+
 ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
                               int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait, cl_event *event)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     const rq_tuning *tn = &ctx->tune;
-    int64_t Sq = pb->Sq, M = pb->G * Sq;
+    int64_t Sq = pb->Sq, rows = attn_pass_rows(ctx, pb), M = pb->G * rows;
     size_t avk = (size_t)tn->avk, atq = (size_t)tn->atq, sk_pad = rq_kt_stride((size_t)Sk, avk);
     size_t qr_n, kt_n, tmp;
-    bool ovf = __builtin_mul_overflow((size_t)(pb->B * pb->Hq), (size_t)Sq, &qr_n) ||
+    bool ovf = __builtin_mul_overflow((size_t)(pb->B * pb->Hq), (size_t)rows, &qr_n) ||
                __builtin_add_overflow(qr_n, atq, &qr_n) || __builtin_mul_overflow(qr_n, (size_t)pb->D, &qr_n) ||
                __builtin_mul_overflow(qr_n, sizeof(float), &tmp) ||
                __builtin_mul_overflow((size_t)(pb->B * pb->Hkv), sk_pad, &kt_n) ||
@@ -54,45 +70,83 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
         rq_scratch_put(ctx, sq, 0, NULL);
         return st;
     }
-    cl_event ev[3] = {NULL, NULL, NULL};
+    /* Events: K's rotation (kev), and the chain of passes, each a Q rotation into the shared Qr that
+     * waits for the previous pass's kernel, then that pass's kernel: `last` is the chain's newest
+     * command, whose completion implies every earlier one's (and K's: every kernel waits for it). */
+    cl_event kev = NULL, last = NULL, qev = NULL;
     cl_mem qpos = m->q_pos.buf ? m->q_pos.buf : pl->vfreq, kpos = m->k_pos.buf ? m->k_pos.buf : pl->vfreq;
     cl_mem lse = pl->with_lse ? m->lse.buf : pl->vfreq; /* unwritten without with_lse */
-    rq_attn_args a = {
-        .v_off = (rq_i64)m->v.offset, .vnb0 = pl->v.nb[0], .vnb1 = pl->v.nb[1], .vnb2 = pl->v.nb[2],
-        .o_off = (rq_i64)m->out.offset, .onb0 = pl->out.nb[0], .onb1 = pl->out.nb[1], .onb2 = pl->out.nb[2],
-        .l_off = pl->with_lse ? (rq_i64)m->lse.offset : 0, .lnb0 = pl->lse.nb[0], .lnb1 = pl->lse.nb[1],
-        .lnb2 = pl->lse.nb[2], .qpos_off = (rq_i64)(m->q_pos.offset / sizeof(cl_int)),
-        .kpos_off = (rq_i64)(m->k_pos.offset / sizeof(cl_int)), .window = pb->window, .M = (rq_i32)M,
-        .Sq = (rq_i32)Sq, .Sk = (rq_i32)Sk, .ldk = (rq_i32)sk_pad, .D = (rq_i32)pb->D, .Dv = (rq_i32)pb->Dv,
-        .G = (rq_i32)pb->G, .Hkv = (rq_i32)pb->Hkv, .use_qpos = m->q_pos.buf != NULL, .q_base = (rq_i32)q_off,
-        .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)k_off, .causal = pb->causal,
-        .o_dtype = (rq_i32)pl->out.dtype, .with_lse = pl->with_lse,
-    };
     cl_kernel ka = pl->kx[0];
-    pthread_mutex_lock(&pl->lock);
-    cl_int err = rq_set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, Sq, q_off, (float)pb->scale, sq->buf,
-                            Sq * pb->D, pb->D, 1);
-    if (!err)
-        err = rq_enqueue_rotate(queue, pl->krq, pl, Sq, num_wait, wait, &ev[0]);
-    if (!err)
-        err = rq_set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, Sk, k_off, 1.0f, sk->buf, (int64_t)(pb->D * sk_pad),
-                         1, (int64_t)sk_pad);
-    if (!err)
-        err = rq_enqueue_rotate(queue, pl->krk, pl, Sk, num_wait, wait, &ev[1]);
-    RQ_SET_ARG(ka, RQ_AT_QR, sq->buf);
-    RQ_SET_ARG(ka, RQ_AT_KT, sk->buf);
-    RQ_SET_ARG(ka, RQ_AT_V, m->v.buf);
-    RQ_SET_ARG(ka, RQ_AT_QPOS, qpos);
-    RQ_SET_ARG(ka, RQ_AT_KPOS, kpos);
-    RQ_SET_ARG(ka, RQ_AT_OUT, m->out.buf);
-    RQ_SET_ARG(ka, RQ_AT_LSE, lse);
-    RQ_SET_ARG(ka, RQ_AT_A, a);
     size_t awg = (size_t)tn->awg;
-    size_t g[2] = {rq_round_up(((size_t)M + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv)}, l[2] = {awg, 1};
+    pthread_mutex_lock(&pl->lock);
+    cl_int err = rq_set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, Sk, k_off, 1.0f, sk->buf,
+                               (int64_t)(pb->D * sk_pad), 1, (int64_t)sk_pad);
     if (!err)
-        err = clEnqueueNDRangeKernel(queue, ka, 2, NULL, g, l, 2, ev, &ev[2]);
+        err = rq_enqueue_rotate(queue, pl->krk, pl, Sk, num_wait, wait, &kev);
+    for (int64_t r0 = 0; r0 < Sq && !err; r0 += rows) {
+        int64_t n = Sq - r0 < rows ? Sq - r0 : rows, Mp = pb->G * n;
+        ropeqk_opencl_mem qm = m->q, qp = m->q_pos;
+        qm.offset += (size_t)(r0 * pl->q.nb[2]);
+        if (qp.buf)
+            qp.offset += (size_t)r0 * sizeof(cl_int);
+        err = rq_set_rotate(pl->krq, pl, &pl->q, qm, qp, n, q_off + r0, (float)pb->scale, sq->buf, n * pb->D,
+                            pb->D, 1);
+        if (!err)
+            err = rq_enqueue_rotate(queue, pl->krq, pl, n, last ? 1 : num_wait, last ? &last : wait, &qev);
+        if (err)
+            break;
+        if (last)
+            clReleaseEvent(last);
+        last = qev;
+        qev = NULL;
+        rq_attn_args a = {
+            .v_off = (rq_i64)m->v.offset, .vnb0 = pl->v.nb[0], .vnb1 = pl->v.nb[1], .vnb2 = pl->v.nb[2],
+            .o_off = (rq_i64)(m->out.offset + (size_t)(r0 * pl->out.nb[2])), .onb0 = pl->out.nb[0],
+            .onb1 = pl->out.nb[1], .onb2 = pl->out.nb[2],
+            .l_off = pl->with_lse ? (rq_i64)(m->lse.offset + (size_t)(r0 * pl->lse.nb[2])) : 0,
+            .lnb0 = pl->lse.nb[0], .lnb1 = pl->lse.nb[1], .lnb2 = pl->lse.nb[2],
+            .qpos_off = (rq_i64)(m->q_pos.offset / sizeof(cl_int) + (size_t)r0),
+            .kpos_off = (rq_i64)(m->k_pos.offset / sizeof(cl_int)), .window = pb->window, .M = (rq_i32)Mp,
+            .Sq = (rq_i32)n, .Sk = (rq_i32)Sk, .ldk = (rq_i32)sk_pad, .D = (rq_i32)pb->D, .Dv = (rq_i32)pb->Dv,
+            .G = (rq_i32)pb->G, .Hkv = (rq_i32)pb->Hkv, .use_qpos = m->q_pos.buf != NULL,
+            .q_base = (rq_i32)(q_off + r0), .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)k_off,
+            .causal = pb->causal, .o_dtype = (rq_i32)pl->out.dtype, .with_lse = pl->with_lse,
+        };
+        RQ_SET_ARG(ka, RQ_AT_QR, sq->buf);
+        RQ_SET_ARG(ka, RQ_AT_KT, sk->buf);
+        RQ_SET_ARG(ka, RQ_AT_V, m->v.buf);
+        RQ_SET_ARG(ka, RQ_AT_QPOS, qpos);
+        RQ_SET_ARG(ka, RQ_AT_KPOS, kpos);
+        RQ_SET_ARG(ka, RQ_AT_OUT, m->out.buf);
+        RQ_SET_ARG(ka, RQ_AT_LSE, lse);
+        RQ_SET_ARG(ka, RQ_AT_A, a);
+        size_t g[2] = {rq_round_up(((size_t)Mp + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv)}, l[2] = {awg, 1};
+        cl_event dep[2] = {last, kev}, kk = NULL;
+        if (!err)
+            err = clEnqueueNDRangeKernel(queue, ka, 2, NULL, g, l, 2, dep, &kk);
+        if (!err) {
+            clReleaseEvent(last);
+            last = kk;
+        }
+    }
     pthread_mutex_unlock(&pl->lock);
-    return rq_run_finish(ctx, sq, sk, ev, err, event);
+    /* the scratch is reusable once the chain's newest command and K's rotation have completed */
+    cl_event used[2] = {last, kev};
+    cl_uint nused = 0;
+    for (int i = 0; i < 2; i++)
+        if (used[i])
+            used[nused++] = used[i];
+    rq_scratch_put(ctx, sk, nused, used);
+    rq_scratch_put(ctx, sq, nused, used);
+    if (!err && event) {
+        *event = last;
+        last = NULL;
+    }
+    if (last)
+        clReleaseEvent(last);
+    if (kev)
+        clReleaseEvent(kev);
+    return err ? rq_cl_fail(ctx, err) : ROPEQK_SUCCESS;
 }
 
 ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
@@ -119,23 +173,21 @@ ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ro
         return ROPEQK_ERR_NULL_POINTER;
     }
     const rq_problem pb = pl->pb;
-    cl_int err = CL_SUCCESS;
-    cl_mem b[7] = {NULL}; /* q, k, v, q_pos, k_pos, out, lse */
     cl_event ev = NULL;
-    b[0] = rq_upload(ctx, CL_MEM_READ_ONLY, q_data, pb.q_extent, &err);
-    if (!err)
-        b[1] = rq_upload(ctx, CL_MEM_READ_ONLY, k_data, pb.k_extent, &err);
-    if (!err)
-        b[2] = rq_upload(ctx, CL_MEM_READ_ONLY, v_data, pb.v_extent, &err);
-    if (!err && q_pos)
-        b[3] = rq_upload(ctx, CL_MEM_READ_ONLY, q_pos, (size_t)pb.Sq * sizeof(cl_int), &err);
-    if (!err && k_pos)
-        b[4] = rq_upload(ctx, CL_MEM_READ_ONLY, k_pos, (size_t)pb.Sk * sizeof(cl_int), &err);
-    /* outputs: the caller's bytes go up first so that the gaps of a strided view come back unchanged */
-    if (!err)
-        b[5] = rq_upload(ctx, CL_MEM_READ_WRITE, out_data, pb.o_extent, &err);
-    if (!err && lse)
-        b[6] = rq_upload(ctx, CL_MEM_READ_WRITE, lse_data, pb.lse_extent, &err);
+    bool wrapped = false;
+    /* outputs: the caller's bytes go up first (or are the buffer, when wrapped) so that the gaps of a
+     * strided view come back unchanged */
+    const rq_host_arg h[7] = {
+        {q_data, pb.q_extent, CL_MEM_READ_ONLY, false},
+        {k_data, pb.k_extent, CL_MEM_READ_ONLY, false},
+        {v_data, pb.v_extent, CL_MEM_READ_ONLY, false},
+        {q_pos, q_pos ? (size_t)pb.Sq * sizeof(cl_int) : 0, CL_MEM_READ_ONLY, false},
+        {k_pos, k_pos ? (size_t)pb.Sk * sizeof(cl_int) : 0, CL_MEM_READ_ONLY, false},
+        {out_data, pb.o_extent, CL_MEM_READ_WRITE, false},
+        {lse ? lse_data : NULL, lse ? pb.lse_extent : 0, CL_MEM_READ_WRITE, false},
+    };
+    cl_mem b[7]; /* q, k, v, q_pos, k_pos, out, lse */
+    cl_int err = rq_host_buffers(ctx, 7, h, b, &wrapped);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto done;
@@ -150,6 +202,8 @@ ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ro
     if (err)
         st = rq_cl_fail(ctx, err);
 done:
+    if (st && wrapped) /* commands enqueued before a failure may still use the caller's memory */
+        clFinish(ctx->queue);
     if (ev)
         clReleaseEvent(ev);
     for (int i = 0; i < 7; i++)

@@ -129,6 +129,7 @@ static ropeqk_ctx *ctx_alloc(void)
     }
     ctx->pool_lock_ok = true;
     ctx->pool_budget = (size_t)256 << 20;
+    ctx->attn_pass_bytes = RQ_ATTN_PASS_BYTES;
     atomic_init(&ctx->last_cl, CL_SUCCESS);
     return ctx;
 }
@@ -149,6 +150,12 @@ static ropeqk_status ctx_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning, ro
         r = rq_env_u64("ROPEQK_MAX_ALLOC", &v);
     if (r > 0 && v > 0 && v < ctx->max_alloc)
         ctx->max_alloc = (cl_ulong)v;
+    /* ROPEQK_ATTN_PASS_BYTES: most bytes of rotated Q per attention pass (src/attn.c); small values
+     * make every query range run in many passes (tests) */
+    if (r >= 0 && !st)
+        r = rq_env_u64("ROPEQK_ATTN_PASS_BYTES", &v);
+    if (r > 0)
+        ctx->attn_pass_bytes = (size_t)v;
     if (r < 0)
         st = ROPEQK_ERR_BAD_CONFIG;
     /* extra build options, for debugging and tuning (and for testing the build-failure path) */

@@ -82,6 +82,13 @@ void rq_set_error(const char *fmt, ...)
 #endif
     ;
 
+/* Attention rotates and consumes the query rows in passes of at most this many bytes of Qr (B*Hq
+ * rows of D floats per query row; and at most the allocation limit), so its scratch stays bounded
+ * whatever Sq: at 16k tokens (Llama-3-8B shapes) one pass would need 256 MiB of Qr, four passes need
+ * 64 MiB each, and Kt (rotated once) serves every pass. 64 MiB is one pass up to S = 4096 at
+ * Hq = 32, D = 128, so the bench's prefill shapes run as before. */
+#define RQ_ATTN_PASS_BYTES ((size_t)64 << 20)
+
 struct rq_vk_ctx; /* src/vk/vk.h */
 struct rq_vk_plan;
 
@@ -105,6 +112,7 @@ struct ropeqk_ctx {
     rq_scratch *pool_busy;     /* returned, their commands maybe still running */
     size_t pool_free_bytes;
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
+    size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
 };
 
 /* Records a failing cl_int in the context (ropeqk_ctx_backend_error) and the thread's message, and
@@ -195,6 +203,27 @@ cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t,
 cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S, cl_uint num_wait,
                          const cl_event *wait, cl_event *ev);
 cl_mem rq_upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t bytes, cl_int *err);
+/* The buffers of a host-convenience call (ropeqk_scores, ropeqk_attention): one per host range
+ * (data NULL: none, b[i] NULL), made in order; on failure those made are released, every b[i] is
+ * NULL and the cl_int is returned. On a CPU device a range of RQ_WRAP_MIN bytes or more that
+ * overlaps no other range of the call is wrapped (CL_MEM_USE_HOST_PTR, *wrapped set): pocl runs the
+ * kernels on the caller's memory, with no device copy (measured: a 256 MiB malloc'd buffer wrapped,
+ * run and read back adds 0 MiB of RSS; the 16k-token demo's copies of Q, K, V, O and LSE were 450 MiB
+ * of its 1.45 GiB peak). Other ranges are copied (rq_upload), or only created when `fresh` (a
+ * dense output). Results come back with clEnqueueReadBuffer into the same host memory either way:
+ * the OpenCL spec defines that for a USE_HOST_PTR buffer read into its own host_ptr once the
+ * commands using it have finished (the read waits for them), and pocl then copies nothing. A
+ * wrapped output starts as the caller's bytes, so a strided view's gaps come back unchanged. After
+ * a failed enqueue the caller waits for the queue when *wrapped: nothing may run on the caller's
+ * memory after the call returns. Small ranges are copied: there is nothing to save. */
+#define RQ_WRAP_MIN ((size_t)64 << 10)
+typedef struct {
+    const void *data;
+    size_t bytes;
+    cl_mem_flags flags;
+    bool fresh; /* not wrapped: a new buffer without an upload */
+} rq_host_arg;
+cl_int rq_host_buffers(ropeqk_ctx *ctx, int n, const rq_host_arg *a, cl_mem *b, bool *wrapped);
 
 /* After the kernels of a run were enqueued (or failed at err): hands the scratch back to the pool
  * with the events that use it, gives the last kernel's event (ev[2]) to *event on success, releases

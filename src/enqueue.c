@@ -374,6 +374,44 @@ cl_mem rq_upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t b
     return m;
 }
 
+static bool host_overlap(const rq_host_arg *x, const rq_host_arg *y)
+{
+    uintptr_t a = (uintptr_t)x->data, b = (uintptr_t)y->data;
+    return a < b + y->bytes && b < a + x->bytes;
+}
+
+cl_int rq_host_buffers(ropeqk_ctx *ctx, int n, const rq_host_arg *a, cl_mem *b, bool *wrapped)
+{
+    cl_int err = CL_SUCCESS;
+    *wrapped = false;
+    for (int i = 0; i < n; i++)
+        b[i] = NULL;
+    for (int i = 0; i < n && !err; i++) {
+        if (!a[i].data)
+            continue;
+        /* OpenCL leaves commands on buffers over overlapping host memory undefined (q = k in place,
+         * say): such a range is copied */
+        bool wrap = ctx->dev.cpu && a[i].bytes >= RQ_WRAP_MIN;
+        for (int j = 0; j < n && wrap; j++)
+            wrap = j == i || !a[j].data || !host_overlap(&a[i], &a[j]);
+        if (wrap) /* the kernels only read a READ_ONLY buffer: const memory is never written */
+            b[i] = clCreateBuffer(ctx->context, a[i].flags | CL_MEM_USE_HOST_PTR, a[i].bytes, (void *)a[i].data,
+                                  &err);
+        else if (a[i].fresh)
+            b[i] = clCreateBuffer(ctx->context, a[i].flags, a[i].bytes, NULL, &err);
+        else
+            b[i] = rq_upload(ctx, a[i].flags, a[i].data, a[i].bytes, &err);
+        *wrapped = *wrapped || (wrap && !err);
+    }
+    if (err)
+        for (int i = 0; i < n; i++) {
+            if (b[i])
+                clReleaseMemObject(b[i]);
+            b[i] = NULL;
+        }
+    return err;
+}
+
 ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
                             const ropeqk_tensor *k, const void *k_data, const int32_t *q_pos,
                             const int32_t *k_pos, const ropeqk_tensor *out, float *out_data)
@@ -393,41 +431,39 @@ ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeq
         return ROPEQK_ERR_NULL_POINTER;
     }
     const rq_problem pb = pl->pb;
-    cl_int err = CL_SUCCESS;
-    cl_mem bq = NULL, bk = NULL, bo = NULL, bqp = NULL, bkp = NULL;
     cl_event ev = NULL;
-    /* blocking writes: on any early return no command may still read the caller's memory */
-    bq = rq_upload(ctx, CL_MEM_READ_ONLY, q_data, pb.q_extent, &err);
-    if (!err)
-        bk = rq_upload(ctx, CL_MEM_READ_ONLY, k_data, pb.k_extent, &err);
-    if (!err && q_pos)
-        bqp = rq_upload(ctx, CL_MEM_READ_ONLY, q_pos, (size_t)pb.Sq * sizeof(cl_int), &err);
-    if (!err && k_pos)
-        bkp = rq_upload(ctx, CL_MEM_READ_ONLY, k_pos, (size_t)pb.Sk * sizeof(cl_int), &err);
-    /* a strided output has gaps the download would overwrite: upload the caller's bytes first so
-     * the gaps come back as they were. A dense one (every byte a score) needs no upload. */
-    bool dense = pb.out_extent == (size_t)(pb.B * pb.Hq * pb.Sq * pb.Sk) * sizeof(float);
-    if (!err && dense)
-        bo = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, pb.out_extent, NULL, &err);
-    else if (!err)
-        bo = rq_upload(ctx, CL_MEM_READ_WRITE, out_data, pb.out_extent, &err);
+    /* blocking writes: on any early return no command may still read the caller's memory. A
+     * strided output has gaps the download would overwrite: the caller's bytes go up first (or are
+     * the buffer, when wrapped) so the gaps come back as they were. A dense one (every byte a
+     * score) needs no upload. */
+    bool dense = pb.out_extent == (size_t)(pb.B * pb.Hq * pb.Sq * pb.Sk) * sizeof(float), wrapped = false;
+    const rq_host_arg h[5] = {
+        {q_data, pb.q_extent, CL_MEM_READ_ONLY, false},
+        {k_data, pb.k_extent, CL_MEM_READ_ONLY, false},
+        {q_pos, q_pos ? (size_t)pb.Sq * sizeof(cl_int) : 0, CL_MEM_READ_ONLY, false},
+        {k_pos, k_pos ? (size_t)pb.Sk * sizeof(cl_int) : 0, CL_MEM_READ_ONLY, false},
+        {out_data, pb.out_extent, CL_MEM_READ_WRITE, dense},
+    };
+    cl_mem b[5];
+    cl_int err = rq_host_buffers(ctx, 5, h, b, &wrapped);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto done;
     }
-    ropeqk_opencl_args a = {.q = {bq, 0}, .k = {bk, 0}, .q_pos = {bqp, 0}, .k_pos = {bkp, 0}, .out = {bo, 0}};
+    ropeqk_opencl_args a = {.q = {b[0], 0}, .k = {b[1], 0}, .q_pos = {b[2], 0}, .k_pos = {b[3], 0}, .out = {b[4], 0}};
     if ((st = ropeqk_opencl_plan_enqueue(pl, ctx->queue, &a, NULL, 0, NULL, &ev)))
         goto done;
-    err = clEnqueueReadBuffer(ctx->queue, bo, CL_TRUE, 0, pb.out_extent, out_data, 1, &ev, NULL);
+    err = clEnqueueReadBuffer(ctx->queue, b[4], CL_TRUE, 0, pb.out_extent, out_data, 1, &ev, NULL);
     if (err)
         st = rq_cl_fail(ctx, err);
 done:
-    if (ev) clReleaseEvent(ev);
-    if (bo) clReleaseMemObject(bo);
-    if (bkp) clReleaseMemObject(bkp);
-    if (bqp) clReleaseMemObject(bqp);
-    if (bk) clReleaseMemObject(bk);
-    if (bq) clReleaseMemObject(bq);
+    if (st && wrapped) /* commands enqueued before a failure may still use the caller's memory */
+        clFinish(ctx->queue);
+    if (ev)
+        clReleaseEvent(ev);
+    for (int i = 0; i < 5; i++)
+        if (b[i])
+            clReleaseMemObject(b[i]);
     ropeqk_plan_destroy(pl);
     return st;
 }

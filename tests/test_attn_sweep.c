@@ -291,6 +291,24 @@ Test(attn_sweep, chunk1) { run_chunk(1); }
 Test(attn_sweep, chunk2) { run_chunk(2); }
 Test(attn_sweep, chunk3) { run_chunk(3); }
 
+/* A third of the cases again with the query rows in many passes (src/attn.c: at most
+ * ROPEQK_ATTN_PASS_BYTES of rotated Q per pass, here 4 KiB: 1 to 64 rows), so each pass's Q
+ * rotation reuses the scratch of the previous pass's kernel, and positions, masks, O and LSE rows
+ * are offset per pass. */
+Test(attn_sweep, query_passes)
+{
+    ropeqk_ctx *whole = ctx;
+    setenv("ROPEQK_ATTN_PASS_BYTES", "4096", 1);
+    ropeqk_status st = ropeqk_ctx_create(NULL, &ctx);
+    unsetenv("ROPEQK_ATTN_PASS_BYTES");
+    cr_assert_eq(st, ROPEQK_SUCCESS);
+    uint64_t seed = seed0();
+    for (int i = 0; i < N_CASES; i += 3)
+        run_case(i, seed);
+    ropeqk_ctx_destroy(ctx);
+    ctx = whole;
+}
+
 /* The sweep really holds what its header promises. */
 Test(attn_sweep, coverage)
 {

@@ -87,7 +87,7 @@ Test(config, malformed_environment_is_an_error)
         {"ROPEQK_PROFILE", "GPU"}, {"ROPEQK_PROFILE", ""},   {"ROPEQK_TQ", "abc"},     {"ROPEQK_TQ", "12x"},
         {"ROPEQK_TQ", "0"},        {"ROPEQK_TQ", "33"},      {"ROPEQK_TQ", ""},        {"ROPEQK_WG", "-4"},
         {"ROPEQK_VK", "3"},        {"ROPEQK_DKB", "7"},      {"ROPEQK_DWG", "1e2"},    {"ROPEQK_DECODE", "yes"},
-        {"ROPEQK_ROT_UWG", " 8"},  {"ROPEQK_POOL_BYTES", "lots"}, {"ROPEQK_MAX_ALLOC", "-1"},
+        {"ROPEQK_ROT_UWG", " 8"},  {"ROPEQK_POOL_BYTES", "lots"}, {"ROPEQK_ATTN_PASS_BYTES", "-5"}, {"ROPEQK_MAX_ALLOC", "-1"},
         {"ROPEQK_MAX_ALLOC", "99999999999999999999999"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
