@@ -14,6 +14,12 @@ typedef struct {
 /* Vulkan guarantees 128 bytes of push constants on every device */
 _Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 16 * 4, "rotate push constants");
 _Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 20 * 4, "scores push constants");
+typedef struct {
+    RQ_VK_AT_PC(RQ_VK_FIELD)
+} rq_vk_at_pc;
+_Static_assert(sizeof(rq_vk_at_pc) <= 128 && sizeof(rq_vk_at_pc) == 28 * 4, "attention push constants");
+extern const uint32_t rq_spv_attention[];
+extern const size_t rq_spv_attention_size;
 
 extern const uint32_t rq_spv_rotate[], rq_spv_scores[];
 extern const size_t rq_spv_rotate_size, rq_spv_scores_size;
@@ -26,6 +32,7 @@ static const struct {
 } shaders[RQ_VK_SH_COUNT] = {
     [RQ_VK_SH_ROTATE] = {"rotate", rq_spv_rotate, &rq_spv_rotate_size, 4, sizeof(rq_vk_rot_pc)},
     [RQ_VK_SH_SCORES] = {"scores", rq_spv_scores, &rq_spv_scores_size, 5, sizeof(rq_vk_sc_pc)},
+    [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, 7, sizeof(rq_vk_at_pc)},
 };
 
 static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)
