@@ -38,8 +38,12 @@ RQ_VK_PC_BLOCK(RQ_VK_AT_PC)
 #include "common.glsl"
 
 shared float qs[DC][ROWS + 1]; /* [d][row]: each invocation reads its own column */
-shared float ks[DC][TK];       /* [d][key] */
-shared float vs[TK][DVMAX];    /* [key][d], zero past Dv */
+/* vec4 along keys and along Dv: every inner loop runs a quarter of the trips. Besides fewer loads,
+ * this matters on llvmpipe, which ends every loop of an invocation once 65535 iterations have run in
+ * total (all loops together, gallivm's LP_MAX_TGSI_LOOP_ITERATIONS). */
+const int TK4 = TK / 4, DV4 = DVMAX / 4;
+shared vec4 ks[DC][TK4];       /* [d][key / 4] */
+shared vec4 vs[TK][DV4];       /* [key][d / 4], zero past Dv */
 shared int kps[TK];            /* key positions of the tile */
 shared int pq_lo, pq_hi;       /* query positions of the group's rows */
 
@@ -64,9 +68,9 @@ void main()
     atomicMin(pq_lo, pi);
     atomicMax(pq_hi, pi);
 
-    float o[DVMAX];
-    for (int d = 0; d < DVMAX; d++)
-        o[d] = 0.0;
+    vec4 o[DV4];
+    for (int d = 0; d < DV4; d++)
+        o[d] = vec4(0.0);
     float mx = 0.0, l = 0.0;
     bool seen = false; /* some key of this row was unmasked (mx valid) */
 
@@ -90,9 +94,9 @@ void main()
                 continue;
         }
 
-        float s[TK];
-        for (int u = 0; u < TK; u++)
-            s[u] = 0.0;
+        vec4 s[TK4]; /* key u is s[u / 4][u % 4] */
+        for (int u = 0; u < TK4; u++)
+            s[u] = vec4(0.0);
         for (int d0 = 0; d0 < pc.D; d0 += DC) {
             for (int e = lid; e < ROWS * DC; e += ROWS) { /* 64 rows x 32 dims, dims fastest */
                 int r = e / DC, d = e % DC, gd = d0 + d, gm = m0 + r;
@@ -100,19 +104,25 @@ void main()
             }
             for (int e = lid; e < TK * DC; e += ROWS) {
                 int u = e / DC, d = e % DC, gd = d0 + d, gj = j0 + u;
-                ks[d][u] = gj < pc.Sk && gd < pc.D ? kr[kbase + uint(gj) * uint(pc.D) + uint(gd)] : 0.0;
+                ks[d][u / 4][u % 4] = gj < pc.Sk && gd < pc.D ? kr[kbase + uint(gj) * uint(pc.D) + uint(gd)] : 0.0;
             }
             barrier();
             for (int d = 0; d < DC; d++) {
                 float qv = qs[d][lid];
-                for (int u = 0; u < TK; u++)
+                for (int u = 0; u < TK4; u++)
                     s[u] += qv * ks[d][u];
             }
             barrier();
         }
-        for (int e = lid; e < TK * DVMAX; e += ROWS) {
-            int u = e / DVMAX, d = e % DVMAX, gj = j0 + u;
-            vs[u][d] = gj < pc.Sk && d < pc.Dv ? RQ_LOAD(vbuf, vbase + uint(gj) * pc.vnb2 + uint(d), DTV) : 0.0;
+        for (int e = lid; e < TK * DV4; e += ROWS) {
+            int u = e / DV4, d4 = e % DV4, gj = j0 + u;
+            vec4 x = vec4(0.0);
+            for (int c = 0; c < 4; c++) {
+                int d = 4 * d4 + c;
+                if (gj < pc.Sk && d < pc.Dv)
+                    x[c] = RQ_LOAD(vbuf, vbase + uint(gj) * pc.vnb2 + uint(d), DTV);
+            }
+            vs[u][d4] = x;
         }
         barrier();
 
@@ -122,25 +132,28 @@ void main()
         for (int u = 0; u < TK; u++) {
             bool ok = u < nk && !rq_masked(pi, kps[u], pc.causal != 0, pc.window);
             if (ok) {
-                bm = live == 0u ? s[u] : max(bm, s[u]);
+                float su = s[u / 4][u % 4];
+                bm = live == 0u ? su : max(bm, su);
                 live |= 1u << u;
             }
         }
         if (live != 0u) {
             float mn = seen ? max(mx, bm) : bm;
             float corr = seen ? exp(mx - mn) : 0.0; /* o and l are still 0 when !seen */
-            float p[TK];
+            vec4 p[TK4];
             float ps = 0.0;
-            for (int u = 0; u < TK; u++) {
-                p[u] = (live & (1u << u)) != 0u ? exp(s[u] - mn) : 0.0;
-                ps += p[u];
+            for (int u4 = 0; u4 < TK4; u4++) {
+                bvec4 on = notEqual((uvec4(live) >> uvec4(4 * u4) >> uvec4(0, 1, 2, 3)) & 1u, uvec4(0u));
+                vec4 e = exp(s[u4] - mn); /* finite arguments; masked lanes dropped below */
+                p[u4] = mix(vec4(0.0), e, on);
+                ps += dot(p[u4], vec4(1.0));
             }
             l = l * corr + ps;
-            for (int d = 0; d < DVMAX; d++)
+            for (int d = 0; d < DV4; d++)
                 o[d] *= corr;
             for (int u = 0; u < TK; u++) {
-                float pu = p[u];
-                for (int d = 0; d < DVMAX; d++)
+                float pu = p[u / 4][u % 4];
+                for (int d = 0; d < DV4; d++)
                     o[d] += pu * vs[u][d];
             }
             mx = mn;
@@ -156,7 +169,7 @@ void main()
     if (DTO == RQ_VK_DT_F32) {
         for (int d = 0; d < DVMAX; d++)
             if (d < pc.Dv)
-                outv[ob + uint(d)] = floatBitsToUint(o[d] * inv);
+                outv[ob + uint(d)] = floatBitsToUint(o[d / 4][d % 4] * inv);
     } else {
         /* the row is this invocation's: a word holding two of its elements is stored whole; only a
          * word shared with a neighbour row or a gap of the view takes the atomic 16-bit store. With
@@ -164,7 +177,7 @@ void main()
         bool odd = (ob & 1u) != 0u;
         float prev = 0.0;
         for (int d = 0; d < DVMAX; d += 2) {
-            float x0 = o[d] * inv, x1 = o[d + 1] * inv;
+            float x0 = o[d / 4][d % 4] * inv, x1 = o[d / 4][d % 4 + 1] * inv;
             uint idx = ob + uint(d);
             if (!odd) {
                 if (d + 1 < pc.Dv)
