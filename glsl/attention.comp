@@ -14,7 +14,11 @@
  *     l = 0 and o = 0, so nothing depends on how a driver treats infinities, and a fully masked row
  *     ends with O = 0 and LSE = -inf (stored as bits).
  * Shared memory: Qs 32 x 65 + Ks 32 x TK + Vs TK x DVMAX floats <= 29 KiB (TK = 32 up to Dv 128,
- * 16 up to 256), inside the 32 KiB every Vulkan device has. */
+ * 16 up to 256), inside the 32 KiB every Vulkan device has.
+ * Known limit (llvmpipe only): one invocation walks every key of its row, so with long key ranges
+ * and wide heads (Sk 4096 with Dv 256 in the attention sweep) it runs out of llvmpipe's loop budget
+ * (below) and stops early: wrong output, no error. Splitting the keys over work-groups with a
+ * combine pass (flash-decoding) bounds the work per invocation and is the planned fix. */
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
 
