@@ -68,6 +68,32 @@
     F(u32, pages_off) F(i32, words)
 #define RQ_VK_PA_WG 64
 
+/* ---- attention.comp: O = softmax(Qr . Kr^T) V with an online softmax (S never stored) --------- */
+#define RQ_VK_AT_QR 0
+#define RQ_VK_AT_KR 1
+#define RQ_VK_AT_V 2
+#define RQ_VK_AT_QPOS 3
+#define RQ_VK_AT_KPOS 4
+#define RQ_VK_AT_OUT 5
+#define RQ_VK_AT_LSE 6
+/* attention reads Q and K from the f32 scratch only, so id RQ_VK_SC_DT_A (no typed first input)
+ * carries the width of its f32 accumulator array instead: Dv rounded up to RQ_VK_AT_DVQ */
+#define RQ_VK_SC_DVMAX RQ_VK_SC_DT_A
+#define RQ_VK_AT_PC(F)                                                                             \
+    F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2) /* V view, elements of V's dtype */       \
+    F(u32, o_off) F(u32, onb0) F(u32, onb1) F(u32, onb2) /* O view, elements of O's dtype */       \
+    F(u32, l_off) F(u32, lnb0) F(u32, lnb1) F(u32, lnb2) /* LSE view (f32), with_lse only */       \
+    F(u32, qpos_off) F(u32, kpos_off) F(u32, window) F(i32, M) F(i32, Sq) F(i32, Sk) F(i32, D)    \
+    F(i32, Dv) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos)            \
+    F(i32, k_base) F(i32, causal) F(i32, with_lse)
+#define RQ_VK_AT_ROWS 64   /* query rows per work-group, one per invocation */
+#define RQ_VK_AT_DC 32     /* head dims of Q and K staged per step of the scores */
+#define RQ_VK_AT_DVQ 16    /* accumulator widths come in steps of 16 (one pipeline per step) */
+#define RQ_VK_AT_DVMAX 256 /* largest Dv: the accumulators live in registers */
+/* keys per shared-memory tile: TK x DVMAX floats of V stay at 16 KiB (32 KiB of shared memory is
+ * all Vulkan guarantees) */
+#define RQ_VK_AT_TK(dvmax) ((dvmax) <= 128 ? 32 : 16)
+
 #endif
 #define RQ_VK_FIELD(t, n) rq_vk_##t n;
 
@@ -156,5 +182,31 @@
     F(i32, rows) F(i32, Hkv) F(i32, n_new) F(i32, ps) F(i32, units) F(u32, lens_off)               \
     F(u32, pages_off) F(i32, words)
 #define RQ_VK_PA_WG 64
+
+/* ---- attention.comp: O = softmax(Qr . Kr^T) V with an online softmax (S never stored) --------- */
+#define RQ_VK_AT_QR 0
+#define RQ_VK_AT_KR 1
+#define RQ_VK_AT_V 2
+#define RQ_VK_AT_QPOS 3
+#define RQ_VK_AT_KPOS 4
+#define RQ_VK_AT_OUT 5
+#define RQ_VK_AT_LSE 6
+/* attention reads Q and K from the f32 scratch only, so id RQ_VK_SC_DT_A (no typed first input)
+ * carries the width of its f32 accumulator array instead: Dv rounded up to RQ_VK_AT_DVQ */
+#define RQ_VK_SC_DVMAX RQ_VK_SC_DT_A
+#define RQ_VK_AT_PC(F)                                                                             \
+    F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2) /* V view, elements of V's dtype */       \
+    F(u32, o_off) F(u32, onb0) F(u32, onb1) F(u32, onb2) /* O view, elements of O's dtype */       \
+    F(u32, l_off) F(u32, lnb0) F(u32, lnb1) F(u32, lnb2) /* LSE view (f32), with_lse only */       \
+    F(u32, qpos_off) F(u32, kpos_off) F(u32, window) F(i32, M) F(i32, Sq) F(i32, Sk) F(i32, D)    \
+    F(i32, Dv) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos)            \
+    F(i32, k_base) F(i32, causal) F(i32, with_lse)
+#define RQ_VK_AT_ROWS 64   /* query rows per work-group, one per invocation */
+#define RQ_VK_AT_DC 32     /* head dims of Q and K staged per step of the scores */
+#define RQ_VK_AT_DVQ 16    /* accumulator widths come in steps of 16 (one pipeline per step) */
+#define RQ_VK_AT_DVMAX 256 /* largest Dv: the accumulators live in registers */
+/* keys per shared-memory tile: TK x DVMAX floats of V stay at 16 KiB (32 KiB of shared memory is
+ * all Vulkan guarantees) */
+#define RQ_VK_AT_TK(dvmax) ((dvmax) <= 128 ? 32 : 16)
 
 #endif

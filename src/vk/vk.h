@@ -11,6 +11,7 @@
 typedef enum {
     RQ_VK_SH_ROTATE,
     RQ_VK_SH_SCORES,
+    RQ_VK_SH_ATTENTION, /* fused attention (vk_attn.c) */
     RQ_VK_SH_PAGED, /* paged decode: pass 1, combine, append (vk_paged.c) */
     RQ_VK_SH_PAGED_COMBINE,
     RQ_VK_SH_PAGED_APPEND,
@@ -116,6 +117,21 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
  * for ROPEQK_OP_PAGED_DECODE; pl->vkp is set before anything can fail), and their release. */
 ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4);
 void rq_vk_paged_free(ropeqk_plan *pl);
+/* vk_plan.c, shared with the other operations' plans: the rotate pipelines, frequency table and
+ * Qr/Kr scratch of a plan (vp allocated); and the recording of the leading barrier, both rotations
+ * and the barrier that makes the scratch visible to the next shader. */
+ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4);
+/* The bytes a view of `extent` bytes at m.offset reaches: 16-bit views are accessed as whole words. */
+size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent);
+ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
+                                int64_t q_off, int64_t k_off);
+
+/* vk_attn.c: ROPEQK_OP_ATTENTION (plan checked, scratch made by rq_vk_rope_init) */
+ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl);
+ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
+                                     int64_t q_off, int64_t k_off);
+/* The attention pipeline's specialization constants for Dv and the V and O dtypes. */
+void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[4]);
 
 /* vk_host.c: the host-memory calls on a Vulkan context. */
 ropeqk_status rq_vk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,

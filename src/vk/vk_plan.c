@@ -15,24 +15,36 @@ typedef struct {
 
 ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4)
 {
-    ropeqk_ctx *ctx = pl->ctx;
-    const rq_problem *pb = &pl->pb;
     if (pl->op == ROPEQK_OP_PAGED_DECODE)
         return rq_vk_paged_init(pl, vfreq4);
-    if (pl->op != ROPEQK_OP_SCORES) {
-        rq_set_error("ropeqk_plan_create: this operation is not available on Vulkan yet (scores only)");
+    if (pl->op != ROPEQK_OP_SCORES && pl->op != ROPEQK_OP_ATTENTION) {
+        rq_set_error("ropeqk_plan_create: unknown operation on Vulkan");
         return ROPEQK_ERR_BAD_PARAM;
     }
     struct rq_vk_plan *vp = calloc(1, sizeof *vp);
     if (!vp)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     pl->vkp = vp;
+    ropeqk_status st;
+    if (pl->op == ROPEQK_OP_ATTENTION) { /* checks Dv before any scratch is made */
+        st = rq_vk_attn_plan_init(pl);
+    } else {
+        int32_t ss[4] = {0, 0, 0, 256};
+        st = rq_vk_pipe_get(pl->ctx, RQ_VK_SH_SCORES, ss, &vp->main);
+    }
+    return st ? st : rq_vk_rope_init(pl, vfreq4);
+}
+
+ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    struct rq_vk_plan *vp = pl->vkp;
     int32_t wg = RQ_VK_ROT_UNITS;
-    int32_t sq[4] = {pl->q.dtype, 0, 0, wg}, sk[4] = {pl->k.dtype, 0, 0, wg}, ss[4] = {0, 0, 0, 256};
+    int32_t sq[4] = {pl->q.dtype, 0, 0, wg}, sk[4] = {pl->k.dtype, 0, 0, wg};
     ropeqk_status st;
     if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
-        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sk, &vp->rot_k)) ||
-        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_SCORES, ss, &vp->main)))
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sk, &vp->rot_k)))
         return st;
     /* scratch: rotated f32 rows, sized for the descriptors (max_keys keys for a decode plan) */
     uint64_t qn = (uint64_t)(pb->B * pb->Hq * pb->Sq * pb->D), kn = (uint64_t)(pb->B * pb->Hkv * pb->Sk * pb->D);
@@ -96,16 +108,13 @@ static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_p
     return ROPEQK_SUCCESS;
 }
 
-ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
-                                  int64_t q_off, int64_t k_off)
+ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
+                                int64_t q_off, int64_t k_off)
 {
     const rq_problem *pb = &pl->pb;
     struct rq_vk_plan *vp = pl->vkp;
-    rq_extents x = {.Sk = Sk};
-    ropeqk_tensor kt = pl->k, ot = pl->out;
-    kt.ne[2] = ot.ne[3] = Sk;
-    x.k = ropeqk_tensor_extent(&kt);
-    x.o = ropeqk_tensor_extent(&ot);
+    ropeqk_tensor kt = pl->k;
+    kt.ne[2] = Sk;
     /* everything earlier in the queue (the caller's writes of Q, K, positions; earlier runs of this
      * plan reading its scratch) before the shaders */
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
@@ -113,17 +122,32 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
     ropeqk_status st = record_rotate(pl, cmd, vp->rot_q, &pl->q, a->q, pb->q_extent, a->q_pos, pb->Sq, q_off,
                                      (float)pb->scale, &vp->qr);
     if (!st)
-        st = record_rotate(pl, cmd, vp->rot_k, &pl->k, a->k, x.k, a->k_pos, Sk, k_off, 1.0f, &vp->kr);
+        st = record_rotate(pl, cmd, vp->rot_k, &pl->k, a->k, ropeqk_tensor_extent(&kt), a->k_pos, Sk, k_off, 1.0f,
+                           &vp->kr);
     if (st)
         return st;
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
+                                  int64_t q_off, int64_t k_off)
+{
+    const rq_problem *pb = &pl->pb;
+    struct rq_vk_plan *vp = pl->vkp;
+    ropeqk_tensor ot = pl->out;
+    ot.ne[3] = Sk;
+    size_t o_ext = ropeqk_tensor_extent(&ot);
+    ropeqk_status st = rq_vk_record_rope(pl, cmd, a, Sk, q_off, k_off);
+    if (st)
+        return st;
     rq_vk_bind b[5] = {
         {vp->qr.buf, 0, vp->qr.size, 4},
         {vp->kr.buf, 0, vp->kr.size, 4},
         {a->q_pos.buf, a->q_pos.offset, (VkDeviceSize)pb->Sq * 4, 4},
         {a->k_pos.buf, a->k_pos.offset, (VkDeviceSize)Sk * 4, 4},
-        {a->out.buf, a->out.offset, x.o, 4},
+        {a->out.buf, a->out.offset, o_ext, 4},
     };
     uint32_t eo[5];
     if ((st = rq_vk_bind_offsets(pl->ctx, b, 5, eo)))
@@ -142,6 +166,13 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
     uint32_t gy = (uint32_t)((pb->Sq + RQ_VK_SC_TILE - 1) / RQ_VK_SC_TILE);
     rq_vk_dispatch(pl->ctx, cmd, vp->main, b, 5, &pc, sizeof pc, gx, gy, (uint32_t)(pb->B * pb->Hq));
     return ROPEQK_SUCCESS;
+}
+
+/* 16-bit views are read and written as whole 32-bit words: the bytes from m.offset to the end of
+ * the word holding the last element */
+size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent)
+{
+    return es == 2 ? (size_t)((m.offset % 4 + extent + 3) / 4 * 4 - m.offset % 4) : extent;
 }
 
 /* A view's range inside the caller's buffer range (the same checks as the OpenCL path). */
@@ -181,22 +212,34 @@ ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *pl, VkCommandBuffer cmd, co
     ropeqk_status st = rq_plan_step(pl, step, args->q_pos.buf || args->k_pos.buf, "ropeqk_vulkan_plan_record", &x);
     if (st)
         return st;
-    rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq;
+    bool attn = pl->op == ROPEQK_OP_ATTENTION;
+    rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq, rv = rq, rl = rq;
     size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
-    /* 16-bit views are read as whole 32-bit words: the word holding the last element must be inside */
-    size_t q_need = qes == 2 ? (size_t)((args->q.offset % 4 + pb->q_extent + 3) / 4 * 4 - args->q.offset % 4)
-                             : pb->q_extent;
-    size_t k_need = kes == 2 ? (size_t)((args->k.offset % 4 + x.k + 3) / 4 * 4 - args->k.offset % 4) : x.k;
-    if ((st = check_mem(args->q, qes, q_need, &rq)) || (st = check_mem(args->k, kes, k_need, &rk)) ||
-        (st = check_mem(args->out, 4, x.o, &ro)))
+    size_t oes = ropeqk_dtype_size(pl->out.dtype);
+    if ((st = check_mem(args->q, qes, rq_vk_word_bytes(args->q, qes, pb->q_extent), &rq)) ||
+        (st = check_mem(args->k, kes, rq_vk_word_bytes(args->k, kes, x.k), &rk)) ||
+        (st = check_mem(args->out, oes, rq_vk_word_bytes(args->out, oes, x.o), &ro)))
         return st;
     if (args->q_pos.buf && (st = check_mem(args->q_pos, 4, (size_t)pb->Sq * 4, &rqp)))
         return st;
     if (args->k_pos.buf && (st = check_mem(args->k_pos, 4, (size_t)x.Sk * 4, &rkp)))
         return st;
-    const rq_range *in[] = {&rq, &rk, &rqp, &rkp};
-    for (int i = 0; i < 4; i++)
-        if (rq_ranges_overlap(&ro, in[i]))
+    if (attn) {
+        size_t ves = ropeqk_dtype_size(pl->v.dtype);
+        if (!args->v.buf || (pl->with_lse && !args->lse.buf))
+            return ROPEQK_ERR_NULL_POINTER;
+        if ((st = check_mem(args->v, ves, rq_vk_word_bytes(args->v, ves, x.v), &rv)) ||
+            (pl->with_lse && (st = check_mem(args->lse, 4, pb->lse_extent, &rl))))
+            return st;
+    }
+    /* the outputs against every input and each other, as on OpenCL (16-bit views: whole words) */
+    const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv};
+    for (int i = 0; i < 5; i++)
+        if (rq_ranges_overlap(&ro, in[i]) || rq_ranges_overlap(&rl, in[i]))
             return ROPEQK_ERR_OVERLAP;
+    if (rq_ranges_overlap(&ro, &rl))
+        return ROPEQK_ERR_OVERLAP;
+    if (attn)
+        return rq_vk_record_attention(pl, cmd, args, x.Sk, x.q_off, x.k_off);
     return rq_vk_record_scores(pl, cmd, args, x.Sk, x.q_off, x.k_off);
 }
