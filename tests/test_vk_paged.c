@@ -351,6 +351,24 @@ Test(vk_paged, f32_interleaved_gqa_causal_pages16)
     run_case(&c, test_seed());
 }
 
+/* positions up to 2^20 and anywhere up to INT32_MAX (the accurate angle of glsl/angle.glsl): cached keys
+ * start anywhere in [0, kpos_span] */
+Test(vk_paged, positions_to_2_20_and_across_int32)
+{
+    pcase c = base_case("f32 positions near 2^20");
+    int64_t lens[] = {700, 33, 2000};
+    memcpy(c.lens, lens, sizeof lens);
+    c.n_seqs = c.max_seqs = 3;
+    c.kpos_span = 1 << 20;
+    c.p.causal = 1;
+    uint64_t seed = test_seed();
+    run_case(&c, seed);
+    c.name = "f16 half-split positions anywhere up to INT32_MAX";
+    c.kpos_span = INT32_MAX - 2100;
+    c.qdt = c.kdt = c.vdt = ROPEQK_F16, c.p.layout = ROPEQK_HALF_SPLIT, c.tol = 1e-3;
+    run_case(&c, seed + 1);
+}
+
 /* half-split, partial rotary, BSHD caches, Dv != D, pages of 64, no mask */
 Test(vk_paged, f32_half_split_partial_rotary_bshd_pages64)
 {
