@@ -243,7 +243,7 @@ int cmd_check(int argc, char **argv)
         {"--seed", OPT_I64, &seed, "N", "random seed, 0..2^63-1 (default: from the clock; printed)", 0, 0,
          INT64_MAX, NULL, &seen_seed},
         {"--cases", OPT_I64, &ncases, "N", "number of random cases (default 100)", 0, 1, 100000000, NULL, NULL},
-        {"--device", OPT_STR, &device, "SPEC", "device: P:D or a name substring (default as in `ropeqk devices`)",
+        {"--device", OPT_STR, &device, "SPEC", "device: P:D, vulkan[:N] or a name substring (default as in `ropeqk devices`)",
          0, 0, 0, NULL, NULL},
         {"--verbose", OPT_FLAG, &verbose, NULL, "print every case and its error (default off)", 0, 0, 0, NULL,
          NULL},

@@ -110,7 +110,7 @@ typedef struct {
     char why[160];   /* why this device was chosen */
 } cli_device;
 
-#define CLI_DEVICE_HELP "P:D, name substring, or ref = scalar C path (default: $ROPEQK_DEVICE, else first)"
+#define CLI_DEVICE_HELP "P:D (opencl:P:D), vulkan[:N], name substring, or ref = scalar C path (default: $ROPEQK_DEVICE, else first OpenCL)"
 
 int cmd_devices(int argc, char **argv);
 /* diag.c: prints device P:D's profile (and why) and build options; with dump_dir writes its program

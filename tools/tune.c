@@ -52,6 +52,8 @@ int cmd_tune(int argc, char **argv)
     ropeqk_status st = ropeqk_tune(dev.ctx, &p, &best, path, sizeof path);
     if (st) {
         cli_lib_err("tune", st, dev.ctx);
+        if (st == ROPEQK_ERR_BAD_PARAM) /* e.g. a Vulkan device: its shader shapes are fixed so far */
+            fprintf(stderr, "ropeqk: %s\n", ropeqk_last_error());
         cli_device_close(&dev);
         return CLI_RUNTIME;
     }
