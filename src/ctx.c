@@ -21,7 +21,7 @@ static bool all_digits(const char *s, const char *end)
     return true;
 }
 
-static bool name_contains(const char *name, const char *needle)
+bool rq_name_contains(const char *name, const char *needle)
 {
     size_t n = strlen(needle);
     for (const char *h = name; *h; h++) {
@@ -87,7 +87,7 @@ ropeqk_status ropeqk_opencl_select_device(const char *spec, cl_platform_id *plat
             } else {
                 char name[256] = "";
                 clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof name - 1, name, NULL);
-                match = name_contains(name, spec);
+                match = rq_name_contains(name, spec);
             }
             if (match) {
                 *platform = plats[p];

@@ -75,6 +75,9 @@ const char *rq_profile_name(ropeqk_profile p);
 /* An unsigned environment integer: 0 unset, 1 set (*v), -1 malformed (message set). */
 int rq_env_u64(const char *name, unsigned long long *v);
 
+/* A case-insensitive substring test of device names (ctx.c; "" matches everything). */
+bool rq_name_contains(const char *name, const char *needle);
+
 /* Sets this thread's message for ropeqk_last_error() (printf format). */
 void rq_set_error(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -2,7 +2,6 @@
  * the validation-layer hook the tests use. */
 #include "vk.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,19 +228,6 @@ ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint3
     return st;
 }
 
-static bool name_has(const char *name, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (const char *h = name; *h; h++) {
-        size_t i = 0;
-        while (i < n && h[i] && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (i == n)
-            return true;
-    }
-    return false;
-}
-
 /* What every Vulkan context does once it has a device and a queue: properties, the push-descriptor
  * entry point, a command pool and fence for the host-memory calls, the configuration. */
 static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
@@ -329,7 +315,7 @@ ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *t
         vkGetPhysicalDeviceProperties(pd[i], &p);
         int u = index >= 0 || name ? 1 : usable(pd[i]);
         oom = u < 0;
-        if (!oom && (index >= 0 ? (int)i == index : name ? name_has(p.deviceName, name) : u))
+        if (!oom && (index >= 0 ? (int)i == index : name ? rq_name_contains(p.deviceName, name) : u))
             pick = (int)i;
     }
     if (pick >= 0 && (ok = usable(pd[pick])) < 0)
