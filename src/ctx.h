@@ -262,6 +262,8 @@ typedef struct {
 ropeqk_status rq_check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, size_t extent, rq_range *r);
 /* Two ranges of the same buffer that share a byte. */
 bool rq_ranges_overlap(const rq_range *a, const rq_range *b);
+/* Whether an output range shares a byte with an input range or another output range. */
+bool rq_outputs_overlap(const rq_range *const *outs, int n_out, const rq_range *const *ins, int n_in);
 
 /* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
 typedef struct {

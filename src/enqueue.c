@@ -13,6 +13,19 @@ bool rq_ranges_overlap(const rq_range *a, const rq_range *b)
     return a->buf && a->buf == b->buf && a->off < b->off + b->len && b->off < a->off + a->len;
 }
 
+bool rq_outputs_overlap(const rq_range *const *outs, int n_out, const rq_range *const *ins, int n_in)
+{
+    for (int o = 0; o < n_out; o++) {
+        for (int i = 0; i < n_in; i++)
+            if (rq_ranges_overlap(outs[o], ins[i]))
+                return true;
+        for (int p = o + 1; p < n_out; p++)
+            if (rq_ranges_overlap(outs[o], outs[p]))
+                return true;
+    }
+    return false;
+}
+
 ropeqk_status rq_check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, size_t extent, rq_range *r)
 {
     size_t size = 0;
@@ -329,11 +342,8 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
             (pl->with_lse && (st = rq_check_mem(ctx, args->lse, sizeof(float), pb->lse_extent, &rl))))
             return st;
     }
-    const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv};
-    for (int i = 0; i < 5; i++)
-        if (rq_ranges_overlap(&ro, in[i]) || rq_ranges_overlap(&rl, in[i]))
-            return ROPEQK_ERR_OVERLAP;
-    if (rq_ranges_overlap(&ro, &rl))
+    const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv}, *outs[] = {&ro, &rl};
+    if (rq_outputs_overlap(outs, 2, in, 5))
         return ROPEQK_ERR_OVERLAP;
     if (attn)
         return rq_attn_enqueue(pl, queue, args, r.Sk, r.q_off, r.k_off, num_wait, wait, event);

@@ -236,11 +236,7 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         goto done;
     }
     const rq_range *outs[2] = {&ro, &rl}, *ins[3] = {&rq, &rk, &rv};
-    for (int o = 0; o < 2; o++)
-        for (int i = 0; i < 3; i++)
-            if (rq_ranges_overlap(outs[o], ins[i]))
-                st = ROPEQK_ERR_OVERLAP;
-    if (rq_ranges_overlap(&ro, &rl))
+    if (rq_outputs_overlap(outs, 2, ins, 3))
         st = ROPEQK_ERR_OVERLAP;
     if (st) {
         rq_set_error("%s: out or lse overlaps an input or each other in the same buffer", fn);
