@@ -67,7 +67,7 @@ static double max_abs_diff(const float *a, const float *b, size_t n)
 }
 
 /* "model name" and the avx* flags of /proc/cpuinfo (the host path's instruction sets). */
-static void print_cpu(void)
+void bench_print_cpu(void)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[4096], model[256] = "?", flags[1024] = "";
@@ -204,7 +204,7 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
     *nrows = 0;
     if (o->checks_only)
         return failed ? 3 : 0;
-    print_cpu();
+    bench_print_cpu();
     printf("fused: one ROPEQK_OP_ATTENTION plan per dtype (f16: Q, K, V in f16)\n"
            "unfused-clblast: RoPE kernel on Q, K; CLBlastSgemmStridedBatched S = scale Q K^T (one batch entry per\n"
            "  KV head); softmax_rows kernel (masked, max-subtracted, in place: S -> P); CLBlast P V, same batching\n"

@@ -2,7 +2,7 @@
  *
  *   ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME]]
  *                [--csv FILE] [--plot FILE.svg] [--no-first-call] [--ref-max-gflop X]
- *                [--attention | --no-attention] [--attn-budget S] [--attn-max-run S]
+ *                [--attention | --no-attention] [--attn-budget S] [--attn-max-run S] [--vulkan]
  *
  * Per shape and implementation: warm-up runs, then the median of the timed runs. Wall time is from
  * the first enqueue to the return of clFinish (host impls: the call); device time is the span
@@ -18,7 +18,9 @@
  * Attention (attn_bench.c): fused attention plans vs RoPE + CLBlast + softmax kernel + CLBlast vs
  * host RoPE + OpenBLAS + host softmax + OpenBLAS: --attention times it instead of the scores shapes
  * (the unfused baseline alone takes minutes per shape on a 2-core pocl device); every other run does
- * its fp64 checks only. */
+ * its fp64 checks only.
+ * Vulkan (vk_bench.c): --vulkan times the same plans on the Vulkan and the OpenCL backend instead
+ * (and cblas / copy yardsticks), outputs cross-checked; it runs without OpenCL too. */
 #define _XOPEN_SOURCE 700
 #include "bench.h"
 
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define MAX_SHAPES 16
@@ -218,15 +221,60 @@ static bool in_list(const char *name, const char *list)
     return false;
 }
 
+/* The bench's OpenCL context, profiling queue, ropeqk context (program built) and baseline kernels.
+ * On failure *what names the step and e is left empty (close_opencl done). */
+static void close_opencl(benv *e)
+{
+    if (e->rope_plain) clReleaseKernel(e->rope_plain);
+    if (e->copy16) clReleaseKernel(e->copy16);
+    if (e->softmax) clReleaseKernel(e->softmax);
+    if (e->base_prog) clReleaseProgram(e->base_prog);
+    ropeqk_ctx_destroy(e->rq);
+    if (e->queue) clReleaseCommandQueue(e->queue);
+    if (e->cl) clReleaseContext(e->cl);
+    memset(e, 0, sizeof *e);
+}
+
+static int open_opencl(benv *e, const char *spec, char *why, size_t why_len, const char **what)
+{
+    cl_platform_id plat;
+    int err = ropeqk_opencl_select_device(spec, &plat, &e->dev, why, why_len);
+    *what = "selecting a device";
+    if (!err) {
+        cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
+        e->cl = clCreateContext(props, 1, &e->dev, NULL, NULL, &err);
+        if (!err)
+            e->queue = clCreateCommandQueue(e->cl, e->dev, CL_QUEUE_PROFILING_ENABLE, &err);
+        *what = "creating the OpenCL context";
+    }
+    if (!err) {
+        ropeqk_opencl_ctx_params cp = {.context = e->cl, .queue = e->queue};
+        if (!(err = ropeqk_opencl_ctx_create(&cp, &e->rq)))
+            err = ropeqk_ctx_warmup(e->rq);
+        *what = "ropeqk_ctx_create";
+    }
+    if (!err) {
+        err = benv_build_baselines(e);
+        *what = "building the baseline kernels";
+    }
+    if (err)
+        close_opencl(e);
+    return err;
+}
+
 static void usage(void)
 {
     puts("usage: ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME...]]\n"
          "                    [--csv FILE] [--plot FILE.svg] [--no-first-call] [--ref-max-gflop X]\n"
          "                    [--host-cost [N]] [--paged [LEN]] [--attention | --no-attention]\n"
-         "                    [--attn-budget S] [--attn-max-run S]\n"
+         "                    [--attn-budget S] [--attn-max-run S] [--vulkan]\n"
          "  --host-cost: host time per decode-shaped enqueue over N calls (default 10000), one-shot vs plan\n"
          "  --paged: paged-KV decode, Hq 32 / Hkv 8 / D 128, one sequence of LEN tokens (default 32768),\n"
          "           f32 and f16 caches, against a copy kernel over the same bytes\n"
+         "  --vulkan: the same plans on the Vulkan and the OpenCL backend (scores prefill and decode, causal\n"
+         "           attention, paged decode f16), outputs cross-checked, with cblas and copy yardsticks;\n"
+         "           Vulkan device: $ROPEQK_DEVICE if it names one (\"vulkan:N\"), else \"vulkan\"; honours\n"
+         "           --runs, --warmup, --shape, --csv; a missing backend is reported and skipped\n"
          "  impls: fused, unfused-clblast, cblas, ref, copy-buffer, copy-kernel\n"
          "  --quick: 2 prefill shapes + decode Sk=4096, 5 runs, 1 warm-up (CI smoke)\n"
          "  --attention: the attention shapes instead of the scores shapes (prefill S=1024 and S=4096, GQA\n"
@@ -243,6 +291,7 @@ int main(int argc, char **argv)
     double attn_budget = 30.0, attn_max_run = 120.0;
     int host_cost = 0; /* --host-cost [N]: only the per-call host cost, N calls */
     long long paged = 0; /* --paged [LEN]: only the paged-KV decode, one sequence of LEN tokens */
+    bool vulkan = false; /* --vulkan: only the Vulkan-vs-OpenCL comparison (vk_bench.c) */
     const char *csv = NULL, *plot = NULL, *shape_filter = NULL, *impl_filter = NULL;
     double ref_max_gflop = 0.3; /* the fp64 scalar reference does ~1 GFLOP/s: small shapes only */
     for (int a = 1; a < argc; a++) {
@@ -251,6 +300,7 @@ int main(int argc, char **argv)
             return first_call_child(!strcmp(o, "--first-call-child-decode"));
         else if (!strcmp(o, "--quick")) { quick = true; runs = 5; warmup = 1; }
         else if (!strcmp(o, "--no-first-call")) first_call = false;
+        else if (!strcmp(o, "--vulkan")) vulkan = true;
         else if (!strcmp(o, "--attention")) { attn_only = attn = true; first_call = false; }
         else if (!strcmp(o, "--no-attention")) attn = false;
         else if (!strcmp(o, "--attn-budget") && v) { attn_budget = atof(v); a++; }
@@ -278,24 +328,31 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
 
+    /* --vulkan: $ROPEQK_DEVICE may name the Vulkan device; OpenCL then takes its first device ("0:0"). */
+    const char *env_dev = getenv("ROPEQK_DEVICE"), *cl_spec = NULL, *vk_spec = "vulkan";
+    if (vulkan && env_dev && !strncasecmp(env_dev, "vulkan", 6)) {
+        vk_spec = env_dev;
+        cl_spec = "0:0";
+    }
     /* One context and profiling queue for everything; the library borrows them. */
     benv e = {0};
-    cl_platform_id plat;
     char why[128] = "", devname[256] = "";
-    int err = ropeqk_opencl_select_device(NULL, &plat, &e.dev, why, sizeof why);
+    const char *what = NULL;
+    double t_cl = now();
+    int err = open_opencl(&e, cl_spec, why, sizeof why, &what);
+    t_cl = (now() - t_cl) * 1e3;
+    if (vulkan) { /* without OpenCL, the Vulkan rows still run: e.rq stays NULL */
+        FILE *vf = csv ? fopen(csv, "w") : NULL;
+        if (csv && !vf)
+            return die("opening the CSV file", errno);
+        int rc = bench_vulkan(&e, vk_spec, runs, warmup, shape_filter, vf, t_cl);
+        if (vf)
+            fclose(vf);
+        close_opencl(&e);
+        return rc;
+    }
     if (err)
-        return die("selecting a device", err);
-    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
-    e.cl = clCreateContext(props, 1, &e.dev, NULL, NULL, &err);
-    if (!err)
-        e.queue = clCreateCommandQueue(e.cl, e.dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    if (err)
-        return die("creating the OpenCL context", err);
-    ropeqk_opencl_ctx_params cp = {.context = e.cl, .queue = e.queue};
-    if ((err = ropeqk_opencl_ctx_create(&cp, &e.rq)) || (err = ropeqk_ctx_warmup(e.rq)))
-        return die("ropeqk_ctx_create", err);
-    if ((err = benv_build_baselines(&e)))
-        return die("building the baseline kernels", err);
+        return die(what, err);
     clGetDeviceInfo(e.dev, CL_DEVICE_NAME, sizeof devname, devname, NULL);
     printf("ropeqk-bench %s on %s (%s); library options: %s\nkernel configuration: %s\n", ropeqk_version(),
            devname, why, ropeqk_ctx_build_options(e.rq), ropeqk_ctx_config_source(e.rq));
@@ -429,12 +486,6 @@ int main(int argc, char **argv)
         if (plot_svg(plot, ns + nar, snames, ni, inames, vals))
             fprintf(stderr, "ropeqk-bench: cannot write %s\n", plot);
     }
-    clReleaseKernel(e.rope_plain);
-    clReleaseKernel(e.copy16);
-    clReleaseKernel(e.softmax);
-    clReleaseProgram(e.base_prog);
-    ropeqk_ctx_destroy(e.rq);
-    clReleaseCommandQueue(e.queue);
-    clReleaseContext(e.cl);
+    close_opencl(&e);
     return check_failed || arc == 3 ? 3 : 0;
 }

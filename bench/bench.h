@@ -146,11 +146,21 @@ int bench_host_cost(benv *e, int n);
 /* --paged: paged-KV decode over one sequence of len tokens, f32 and f16 caches (paged.c). 0 on success. */
 int bench_paged(benv *e, int64_t len);
 
+/* --vulkan: the same plans on the Vulkan and the OpenCL backend, in one run (vk_bench.c). e->rq NULL:
+ * no OpenCL backend (its rows are skipped). vk_spec: the Vulkan device ("vulkan", "vulkan:N").
+ * cl_setup_ms: OpenCL context creation + program build, measured by main (NAN if unknown).
+ * 0 on success (a backend missing is not a failure), 3 when the backends disagreed, 1 on errors. */
+int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char *shape_filter, FILE *csv,
+                 double cl_setup_ms);
+/* "host CPU: <model>; <n> online; flags: <avx*>" (attn_bench.c). */
+void bench_print_cpu(void);
+
 /* The bench's input values: a fixed LCG in [-0.5, 0.5) (impl.c), reseeded per shape so that every
  * implementation and mode sees the same numbers. */
 void bench_rng_seed(uint32_t seed);
 float bench_frand(void);
-/* A read-write buffer, initialised from host (when non-NULL); NULL without trying when *err is set. */
+/* A read-write buffer, initialised from host (when non-NULL); NULL without trying when *err is set,
+ * or when e has no OpenCL context (--vulkan without OpenCL: bcase/acase then hold host data only). */
 cl_mem bench_mkbuf(benv *e, size_t bytes, const void *host, cl_int *err);
 
 /* Minimal SVG bar chart: values[shape][impl] (<= 0: no bar), log-scale GFLOP/s. */

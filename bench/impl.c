@@ -140,7 +140,7 @@ float bench_frand(void)
 
 cl_mem bench_mkbuf(benv *e, size_t bytes, const void *host, cl_int *err)
 {
-    if (*err)
+    if (*err || !e->cl)
         return NULL;
     return clCreateBuffer(e->cl, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes, (void *)host, err);
 }
