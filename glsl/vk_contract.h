@@ -134,6 +134,10 @@
 #define RQ_VK_SC_TILE 64 /* output tile: 64 query rows x 64 keys per work-group */
 #define RQ_VK_SC_TK 16   /* head dims per shared-memory stage */
 #define RQ_VK_SC_T 4     /* each of the 16 x 16 invocations computes 4 x 4 scores */
+/* scores_few.comp (same bindings and push constants): at most this many query rows per KV head
+ * (G * Sq, decode) and head dims (its staged Q rows: 8 x 256 floats = 8 KiB of shared memory) */
+#define RQ_VK_FEW_M 8
+#define RQ_VK_FEW_DMAX 256
 
 /* ---- paged decode (ROPEQK_OP_PAGED_DECODE): paged.comp, paged_combine.comp, paged_append.comp ---
  * The per-call metadata (one int32 buffer, the OpenCL path's layout, written by vkCmdUpdateBuffer):

@@ -11,6 +11,7 @@
 typedef enum {
     RQ_VK_SH_ROTATE,
     RQ_VK_SH_SCORES,
+    RQ_VK_SH_SCORES_FEW, /* scores for few query rows per KV head (decode) */
     RQ_VK_SH_ATTENTION, /* fused attention (vk_attn.c) */
     RQ_VK_SH_PAGED, /* paged decode: pass 1, combine, append (vk_paged.c) */
     RQ_VK_SH_PAGED_COMBINE,
@@ -61,6 +62,7 @@ struct rq_vk_plan {
     rq_vk_pipe *rot_q, *rot_k, *main; /* pipelines (owned by the context) */
     rq_vk_buf freq;                   /* vec4 per frequency: inv_freq/pi as three floats */
     rq_vk_buf qr, kr;                 /* rotated f32 scratch [B*Hq][Sq][D], [B*Hkv][Sk][D] */
+    bool few;                         /* scores plan: scores_few.comp (decode-shaped) */
     struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
 };
 
@@ -109,6 +111,8 @@ void rq_vk_dispatch(ropeqk_ctx *ctx, VkCommandBuffer cmd, const rq_vk_pipe *p, c
 /* vk_plan.c */
 ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4);
 void rq_vk_plan_free(ropeqk_plan *pl);
+/* Whether a scores plan uses scores_few.comp (few query rows per KV head: decode). */
+bool rq_vk_scores_few(const rq_problem *pb);
 /* The run of a plan: records rotate + scores for one step (checked already). */
 ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                   int64_t q_off, int64_t k_off);

@@ -176,6 +176,8 @@ ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx)
     int32_t ss[4] = {0, 0, 0, 256};
     if (!st)
         st = rq_vk_pipe_get(ctx, RQ_VK_SH_SCORES, ss, &p);
+    if (!st)
+        st = rq_vk_pipe_get(ctx, RQ_VK_SH_SCORES_FEW, ss, &p);
     /* attention: head dim 128, V and O of one dtype */
     for (int32_t dt = 0; dt < 3 && !st; dt++) {
         int32_t sa[4];

@@ -35,8 +35,8 @@ _Static_assert(sizeof(rq_vk_at_pc) <= 128 && sizeof(rq_vk_at_pc) == 28 * 4, "att
 extern const uint32_t rq_spv_attention[];
 extern const size_t rq_spv_attention_size;
 
-extern const uint32_t rq_spv_rotate[], rq_spv_scores[];
-extern const size_t rq_spv_rotate_size, rq_spv_scores_size;
+extern const uint32_t rq_spv_rotate[], rq_spv_scores[], rq_spv_scores_few[];
+extern const size_t rq_spv_rotate_size, rq_spv_scores_size, rq_spv_scores_few_size;
 
 static const struct {
     const char *name;
@@ -46,6 +46,7 @@ static const struct {
 } shaders[RQ_VK_SH_COUNT] = {
     [RQ_VK_SH_ROTATE] = {"rotate", rq_spv_rotate, &rq_spv_rotate_size, 4, sizeof(rq_vk_rot_pc)},
     [RQ_VK_SH_SCORES] = {"scores", rq_spv_scores, &rq_spv_scores_size, 5, sizeof(rq_vk_sc_pc)},
+    [RQ_VK_SH_SCORES_FEW] = {"scores_few", rq_spv_scores_few, &rq_spv_scores_few_size, 5, sizeof(rq_vk_sc_pc)},
     [RQ_VK_SH_PAGED] = {"paged", rq_spv_paged, &rq_spv_paged_size, 6, sizeof(rq_vk_pg_pc)},
     [RQ_VK_SH_PAGED_COMBINE] = {"paged_combine", rq_spv_paged_combine, &rq_spv_paged_combine_size, 4,
                                 sizeof(rq_vk_pcomb_pc)},

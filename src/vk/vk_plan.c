@@ -30,7 +30,8 @@ ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4)
         st = rq_vk_attn_plan_init(pl);
     } else {
         int32_t ss[4] = {0, 0, 0, 256};
-        st = rq_vk_pipe_get(pl->ctx, RQ_VK_SH_SCORES, ss, &vp->main);
+        vp->few = rq_vk_scores_few(&pl->pb);
+        st = rq_vk_pipe_get(pl->ctx, vp->few ? RQ_VK_SH_SCORES_FEW : RQ_VK_SH_SCORES, ss, &vp->main);
     }
     return st ? st : rq_vk_rope_init(pl, vfreq4);
 }
@@ -131,6 +132,11 @@ ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const rope
     return ROPEQK_SUCCESS;
 }
 
+bool rq_vk_scores_few(const rq_problem *pb)
+{
+    return pb->G * pb->Sq <= RQ_VK_FEW_M && pb->D <= RQ_VK_FEW_DMAX;
+}
+
 ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                   int64_t q_off, int64_t k_off)
 {
@@ -162,6 +168,12 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
         .q_base = (int32_t)q_off, .use_kpos = a->k_pos.buf != VK_NULL_HANDLE, .k_base = (int32_t)k_off,
         .causal = pb->causal, .qr_off = 0, .kr_off = 0,
     };
+    if (vp->few) { /* 64 keys per work-group, one (batch, KV head) per row of the grid */
+        uint64_t gx = ((uint64_t)Sk + 63) / 64;
+        rq_vk_dispatch(pl->ctx, cmd, vp->main, b, 5, &pc, sizeof pc, (uint32_t)(gx < 65535 ? gx : 65535),
+                       (uint32_t)(pb->B * pb->Hkv), 1);
+        return ROPEQK_SUCCESS;
+    }
     uint32_t gx = (uint32_t)((Sk + RQ_VK_SC_TILE - 1) / RQ_VK_SC_TILE);
     uint32_t gy = (uint32_t)((pb->Sq + RQ_VK_SC_TILE - 1) / RQ_VK_SC_TILE);
     rq_vk_dispatch(pl->ctx, cmd, vp->main, b, 5, &pc, sizeof pc, gx, gy, (uint32_t)(pb->B * pb->Hq));
