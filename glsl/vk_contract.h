@@ -117,6 +117,7 @@
 #define RQ_VK_AT_KPOS 4
 #define RQ_VK_AT_OUT 5
 #define RQ_VK_AT_LSE 6
+#define RQ_VK_AT_ST 7 /* the plan's chunk state: f32 [B*Hkv][M][Dv + 2] */
 /* attention reads Q and K from the f32 scratch only, so id RQ_VK_SC_DT_A (no typed first input)
  * carries the width of its f32 accumulator array instead: Dv rounded up to RQ_VK_AT_DVQ */
 #define RQ_VK_SC_DVMAX RQ_VK_SC_DT_A
@@ -126,11 +127,15 @@
     F(u32, l_off) F(u32, lnb0) F(u32, lnb1) F(u32, lnb2) /* LSE view (f32), with_lse only */       \
     F(u32, qpos_off) F(u32, kpos_off) F(u32, window) F(i32, M) F(i32, Sq) F(i32, Sk) F(i32, D)    \
     F(i32, Dv) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos)            \
-    F(i32, k_base) F(i32, causal) F(i32, with_lse)
+    F(i32, k_base) F(i32, causal) F(i32, with_lse)                                               \
+    F(i32, kc0) F(i32, kc1) /* this dispatch's keys: [kc0, kc1) of [0, Sk) */
 #define RQ_VK_AT_ROWS 64   /* query rows per work-group, one per invocation */
 #define RQ_VK_AT_DC 32     /* head dims of Q and K staged per step of the scores */
 #define RQ_VK_AT_DVQ 16    /* accumulator widths come in steps of 16 (one pipeline per step) */
 #define RQ_VK_AT_DVMAX 256 /* largest Dv: the accumulators live in registers */
+/* loop trips an invocation may run per dispatch, by vk_attn.c's count (an upper bound): half of
+ * llvmpipe's 65535, which ends every loop beyond it silently; sets the keys per dispatch */
+#define RQ_VK_AT_TRIPS 32768
 /* keys per shared-memory tile: TK x DVMAX floats of V stay at 16 KiB (32 KiB of shared memory is
  * all Vulkan guarantees) */
 #define RQ_VK_AT_TK(dvmax) ((dvmax) <= 128 ? 32 : 16)
