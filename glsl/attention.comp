@@ -13,12 +13,18 @@
  *   - Masks are tracked as bits, never as -inf arithmetic: a row with no unmasked key yet keeps
  *     l = 0 and o = 0, so nothing depends on how a driver treats infinities, and a fully masked row
  *     ends with O = 0 and LSE = -inf (stored as bits).
- * Shared memory: Qs 32 x 65 + Ks 32 x TK + Vs TK x DVMAX floats <= 29 KiB (TK = 32 up to Dv 128,
+ * Shared memory: Qs 32 x 64 + Ks 32 x TK + Vs TK x DVMAX floats <= 29 KiB (TK = 32 up to Dv 128,
  * 16 up to 256), inside the 32 KiB every Vulkan device has.
- * Known limit (llvmpipe only): one invocation walks every key of its row, so with long key ranges
- * and wide heads (Sk 4096 with Dv 256 in the attention sweep) it runs out of llvmpipe's loop budget
- * (below) and stops early: wrong output, no error. Splitting the keys over work-groups with a
- * combine pass (flash-decoding) bounds the work per invocation and is the planned fix. */
+ * Key chunks: a dispatch walks keys [pc.kc0, pc.kc1) only. The host records ceil(Sk / KC) dispatches
+ * (vk_attn.c, rq_vk_attn_chunk_keys) with barriers between them; the running state of each row
+ * (Dv f32 accumulators, then max and sum) waits between them in the plan's f32 scratch `st`
+ * ([B*Hkv][M][Dv + 2], i.e. [B][Hq][Sq]): a first chunk starts from zero, a later one loads it, every
+ * chunk but the last stores it, the last normalises and writes O and LSE. l = 0 stands for "no key
+ * unmasked yet" (l >= 1 once one was: the max key weighs exp(0)). This bounds the loop iterations of
+ * an invocation whatever Sk: llvmpipe (lavapipe) ends every loop of an invocation once 65535
+ * iterations have run in total (all loops together, gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), silently:
+ * without chunks, Sk 768 with D 128 and Dv 256 gave wrong output. The host's count of this shader's loop
+ * trips per tile (rq_vk_attn_chunk_keys) must follow any change of the loops below. */
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
 
@@ -37,11 +43,12 @@ layout(std430, binding = RQ_VK_AT_QPOS) readonly buffer QPos { int qpos[]; };
 layout(std430, binding = RQ_VK_AT_KPOS) readonly buffer KPos { int kpos[]; };
 layout(std430, binding = RQ_VK_AT_OUT) buffer Out { uint outv[]; };
 layout(std430, binding = RQ_VK_AT_LSE) writeonly buffer Lse { float lse[]; };
+layout(std430, binding = RQ_VK_AT_ST) buffer St { float st[]; }; /* chunk state, see above */
 RQ_VK_PC_BLOCK(RQ_VK_AT_PC)
 
 #include "common.glsl"
 
-shared float qs[DC][ROWS + 1]; /* [d][row]: each invocation reads its own column */
+shared vec4 qs[DC / 4][ROWS]; /* [d / 4][row]: each invocation reads its own column */
 /* vec4 along keys and along Dv: every inner loop runs a quarter of the trips. Besides fewer loads,
  * this matters on llvmpipe, which ends every loop of an invocation once 65535 iterations have run in
  * total (all loops together, gallivm's LP_MAX_TGSI_LOOP_ITERATIONS). */
@@ -72,20 +79,30 @@ void main()
     atomicMin(pq_lo, pi);
     atomicMax(pq_hi, pi);
 
+    /* the row's state: rows past M (which store nothing) start from zero and read no state, so no
+     * invocation reads a word another one of this dispatch writes */
+    uint sb = (uint(bk) * uint(pc.M) + uint(mc)) * uint(pc.Dv + 2);
+    bool load = pc.kc0 != 0 && m < pc.M, keep = pc.kc1 != pc.Sk;
     vec4 o[DV4];
-    for (int d = 0; d < DV4; d++)
-        o[d] = vec4(0.0);
-    float mx = 0.0, l = 0.0;
-    bool seen = false; /* some key of this row was unmasked (mx valid) */
+    for (int d = 0; d < DV4; d++) {
+        vec4 x = vec4(0.0);
+        if (load)
+            for (int c = 0; c < 4; c++)
+                if (4 * d + c < pc.Dv)
+                    x[c] = st[sb + uint(4 * d + c)];
+        o[d] = x;
+    }
+    float mx = load ? st[sb + uint(pc.Dv)] : 0.0, l = load ? st[sb + uint(pc.Dv) + 1u] : 0.0;
+    bool seen = l != 0.0; /* some key of this row was unmasked (mx valid) */
 
-    for (int j0 = 0; j0 < pc.Sk; j0 += TK) {
+    for (int j0 = pc.kc0; j0 < pc.kc1; j0 += TK) {
         barrier(); /* the previous tile's readers are done with kps/ks/vs (and pq_lo/hi are final) */
         if (lid < TK) {
-            int j = min(j0 + lid, pc.Sk - 1); /* keys past Sk repeat the last (masked below) */
+            int j = min(j0 + lid, pc.kc1 - 1); /* keys past the chunk repeat its last (masked below) */
             kps[lid] = pc.use_kpos != 0 ? kpos[pc.kpos_off + uint(j)] : pc.k_base + j;
         }
         barrier();
-        int nk = min(TK, pc.Sk - j0);
+        int nk = min(TK, pc.kc1 - j0);
         if (masks) {
             int pk_lo = kps[0], pk_hi = kps[0];
             for (int u = 1; u < nk; u++) {
@@ -104,17 +121,18 @@ void main()
         for (int d0 = 0; d0 < pc.D; d0 += DC) {
             for (int e = lid; e < ROWS * DC; e += ROWS) { /* 64 rows x 32 dims, dims fastest */
                 int r = e / DC, d = e % DC, gd = d0 + d, gm = m0 + r;
-                qs[d][r] = gm < pc.M && gd < pc.D ? qr[qbase + uint(gm) * uint(pc.D) + uint(gd)] : 0.0;
+                qs[d / 4][r][d % 4] = gm < pc.M && gd < pc.D ? qr[qbase + uint(gm) * uint(pc.D) + uint(gd)] : 0.0;
             }
             for (int e = lid; e < TK * DC; e += ROWS) {
                 int u = e / DC, d = e % DC, gd = d0 + d, gj = j0 + u;
-                ks[d][u / 4][u % 4] = gj < pc.Sk && gd < pc.D ? kr[kbase + uint(gj) * uint(pc.D) + uint(gd)] : 0.0;
+                ks[d][u / 4][u % 4] = gj < pc.kc1 && gd < pc.D ? kr[kbase + uint(gj) * uint(pc.D) + uint(gd)] : 0.0;
             }
             barrier();
-            for (int d = 0; d < DC; d++) {
-                float qv = qs[d][lid];
+            for (int d4 = 0; d4 < DC / 4; d4++) { /* four dims per trip */
+                vec4 qv = qs[d4][lid];
+                int d = 4 * d4;
                 for (int u = 0; u < TK4; u++)
-                    s[u] += qv * ks[d][u];
+                    s[u] += qv.x * ks[d][u] + qv.y * ks[d + 1][u] + qv.z * ks[d + 2][u] + qv.w * ks[d + 3][u];
             }
             barrier();
         }
@@ -123,7 +141,7 @@ void main()
             vec4 x = vec4(0.0);
             for (int c = 0; c < 4; c++) {
                 int d = 4 * d4 + c;
-                if (gj < pc.Sk && d < pc.Dv)
+                if (gj < pc.kc1 && d < pc.Dv)
                     x[c] = RQ_LOAD(vbuf, vbase + uint(gj) * pc.vnb2 + uint(d), DTV);
             }
             vs[u][d4] = x;
@@ -167,6 +185,14 @@ void main()
 
     if (m >= pc.M)
         return;
+    if (keep) { /* more chunks follow: the state waits in st */
+        for (int d = 0; d < DVMAX; d++)
+            if (d < pc.Dv)
+                st[sb + uint(d)] = o[d / 4][d % 4];
+        st[sb + uint(pc.Dv)] = mx;
+        st[sb + uint(pc.Dv) + 1u] = l;
+        return;
+    }
     int h = hk * pc.G + g;
     float inv = seen ? 1.0 / l : 0.0; /* l >= 1 once seen (the max key weighs exp(0)) */
     uint ob = pc.o_off + uint(b) * pc.onb0 + uint(h) * pc.onb1 + uint(i) * pc.onb2;

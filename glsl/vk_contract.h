@@ -20,80 +20,6 @@
 #define rq_vk_u32 uint32_t
 #define rq_vk_i32 int32_t
 #define rq_vk_f32 float
-/* ---- paged decode (ROPEQK_OP_PAGED_DECODE): paged.comp, paged_combine.comp, paged_append.comp ---
- * The per-call metadata (one int32 buffer, the OpenCL path's layout, written by vkCmdUpdateBuffer):
- * pstart[n+1] at 0 (sequence s uses pages[pstart[s] .. pstart[s+1])), lens, q_pos, k_pos0 (n each),
- * then the packed page lists. Qr (rotate.comp, the sequences as rows): [h][s][D], times the scale.
- * part: the unnormalised output of each (row = s*Hq + h, split) at (row*nsplit + sp)*Dv, then (max,
- * sum) pairs from ml_off. */
-#define RQ_VK_PG_K 0      /* paged.comp bindings */
-#define RQ_VK_PG_V 1
-#define RQ_VK_PG_META 2
-#define RQ_VK_PG_FREQ 3
-#define RQ_VK_PG_QR 4
-#define RQ_VK_PG_PART 5
-/* Offsets and strides in elements of the cache's dtype. A task (work-group) is (split, gi, s):
- * gi = (kv head * ngc + query chunk) * ndvc + V chunk; query heads [chunk*gpg, +gpg) of the KV head. */
-#define RQ_VK_PG_PC(F)                                                                             \
-    F(u32, k_off) F(u32, knb0) F(u32, knb1) F(u32, knb2)                                           \
-    F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2)                                           \
-    F(u32, window) F(u32, ml_off) F(u32, lens_off) F(u32, qpos_off) F(u32, kpos_off)               \
-    F(u32, pages_off) F(i32, n) F(i32, Hq) F(i32, G) F(i32, D) F(i32, Dv) F(i32, R) F(i32, lay)    \
-    F(i32, causal) F(i32, ps) F(i32, kps) F(i32, nsplit) F(i32, ngc) F(i32, gpg) F(i32, ndvc)      \
-    F(f32, rot_mul)
-#define RQ_VK_PG_WG 64    /* work-group: keys per tile, V dims per pass */
-#define RQ_VK_PG_GH 8     /* query heads per task, at most */
-#define RQ_VK_PG_VT 4     /* V dims per invocation (a task covers RQ_VK_PG_WG * RQ_VK_PG_VT dims) */
-#define RQ_VK_SC_QS 2     /* paged.comp: spec constant 2 = floats of the staged Q (gpg * D) */
-
-#define RQ_VK_PC_PART 0   /* paged_combine.comp bindings */
-#define RQ_VK_PC_META 1
-#define RQ_VK_PC_OUT 2
-#define RQ_VK_PC_LSE 3
-#define RQ_VK_PC_PC(F)                                                                             \
-    F(u32, out_off) F(u32, onb0) F(u32, onb1) F(u32, onb3) /* elements of out's dtype */           \
-    F(u32, lse_off) F(u32, lnb0) F(u32, lnb1) F(u32, ml_off) F(u32, lens_off)                       \
-    F(i32, Hq) F(i32, Dv) F(i32, nsplit) F(i32, kps) F(i32, use_lse) F(i32, rows)
-#define RQ_VK_PC_WG 64
-
-#define RQ_VK_PA_SRC 0    /* paged_append.comp bindings */
-#define RQ_VK_PA_META 1
-#define RQ_VK_PA_DST 2
-/* In units: 32-bit words when every offset, stride and row is word-aligned (words = 1), else
- * 16-bit halves (written with the two-atomic store of common.glsl). */
-#define RQ_VK_PA_PC(F)                                                                             \
-    F(u32, src_off) F(u32, snb0) F(u32, snb1) F(u32, snb2)                                         \
-    F(u32, dst_off) F(u32, dnb0) F(u32, dnb1) F(u32, dnb2)                                         \
-    F(i32, rows) F(i32, Hkv) F(i32, n_new) F(i32, ps) F(i32, units) F(u32, lens_off)               \
-    F(u32, pages_off) F(i32, words)
-#define RQ_VK_PA_WG 64
-
-/* ---- attention.comp: O = softmax(Qr . Kr^T) V with an online softmax (S never stored) --------- */
-#define RQ_VK_AT_QR 0
-#define RQ_VK_AT_KR 1
-#define RQ_VK_AT_V 2
-#define RQ_VK_AT_QPOS 3
-#define RQ_VK_AT_KPOS 4
-#define RQ_VK_AT_OUT 5
-#define RQ_VK_AT_LSE 6
-/* attention reads Q and K from the f32 scratch only, so id RQ_VK_SC_DT_A (no typed first input)
- * carries the width of its f32 accumulator array instead: Dv rounded up to RQ_VK_AT_DVQ */
-#define RQ_VK_SC_DVMAX RQ_VK_SC_DT_A
-#define RQ_VK_AT_PC(F)                                                                             \
-    F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2) /* V view, elements of V's dtype */       \
-    F(u32, o_off) F(u32, onb0) F(u32, onb1) F(u32, onb2) /* O view, elements of O's dtype */       \
-    F(u32, l_off) F(u32, lnb0) F(u32, lnb1) F(u32, lnb2) /* LSE view (f32), with_lse only */       \
-    F(u32, qpos_off) F(u32, kpos_off) F(u32, window) F(i32, M) F(i32, Sq) F(i32, Sk) F(i32, D)    \
-    F(i32, Dv) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos)            \
-    F(i32, k_base) F(i32, causal) F(i32, with_lse)
-#define RQ_VK_AT_ROWS 64   /* query rows per work-group, one per invocation */
-#define RQ_VK_AT_DC 32     /* head dims of Q and K staged per step of the scores */
-#define RQ_VK_AT_DVQ 16    /* accumulator widths come in steps of 16 (one pipeline per step) */
-#define RQ_VK_AT_DVMAX 256 /* largest Dv: the accumulators live in registers */
-/* keys per shared-memory tile: TK x DVMAX floats of V stay at 16 KiB (32 KiB of shared memory is
- * all Vulkan guarantees) */
-#define RQ_VK_AT_TK(dvmax) ((dvmax) <= 128 ? 32 : 16)
-
 #endif
 #define RQ_VK_FIELD(t, n) rq_vk_##t n;
 
@@ -195,6 +121,7 @@
 #define RQ_VK_AT_KPOS 4
 #define RQ_VK_AT_OUT 5
 #define RQ_VK_AT_LSE 6
+#define RQ_VK_AT_ST 7 /* the plan's chunk state: f32 [B*Hkv][M][Dv + 2] */
 /* attention reads Q and K from the f32 scratch only, so id RQ_VK_SC_DT_A (no typed first input)
  * carries the width of its f32 accumulator array instead: Dv rounded up to RQ_VK_AT_DVQ */
 #define RQ_VK_SC_DVMAX RQ_VK_SC_DT_A
@@ -204,11 +131,15 @@
     F(u32, l_off) F(u32, lnb0) F(u32, lnb1) F(u32, lnb2) /* LSE view (f32), with_lse only */       \
     F(u32, qpos_off) F(u32, kpos_off) F(u32, window) F(i32, M) F(i32, Sq) F(i32, Sk) F(i32, D)    \
     F(i32, Dv) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos)            \
-    F(i32, k_base) F(i32, causal) F(i32, with_lse)
+    F(i32, k_base) F(i32, causal) F(i32, with_lse)                                               \
+    F(i32, kc0) F(i32, kc1) /* this dispatch's keys: [kc0, kc1) of [0, Sk) */
 #define RQ_VK_AT_ROWS 64   /* query rows per work-group, one per invocation */
 #define RQ_VK_AT_DC 32     /* head dims of Q and K staged per step of the scores */
 #define RQ_VK_AT_DVQ 16    /* accumulator widths come in steps of 16 (one pipeline per step) */
 #define RQ_VK_AT_DVMAX 256 /* largest Dv: the accumulators live in registers */
+/* loop trips an invocation may run per dispatch, by vk_attn.c's count (an upper bound): half of
+ * llvmpipe's 65535, which ends every loop beyond it silently; sets the keys per dispatch */
+#define RQ_VK_AT_TRIPS 32768
 /* keys per shared-memory tile: TK x DVMAX floats of V stay at 16 KiB (32 KiB of shared memory is
  * all Vulkan guarantees) */
 #define RQ_VK_AT_TK(dvmax) ((dvmax) <= 128 ? 32 : 16)

@@ -1,5 +1,6 @@
 /* The Vulkan backend's own API (include/ropeqk_vulkan.h): device list and specs, borrowed objects,
- * the record path's buffer checks, decode steps, threads, backends not mixed up. Runs on the first
+ * the record path's buffer checks, decode steps, threads, backends not mixed up; attention and scores
+ * over long rows (lavapipe's loop limit, see attention_long_rows_wide_heads). Runs on the first
  * Vulkan device (lavapipe in CI) with the Khronos validation layer: th_leak_check fails a test that
  * made the layer say anything. The backend-neutral suites (sweep, device, invalid, scaling,
  * attn_sweep) also run on Vulkan (tests/meson.build). */
@@ -7,6 +8,7 @@
 #include "harness_vk.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +270,88 @@ Test(vulkan, one_context_from_four_threads)
     for (int i = 0; i < 4; i++) {
         pthread_join(t[i], NULL);
         cr_expect_eq(w[i].fails, 0, "thread %d: %d failed cases", i, w[i].fails);
+    }
+    ropeqk_ctx_destroy(ctx);
+}
+
+/* Long rows with wide heads, against fp64. lavapipe (llvmpipe) ends every loop of a shader
+ * invocation once it has run 65535 iterations in total, silently: before attention.comp split the
+ * keys into chunks (one dispatch each, the row state kept between them), Sk 768 with D 128 and
+ * Dv 256 already came out wrong with no error. 8192 keys are 27 chunks of 304 keys at Dv 256. */
+static void long_attention(ropeqk_ctx *ctx, int64_t Sk, int64_t D, int64_t Dv, int causal, int64_t q_off,
+                           int64_t k_off)
+{
+    const int64_t B = 1, Hq = 2, Hkv = 1, Sq = 40;
+    ropeqk_params p;
+    ropeqk_default_params(&p);
+    p.causal = causal;
+    p.q_pos_offset = q_off;
+    p.k_pos_offset = k_off;
+    ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, B, Hq, Sq, D), k = ropeqk_tensor_bhsd(ROPEQK_F32, B, Hkv, Sk, D);
+    ropeqk_tensor v = ropeqk_tensor_bhsd(ROPEQK_F32, B, Hkv, Sk, Dv), o = ropeqk_tensor_bhsd(ROPEQK_F32, B, Hq, Sq, Dv);
+    ropeqk_tensor o64 = ropeqk_tensor_bhsd(ROPEQK_F64, B, Hq, Sq, Dv);
+    ropeqk_tensor l = ropeqk_tensor_bhsd(ROPEQK_F32, B, Hq, Sq, 1), l64 = ropeqk_tensor_bhsd(ROPEQK_F64, B, Hq, Sq, 1);
+    float *qd = malloc(sizeof(float) * (size_t)(B * Hq * Sq * D)), *kd = malloc(sizeof(float) * (size_t)(B * Hkv * Sk * D));
+    float *vd = malloc(sizeof(float) * (size_t)(B * Hkv * Sk * Dv)), *od = malloc(sizeof(float) * (size_t)(B * Hq * Sq * Dv));
+    float *ld = malloc(sizeof(float) * (size_t)(B * Hq * Sq));
+    double *o64d = malloc(sizeof(double) * (size_t)(B * Hq * Sq * Dv)), *l64d = malloc(sizeof(double) * (size_t)(B * Hq * Sq));
+    cr_assert(qd && kd && vd && od && ld && o64d && l64d);
+    uint64_t rng = (uint64_t)(Sk * 1000 + Dv + causal);
+    /* scores of magnitude ~10: the running max moves across chunks */
+    for (int64_t i = 0; i < B * Hq * Sq * D; i++)
+        qd[i] = (float)(th_uniform(&rng) * 2.0);
+    for (int64_t i = 0; i < B * Hkv * Sk * D; i++)
+        kd[i] = (float)(th_uniform(&rng) * 2.0);
+    for (int64_t i = 0; i < B * Hkv * Sk * Dv; i++)
+        vd[i] = (float)th_uniform(&rng);
+    ropeqk_status st = ropeqk_attention(ctx, &p, &q, qd, &k, kd, &v, vd, NULL, NULL, &o, od, &l, ld);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(st), ropeqk_last_error());
+    cr_assert_eq(ropeqk_attention_ref(&p, &q, qd, &k, kd, &v, vd, NULL, NULL, &o64, o64d, &l64, l64d), ROPEQK_SUCCESS);
+    double err = 0, lerr = 0;
+    int64_t mm = 0;
+    cr_assert_eq(ropeqk_attention_max_error(&v, vd, &o, od, &o64, o64d, &l, ld, &l64, l64d, &err, &lerr, &mm),
+                 ROPEQK_SUCCESS);
+    cr_expect_eq(mm, 0, "Sk %lld D %lld Dv %lld causal %d: %lld mismatched rows", (long long)Sk, (long long)D,
+                 (long long)Dv, causal, (long long)mm);
+    cr_expect_leq(err, 1e-5, "Sk %lld D %lld Dv %lld causal %d: O error %g", (long long)Sk, (long long)D,
+                  (long long)Dv, causal, err);
+    cr_expect_leq(lerr, 1e-5, "Sk %lld D %lld Dv %lld causal %d: LSE error %g", (long long)Sk, (long long)D,
+                  (long long)Dv, causal, lerr);
+    /* rows whose query position precedes every key: O = 0, LSE = -inf, after all the chunks */
+    for (int64_t r = 0; r < B * Hq * Sq; r++) {
+        int64_t i = r % Sq;
+        if (causal && q_off + i < k_off) {
+            cr_expect(ld[r] < 0 && isinf(ld[r]), "row %lld: LSE %g", (long long)r, ld[r]);
+            for (int64_t d = 0; d < Dv; d++)
+                cr_expect_eq(od[r * Dv + d], 0.0f);
+        }
+    }
+    free(qd), free(kd), free(vd), free(od), free(ld), free(o64d), free(l64d);
+}
+
+Test(vulkan, attention_long_rows_wide_heads)
+{
+    ropeqk_ctx *ctx = vk_ctx("vulkan");
+    long_attention(ctx, 8192, 128, 256, 0, 0, 0);
+    long_attention(ctx, 8192, 128, 256, 1, 8192 - 40, 0);   /* the last row sees every key */
+    long_attention(ctx, 8195, 128, 128, 1, 8195 - 40, 0);   /* a chunk cut short at the end */
+    long_attention(ctx, 8192, 256, 256, 1, 4000, 4010);     /* 10 rows see no key, the others ~8192 down to 30 */
+    ropeqk_ctx_destroy(ctx);
+}
+
+Test(vulkan, scores_long_rows)
+{
+    ropeqk_ctx *ctx = vk_ctx("vulkan");
+    th_case c = small_case();
+    c.Hq = 4, c.Hkv = 2, c.Sq = 33, c.Sk = 8195, c.D = 256;
+    for (int causal = 0; causal < 2; causal++) {
+        c.p.causal = causal;
+        c.p.q_pos_offset = causal ? c.Sk - c.Sq : 0;
+        th_result r = th_run(ctx, &c, 77u + (uint64_t)causal);
+        cr_expect_eq(r.status, ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        cr_expect(r.guards_ok);
+        cr_expect_eq(r.mismatch, 0);
+        cr_expect_leq(r.max_err, 1e-5, "causal %d: %g", causal, r.max_err);
     }
     ropeqk_ctx_destroy(ctx);
 }

@@ -63,6 +63,7 @@ struct rq_vk_plan {
     rq_vk_buf freq;                   /* vec4 per frequency: inv_freq/pi as three floats */
     rq_vk_buf qr, kr;                 /* rotated f32 scratch [B*Hq][Sq][D], [B*Hkv][Sk][D] */
     bool few;                         /* scores plan: scores_few.comp (decode-shaped) */
+    rq_vk_buf st;                     /* attention: row state between key chunks (vk_attn.c), or none */
     struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
 };
 
@@ -134,6 +135,9 @@ ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const rope
 ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl);
 ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                      int64_t q_off, int64_t k_off);
+/* Keys per attention dispatch for head dims D, Dv (a multiple of the shader's tile): the bound on
+ * an invocation's loop trips that lavapipe needs (vk_attn.c). */
+int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv);
 /* The attention pipeline's specialization constants for Dv and the V and O dtypes. */
 void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[4]);
 

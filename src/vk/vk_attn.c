@@ -17,6 +17,46 @@ void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[
     spec[RQ_VK_SC_WG] = RQ_VK_AT_ROWS;
 }
 
+/* Loop trips of one attention.comp invocation, counted as that shader's loops are written with no
+ * loop unrolled (a loop entered once with n trips counts n + 1), so an upper bound of what llvmpipe's
+ * limiter counts whatever its compiler unrolls: per tile of TK keys, and per dispatch outside the
+ * tiles (state load and store, output). Keep in step with glsl/attention.comp. */
+static int64_t tile_trips(int64_t D, int64_t dvmax)
+{
+    const int64_t TK = RQ_VK_AT_TK(dvmax), TK4 = TK / 4, DV4 = dvmax / 4, DC = RQ_VK_AT_DC, R = RQ_VK_AT_ROWS;
+    int64_t nd = (D + DC - 1) / DC;
+    int64_t t = 1;                                          /* the tile loop's own trip */
+    t += TK;                                                /* key-position range for the skip test */
+    t += TK4 + 1;                                           /* s = 0 */
+    t += nd + 1 + nd * ((DC + 1) + (TK * DC / R + 1)        /* stage Q and K ... */
+                        + (DC / 4 + 1) + DC / 4 * (TK4 + 1)); /* ... the scores, 4 dims per trip */
+    t += TK * DV4 / R + 1 + TK * DV4 / R * 5;               /* stage V, 4 elements each */
+    t += TK + 1;                                            /* tile max */
+    t += TK4 + 1;                                           /* p */
+    t += DV4 + 1;                                           /* o *= corr */
+    t += TK + 1 + TK * (DV4 + 1);                           /* o += p V */
+    return t;
+}
+
+static int64_t fixed_trips(int64_t dvmax)
+{
+    return (dvmax / 4 + 1) + dvmax / 4 * 5 /* state load */ + (dvmax + 1) /* state store or O */ + 1 /* tile loop exit */;
+}
+
+int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv)
+{
+    /* llvmpipe stops every loop of an invocation after 65535 trips in all (LP_MAX_TGSI_LOOP_ITERATIONS)
+     * and says nothing: a dispatch runs at most RQ_VK_AT_TRIPS (half of that) by this bound. E.g.
+     * D 128, Dv 256: TK 16, 1632 trips a tile, 643 fixed: 19 tiles = 304 keys (432 chunks at Sk 131072);
+     * D 128, Dv 128: TK 32, 1832 a tile: 17 tiles = 544 keys; D 256, Dv 256: 256 keys.
+     * Measured on lavapipe (Mesa 22.3) with this shader and one chunk: D 128, Dv 256 goes wrong
+     * between Sk 720 and 800, i.e. ~86 real trips a key where this bound counts 102 (llvmpipe unrolls
+     * some loops); 304 keys are then ~27k real trips, 2.4x below the limit. */
+    int64_t dvmax = (Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ;
+    int64_t tiles = (RQ_VK_AT_TRIPS - fixed_trips(dvmax)) / tile_trips(D, dvmax);
+    return (tiles < 1 ? 1 : tiles) * RQ_VK_AT_TK(dvmax);
+}
+
 ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
 {
     const rq_problem *pb = &pl->pb;
@@ -40,7 +80,21 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
     }
     int32_t spec[4];
     rq_vk_attn_spec(pb->Dv, pl->v.dtype, pl->out.dtype, spec);
-    return rq_vk_pipe_get(pl->ctx, RQ_VK_SH_ATTENTION, spec, &pl->vkp->main);
+    ropeqk_status st = rq_vk_pipe_get(pl->ctx, RQ_VK_SH_ATTENTION, spec, &pl->vkp->main);
+    if (st)
+        return st;
+    /* the rows' state between key chunks, when the plan's largest Sk (max_keys for a decode plan)
+     * takes more than one chunk: B*Hq*Sq rows of Dv accumulators, max and sum */
+    if (pb->Sk <= rq_vk_attn_chunk_keys(pb->D, pb->Dv))
+        return ROPEQK_SUCCESS;
+    uint64_t bytes = (uint64_t)(pb->B * pb->Hq * pb->Sq) * (uint64_t)(pb->Dv + 2) * 4;
+    if (bytes > lim->maxStorageBufferRange) {
+        rq_set_error("attention: the state of %lld query rows between key chunks (%llu bytes) exceeds this Vulkan "
+                     "device's storage-buffer range limit (%u bytes)", (long long)(pb->B * pb->Hq * pb->Sq),
+                     (unsigned long long)bytes, lim->maxStorageBufferRange);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    return rq_vk_buf_create(pl->ctx, bytes, false, 0, &pl->vkp->st);
 }
 
 ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
@@ -51,7 +105,7 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
     ropeqk_tensor vt = pl->v;
     vt.ne[2] = Sk; /* a decode plan uses the first Sk keys of its V descriptor */
     uint32_t ves = (uint32_t)ropeqk_dtype_size(pl->v.dtype), oes = (uint32_t)ropeqk_dtype_size(pl->out.dtype);
-    rq_vk_bind b[7] = {
+    rq_vk_bind b[8] = {
         {vp->qr.buf, 0, vp->qr.size, 4},
         {vp->kr.buf, 0, vp->kr.size, 4},
         {a->v.buf, a->v.offset, rq_vk_word_bytes(a->v, ves, ropeqk_tensor_extent(&vt)), ves},
@@ -59,10 +113,11 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
         {a->k_pos.buf, a->k_pos.offset, (VkDeviceSize)Sk * 4, 4},
         {a->out.buf, a->out.offset, rq_vk_word_bytes(a->out, oes, pb->o_extent), oes},
         {pl->with_lse ? a->lse.buf : VK_NULL_HANDLE, a->lse.offset, pb->lse_extent, 4},
+        {vp->st.buf, 0, vp->st.size, 4}, /* VK_NULL_HANDLE (the dummy) when one chunk is enough */
     };
-    uint32_t eo[7];
+    uint32_t eo[8];
     /* every binding is checked before the first command is recorded */
-    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 7, eo);
+    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 8, eo);
     if (!st)
         st = rq_vk_record_rope(pl, cmd, a, Sk, q_off, k_off);
     if (st)
@@ -82,6 +137,16 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
         .causal = pb->causal, .with_lse = pl->with_lse,
     };
     uint32_t gx = (uint32_t)((M + RQ_VK_AT_ROWS - 1) / RQ_VK_AT_ROWS);
-    rq_vk_dispatch(pl->ctx, cmd, vp->main, b, 7, &pc, sizeof pc, gx, (uint32_t)(pb->B * pb->Hkv), 1);
+    /* key chunks in order, each after the previous one's state writes (Sk <= the plan's Sk, so the
+     * state buffer exists whenever there is more than one) */
+    int64_t kc = rq_vk_attn_chunk_keys(pb->D, pb->Dv);
+    for (int64_t c0 = 0; c0 < Sk || c0 == 0; c0 += kc) {
+        if (c0 > 0)
+            rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+        pc.kc0 = (int32_t)c0;
+        pc.kc1 = (int32_t)(Sk - c0 < kc ? Sk : c0 + kc);
+        rq_vk_dispatch(pl->ctx, cmd, vp->main, b, 8, &pc, sizeof pc, gx, (uint32_t)(pb->B * pb->Hkv), 1);
+    }
     return ROPEQK_SUCCESS;
 }

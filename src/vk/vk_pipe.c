@@ -31,7 +31,7 @@ extern const size_t rq_spv_paged_size, rq_spv_paged_combine_size, rq_spv_paged_a
 typedef struct {
     RQ_VK_AT_PC(RQ_VK_FIELD)
 } rq_vk_at_pc;
-_Static_assert(sizeof(rq_vk_at_pc) <= 128 && sizeof(rq_vk_at_pc) == 28 * 4, "attention push constants");
+_Static_assert(sizeof(rq_vk_at_pc) <= 128 && sizeof(rq_vk_at_pc) == 30 * 4, "attention push constants");
 extern const uint32_t rq_spv_attention[];
 extern const size_t rq_spv_attention_size;
 
@@ -52,7 +52,7 @@ static const struct {
                                 sizeof(rq_vk_pcomb_pc)},
     [RQ_VK_SH_PAGED_APPEND] = {"paged_append", rq_spv_paged_append, &rq_spv_paged_append_size, 3,
                                sizeof(rq_vk_papp_pc)},
-    [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, 7, sizeof(rq_vk_at_pc)},
+    [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, 8, sizeof(rq_vk_at_pc)},
 };
 
 static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)

@@ -72,6 +72,7 @@ void rq_vk_plan_free(ropeqk_plan *pl)
     rq_vk_buf_free(pl->ctx, &vp->freq);
     rq_vk_buf_free(pl->ctx, &vp->qr);
     rq_vk_buf_free(pl->ctx, &vp->kr);
+    rq_vk_buf_free(pl->ctx, &vp->st);
     free(vp);
     pl->vkp = NULL;
 }
