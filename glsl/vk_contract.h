@@ -87,6 +87,11 @@
     F(i32, causal) F(i32, ps) F(i32, kps) F(i32, nsplit) F(i32, ngc) F(i32, gpg) F(i32, ndvc)      \
     F(f32, rot_mul)
 #define RQ_VK_PG_WG 64    /* work-group: keys per tile, V dims per pass */
+/* Keys per split, at most: a work-group walks its split's keys in one invocation's loops, and
+ * llvmpipe (lavapipe, CI) silently stops an invocation's loops after 65535 iterations in total.
+ * Measured there (Hkv 8, D 128, f16 cache, one split): 16384 keys correct, 24576 wrong; 8192 keeps a
+ * 2x margin. On a GPU more splits only add parallelism (the combine pass is cheap). */
+#define RQ_VK_PG_MAX_KEYS 8192
 #define RQ_VK_PG_GH 8     /* query heads per task, at most */
 #define RQ_VK_PG_VT 4     /* V dims per invocation (a task covers RQ_VK_PG_WG * RQ_VK_PG_VT dims) */
 #define RQ_VK_SC_QS 2     /* paged.comp: spec constant 2 = floats of the staged Q (gpg * D) */

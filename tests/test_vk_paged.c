@@ -351,6 +351,18 @@ Test(vk_paged, f32_interleaved_gqa_causal_pages16)
     run_case(&c, test_seed());
 }
 
+/* One long sequence (the bench's shape, shortened to 32k): on a 2-core lavapipe it got one split of
+ * 32768 keys, past llvmpipe's loop limit, and came out wrong with no error (LSE off by 0.1); splits
+ * now stop at RQ_VK_PG_MAX_KEYS keys. */
+Test(vk_paged, one_long_sequence_32k_keys)
+{
+    pcase c = base_case("f16 one sequence of 32768 keys, Hq 32 / Hkv 8, D 128, ps 16");
+    c.Hq = 32, c.Hkv = 8, c.D = 128, c.Dv = 128, c.ps = 16, c.n_seqs = 1, c.max_seqs = 1, c.maxp = 2048;
+    c.spare_pages = 3, c.lens[0] = 32768, c.p.causal = 1;
+    c.qdt = c.kdt = c.vdt = ROPEQK_F16, c.tol = 1e-3;
+    run_case(&c, test_seed());
+}
+
 /* positions up to 2^20 and anywhere up to INT32_MAX (the accurate angle of glsl/angle.glsl): cached keys
  * start anywhere in [0, kpos_span] */
 Test(vk_paged, positions_to_2_20_and_across_int32)

@@ -30,6 +30,7 @@ struct rq_vk_paged {
     rq_vk_pipe *pass1, *combine, *append;
     rq_vk_buf meta, part;       /* per-call metadata (int32), split partials (f32) */
     int64_t target, min_pages;  /* tasks that fill the device; pages per split, at least */
+    int64_t max_pps;            /* pages per split, at most (RQ_VK_PG_MAX_KEYS) */
     int64_t slots;              /* (sequence, split) pairs `part` holds for every head */
     int32_t gpg, ngc, ndvc;     /* query heads per task, query chunks per KV head, V chunks */
 };
@@ -89,6 +90,11 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
      * n * splits <= min(n * cap, target / groups + n), largest at n = max_seqs */
     int64_t cap = (maxp + pg->min_pages - 1) / pg->min_pages, byload = (pg->target + groups - 1) / groups + max_seqs;
     pg->slots = max_seqs * cap < byload ? max_seqs * cap : byload;
+    /* and at least ceil(maxp / max_pps) splits each, whatever the load */
+    pg->max_pps = RQ_VK_PG_MAX_KEYS / ps > 0 ? RQ_VK_PG_MAX_KEYS / ps : 1;
+    int64_t forced = (maxp + pg->max_pps - 1) / pg->max_pps;
+    if (max_seqs * forced > pg->slots)
+        pg->slots = max_seqs * forced;
     uint64_t range = lim->maxStorageBufferRange;
     uint64_t qr_bytes = (uint64_t)(max_seqs * pb->Hq * pb->D) * 4;
     uint64_t part_bytes = (uint64_t)pg->slots * (uint64_t)(pb->Hq * (pb->Dv + 2)) * 4;
@@ -251,6 +257,8 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     int64_t pps = (meta.max_pages + want - 1) / want;
     if (pps < pg->min_pages)
         pps = pg->min_pages;
+    if (pps > pg->max_pps)
+        pps = pg->max_pps;
     int64_t nsplit = (meta.max_pages + pps - 1) / pps, kps = pps * pl->paged.page_size;
     if (n * nsplit > pg->slots) { /* cannot happen (the plan's bound); refused rather than overrun */
         rq_set_error("%s: internal: %lld splits exceed the plan's scratch", fn, (long long)(n * nsplit));
