@@ -65,6 +65,15 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
                      RQ_VK_AT_DVMAX);
         return ROPEQK_ERR_TOO_LARGE;
     }
+    /* one key tile must stay within the loop budget (llvmpipe's limit, above): head dims beyond that
+     * would come out wrong without an error there (measured: D 32768 right, 49152 wrong) */
+    int64_t dvq = (pb->Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ;
+    if (fixed_trips(dvq) + tile_trips(pb->D, dvq) > RQ_VK_AT_TRIPS) {
+        rq_set_error("attention: head dim D %lld is too large for the Vulkan shader's loop budget (one key tile "
+                     "needs %lld loop trips, at most %d)", (long long)pb->D,
+                     (long long)(fixed_trips(dvq) + tile_trips(pb->D, dvq)), RQ_VK_AT_TRIPS);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
     /* rows m = g*Sq + i of one KV head, and Qr/Kr element indices, are 32-bit in the shader (the
      * scratch itself is checked against the storage-buffer range by rq_vk_rope_init) */
     if (pb->G * pb->Sq > INT32_MAX) {
