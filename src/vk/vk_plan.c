@@ -246,11 +246,8 @@ ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *pl, VkCommandBuffer cmd, co
             return st;
     }
     /* the outputs against every input and each other, as on OpenCL (16-bit views: whole words) */
-    const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv};
-    for (int i = 0; i < 5; i++)
-        if (rq_ranges_overlap(&ro, in[i]) || rq_ranges_overlap(&rl, in[i]))
-            return ROPEQK_ERR_OVERLAP;
-    if (rq_ranges_overlap(&ro, &rl))
+    const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv}, *outs[] = {&ro, &rl};
+    if (rq_outputs_overlap(outs, 2, in, 5))
         return ROPEQK_ERR_OVERLAP;
     if (attn)
         return rq_vk_record_attention(pl, cmd, args, x.Sk, x.q_off, x.k_off);
