@@ -134,6 +134,11 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         float4 f = vfreq[u];
         fx[u] = f.x, fy[u] = f.y, fz[u] = f.z;
     }
+    /* R(t) for t = 0..RQ_PKB-1 (accurate angles, no attention factor): a key of a block gets
+     * R(pfirst + t) = R(pfirst) R(t), one accurate R(pfirst) per block */
+    float16 TC[RQ_PKB][RQ_DMAXD / 16], TS[RQ_PKB][RQ_DMAXD / 16];
+    for (int t = 0; t < RQ_PKB; t++)
+        rq_rot_vectors(t, fx, fy, fz, hw, layout, 1.0f, TC[t], TS[t]);
     float m[RQ_PCH], l[RQ_PCH], alpha[RQ_PCH], p[RQ_PCH * RQ_PKB], scs[RQ_PCH * RQ_PKB];
     for (int y = 0; y < nkv; y++) {
         __global float *o = part + (((long)s * Hq + (long)(hk0 + y) * G + g0) * a.nsplit + sp) * Dv;
@@ -166,6 +171,8 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         long lim = (long)pq - window; /* window: masked where pk <= pq - W */
         if (window > 0 && lim >= (long)INT_MIN)
             masked |= pj <= (int16)((int)lim);
+        float16 PC[RQ_DMAXD / 16], PS[RQ_DMAXD / 16];
+        rq_rot_vectors(pfirst, fx, fy, fz, hw, layout, a.rot_mul, PC, PS);
         for (int t = 0; t < nb; t++) {
             /* key t of the next block, K and V rows, into the caches while this block is computed
              * (pocl; the hardware prefetcher alone restarts at every page) */
@@ -180,7 +187,11 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                 }
             }
             float16 C[RQ_DMAXD / 16], S[RQ_DMAXD / 16], xk[RQ_DMAXD / 16];
-            rq_rot_vectors(pfirst + t, fx, fy, fz, hw, layout, a.rot_mul, C, S);
+            for (int c = 0; c < nr; c++) { /* R(pfirst) R(t) */
+                float16 tc = TC[t][c], ts = TS[t][c];
+                C[c] = PC[c] * tc - PS[c] * ts;
+                S[c] = fma(PS[c], tc, PC[c] * ts);
+            }
             for (int y = 0; y < nkv; y++) {
                 __global const uchar *row = kc + kro[t] + (long)(hk0 + y) * a.knb1;
                 if (kdt == RQ_DT_F32)
