@@ -175,16 +175,17 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         rq_rot_vectors(pfirst, fx, fy, fz, hw, layout, a.rot_mul, PC, PS);
         for (int t = 0; t < nb; t++) {
             /* key t of the next block, K and V rows, into the caches while this block is computed
-             * (pocl; the hardware prefetcher alone restarts at every page) */
+             * (pocl; the hardware prefetcher alone restarts at every page). Issued head by head in
+             * the loop below, between the heads' arithmetic: one burst of all the task's rows per
+             * key filled the line-fill buffers and stalled the core on the prefetches themselves
+             * (a quarter of pass 1's samples), with no arithmetic overlapping them. */
             int jn = jb + RQ_PKB + t;
-            if (RQ_PAGED_PF && jn < jend) {
+            const bool pf = RQ_PAGED_PF && jn < jend;
+            __global const uchar *kpf = kc, *vpf = vc;
+            if (pf) {
                 long page = pages[jn / ps], slot = jn % ps;
-                __global const uchar *kr = kc + a.k_off + page * a.knb0 + slot * a.knb2;
-                __global const uchar *vr = vc + a.v_off + page * a.vnb0 + slot * a.vnb2;
-                for (int y = 0; y < nkv; y++) {
-                    RQ_PAGED_PREFETCH_ROW(kr + (long)(hk0 + y) * a.knb1, D * esk);
-                    RQ_PAGED_PREFETCH_ROW(vr + (long)(hk0 + y) * a.vnb1, Dv * esv);
-                }
+                kpf = kc + a.k_off + page * a.knb0 + slot * a.knb2;
+                vpf = vc + a.v_off + page * a.vnb0 + slot * a.vnb2;
             }
             float16 C[RQ_DMAXD / 16], S[RQ_DMAXD / 16], xk[RQ_DMAXD / 16];
             for (int c = 0; c < nr; c++) { /* R(pfirst) R(t) */
@@ -193,6 +194,10 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                 S[c] = fma(PS[c], tc, PC[c] * ts);
             }
             for (int y = 0; y < nkv; y++) {
+                if (pf) {
+                    RQ_PAGED_PREFETCH_ROW(kpf + (long)(hk0 + y) * a.knb1, D * esk);
+                    RQ_PAGED_PREFETCH_ROW(vpf + (long)(hk0 + y) * a.vnb1, Dv * esv);
+                }
                 __global const uchar *row = kc + kro[t] + (long)(hk0 + y) * a.knb1;
                 if (kdt == RQ_DT_F32)
                     for (int c = 0; c < nc; c++)
