@@ -26,7 +26,9 @@
  *   - CPU (paged_attn_cpu: the CPU profile, D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD): a work-item per
  *     task; explicit SIMD along the head dim (float16 row loads); the rotation vectors of a key are
  *     made once and serve every KV head and query head of the task (a task spans several KV heads, up
- *     to RQ_PCH query heads); a block of RQ_PKB = 16 keys is scored, then folded into the softmax as
+ *     to RQ_PCH query heads): R(pfirst) R(t) for key t of a block starting at position pfirst, one
+ *     accurate angle per block and a per-task table of R(0..RQ_PKB-1) (accurate angles too; the
+ *     product adds a few ulp, as in the decode kernel's R(p0) R(t)); a block of RQ_PKB = 16 keys is scored, then folded into the softmax as
  *     one float16 per head; the output accumulator lives in the task's own rows of `part`
  *     (cache-resident), so Dv has no limit.
  *   - GPU (paged_attn_gpu: the GPU profile, and the CPU profile's other shapes): a work-group of
