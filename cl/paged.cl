@@ -26,7 +26,9 @@
  *   - CPU (paged_attn_cpu: the CPU profile, D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD): a work-item per
  *     task; explicit SIMD along the head dim (float16 row loads); the rotation vectors of a key are
  *     made once and serve every KV head and query head of the task (a task spans several KV heads, up
- *     to RQ_PCH query heads); a block of RQ_PKB = 16 keys is scored, then folded into the softmax as
+ *     to RQ_PCH query heads): R(pfirst) R(t) for key t of a block starting at position pfirst, one
+ *     accurate angle per block and a per-task table of R(0..RQ_PKB-1) (accurate angles too; the
+ *     product adds a few ulp, as in the decode kernel's R(p0) R(t)); a block of RQ_PKB = 16 keys is scored, then folded into the softmax as
  *     one float16 per head; the output accumulator lives in the task's own rows of `part`
  *     (cache-resident), so Dv has no limit.
  *   - GPU (paged_attn_gpu: the GPU profile, and the CPU profile's other shapes): a work-group of
@@ -134,6 +136,11 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         float4 f = vfreq[u];
         fx[u] = f.x, fy[u] = f.y, fz[u] = f.z;
     }
+    /* R(t) for t = 0..RQ_PKB-1 (accurate angles, no attention factor): a key of a block gets
+     * R(pfirst + t) = R(pfirst) R(t), one accurate R(pfirst) per block */
+    float16 TC[RQ_PKB][RQ_DMAXD / 16], TS[RQ_PKB][RQ_DMAXD / 16];
+    for (int t = 0; t < RQ_PKB; t++)
+        rq_rot_vectors(t, fx, fy, fz, hw, layout, 1.0f, TC[t], TS[t]);
     float m[RQ_PCH], l[RQ_PCH], alpha[RQ_PCH], p[RQ_PCH * RQ_PKB], scs[RQ_PCH * RQ_PKB];
     for (int y = 0; y < nkv; y++) {
         __global float *o = part + (((long)s * Hq + (long)(hk0 + y) * G + g0) * a.nsplit + sp) * Dv;
@@ -166,22 +173,33 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         long lim = (long)pq - window; /* window: masked where pk <= pq - W */
         if (window > 0 && lim >= (long)INT_MIN)
             masked |= pj <= (int16)((int)lim);
+        float16 PC[RQ_DMAXD / 16], PS[RQ_DMAXD / 16];
+        rq_rot_vectors(pfirst, fx, fy, fz, hw, layout, a.rot_mul, PC, PS);
         for (int t = 0; t < nb; t++) {
             /* key t of the next block, K and V rows, into the caches while this block is computed
-             * (pocl; the hardware prefetcher alone restarts at every page) */
+             * (pocl; the hardware prefetcher alone restarts at every page). Issued head by head in
+             * the loop below, between the heads' arithmetic: one burst of all the task's rows per
+             * key filled the line-fill buffers and stalled the core on the prefetches themselves
+             * (a quarter of pass 1's samples), with no arithmetic overlapping them. */
             int jn = jb + RQ_PKB + t;
-            if (RQ_PAGED_PF && jn < jend) {
+            const bool pf = RQ_PAGED_PF && jn < jend;
+            __global const uchar *kpf = kc, *vpf = vc;
+            if (pf) {
                 long page = pages[jn / ps], slot = jn % ps;
-                __global const uchar *kr = kc + a.k_off + page * a.knb0 + slot * a.knb2;
-                __global const uchar *vr = vc + a.v_off + page * a.vnb0 + slot * a.vnb2;
-                for (int y = 0; y < nkv; y++) {
-                    RQ_PAGED_PREFETCH_ROW(kr + (long)(hk0 + y) * a.knb1, D * esk);
-                    RQ_PAGED_PREFETCH_ROW(vr + (long)(hk0 + y) * a.vnb1, Dv * esv);
-                }
+                kpf = kc + a.k_off + page * a.knb0 + slot * a.knb2;
+                vpf = vc + a.v_off + page * a.vnb0 + slot * a.vnb2;
             }
             float16 C[RQ_DMAXD / 16], S[RQ_DMAXD / 16], xk[RQ_DMAXD / 16];
-            rq_rot_vectors(pfirst + t, fx, fy, fz, hw, layout, a.rot_mul, C, S);
+            for (int c = 0; c < nr; c++) { /* R(pfirst) R(t) */
+                float16 tc = TC[t][c], ts = TS[t][c];
+                C[c] = PC[c] * tc - PS[c] * ts;
+                S[c] = fma(PS[c], tc, PC[c] * ts);
+            }
             for (int y = 0; y < nkv; y++) {
+                if (pf) {
+                    RQ_PAGED_PREFETCH_ROW(kpf + (long)(hk0 + y) * a.knb1, D * esk);
+                    RQ_PAGED_PREFETCH_ROW(vpf + (long)(hk0 + y) * a.vnb1, Dv * esv);
+                }
                 __global const uchar *row = kc + kro[t] + (long)(hk0 + y) * a.knb1;
                 if (kdt == RQ_DT_F32)
                     for (int c = 0; c < nc; c++)
