@@ -520,8 +520,8 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
                          ropeqk_status_string(st));
         goto done;
     }
-    if (rq_ranges_overlap(&rk, &rv) || rq_ranges_overlap(&rk, &rkn) || rq_ranges_overlap(&rk, &rvn) ||
-        rq_ranges_overlap(&rv, &rkn) || rq_ranges_overlap(&rv, &rvn)) {
+    const rq_range *caches[] = {&rk, &rv}, *rows[] = {&rkn, &rvn};
+    if (rq_outputs_overlap(caches, 2, rows, 2)) {
         rq_set_error("%s: the caches overlap each other or the new rows in the same buffer", fn);
         st = ROPEQK_ERR_OVERLAP;
         goto done;
