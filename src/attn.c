@@ -202,13 +202,7 @@ ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ro
     if (err)
         st = rq_cl_fail(ctx, err);
 done:
-    if (st && wrapped) /* commands enqueued before a failure may still use the caller's memory */
-        clFinish(ctx->queue);
-    if (ev)
-        clReleaseEvent(ev);
-    for (int i = 0; i < 7; i++)
-        if (b[i])
-            clReleaseMemObject(b[i]);
+    rq_host_buffers_release(ctx, st, wrapped, ev, 7, b);
     ropeqk_plan_destroy(pl);
     return st;
 }

@@ -227,6 +227,9 @@ typedef struct {
     bool fresh; /* not wrapped: a new buffer without an upload */
 } rq_host_arg;
 cl_int rq_host_buffers(ropeqk_ctx *ctx, int n, const rq_host_arg *a, cl_mem *b, bool *wrapped);
+/* The end of a host-memory call over rq_host_buffers: after a failure with wrapped caller memory,
+ * waits for the queue; then releases the event (may be NULL) and the n buffers (NULL entries skipped). */
+void rq_host_buffers_release(ropeqk_ctx *ctx, ropeqk_status st, bool wrapped, cl_event ev, int n, cl_mem *b);
 
 /* After the kernels of a run were enqueued (or failed at err): hands the scratch back to the pool
  * with the events that use it, gives the last kernel's event (ev[2]) to *event on success, releases
@@ -264,6 +267,11 @@ ropeqk_status rq_check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, s
 bool rq_ranges_overlap(const rq_range *a, const rq_range *b);
 /* Whether an output range shares a byte with an input range or another output range. */
 bool rq_outputs_overlap(const rq_range *const *outs, int n_out, const rq_range *const *ins, int n_in);
+/* paged.c: the append's checks on its checked buffer ranges, shared by both backends: the caches overlapping
+ * each other or the new rows (ROPEQK_ERR_OVERLAP), rows = n_seqs * Hkv or n_new past int32
+ * (ROPEQK_ERR_TOO_LARGE); the message names fn. */
+ropeqk_status rq_paged_append_ranges(const char *fn, const rq_range *rk, const rq_range *rv, const rq_range *rkn,
+                                     const rq_range *rvn, int64_t rows, int64_t n_new);
 
 /* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
 typedef struct {

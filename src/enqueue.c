@@ -390,6 +390,17 @@ static bool host_overlap(const rq_host_arg *x, const rq_host_arg *y)
     return a < b + y->bytes && b < a + x->bytes;
 }
 
+void rq_host_buffers_release(ropeqk_ctx *ctx, ropeqk_status st, bool wrapped, cl_event ev, int n, cl_mem *b)
+{
+    if (st && wrapped) /* commands enqueued before a failure may still use the caller's memory */
+        clFinish(ctx->queue);
+    if (ev)
+        clReleaseEvent(ev);
+    for (int i = 0; i < n; i++)
+        if (b[i])
+            clReleaseMemObject(b[i]);
+}
+
 cl_int rq_host_buffers(ropeqk_ctx *ctx, int n, const rq_host_arg *a, cl_mem *b, bool *wrapped)
 {
     cl_int err = CL_SUCCESS;
@@ -467,13 +478,7 @@ ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeq
     if (err)
         st = rq_cl_fail(ctx, err);
 done:
-    if (st && wrapped) /* commands enqueued before a failure may still use the caller's memory */
-        clFinish(ctx->queue);
-    if (ev)
-        clReleaseEvent(ev);
-    for (int i = 0; i < 5; i++)
-        if (b[i])
-            clReleaseMemObject(b[i]);
+    rq_host_buffers_release(ctx, st, wrapped, ev, 5, b);
     ropeqk_plan_destroy(pl);
     return st;
 }

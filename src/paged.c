@@ -479,6 +479,21 @@ ropeqk_status rq_paged_append_check(const ropeqk_plan *pl, const ropeqk_tensor *
     return rq_paged_build_meta(pl, batch, k_new->ne[2], fn, meta);
 }
 
+ropeqk_status rq_paged_append_ranges(const char *fn, const rq_range *rk, const rq_range *rv, const rq_range *rkn,
+                                     const rq_range *rvn, int64_t rows, int64_t n_new)
+{
+    const rq_range *caches[] = {rk, rv}, *news[] = {rkn, rvn};
+    if (rq_outputs_overlap(caches, 2, news, 2)) {
+        rq_set_error("%s: the caches overlap each other or the new rows in the same buffer", fn);
+        return ROPEQK_ERR_OVERLAP;
+    }
+    if (rows > INT32_MAX || n_new > INT32_MAX) {
+        rq_set_error("%s: n_seqs * Hkv or n_new beyond INT32_MAX", fn);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    return ROPEQK_SUCCESS;
+}
+
 ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
                                          ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
                                          ropeqk_opencl_mem v_new_mem, ropeqk_opencl_mem k_cache,
@@ -520,17 +535,8 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
                          ropeqk_status_string(st));
         goto done;
     }
-    const rq_range *caches[] = {&rk, &rv}, *rows[] = {&rkn, &rvn};
-    if (rq_outputs_overlap(caches, 2, rows, 2)) {
-        rq_set_error("%s: the caches overlap each other or the new rows in the same buffer", fn);
-        st = ROPEQK_ERR_OVERLAP;
+    if ((st = rq_paged_append_ranges(fn, &rk, &rv, &rkn, &rvn, n * pb->Hkv, n_new)))
         goto done;
-    }
-    if (n * pb->Hkv > INT32_MAX || n_new > INT32_MAX) {
-        rq_set_error("%s: n_seqs * Hkv or n_new beyond INT32_MAX", fn);
-        st = ROPEQK_ERR_TOO_LARGE;
-        goto done;
-    }
     cl_int err = CL_SUCCESS;
     cl_mem mbuf = meta_upload(ctx, &meta, &err);
     if (err) {

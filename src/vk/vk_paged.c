@@ -396,17 +396,8 @@ ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *pl, VkCommandBuffer cmd, c
         rq_set_error("%s: a buffer range is misaligned or too small for its view: %s", fn, ropeqk_status_string(st));
         goto done;
     }
-    const rq_range *caches[] = {&rk, &rv}, *rows[] = {&rkn, &rvn};
-    if (rq_outputs_overlap(caches, 2, rows, 2)) {
-        rq_set_error("%s: the caches overlap each other or the new rows in the same buffer", fn);
-        st = ROPEQK_ERR_OVERLAP;
+    if ((st = rq_paged_append_ranges(fn, &rk, &rv, &rkn, &rvn, n * pb->Hkv, n_new)))
         goto done;
-    }
-    if (n * pb->Hkv > INT32_MAX || n_new > INT32_MAX) {
-        rq_set_error("%s: n_seqs * Hkv or n_new beyond INT32_MAX", fn);
-        st = ROPEQK_ERR_TOO_LARGE;
-        goto done;
-    }
     if ((st = meta_fits(pl, &meta, fn)))
         goto done;
     rq_vk_bind bk[3], bv[3];
