@@ -2,9 +2,10 @@
 /* S = Qr . Kr^T with the masks, into the caller's output view. Qr [B*Hq][Sq][D] (already times the
  * scale) and Kr [B*Hkv][Sk][D] are the rotated f32 scratch rows of rotate.comp.
  * The tiled shape of every GPU GEMM (CLBlast's XGEMM): a work-group of 16 x 16 invocations owns a
- * 64 x 64 tile of scores, stages RQ_VK_SC_TK head dims of 64 query rows and 64 keys in shared memory
- * per step, and each invocation accumulates a 4 x 4 register block from them (16 loads per 16 FMAs
- * from shared memory instead of 2 per 1 from global). Rows and keys are interleaved across
+ * TILE x TILE tile of scores (TILE = 16 T), stages TK head dims of its TILE query rows and TILE keys
+ * in shared memory per step, and each invocation accumulates a T x T register block from them (2T
+ * loads per T^2 FMAs from shared memory instead of 2 per 1 from global). T and TK are
+ * specialization constants chosen by the tuner (vk_contract.h). Rows and keys are interleaved across
  * invocations (row ty + 16*r) so neighbouring invocations read neighbouring shared words. */
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
@@ -20,9 +21,9 @@ RQ_VK_PC_BLOCK(RQ_VK_SC_PC)
 
 #include "common.glsl"
 
-#define TILE RQ_VK_SC_TILE
-#define TK RQ_VK_SC_TK
-#define T RQ_VK_SC_T
+layout(constant_id = RQ_VK_SC_K1) const int T = RQ_VK_SC_T_DEF;
+layout(constant_id = RQ_VK_SC_K2) const int TK = RQ_VK_SC_TK_DEF;
+const int TILE = RQ_VK_SC_SIDE * T;
 shared float qs[TK][TILE + 1]; /* [d][row]: +1 keeps the transposed stores off one bank */
 shared float ks[TK][TILE + 1];
 
@@ -51,7 +52,7 @@ void main()
             acc[r][c] = 0.0;
     if (!skip) {
         for (int d0 = 0; d0 < pc.D; d0 += TK) {
-            /* 256 invocations stage 64 x 16 values of each side: 4 each, consecutive d per row */
+            /* 256 invocations stage TILE x TK values of each side, consecutive d per row */
             for (int e = lid; e < TILE * TK; e += 256) {
                 int row = e / TK, d = e % TK;
                 int gi = i0 + row, gj = j0 + row, gd = d0 + d;

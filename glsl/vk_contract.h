@@ -29,6 +29,9 @@
 #define RQ_VK_SC_DT_B 1   /* dtype of the second typed input (V) */
 #define RQ_VK_SC_DT_O 2   /* dtype of the output where it may be 16-bit */
 #define RQ_VK_SC_WG 3     /* work-group size (x) */
+#define RQ_VK_SC_K1 4     /* shape knobs of the shader (scores.comp: register block; tuned) */
+#define RQ_VK_SC_K2 5     /* (scores.comp: head dims staged per step; tuned) */
+#define RQ_VK_NSPEC 6     /* every pipeline is made with all six ids (unused ones are ignored) */
 
 #define RQ_VK_DT_F32 0    /* the values of ropeqk_dtype */
 #define RQ_VK_DT_F16 1
@@ -57,9 +60,14 @@
     F(u32, onb3) F(u32, window) /* window: 0 = off, else W (< 2^32; the host turns larger W off) */ \
     F(i32, Sq) F(i32, Sk) F(i32, D) F(i32, G) F(i32, Hq) F(i32, use_qpos) F(i32, q_base)           \
     F(i32, use_kpos) F(i32, k_base) F(i32, causal) F(u32, qr_off) F(u32, kr_off)
-#define RQ_VK_SC_TILE 64 /* output tile: 64 query rows x 64 keys per work-group */
-#define RQ_VK_SC_TK 16   /* head dims per shared-memory stage */
-#define RQ_VK_SC_T 4     /* each of the 16 x 16 invocations computes 4 x 4 scores */
+/* The tile shape is tuned (ropeqk_tuning vk_block, vk_tk): each of the 16 x 16 invocations computes
+ * T x T scores (spec constant RQ_VK_SC_K1: 2, 4 or 8), so a work-group owns a 16T x 16T tile, and
+ * TK head dims (RQ_VK_SC_K2: 8, 16 or 32) are staged in shared memory per step, RQ_VK_SC_SHARED
+ * bytes (8 x 32: 33 KiB, over the 32 KiB every device has: the host checks the device's limit). */
+#define RQ_VK_SC_SIDE 16   /* invocations per side of the work-group */
+#define RQ_VK_SC_T_DEF 4   /* defaults: the shape the suite first passed with (64 x 64, 16 dims) */
+#define RQ_VK_SC_TK_DEF 16
+#define RQ_VK_SC_SHARED(t, tk) (2 * (tk) * (RQ_VK_SC_SIDE * (t) + 1) * 4)
 /* scores_few.comp (same bindings and push constants): at most this many query rows per KV head
  * (G * Sq, decode) and head dims (its staged Q rows: 8 x 256 floats = 8 KiB of shared memory) */
 #define RQ_VK_FEW_M 8

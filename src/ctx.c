@@ -321,19 +321,7 @@ ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const
     if (!ctx || !out)
         return ROPEQK_ERR_NULL_POINTER;
     const rq_tuning *t = &ctx->tune;
-    memset(out, 0, sizeof *out);
-    out->profile = t->profile;
-    out->tq = t->tq;
-    out->wg = t->wg;
-    out->vk = t->vk;
-    out->dkb = t->dkb;
-    out->dwg = t->dwg;
-    out->decode = t->decode ? 1 : -1;
-    out->rot_uwg = t->rot_uwg;
-    out->vendor_ext = t->pocl_ext ? 0 : -1;
-    out->atq = t->atq;
-    out->avk = t->avk;
-    out->awg = t->awg;
+    rq_tuning_to_api(t, out);
     if (profile_source)
         *profile_source = t->profile_source;
     return ROPEQK_SUCCESS;

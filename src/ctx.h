@@ -35,6 +35,7 @@ typedef struct {
     int decode;          /* whether the decode path is used (RQ_DECODE) */
     int rot_uwg;         /* rope_rotate_*: units per work-group (host only) */
     int atq, avk, awg;   /* qk_attention_*: rows per work-item, keys per block, work-group size */
+    int vk_block, vk_tk; /* Vulkan scores.comp: register block T (tile 16T), head dims per stage */
     int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
     ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
     char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */
@@ -69,6 +70,8 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t);
  * a malformed one is ROPEQK_ERR_BAD_CONFIG with the thread's error message set), then req (may be
  * NULL), then the profile's defaults. */
 ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev, rq_tuning *t);
+/* The public form of a resolved configuration (decode and vendor_ext as 1/-1 and 0/-1). */
+void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o);
 /* The build options of a configuration (snprintf's return convention). */
 int rq_tuning_options(const rq_tuning *t, char *buf, size_t len);
 const char *rq_profile_name(ropeqk_profile p);

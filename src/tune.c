@@ -4,8 +4,12 @@
  * checked against the fp64 path on a small case (dropped if it fails), then timed as the median of
  * 3 runs after a warm-up on a representative shape. The first candidate of each family is the
  * configuration in effect, so the result is never worse than what the device had, and a budget
- * that runs out keeps the best found so far. Compiling dominates on pocl (~1 s a candidate). */
+ * that runs out keeps the best found so far. Compiling dominates on pocl (~1 s a candidate).
+ * On a Vulkan context the candidates are contexts on the same VkDevice and queue, and the family is
+ * the prefill scores shader's shape (vk_block x vk_tk, specialization constants); the decode-shaped
+ * scores, attention and paged shaders have fixed shapes so far. */
 #include "ctx.h"
+#include "vk/vk.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -104,6 +108,14 @@ static ropeqk_status time_candidate(ropeqk_ctx *c, family f, double *ms)
     ropeqk_status st = ropeqk_plan_create(c, &d, &pl);
     if (st)
         return st;
+    double t[4];
+    if (c->vk) {
+        st = rq_vk_time_plan(pl, 4, t);
+        if (!st) /* median of runs 1..3 (run 0 warms up) */
+            *ms = 1e3 * fmax(fmin(t[1], t[2]), fmin(fmax(t[1], t[2]), t[3]));
+        ropeqk_plan_destroy(pl);
+        return st;
+    }
     cl_int e = CL_SUCCESS;
     cl_mem b[3] = {NULL, NULL, NULL};
     size_t bytes[3] = {ropeqk_tensor_extent(&d.q), ropeqk_tensor_extent(&d.k), ropeqk_tensor_extent(&d.out)};
@@ -113,7 +125,6 @@ static ropeqk_status time_candidate(ropeqk_ctx *c, family f, double *ms)
         if (!e && i < 2)
             e = clEnqueueFillBuffer(c->queue, b[i], &z, 4, 0, bytes[i], 0, NULL, NULL);
     }
-    double t[4];
     ropeqk_opencl_args a = {.q = {b[0], 0}, .k = {b[1], 0}, .v = {b[1], 0}, .out = {b[2], 0}};
     for (int r = 0; r < 4 && !e && !st; r++) {
         double t0 = now_s();
@@ -136,11 +147,19 @@ static ropeqk_status time_candidate(ropeqk_ctx *c, family f, double *ms)
 
 /* Candidate k of family f for the profile, written over t's knobs; false past the last. The first
  * candidate (k = 0) is t itself. */
-static bool candidate(family f, bool cpu, int k, rq_tuning *t)
+static bool candidate(family f, bool cpu, bool vk, int k, rq_tuning *t)
 {
     if (k == 0)
         return true;
     k--;
+    if (vk) { /* scores.comp: T x TK (a shape the device cannot take falls back, vk_plan.c) */
+        static const int vb[] = {2, 4, 8}, vtk[] = {8, 16, 32};
+        if (f != FAM_SCORES || k >= 9)
+            return false;
+        t->vk_block = vb[k % 3];
+        t->vk_tk = vtk[k / 3];
+        return true;
+    }
     if (f == FAM_SCORES) {
         static const int ctq[] = {4, 8, 16}, cvk[] = {8, 16}, cwg[] = {8, 16};
         static const int gtq[] = {1, 2, 4, 8}, gvk[] = {1, 4}, gwg[] = {32, 64, 128};
@@ -168,22 +187,31 @@ static bool candidate(family f, bool cpu, int k, rq_tuning *t)
     return true;
 }
 
-static void to_api(const rq_tuning *t, ropeqk_tuning *o)
+/* A context on ctx's device, queue and (OpenCL) context with configuration t. */
+static ropeqk_status make_candidate(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **c)
 {
-    memset(o, 0, sizeof *o);
-    o->profile = t->profile;
-    o->tq = t->tq, o->wg = t->wg, o->vk = t->vk, o->dkb = t->dkb, o->dwg = t->dwg;
-    o->decode = t->decode ? 1 : -1;
-    o->rot_uwg = t->rot_uwg, o->atq = t->atq, o->avk = t->avk, o->awg = t->awg;
-    o->vendor_ext = t->pocl_ext ? 0 : -1;
+    if (ctx->vk) {
+        ropeqk_vulkan_ctx_params vp = {.instance = ctx->vk->instance, .physical_device = ctx->vk->phys,
+                                       .device = ctx->vk->device, .queue_family = ctx->vk->qfam,
+                                       .queue = ctx->vk->queue};
+        rq_tuning_to_api(t, &vp.tuning);
+        return ropeqk_vulkan_ctx_create(&vp, c);
+    }
+    ropeqk_opencl_ctx_params cp = {.context = ctx->context, .queue = ctx->queue};
+    rq_tuning_to_api(t, &cp.tuning);
+    return ropeqk_opencl_ctx_create(&cp, c);
 }
 
-static void say(const ropeqk_tune_params *p, const char *fmt, const char *fam, const rq_tuning *t, const char *res)
+static void say(const ropeqk_tune_params *p, bool vk, const char *fam, const rq_tuning *t, const char *res)
 {
     if (!p->progress)
         return;
     char line[256];
-    snprintf(line, sizeof line, fmt, fam, t->tq, t->vk, t->wg, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
+    if (vk)
+        snprintf(line, sizeof line, "%s vk_block=%d vk_tk=%d: %s", fam, t->vk_block, t->vk_tk, res);
+    else
+        snprintf(line, sizeof line, "%s tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s", fam, t->tq, t->vk,
+                 t->wg, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
     p->progress(p->user, line);
 }
 
@@ -192,12 +220,9 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
 {
     if (!ctx)
         return ROPEQK_ERR_NULL_POINTER;
-    if (ctx->vk) {
-        rq_set_error("tuner: the Vulkan backend has fixed shader shapes so far; nothing to tune");
-        return ROPEQK_ERR_BAD_PARAM;
-    }
-    static const char *const env[] = {"ROPEQK_TQ", "ROPEQK_WG", "ROPEQK_VK", "ROPEQK_DKB", "ROPEQK_DWG",
-                                      "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ", "ROPEQK_AVK", "ROPEQK_AWG"};
+    static const char *const env[] = {"ROPEQK_TQ",  "ROPEQK_WG",  "ROPEQK_VK",       "ROPEQK_DKB",
+                                      "ROPEQK_DWG", "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ",
+                                      "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         if (getenv(env[i])) {
             rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);
@@ -210,20 +235,23 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
     bool cpu = ctx->tune.profile == ROPEQK_PROFILE_CPU;
     rq_tuning win = ctx->tune;
     ropeqk_status st = ROPEQK_SUCCESS;
-    for (int f = FAM_SCORES; f <= FAM_ATTN; f++) {
+    for (int f = FAM_SCORES; f <= (ctx->vk ? FAM_SCORES : FAM_ATTN); f++) {
         double best_ms = INFINITY;
         rq_tuning fam_best = win;
         for (int k = 0;; k++) {
             rq_tuning t = win;
-            if (!candidate((family)f, cpu, k, &t))
+            if (!candidate((family)f, cpu, ctx->vk != NULL, k, &t))
                 break;
             if (k > 0 && now_s() - t0 > budget)
                 break; /* out of budget: the best so far stands (the first candidate always runs) */
-            ropeqk_opencl_ctx_params cp = {.context = ctx->context, .queue = ctx->queue};
-            to_api(&t, &cp.tuning);
+            if (ctx->vk && (uint64_t)RQ_VK_SC_SHARED(t.vk_block, t.vk_tk) >
+                               ctx->vk->props.limits.maxComputeSharedMemorySize) {
+                say(p, true, fam_name[f], &t, "skipped (more shared memory than the device has)");
+                continue;
+            }
             ropeqk_ctx *c = NULL;
             double ms = 0;
-            st = ropeqk_opencl_ctx_create(&cp, &c);
+            st = make_candidate(ctx, &t, &c);
             if (!st)
                 st = check_candidate(c, (family)f);
             if (!st)
@@ -234,7 +262,7 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
                 snprintf(res, sizeof res, "dropped (%s)", ropeqk_status_string(st));
             else
                 snprintf(res, sizeof res, "%.3f ms", ms);
-            say(p, "%s tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s", fam_name[f], &t, res);
+            say(p, ctx->vk != NULL, fam_name[f], &t, res);
             if (st == ROPEQK_ERR_OUT_OF_HOST_MEMORY)
                 return st;
             if (!st && ms < best_ms) {
@@ -247,7 +275,7 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
     }
     win.profile = ctx->tune.profile;
     if (best)
-        to_api(&win, best);
+        rq_tuning_to_api(&win, best);
     if (path && path_len)
         path[0] = '\0';
     if (p->no_write)

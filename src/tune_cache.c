@@ -1,7 +1,7 @@
 /* The per-user cache of tuned kernel configurations (written by ropeqk_tune, read by every context
  * at creation). One small text file per device:
  *   $XDG_CACHE_HOME/ropeqk/<fnv64(platform, device)>.tune   (else ~/.cache/ropeqk/)
- *     ropeqk-tune 1
+ *     ropeqk-tune 2
  *     library 0.1.0
  *     platform <platform name>
  *     device <device name>
@@ -23,7 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define RQ_TUNE_MAGIC "ropeqk-tune 1"
+#define RQ_TUNE_MAGIC "ropeqk-tune 2"
+#define RQ_TUNE_MAGIC_OLD "ropeqk-tune 1" /* before vk_block and vk_tk */
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -66,6 +67,7 @@ static const struct {
     {"dwg", offsetof(rq_tuning, dwg), 1, 256},     {"decode", offsetof(rq_tuning, decode), 0, 1},
     {"rot_uwg", offsetof(rq_tuning, rot_uwg), 1, 256}, {"atq", offsetof(rq_tuning, atq), 1, 16},
     {"avk", offsetof(rq_tuning, avk), 1, 16},      {"awg", offsetof(rq_tuning, awg), 1, 1024},
+    {"vk_block", offsetof(rq_tuning, vk_block), 2, 8}, {"vk_tk", offsetof(rq_tuning, vk_tk), 8, 32},
 };
 #define NKNOBS (sizeof knobs / sizeof knobs[0])
 
@@ -103,7 +105,10 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
         const char *v;
         lineno++;
         if (lineno == 1) {
-            if (strcmp(line, RQ_TUNE_MAGIC) != 0) {
+            if (!strcmp(line, RQ_TUNE_MAGIC_OLD)) { /* a format without the Vulkan knobs */
+                res = RQ_CACHE_STALE;
+                snprintf(detail, sizeof detail, "an older file format, '%s'", RQ_TUNE_MAGIC_OLD);
+            } else if (strcmp(line, RQ_TUNE_MAGIC) != 0) {
                 res = RQ_CACHE_CORRUPT;
                 why = "not a ropeqk tuning file";
             }
@@ -159,7 +164,8 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
         why = read_error ? "read error" : "a required line is missing";
     }
     /* vector widths and even key blocks, as the API requires */
-    if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2)) {
+    if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2 ||
+                               (c.vk_block & (c.vk_block - 1)) || (c.vk_tk & (c.vk_tk - 1)))) {
         res = RQ_CACHE_CORRUPT;
         why = "a vector width or key block not allowed";
     }

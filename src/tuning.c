@@ -93,6 +93,10 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->atq = cpu ? 8 : 1;
     t->avk = cpu ? 16 : 1;
     t->awg = cpu ? 1 : 64;
+    /* Vulkan scores.comp: a 64 x 64 tile, 16 dims a stage (the shape the suite first passed with;
+     * the tuner searches 2/4/8 x 8/16/32, vk_plan.c checks shared memory and loop trips) */
+    t->vk_block = 4;
+    t->vk_tk = 16;
     t->pocl_ext = pocl;
 }
 
@@ -129,6 +133,8 @@ static ropeqk_status apply(rq_tuning *t, int *field, int32_t api, const char *en
 
 static bool vk_ok(long v) { return v == 1 || v == 4 || v == 8 || v == 16; }
 static bool even_ok(long v) { return v % 2 == 0; }
+static bool vk_block_ok(long v) { return v == 2 || v == 4 || v == 8; }
+static bool vk_tk_ok(long v) { return v == 8 || v == 16 || v == 32; }
 
 /* Configurations measured on a device, shipped with the library (the tuner's cache overrides them).
  * Matched by platform and device name substrings and the profile. */
@@ -156,8 +162,12 @@ static void pick_base(const rq_devinfo *dev, rq_tuning *t)
         t->vk = t->avk = nv >= 8 ? 8 : 4;
         t->tq = 4;
     }
-    snprintf(t->config_source, sizeof t->config_source, "heuristic (%s profile, native float vector width %d)",
-             cpu ? "CPU" : "GPU", nv);
+    if (!strcmp(dev->platform, "Vulkan")) /* vk_ctx.c: the Vulkan shaders read the vk_* knobs only */
+        snprintf(t->config_source, sizeof t->config_source, "defaults (Vulkan %s device; `ropeqk tune` searches)",
+                 dev->cpu ? "CPU" : "GPU");
+    else
+        snprintf(t->config_source, sizeof t->config_source, "heuristic (%s profile, native float vector width %d)",
+                 cpu ? "CPU" : "GPU", nv);
     for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++)
         if (strstr(dev->platform, shipped[i].platform) && strstr(dev->name, shipped[i].device) &&
             shipped[i].profile == t->profile) {
@@ -229,7 +239,9 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         (st = apply(t, &t->rot_uwg, req->rot_uwg, "ROPEQK_ROT_UWG", 1, 256, NULL)) ||
         (st = apply(t, &t->atq, req->atq, "ROPEQK_ATQ", 1, 16, NULL)) ||
         (st = apply(t, &t->avk, req->avk, "ROPEQK_AVK", 1, 16, vk_ok)) ||
-        (st = apply(t, &t->awg, req->awg, "ROPEQK_AWG", 1, 1024, NULL)))
+        (st = apply(t, &t->awg, req->awg, "ROPEQK_AWG", 1, 1024, NULL)) ||
+        (st = apply(t, &t->vk_block, req->vk_block, "ROPEQK_VK_BLOCK", 2, 8, vk_block_ok)) ||
+        (st = apply(t, &t->vk_tk, req->vk_tk, "ROPEQK_VK_TK", 8, 32, vk_tk_ok)))
         return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
@@ -260,6 +272,17 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
             t->awg = (int)dev->max_wg;
     }
     return ROPEQK_SUCCESS;
+}
+
+void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o)
+{
+    memset(o, 0, sizeof *o);
+    o->profile = t->profile;
+    o->tq = t->tq, o->wg = t->wg, o->vk = t->vk, o->dkb = t->dkb, o->dwg = t->dwg;
+    o->decode = t->decode ? 1 : -1;
+    o->rot_uwg = t->rot_uwg, o->atq = t->atq, o->avk = t->avk, o->awg = t->awg;
+    o->vendor_ext = t->pocl_ext ? 0 : -1;
+    o->vk_block = t->vk_block, o->vk_tk = t->vk_tk;
 }
 
 int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)

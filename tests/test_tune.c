@@ -133,6 +133,8 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
         {"device", "Another Device", "another device"}, {"platform", "Other Platform", "another device"},
         {"tq", "99", "ignored corrupt"},             {"vk", "3", "ignored corrupt"},
         {"wg", "many", "ignored corrupt"},           {"ropeqk-tune", "9", "ignored corrupt"},
+        {"vk_block", "3", "ignored corrupt"},        {"vk_tk", "64", "ignored corrupt"},
+        {"ropeqk-tune", "1", "ignored stale"}, /* the format before the Vulkan knobs */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put(path, with_line(original, bad[i].key, bad[i].value));
@@ -143,7 +145,7 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
         cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=3 ") == NULL);
         ropeqk_ctx_destroy(x);
     }
-    static const char *const garbage[] = {"", "ropeqk-tune 1\n", "\x01\x02 binary", "ropeqk-tune 1\nlibrary"};
+    static const char *const garbage[] = {"", "ropeqk-tune 2\n", "\x01\x02 binary", "ropeqk-tune 2\nlibrary"};
     for (size_t i = 0; i < 4; i++) {
         put(path, garbage[i]);
         x = make(NULL);

@@ -136,6 +136,19 @@ static unsigned list_vulkan(void)
         printf("         usable: %s, cooperative matrices (VK_KHR_cooperative_matrix): %s\n",
                info[i].usable ? "yes" : "no (no compute queue or no VK_KHR_push_descriptor)",
                info[i].cooperative_matrix ? "yes (not used yet)" : "no");
+        char spec[32];
+        snprintf(spec, sizeof spec, "vulkan:%u", i);
+        ropeqk_ctx_params cp;
+        memset(&cp, 0, sizeof cp);
+        cp.device = spec;
+        ropeqk_ctx *ctx = NULL;
+        if (info[i].usable && ropeqk_ctx_create(&cp, &ctx) == ROPEQK_SUCCESS) {
+            printf("         config: %s\n", ropeqk_ctx_config_source(ctx));
+            printf("         options: %s\n", ropeqk_ctx_build_options(ctx));
+        } else if (info[i].usable) {
+            printf("         config: unavailable: %s\n", ropeqk_last_error());
+        }
+        ropeqk_ctx_destroy(ctx);
     }
     return n;
 }

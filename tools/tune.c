@@ -1,6 +1,7 @@
 /* The `tune` subcommand: searches kernel configurations for a device (ropeqk_tune) and stores the
  * winners in the per-user cache that contexts load at creation. */
 #include "cli.h"
+#include "ropeqk_vulkan.h"
 
 #include <string.h>
 
@@ -29,8 +30,9 @@ int cmd_tune(int argc, char **argv)
         return r;
     if (help) {
         cli_print_help(stdout, "ropeqk tune [--device SPEC] [--budget SECONDS] [--dry-run]",
-                       "Searches kernel configurations (prefill scores, the decode kernel, attention) for\n"
-                       "the device and its profile ($ROPEQK_PROFILE), checks every candidate against the\n"
+                       "Searches kernel configurations for the device and its profile ($ROPEQK_PROFILE):\n"
+                       "on OpenCL prefill scores, the decode kernel and attention; on Vulkan the tile\n"
+                       "shape of the prefill scores shader (vk_block x vk_tk). Checks every candidate against the\n"
                        "fp64 path before timing it, and writes the winners to $XDG_CACHE_HOME/ropeqk/\n"
                        "(else ~/.cache/ropeqk/), keyed by device, driver and library version. Contexts\n"
                        "created afterwards use them; `ropeqk devices` shows the source in effect.",
@@ -52,13 +54,14 @@ int cmd_tune(int argc, char **argv)
     ropeqk_status st = ropeqk_tune(dev.ctx, &p, &best, path, sizeof path);
     if (st) {
         cli_lib_err("tune", st, dev.ctx);
-        if (st == ROPEQK_ERR_BAD_PARAM) /* e.g. a Vulkan device: its shader shapes are fixed so far */
-            fprintf(stderr, "ropeqk: %s\n", ropeqk_last_error());
         cli_device_close(&dev);
         return CLI_RUNTIME;
     }
-    printf("best: tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq, best.vk, best.wg,
-           best.dkb, best.dwg, best.atq, best.avk, best.awg, cli_now() - t0);
+    if (ropeqk_vulkan_device(dev.ctx) != VK_NULL_HANDLE)
+        printf("best: vk_block=%d vk_tk=%d (%.1f s)\n", best.vk_block, best.vk_tk, cli_now() - t0);
+    else
+        printf("best: tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq, best.vk, best.wg,
+               best.dkb, best.dwg, best.atq, best.avk, best.awg, cli_now() - t0);
     if (dry)
         printf("dry run: cache not written\n");
     else

@@ -21,7 +21,7 @@ typedef enum {
 
 typedef struct rq_vk_pipe {
     rq_vk_shader shader;
-    int32_t spec[4];              /* specialization constants 0..3 (RQ_VK_SC_*) */
+    int32_t spec[RQ_VK_NSPEC];    /* specialization constants (RQ_VK_SC_*) */
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
     VkPipeline pipeline;
@@ -63,6 +63,7 @@ struct rq_vk_plan {
     rq_vk_buf freq;                   /* vec4 per frequency: inv_freq/pi as three floats */
     rq_vk_buf qr, kr;                 /* rotated f32 scratch [B*Hq][Sq][D], [B*Hkv][Sk][D] */
     bool few;                         /* scores plan: scores_few.comp (decode-shaped) */
+    int32_t tile;                     /* scores.comp: scores per work-group side (16 x the block) */
     rq_vk_buf st;                     /* attention: row state between key chunks (vk_attn.c), or none */
     struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
 };
@@ -92,7 +93,7 @@ void rq_vk_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags 
 
 /* vk_pipe.c: the pipeline of shader `sh` with these specialization constants, made once per
  * context. */
-ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[4], rq_vk_pipe **out);
+ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[RQ_VK_NSPEC], rq_vk_pipe **out);
 void rq_vk_pipes_free(ropeqk_ctx *ctx);
 
 /* One binding of a dispatch: a buffer range; the element offset inside the bound range comes back
@@ -113,6 +114,12 @@ void rq_vk_dispatch(ropeqk_ctx *ctx, VkCommandBuffer cmd, const rq_vk_pipe *p, c
 ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4);
 void rq_vk_plan_free(ropeqk_plan *pl);
 /* Whether a scores plan uses scores_few.comp (few query rows per KV head: decode). */
+/* Times `runs` recordings of a scores or attention plan (fixed positions, no step), each its own
+ * submit and fence wait, on device buffers of the plan's extents filled with 0.01 (the tuner). */
+ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds);
+/* The scores.comp shape (register block, staged dims) for head dim D: the context's tuned one where
+ * the device allows it, else the default. */
+void rq_vk_scores_shape(const ropeqk_ctx *ctx, int64_t D, int32_t *t, int32_t *tk);
 bool rq_vk_scores_few(const rq_problem *pb);
 /* The run of a plan: records rotate + scores for one step (checked already). */
 ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
@@ -139,7 +146,7 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
  * an invocation's loop trips that lavapipe needs (vk_attn.c). */
 int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv);
 /* The attention pipeline's specialization constants for Dv and the V and O dtypes. */
-void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[4]);
+void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC]);
 
 /* vk_host.c: the host-memory calls on a Vulkan context. */
 ropeqk_status rq_vk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,

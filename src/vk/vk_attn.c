@@ -3,14 +3,17 @@
  * caller's buffer; S is never written). The buffers were checked by ropeqk_vulkan_plan_record. */
 #include "vk.h"
 
+#include <string.h>
+
 typedef struct {
     RQ_VK_AT_PC(RQ_VK_FIELD)
 } at_pc;
 
-void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[4])
+void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC])
 {
     /* one pipeline per 16 accumulators: registers sized for this Dv, not for the largest */
     int32_t dvmax = (int32_t)((Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ);
+    memset(spec, 0, RQ_VK_NSPEC * sizeof spec[0]);
     spec[RQ_VK_SC_DVMAX] = dvmax;
     spec[RQ_VK_SC_DT_B] = v_dtype;
     spec[RQ_VK_SC_DT_O] = o_dtype;
@@ -87,7 +90,7 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
                      (long long)gx, (long long)gy, lim->maxComputeWorkGroupCount[0], lim->maxComputeWorkGroupCount[1]);
         return ROPEQK_ERR_TOO_LARGE;
     }
-    int32_t spec[4];
+    int32_t spec[RQ_VK_NSPEC];
     rq_vk_attn_spec(pb->Dv, pl->v.dtype, pl->out.dtype, spec);
     ropeqk_status st = rq_vk_pipe_get(pl->ctx, RQ_VK_SH_ATTENTION, spec, &pl->vkp->main);
     if (st)

@@ -253,8 +253,9 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
     ropeqk_status st = rq_tuning_resolve(tuning, &ctx->dev, &ctx->tune);
     if (st)
         return st;
-    snprintf(ctx->options, sizeof ctx->options, "spirv (glslc); specialization: per plan dtypes");
-    snprintf(ctx->tune.config_source, sizeof ctx->tune.config_source, "fixed shader shapes (Vulkan: no tuning yet)");
+    snprintf(ctx->options, sizeof ctx->options,
+             "spirv (glslc); specialization: per plan dtypes; scores block %d (tile %d), %d dims a stage",
+             ctx->tune.vk_block, RQ_VK_SC_SIDE * ctx->tune.vk_block, ctx->tune.vk_tk);
     ctx->max_alloc = vk->props.limits.maxStorageBufferRange;
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,

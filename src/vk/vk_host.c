@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define RQ_HOST_MAX 8
 
@@ -170,19 +171,65 @@ ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx)
     rq_vk_pipe *p;
     ropeqk_status st = ROPEQK_SUCCESS;
     for (int32_t dt = 0; dt < 3 && !st; dt++) {
-        int32_t spec[4] = {dt, 0, 0, RQ_VK_ROT_UNITS};
+        int32_t spec[RQ_VK_NSPEC] = {dt, 0, 0, RQ_VK_ROT_UNITS};
         st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, spec, &p);
     }
-    int32_t ss[4] = {0, 0, 0, 256};
+    int32_t ss[RQ_VK_NSPEC] = {0, 0, 0, 256};
+    rq_vk_scores_shape(ctx, 128, &ss[RQ_VK_SC_K1], &ss[RQ_VK_SC_K2]);
     if (!st)
         st = rq_vk_pipe_get(ctx, RQ_VK_SH_SCORES, ss, &p);
     if (!st)
         st = rq_vk_pipe_get(ctx, RQ_VK_SH_SCORES_FEW, ss, &p);
     /* attention: head dim 128, V and O of one dtype */
     for (int32_t dt = 0; dt < 3 && !st; dt++) {
-        int32_t sa[4];
+        int32_t sa[RQ_VK_NSPEC];
         rq_vk_attn_spec(128, dt, dt, sa);
         st = rq_vk_pipe_get(ctx, RQ_VK_SH_ATTENTION, sa, &p);
     }
+    return st;
+}
+
+ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    bool attn = pl->op == ROPEQK_OP_ATTENTION;
+    size_t bytes[4] = {pb->q_extent, pb->k_extent, attn ? pb->o_extent : pb->out_extent, attn ? pb->v_extent : 0};
+    rq_vk_buf b[4] = {{0}, {0}, {0}, {0}};
+    ropeqk_status st = ROPEQK_SUCCESS;
+    for (int i = 0; i < 4 && !st; i++)
+        if (bytes[i])
+            st = rq_vk_buf_create(ctx, (bytes[i] + 3) / 4 * 4, false, 0, &b[i]);
+    ropeqk_vulkan_args a = {.q = {b[0].buf, 0, b[0].size}, .k = {b[1].buf, 0, b[1].size},
+                            .out = {b[2].buf, 0, b[2].size}, .v = {b[3].buf, 0, b[3].size}};
+    for (int r = -1; r < runs && !st; r++) { /* r = -1: fill the inputs (0.01f, a normal value) */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        pthread_mutex_lock(&ctx->vk->qlock);
+        VkCommandBuffer cmd;
+        st = rq_vk_cmd_begin(ctx, &cmd);
+        if (!st) {
+            if (r < 0) {
+                for (int i = 0; i < 4; i++)
+                    if (b[i].buf && i != 2)
+                        vkCmdFillBuffer(cmd, b[i].buf, 0, VK_WHOLE_SIZE, 0x3c23d70au);
+                st = ROPEQK_SUCCESS;
+            } else {
+                st = ropeqk_vulkan_plan_record(pl, cmd, &a, NULL);
+            }
+            if (!st) {
+                st = rq_vk_cmd_submit(ctx, cmd);
+            } else {
+                vkEndCommandBuffer(cmd);
+                vkFreeCommandBuffers(ctx->vk->device, ctx->vk->pool, 1, &cmd);
+            }
+        }
+        pthread_mutex_unlock(&ctx->vk->qlock);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (r >= 0)
+            seconds[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
+    for (int i = 0; i < 4; i++)
+        rq_vk_buf_free(ctx, &b[i]);
     return st;
 }

@@ -107,9 +107,9 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
         return too_large("the split scratch", part_bytes, range);
     if (meta_bytes > range) /* batches that fit still run; a larger one is refused at record */
         meta_bytes = range / 4 * 4;
-    int32_t sq[4] = {pl->q.dtype, 0, 0, RQ_VK_ROT_UNITS};
-    int32_t s1[4] = {pl->k.dtype, pl->v.dtype, (int32_t)(gpg * pb->D), RQ_VK_PG_WG};
-    int32_t sc[4] = {0, 0, pl->out.dtype, RQ_VK_PC_WG}, sa[4] = {0, 0, 0, RQ_VK_PA_WG};
+    int32_t sq[RQ_VK_NSPEC] = {pl->q.dtype, 0, 0, RQ_VK_ROT_UNITS};
+    int32_t s1[RQ_VK_NSPEC] = {pl->k.dtype, pl->v.dtype, (int32_t)(gpg * pb->D), RQ_VK_PG_WG};
+    int32_t sc[RQ_VK_NSPEC] = {0, 0, pl->out.dtype, RQ_VK_PC_WG}, sa[RQ_VK_NSPEC] = {0, 0, 0, RQ_VK_PA_WG};
     ropeqk_status st;
     if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED, s1, &pg->pass1)) ||

@@ -14,6 +14,8 @@ typedef struct {
 /* Vulkan guarantees 128 bytes of push constants on every device */
 _Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 16 * 4, "rotate push constants");
 _Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 20 * 4, "scores push constants");
+/* the default scores.comp shape fits the 32 KiB of shared memory every Vulkan device has */
+_Static_assert(RQ_VK_SC_SHARED(RQ_VK_SC_T_DEF, RQ_VK_SC_TK_DEF) <= 32768, "scores shared memory");
 typedef struct {
     RQ_VK_PG_PC(RQ_VK_FIELD)
 } rq_vk_pg_pc;
@@ -67,7 +69,7 @@ static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)
     free(p);
 }
 
-static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[4], rq_vk_pipe **out)
+static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[RQ_VK_NSPEC], rq_vk_pipe **out)
 {
     VkDevice d = ctx->vk->device;
     rq_vk_pipe *p = calloc(1, sizeof *p);
@@ -100,10 +102,10 @@ static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t s
         r = vkCreateShaderModule(d, &mci, NULL, &mod);
     }
     if (r == VK_SUCCESS) {
-        VkSpecializationMapEntry me[4];
-        for (uint32_t i = 0; i < 4; i++)
+        VkSpecializationMapEntry me[RQ_VK_NSPEC];
+        for (uint32_t i = 0; i < RQ_VK_NSPEC; i++)
             me[i] = (VkSpecializationMapEntry){i, i * 4, 4};
-        VkSpecializationInfo si = {4, me, sizeof p->spec, p->spec};
+        VkSpecializationInfo si = {RQ_VK_NSPEC, me, sizeof p->spec, p->spec};
         VkComputePipelineCreateInfo cci = {
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
             .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
@@ -124,7 +126,7 @@ static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t s
     return ROPEQK_SUCCESS;
 }
 
-ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[4], rq_vk_pipe **out)
+ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[RQ_VK_NSPEC], rq_vk_pipe **out)
 {
     *out = NULL;
     pthread_mutex_lock(&ctx->lock);

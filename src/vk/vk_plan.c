@@ -29,11 +29,42 @@ ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4)
     if (pl->op == ROPEQK_OP_ATTENTION) { /* checks Dv before any scratch is made */
         st = rq_vk_attn_plan_init(pl);
     } else {
-        int32_t ss[4] = {0, 0, 0, 256};
+        int32_t ss[RQ_VK_NSPEC] = {0, 0, 0, 256};
         vp->few = rq_vk_scores_few(&pl->pb);
+        rq_vk_scores_shape(pl->ctx, pl->pb.D, &ss[RQ_VK_SC_K1], &ss[RQ_VK_SC_K2]);
+        vp->tile = RQ_VK_SC_SIDE * ss[RQ_VK_SC_K1];
         st = rq_vk_pipe_get(pl->ctx, vp->few ? RQ_VK_SH_SCORES_FEW : RQ_VK_SH_SCORES, ss, &vp->main);
     }
     return st ? st : rq_vk_rope_init(pl, vfreq4);
+}
+
+/* Loop trips of one scores.comp invocation at head dim D, counted as the shader's loops are written
+ * with none unrolled (a loop entered once with n trips counts n + 1): an upper bound of what
+ * llvmpipe's silent limit counts (vk_attn.c). */
+static int64_t scores_trips(int64_t D, int64_t T, int64_t TK)
+{
+    int64_t steps = (D + TK - 1) / TK, stage = (RQ_VK_SC_SIDE * T * TK + 255) / 256 + 1;
+    int64_t inner = TK + 1 + TK * (3 * (T + 1) + T * (T + 2)), tail = T + 1 + T * (T + 1);
+    return steps + 1 + steps * (stage + inner) + tail;
+}
+
+void rq_vk_scores_shape(const ropeqk_ctx *ctx, int64_t D, int32_t *t, int32_t *tk)
+{
+    /* the tuned shape where it fits the device's shared memory and, on a CPU device (llvmpipe), is no
+     * nearer the loop limit than the default shape; else the default, which the suite passes with */
+    int32_t T = ctx->tune.vk_block, TK = ctx->tune.vk_tk;
+    int64_t lim = ctx->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU
+                      ? scores_trips(D, RQ_VK_SC_T_DEF, RQ_VK_SC_TK_DEF)
+                      : INT64_MAX;
+    if (lim < RQ_VK_AT_TRIPS)
+        lim = RQ_VK_AT_TRIPS;
+    if ((uint64_t)RQ_VK_SC_SHARED(T, TK) > ctx->vk->props.limits.maxComputeSharedMemorySize ||
+        scores_trips(D, T, TK) > lim) {
+        T = RQ_VK_SC_T_DEF;
+        TK = RQ_VK_SC_TK_DEF;
+    }
+    *t = T;
+    *tk = TK;
 }
 
 ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4)
@@ -42,7 +73,7 @@ ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4)
     const rq_problem *pb = &pl->pb;
     struct rq_vk_plan *vp = pl->vkp;
     int32_t wg = RQ_VK_ROT_UNITS;
-    int32_t sq[4] = {pl->q.dtype, 0, 0, wg}, sk[4] = {pl->k.dtype, 0, 0, wg};
+    int32_t sq[RQ_VK_NSPEC] = {pl->q.dtype, 0, 0, wg}, sk[RQ_VK_NSPEC] = {pl->k.dtype, 0, 0, wg};
     ropeqk_status st;
     if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sk, &vp->rot_k)))
@@ -175,8 +206,8 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
                        (uint32_t)(pb->B * pb->Hkv), 1);
         return ROPEQK_SUCCESS;
     }
-    uint32_t gx = (uint32_t)((Sk + RQ_VK_SC_TILE - 1) / RQ_VK_SC_TILE);
-    uint32_t gy = (uint32_t)((pb->Sq + RQ_VK_SC_TILE - 1) / RQ_VK_SC_TILE);
+    uint32_t gx = (uint32_t)((Sk + vp->tile - 1) / vp->tile);
+    uint32_t gy = (uint32_t)((pb->Sq + vp->tile - 1) / vp->tile);
     rq_vk_dispatch(pl->ctx, cmd, vp->main, b, 5, &pc, sizeof pc, gx, gy, (uint32_t)(pb->B * pb->Hq));
     return ROPEQK_SUCCESS;
 }

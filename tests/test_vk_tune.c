@@ -1,0 +1,208 @@
+/* The Vulkan backend's tuning: every shape of the prefill scores shader (vk_block x vk_tk, its
+ * specialization constants) against fp64 on awkward cases; the tuner on a Vulkan context writes a
+ * cache the next Vulkan context loads, by hand-edited knob; bad knob values are refused. Runs on the
+ * first Vulkan device (lavapipe in CI) with the validation layer (th_leak_check); XDG_CACHE_HOME is
+ * a fresh folder per test. */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BOUND 1e-5 /* docs/conventions.md: the device-vs-fp64 metric */
+
+static char dir[256];
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "%s/rqvktuneXXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    cr_assert(mkdtemp(dir));
+    setenv("XDG_CACHE_HOME", dir, 1);
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (dir[0] && system(cmd) != 0)
+        cr_log_warn("could not remove %s", dir);
+    th_leak_check();
+}
+
+TestSuite(vk_tune, .init = setup, .fini = teardown, .timeout = 900);
+
+static ropeqk_status make(int block, int tk, ropeqk_ctx **ctx)
+{
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.device = "vulkan";
+    cp.tuning.vk_block = block;
+    cp.tuning.vk_tk = tk;
+    *ctx = NULL;
+    ropeqk_status st = ropeqk_ctx_create(&cp, ctx);
+    if (st == ROPEQK_ERR_NO_DEVICE)
+        cr_skip_test("no Vulkan device: %s", ropeqk_last_error());
+    return st;
+}
+
+/* Tiles cut by Sq and Sk (133 = 128 + 5 rows, 70 keys), head dims not a multiple of the stage (72,
+ * 40 against 16/32), GQA, both layouts, partial rotary, masks, per-token positions near 2^20,
+ * padded views, 16-bit storage and the device-buffer path with canaries. */
+static th_case shape_case(int i)
+{
+    th_case c;
+    memset(&c, 0, sizeof c);
+    ropeqk_default_params(&c.p);
+    c.dtype = ROPEQK_F32;
+    c.pos_max = (int64_t)1 << 20;
+    switch (i) {
+    case 0:
+        c.B = 1, c.Hq = 4, c.Hkv = 2, c.Sq = 133, c.Sk = 70, c.D = 72;
+        c.p.causal = 1;
+        c.p.q_pos_offset = 70 - 133 + 90, c.p.k_pos_offset = 0;
+        c.enqueue = true;
+        break;
+    case 1:
+        c.B = 2, c.Hq = 2, c.Hkv = 1, c.Sq = 17, c.Sk = 300, c.D = 40;
+        c.p.layout = ROPEQK_HALF_SPLIT;
+        c.p.rotary_dim = 24;
+        c.p.window = 50;
+        c.p.causal = 1;
+        c.p.q_pos_offset = 283, c.p.k_pos_offset = 0;
+        c.dtype = ROPEQK_BF16;
+        c.in_layout = TH_PADDED, c.out_layout = TH_PADDED;
+        break;
+    default:
+        c.B = 1, c.Hq = 3, c.Hkv = 3, c.Sq = 129, c.Sk = 131, c.D = 136;
+        c.dtype = ROPEQK_F16;
+        c.per_token_pos = true;
+        c.enqueue = true;
+        break;
+    }
+    return c;
+}
+
+Test(vk_tune, every_scores_shape_matches_fp64)
+{
+    static const int blocks[] = {2, 4, 8}, tks[] = {8, 16, 32};
+    uint64_t seed = getenv("ROPEQK_TEST_SEED") ? strtoull(getenv("ROPEQK_TEST_SEED"), NULL, 0) : 20261123ull;
+    cr_log_info("seed %llu", (unsigned long long)seed);
+    for (int b = 0; b < 3; b++)
+        for (int t = 0; t < 3; t++) {
+            ropeqk_ctx *ctx;
+            ropeqk_status st = make(blocks[b], tks[t], &ctx);
+            cr_assert_eq(st, ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+            ropeqk_tuning in;
+            cr_assert_eq(ropeqk_ctx_tuning(ctx, &in, NULL), ROPEQK_SUCCESS);
+            cr_expect(in.vk_block == blocks[b] && in.vk_tk == tks[t], "tuning read back %d/%d", in.vk_block,
+                      in.vk_tk);
+            char want[64];
+            snprintf(want, sizeof want, "scores block %d (tile %d), %d dims", blocks[b], 16 * blocks[b], tks[t]);
+            cr_expect(strstr(ropeqk_ctx_build_options(ctx), want), "%s", ropeqk_ctx_build_options(ctx));
+            for (int i = 0; i < 3; i++) {
+                th_case c = shape_case(i);
+                th_result r = th_run(ctx, &c, seed + (uint64_t)i);
+                char d[512];
+                th_describe(&c, d, sizeof d);
+                cr_expect_eq(r.status, ROPEQK_SUCCESS, "block %d tk %d: %s: %s", blocks[b], tks[t],
+                             ropeqk_status_string(r.status), d);
+                if (r.status)
+                    continue;
+                cr_expect(r.max_err <= BOUND && r.mismatch == 0 && r.guards_ok,
+                          "block %d tk %d: error %.3g, %lld mismatches, guards %d: %s", blocks[b], tks[t], r.max_err,
+                          (long long)r.mismatch, r.guards_ok, d);
+            }
+            ropeqk_ctx_destroy(ctx);
+        }
+}
+
+Test(vk_tune, bad_knobs_are_refused)
+{
+    ropeqk_ctx *ctx;
+    cr_expect_eq(make(3, 0, &ctx), ROPEQK_ERR_BAD_CONFIG);
+    cr_expect_null(ctx);
+    cr_expect_eq(make(0, 12, &ctx), ROPEQK_ERR_BAD_CONFIG);
+    cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VK_TK"), "%s", ropeqk_last_error());
+    setenv("ROPEQK_VK_BLOCK", "16", 1);
+    cr_expect_eq(make(0, 0, &ctx), ROPEQK_ERR_BAD_CONFIG);
+    cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VK_BLOCK"), "%s", ropeqk_last_error());
+    setenv("ROPEQK_VK_BLOCK", "2", 1);
+    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_expect(strstr(ropeqk_ctx_config_source(ctx), "overrides: ROPEQK_VK_BLOCK"), "%s",
+              ropeqk_ctx_config_source(ctx));
+    /* the tuner refuses to run under an override that would win over every candidate */
+    ropeqk_tune_params p = {.budget_seconds = 0.01, .no_write = 1};
+    cr_expect_eq(ropeqk_tune(ctx, &p, NULL, NULL, 0), ROPEQK_ERR_BAD_CONFIG);
+    ropeqk_ctx_destroy(ctx);
+    unsetenv("ROPEQK_VK_BLOCK");
+}
+
+static char *slurp(const char *path)
+{
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "cannot read %s", path);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+Test(vk_tune, search_writes_a_cache_the_next_vulkan_context_loads)
+{
+    ropeqk_ctx *ctx;
+    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_expect(strncmp(ropeqk_ctx_config_source(ctx), "defaults (Vulkan", 16) == 0, "%s",
+              ropeqk_ctx_config_source(ctx));
+    ropeqk_tune_params p = {.budget_seconds = 0.01}; /* the first candidate (the defaults) only */
+    ropeqk_tuning best;
+    char path[4096];
+    ropeqk_status st = ropeqk_tune(ctx, &p, &best, path, sizeof path);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(st), ropeqk_last_error());
+    cr_expect(best.vk_block == 4 && best.vk_tk == 16, "%d %d", best.vk_block, best.vk_tk);
+    cr_expect(strstr(path, dir) == path, "%s", path);
+    ropeqk_ctx_destroy(ctx);
+
+    /* the file holds the Vulkan knobs; edit one and a new Vulkan context uses it */
+    char text[4096];
+    snprintf(text, sizeof text, "%s", slurp(path));
+    cr_assert(strstr(text, "platform Vulkan\n") && strstr(text, "vk_block 4\n"), "%s", text);
+    char *at = strstr(text, "vk_block 4\n");
+    at[9] = '8';
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    char want[4200];
+    snprintf(want, sizeof want, "cache (%s)", path);
+    cr_expect_str_eq(ropeqk_ctx_config_source(ctx), want);
+    cr_expect(strstr(ropeqk_ctx_build_options(ctx), "scores block 8"), "%s", ropeqk_ctx_build_options(ctx));
+    th_case c = shape_case(0);
+    th_result r = th_run(ctx, &c, 7);
+    cr_expect(r.status == ROPEQK_SUCCESS && r.max_err <= BOUND && r.mismatch == 0, "cached shape: %s, error %.3g",
+              ropeqk_status_string(r.status), r.max_err);
+    ropeqk_ctx_destroy(ctx);
+
+    /* a value the shader has no shape for, or the previous file format: ignored with a note */
+    at[9] = '3';
+    f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_expect(strstr(ropeqk_ctx_config_source(ctx), "ignored corrupt"), "%s", ropeqk_ctx_config_source(ctx));
+    cr_expect(strstr(ropeqk_ctx_build_options(ctx), "scores block 4"), "%s", ropeqk_ctx_build_options(ctx));
+    ropeqk_ctx_destroy(ctx);
+    at[9] = '8';
+    memcpy(text, "ropeqk-tune 1", 13);
+    f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_expect(strstr(ropeqk_ctx_config_source(ctx), "ignored stale") &&
+                  strstr(ropeqk_ctx_config_source(ctx), "older file format"),
+              "%s", ropeqk_ctx_config_source(ctx));
+    ropeqk_ctx_destroy(ctx);
+}
