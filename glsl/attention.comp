@@ -2,7 +2,7 @@
 /* Fused attention: O = softmax(Qr . Kr^T) . V with an online (flash-style) softmax; the scores never
  * leave registers. Qr [B*Hq][Sq][D] (times the scale) and Kr [B*Hkv][Sk][D] are the rotated f32
  * scratch of rotate.comp; V is read from the caller's buffer in its own dtype.
- *   - A work-group owns RQ_VK_AT_ROWS query rows of one (batch, KV head): rows m = g*Sq + i over the
+ *   - A work-group owns ROWS query rows of one (batch, KV head): rows m = g*Sq + i over the
  *     G query heads sharing the KV head (their Qr rows are contiguous), so GQA stages K and V once
  *     per group. Each invocation is one row: running max, sum and Dv accumulators in registers.
  *   - Per tile of TK keys: key positions, then Kr and Qr in chunks of RQ_VK_AT_DC dims, then V (as
@@ -13,8 +13,9 @@
  *   - Masks are tracked as bits, never as -inf arithmetic: a row with no unmasked key yet keeps
  *     l = 0 and o = 0, so nothing depends on how a driver treats infinities, and a fully masked row
  *     ends with O = 0 and LSE = -inf (stored as bits).
- * Shared memory: Qs 32 x 64 + Ks 32 x TK + Vs TK x DVMAX floats <= 29 KiB (TK = 32 up to Dv 128,
- * 16 up to 256), inside the 32 KiB every Vulkan device has.
+ * Shared memory: Qs 32 x ROWS + Ks 32 x TK + Vs TK x DVMAX floats, <= 29 KiB at ROWS 64 (TK = 32 up
+ * to Dv 128, 16 up to 256), inside the 32 KiB every Vulkan device has; ROWS (tuned: 32, 64, 128) is
+ * a specialization constant, and the host keeps a larger one off a device without room for it.
  * Key chunks: a dispatch walks keys [pc.kc0, pc.kc1) only. The host records ceil(Sk / KC) dispatches
  * (vk_attn.c, rq_vk_attn_chunk_keys) with barriers between them; the running state of each row
  * (Dv f32 accumulators, then max and sum) waits between them in the plan's f32 scratch `st`
@@ -28,9 +29,9 @@
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
 
-#define ROWS RQ_VK_AT_ROWS
 #define DC RQ_VK_AT_DC
-layout(local_size_x = ROWS) in;
+layout(local_size_x_id = RQ_VK_SC_WG) in;
+layout(constant_id = RQ_VK_SC_WG) const int ROWS = RQ_VK_AT_ROWS_DEF; /* the same id: rows = invocations */
 layout(constant_id = RQ_VK_SC_DVMAX) const int DVMAX = 128;
 layout(constant_id = RQ_VK_SC_DT_B) const int DTV = 0;
 layout(constant_id = RQ_VK_SC_DT_O) const int DTO = 0;

@@ -146,7 +146,9 @@
     F(i32, Dv) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos)            \
     F(i32, k_base) F(i32, causal) F(i32, with_lse)                                               \
     F(i32, kc0) F(i32, kc1) /* this dispatch's keys: [kc0, kc1) of [0, Sk) */
-#define RQ_VK_AT_ROWS 64   /* query rows per work-group, one per invocation */
+/* query rows per work-group, one per invocation: specialization constant RQ_VK_SC_WG, tuned
+ * (ropeqk_tuning vk_rows: 32, 64 or 128; the host checks the device's shared memory, RQ_VK_AT_SHARED) */
+#define RQ_VK_AT_ROWS_DEF 64
 #define RQ_VK_AT_DC 32     /* head dims of Q and K staged per step of the scores */
 #define RQ_VK_AT_DVQ 16    /* accumulator widths come in steps of 16 (one pipeline per step) */
 #define RQ_VK_AT_DVMAX 256 /* largest Dv: the accumulators live in registers */
@@ -156,5 +158,9 @@
 /* keys per shared-memory tile: TK x DVMAX floats of V stay at 16 KiB (32 KiB of shared memory is
  * all Vulkan guarantees) */
 #define RQ_VK_AT_TK(dvmax) ((dvmax) <= 128 ? 32 : 16)
+/* attention.comp's shared memory: qs, ks, vs (vec4), kps, pq_lo/hi */
+#define RQ_VK_AT_SHARED(rows, dvmax)                                                               \
+    (16 * (RQ_VK_AT_DC / 4 * (rows) + RQ_VK_AT_DC * RQ_VK_AT_TK(dvmax) / 4 +                        \
+           RQ_VK_AT_TK(dvmax) * (dvmax) / 4) + 4 * RQ_VK_AT_TK(dvmax) + 8)
 
 #endif

@@ -274,7 +274,7 @@ ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", 
  * Kernel configuration. Zero fields take the profile's default. Each knob has an environment
  * override that wins over this struct (ROPEQK_PROFILE, ROPEQK_TQ, ROPEQK_WG, ROPEQK_VK, ROPEQK_DKB,
  * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG, ROPEQK_ATQ, ROPEQK_AVK, ROPEQK_AWG, ROPEQK_VK_BLOCK,
- * ROPEQK_VK_TK); a malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
+ * ROPEQK_VK_TK, ROPEQK_VK_ROWS); a malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
  * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the first eleven
  * knobs, the Vulkan shaders the vk_* ones.
  */
@@ -293,6 +293,7 @@ typedef struct {
     int32_t awg;       /* attention: work-group size, 1..1024 */
     int32_t vk_block;  /* Vulkan scores: scores per invocation along each side, 2, 4 or 8 (tile 16x) */
     int32_t vk_tk;     /* Vulkan scores: head dims staged in shared memory per step, 8, 16 or 32 */
+    int32_t vk_rows;   /* Vulkan attention: query rows (invocations) per work-group, 32, 64 or 128 */
 } ropeqk_tuning;
 
 /* ---- contexts ----------------------------------------------------------------------------- */

@@ -36,6 +36,7 @@ typedef struct {
     int rot_uwg;         /* rope_rotate_*: units per work-group (host only) */
     int atq, avk, awg;   /* qk_attention_*: rows per work-item, keys per block, work-group size */
     int vk_block, vk_tk; /* Vulkan scores.comp: register block T (tile 16T), head dims per stage */
+    int vk_rows;         /* Vulkan attention.comp: query rows (invocations) per work-group */
     int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
     ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
     char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */

@@ -5,9 +5,10 @@
  * 3 runs after a warm-up on a representative shape. The first candidate of each family is the
  * configuration in effect, so the result is never worse than what the device had, and a budget
  * that runs out keeps the best found so far. Compiling dominates on pocl (~1 s a candidate).
- * On a Vulkan context the candidates are contexts on the same VkDevice and queue, and the family is
- * the prefill scores shader's shape (vk_block x vk_tk, specialization constants); the decode-shaped
- * scores, attention and paged shaders have fixed shapes so far. */
+ * On a Vulkan context the candidates are contexts on the same VkDevice and queue, and the knobs are
+ * specialization constants: the prefill scores shader's tile (vk_block x vk_tk) and the attention
+ * shader's rows per work-group (vk_rows, timed at Dv 128); the decode-shaped scores and the paged
+ * shaders have fixed shapes so far. */
 #include "ctx.h"
 #include "vk/vk.h"
 
@@ -152,13 +153,18 @@ static bool candidate(family f, bool cpu, bool vk, int k, rq_tuning *t)
     if (k == 0)
         return true;
     k--;
-    if (vk) { /* scores.comp: T x TK (a shape the device cannot take falls back, vk_plan.c) */
-        static const int vb[] = {2, 4, 8}, vtk[] = {8, 16, 32};
-        if (f != FAM_SCORES || k >= 9)
-            return false;
-        t->vk_block = vb[k % 3];
-        t->vk_tk = vtk[k / 3];
-        return true;
+    if (vk) { /* scores.comp: T x TK; attention.comp: rows (the tuner skips what the device lacks) */
+        static const int vb[] = {2, 4, 8}, vtk[] = {8, 16, 32}, vrows[] = {32, 64, 128};
+        if (f == FAM_SCORES && k < 9) {
+            t->vk_block = vb[k % 3];
+            t->vk_tk = vtk[k / 3];
+            return true;
+        }
+        if (f == FAM_ATTN && k < 3) {
+            t->vk_rows = vrows[k];
+            return true;
+        }
+        return false;
     }
     if (f == FAM_SCORES) {
         static const int ctq[] = {4, 8, 16}, cvk[] = {8, 16}, cwg[] = {8, 16};
@@ -208,7 +214,8 @@ static void say(const ropeqk_tune_params *p, bool vk, const char *fam, const rq_
         return;
     char line[256];
     if (vk)
-        snprintf(line, sizeof line, "%s vk_block=%d vk_tk=%d: %s", fam, t->vk_block, t->vk_tk, res);
+        snprintf(line, sizeof line, "%s vk_block=%d vk_tk=%d vk_rows=%d: %s", fam, t->vk_block, t->vk_tk, t->vk_rows,
+                 res);
     else
         snprintf(line, sizeof line, "%s tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s", fam, t->tq, t->vk,
                  t->wg, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
@@ -235,7 +242,9 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
     bool cpu = ctx->tune.profile == ROPEQK_PROFILE_CPU;
     rq_tuning win = ctx->tune;
     ropeqk_status st = ROPEQK_SUCCESS;
-    for (int f = FAM_SCORES; f <= (ctx->vk ? FAM_SCORES : FAM_ATTN); f++) {
+    for (int f = FAM_SCORES; f <= FAM_ATTN; f++) {
+        if (ctx->vk && f == FAM_DECODE) /* scores_few.comp has a fixed shape */
+            continue;
         double best_ms = INFINITY;
         rq_tuning fam_best = win;
         for (int k = 0;; k++) {
@@ -244,8 +253,9 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
                 break;
             if (k > 0 && now_s() - t0 > budget)
                 break; /* out of budget: the best so far stands (the first candidate always runs) */
-            if (ctx->vk && (uint64_t)RQ_VK_SC_SHARED(t.vk_block, t.vk_tk) >
-                               ctx->vk->props.limits.maxComputeSharedMemorySize) {
+            uint64_t shared_lim = ctx->vk ? ctx->vk->props.limits.maxComputeSharedMemorySize : 0;
+            if (ctx->vk && ((uint64_t)RQ_VK_SC_SHARED(t.vk_block, t.vk_tk) > shared_lim ||
+                            (uint64_t)RQ_VK_AT_SHARED(t.vk_rows, 128) > shared_lim)) {
                 say(p, true, fam_name[f], &t, "skipped (more shared memory than the device has)");
                 continue;
             }

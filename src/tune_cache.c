@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #define RQ_TUNE_MAGIC "ropeqk-tune 2"
-#define RQ_TUNE_MAGIC_OLD "ropeqk-tune 1" /* before vk_block and vk_tk */
+#define RQ_TUNE_MAGIC_OLD "ropeqk-tune 1" /* before the Vulkan knobs (vk_*) */
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -68,6 +68,7 @@ static const struct {
     {"rot_uwg", offsetof(rq_tuning, rot_uwg), 1, 256}, {"atq", offsetof(rq_tuning, atq), 1, 16},
     {"avk", offsetof(rq_tuning, avk), 1, 16},      {"awg", offsetof(rq_tuning, awg), 1, 1024},
     {"vk_block", offsetof(rq_tuning, vk_block), 2, 8}, {"vk_tk", offsetof(rq_tuning, vk_tk), 8, 32},
+    {"vk_rows", offsetof(rq_tuning, vk_rows), 32, 128},
 };
 #define NKNOBS (sizeof knobs / sizeof knobs[0])
 
@@ -165,7 +166,8 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     }
     /* vector widths and even key blocks, as the API requires */
     if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2 ||
-                               (c.vk_block & (c.vk_block - 1)) || (c.vk_tk & (c.vk_tk - 1)))) {
+                               (c.vk_block & (c.vk_block - 1)) || (c.vk_tk & (c.vk_tk - 1)) ||
+                               (c.vk_rows & (c.vk_rows - 1)))) {
         res = RQ_CACHE_CORRUPT;
         why = "a vector width or key block not allowed";
     }

@@ -97,6 +97,7 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
      * the tuner searches 2/4/8 x 8/16/32, vk_plan.c checks shared memory and loop trips) */
     t->vk_block = 4;
     t->vk_tk = 16;
+    t->vk_rows = 64; /* attention.comp: 64 rows a work-group (fits 32 KiB of shared memory to Dv 256) */
     t->pocl_ext = pocl;
 }
 
@@ -135,6 +136,7 @@ static bool vk_ok(long v) { return v == 1 || v == 4 || v == 8 || v == 16; }
 static bool even_ok(long v) { return v % 2 == 0; }
 static bool vk_block_ok(long v) { return v == 2 || v == 4 || v == 8; }
 static bool vk_tk_ok(long v) { return v == 8 || v == 16 || v == 32; }
+static bool vk_rows_ok(long v) { return v == 32 || v == 64 || v == 128; }
 
 /* Configurations measured on a device, shipped with the library (the tuner's cache overrides them).
  * Matched by platform and device name substrings and the profile. */
@@ -241,7 +243,8 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         (st = apply(t, &t->avk, req->avk, "ROPEQK_AVK", 1, 16, vk_ok)) ||
         (st = apply(t, &t->awg, req->awg, "ROPEQK_AWG", 1, 1024, NULL)) ||
         (st = apply(t, &t->vk_block, req->vk_block, "ROPEQK_VK_BLOCK", 2, 8, vk_block_ok)) ||
-        (st = apply(t, &t->vk_tk, req->vk_tk, "ROPEQK_VK_TK", 8, 32, vk_tk_ok)))
+        (st = apply(t, &t->vk_tk, req->vk_tk, "ROPEQK_VK_TK", 8, 32, vk_tk_ok)) ||
+        (st = apply(t, &t->vk_rows, req->vk_rows, "ROPEQK_VK_ROWS", 32, 128, vk_rows_ok)))
         return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
@@ -282,7 +285,7 @@ void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->decode = t->decode ? 1 : -1;
     o->rot_uwg = t->rot_uwg, o->atq = t->atq, o->avk = t->avk, o->awg = t->awg;
     o->vendor_ext = t->pocl_ext ? 0 : -1;
-    o->vk_block = t->vk_block, o->vk_tk = t->vk_tk;
+    o->vk_block = t->vk_block, o->vk_tk = t->vk_tk, o->vk_rows = t->vk_rows;
 }
 
 int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)

@@ -32,7 +32,8 @@ int cmd_tune(int argc, char **argv)
         cli_print_help(stdout, "ropeqk tune [--device SPEC] [--budget SECONDS] [--dry-run]",
                        "Searches kernel configurations for the device and its profile ($ROPEQK_PROFILE):\n"
                        "on OpenCL prefill scores, the decode kernel and attention; on Vulkan the tile\n"
-                       "shape of the prefill scores shader (vk_block x vk_tk). Checks every candidate against the\n"
+                       "shape of the prefill scores shader (vk_block x vk_tk) and the attention shader's\n"
+                       "rows per work-group (vk_rows). Checks every candidate against the\n"
                        "fp64 path before timing it, and writes the winners to $XDG_CACHE_HOME/ropeqk/\n"
                        "(else ~/.cache/ropeqk/), keyed by device, driver and library version. Contexts\n"
                        "created afterwards use them; `ropeqk devices` shows the source in effect.",
@@ -58,7 +59,8 @@ int cmd_tune(int argc, char **argv)
         return CLI_RUNTIME;
     }
     if (ropeqk_vulkan_device(dev.ctx) != VK_NULL_HANDLE)
-        printf("best: vk_block=%d vk_tk=%d (%.1f s)\n", best.vk_block, best.vk_tk, cli_now() - t0);
+        printf("best: vk_block=%d vk_tk=%d vk_rows=%d (%.1f s)\n", best.vk_block, best.vk_tk, best.vk_rows,
+               cli_now() - t0);
     else
         printf("best: tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq, best.vk, best.wg,
                best.dkb, best.dwg, best.atq, best.avk, best.awg, cli_now() - t0);

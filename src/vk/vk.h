@@ -63,7 +63,8 @@ struct rq_vk_plan {
     rq_vk_buf freq;                   /* vec4 per frequency: inv_freq/pi as three floats */
     rq_vk_buf qr, kr;                 /* rotated f32 scratch [B*Hq][Sq][D], [B*Hkv][Sk][D] */
     bool few;                         /* scores plan: scores_few.comp (decode-shaped) */
-    int32_t tile;                     /* scores.comp: scores per work-group side (16 x the block) */
+    int32_t tile;                     /* scores.comp: scores per work-group side (16 x the block);
+                                       * attention.comp: query rows per work-group */
     rq_vk_buf st;                     /* attention: row state between key chunks (vk_attn.c), or none */
     struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
 };
@@ -144,9 +145,12 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
                                      int64_t q_off, int64_t k_off);
 /* Keys per attention dispatch for head dims D, Dv (a multiple of the shader's tile): the bound on
  * an invocation's loop trips that lavapipe needs (vk_attn.c). */
-int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv);
+int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv, int64_t rows);
 /* The attention pipeline's specialization constants for Dv and the V and O dtypes. */
-void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC]);
+void rq_vk_attn_spec(int64_t Dv, int32_t rows, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC]);
+/* attention.comp's rows per work-group for this context and Dv: the tuned value where the device
+ * has room for it, else RQ_VK_AT_ROWS_DEF */
+int32_t rq_vk_attn_rows(const ropeqk_ctx *ctx, int64_t Dv);
 
 /* vk_host.c: the host-memory calls on a Vulkan context. */
 ropeqk_status rq_vk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,

@@ -9,7 +9,19 @@ typedef struct {
     RQ_VK_AT_PC(RQ_VK_FIELD)
 } at_pc;
 
-void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC])
+int32_t rq_vk_attn_rows(const ropeqk_ctx *ctx, int64_t Dv)
+{
+    /* the tuned rows where the device has the shared memory and work-group size for them */
+    int64_t dvmax = (Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ;
+    const VkPhysicalDeviceLimits *lim = &ctx->vk->props.limits;
+    int32_t r = ctx->tune.vk_rows;
+    if ((uint64_t)RQ_VK_AT_SHARED(r, dvmax) > lim->maxComputeSharedMemorySize ||
+        (uint32_t)r > lim->maxComputeWorkGroupSize[0] || (uint32_t)r > lim->maxComputeWorkGroupInvocations)
+        r = RQ_VK_AT_ROWS_DEF;
+    return r;
+}
+
+void rq_vk_attn_spec(int64_t Dv, int32_t rows, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC])
 {
     /* one pipeline per 16 accumulators: registers sized for this Dv, not for the largest */
     int32_t dvmax = (int32_t)((Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ);
@@ -17,16 +29,16 @@ void rq_vk_attn_spec(int64_t Dv, int32_t v_dtype, int32_t o_dtype, int32_t spec[
     spec[RQ_VK_SC_DVMAX] = dvmax;
     spec[RQ_VK_SC_DT_B] = v_dtype;
     spec[RQ_VK_SC_DT_O] = o_dtype;
-    spec[RQ_VK_SC_WG] = RQ_VK_AT_ROWS;
+    spec[RQ_VK_SC_WG] = rows;
 }
 
 /* Loop trips of one attention.comp invocation, counted as that shader's loops are written with no
  * loop unrolled (a loop entered once with n trips counts n + 1), so an upper bound of what llvmpipe's
  * limiter counts whatever its compiler unrolls: per tile of TK keys, and per dispatch outside the
  * tiles (state load and store, output). Keep in step with glsl/attention.comp. */
-static int64_t tile_trips(int64_t D, int64_t dvmax)
+static int64_t tile_trips(int64_t D, int64_t dvmax, int64_t R)
 {
-    const int64_t TK = RQ_VK_AT_TK(dvmax), TK4 = TK / 4, DV4 = dvmax / 4, DC = RQ_VK_AT_DC, R = RQ_VK_AT_ROWS;
+    const int64_t TK = RQ_VK_AT_TK(dvmax), TK4 = TK / 4, DV4 = dvmax / 4, DC = RQ_VK_AT_DC;
     int64_t nd = (D + DC - 1) / DC;
     int64_t t = 1;                                          /* the tile loop's own trip */
     t += TK;                                                /* key-position range for the skip test */
@@ -46,7 +58,7 @@ static int64_t fixed_trips(int64_t dvmax)
     return (dvmax / 4 + 1) + dvmax / 4 * 5 /* state load */ + (dvmax + 1) /* state store or O */ + 1 /* tile loop exit */;
 }
 
-int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv)
+int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv, int64_t rows)
 {
     /* llvmpipe stops every loop of an invocation after 65535 trips in all (LP_MAX_TGSI_LOOP_ITERATIONS)
      * and says nothing: a dispatch runs at most RQ_VK_AT_TRIPS (half of that) by this bound. E.g.
@@ -56,7 +68,7 @@ int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv)
      * between Sk 720 and 800, i.e. ~86 real trips a key where this bound counts 102 (llvmpipe unrolls
      * some loops); 304 keys are then ~27k real trips, 2.4x below the limit. */
     int64_t dvmax = (Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ;
-    int64_t tiles = (RQ_VK_AT_TRIPS - fixed_trips(dvmax)) / tile_trips(D, dvmax);
+    int64_t tiles = (RQ_VK_AT_TRIPS - fixed_trips(dvmax)) / tile_trips(D, dvmax, rows);
     return (tiles < 1 ? 1 : tiles) * RQ_VK_AT_TK(dvmax);
 }
 
@@ -71,10 +83,12 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
     /* one key tile must stay within the loop budget (llvmpipe's limit, above): head dims beyond that
      * would come out wrong without an error there (measured: D 32768 right, 49152 wrong) */
     int64_t dvq = (pb->Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ;
-    if (fixed_trips(dvq) + tile_trips(pb->D, dvq) > RQ_VK_AT_TRIPS) {
+    int32_t rows = rq_vk_attn_rows(pl->ctx, pb->Dv);
+    pl->vkp->tile = rows;
+    if (fixed_trips(dvq) + tile_trips(pb->D, dvq, rows) > RQ_VK_AT_TRIPS) {
         rq_set_error("attention: head dim D %lld is too large for the Vulkan shader's loop budget (one key tile "
                      "needs %lld loop trips, at most %d)", (long long)pb->D,
-                     (long long)(fixed_trips(dvq) + tile_trips(pb->D, dvq)), RQ_VK_AT_TRIPS);
+                     (long long)(fixed_trips(dvq) + tile_trips(pb->D, dvq, rows)), RQ_VK_AT_TRIPS);
         return ROPEQK_ERR_TOO_LARGE;
     }
     /* rows m = g*Sq + i of one KV head, and Qr/Kr element indices, are 32-bit in the shader (the
@@ -84,20 +98,20 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
         return ROPEQK_ERR_TOO_LARGE;
     }
     const VkPhysicalDeviceLimits *lim = &pl->ctx->vk->props.limits;
-    int64_t gx = (pb->G * pb->Sq + RQ_VK_AT_ROWS - 1) / RQ_VK_AT_ROWS, gy = pb->B * pb->Hkv;
+    int64_t gx = (pb->G * pb->Sq + rows - 1) / rows, gy = pb->B * pb->Hkv;
     if (gx > lim->maxComputeWorkGroupCount[0] || gy > lim->maxComputeWorkGroupCount[1]) {
         rq_set_error("attention: a grid of %lld x %lld work-groups exceeds this Vulkan device's limits (%u x %u)",
                      (long long)gx, (long long)gy, lim->maxComputeWorkGroupCount[0], lim->maxComputeWorkGroupCount[1]);
         return ROPEQK_ERR_TOO_LARGE;
     }
     int32_t spec[RQ_VK_NSPEC];
-    rq_vk_attn_spec(pb->Dv, pl->v.dtype, pl->out.dtype, spec);
+    rq_vk_attn_spec(pb->Dv, rows, pl->v.dtype, pl->out.dtype, spec);
     ropeqk_status st = rq_vk_pipe_get(pl->ctx, RQ_VK_SH_ATTENTION, spec, &pl->vkp->main);
     if (st)
         return st;
     /* the rows' state between key chunks, when the plan's largest Sk (max_keys for a decode plan)
      * takes more than one chunk: B*Hq*Sq rows of Dv accumulators, max and sum */
-    if (pb->Sk <= rq_vk_attn_chunk_keys(pb->D, pb->Dv))
+    if (pb->Sk <= rq_vk_attn_chunk_keys(pb->D, pb->Dv, rows))
         return ROPEQK_SUCCESS;
     uint64_t bytes = (uint64_t)(pb->B * pb->Hq * pb->Sq) * (uint64_t)(pb->Dv + 2) * 4;
     if (bytes > lim->maxStorageBufferRange) {
@@ -148,10 +162,10 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
         .q_base = (int32_t)q_off, .use_kpos = a->k_pos.buf != VK_NULL_HANDLE, .k_base = (int32_t)k_off,
         .causal = pb->causal, .with_lse = pl->with_lse,
     };
-    uint32_t gx = (uint32_t)((M + RQ_VK_AT_ROWS - 1) / RQ_VK_AT_ROWS);
+    uint32_t gx = (uint32_t)((M + vp->tile - 1) / vp->tile);
     /* key chunks in order, each after the previous one's state writes (Sk <= the plan's Sk, so the
      * state buffer exists whenever there is more than one) */
-    int64_t kc = rq_vk_attn_chunk_keys(pb->D, pb->Dv);
+    int64_t kc = rq_vk_attn_chunk_keys(pb->D, pb->Dv, vp->tile);
     for (int64_t c0 = 0; c0 < Sk || c0 == 0; c0 += kc) {
         if (c0 > 0)
             rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,

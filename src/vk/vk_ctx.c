@@ -254,8 +254,9 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
     if (st)
         return st;
     snprintf(ctx->options, sizeof ctx->options,
-             "spirv (glslc); specialization: per plan dtypes; scores block %d (tile %d), %d dims a stage",
-             ctx->tune.vk_block, RQ_VK_SC_SIDE * ctx->tune.vk_block, ctx->tune.vk_tk);
+             "spirv (glslc); specialization: per plan dtypes; scores block %d (tile %d), %d dims a stage; "
+             "attention %d rows a work-group",
+             ctx->tune.vk_block, RQ_VK_SC_SIDE * ctx->tune.vk_block, ctx->tune.vk_tk, ctx->tune.vk_rows);
     ctx->max_alloc = vk->props.limits.maxStorageBufferRange;
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,

@@ -183,7 +183,7 @@ ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx)
     /* attention: head dim 128, V and O of one dtype */
     for (int32_t dt = 0; dt < 3 && !st; dt++) {
         int32_t sa[RQ_VK_NSPEC];
-        rq_vk_attn_spec(128, dt, dt, sa);
+        rq_vk_attn_spec(128, rq_vk_attn_rows(ctx, 128), dt, dt, sa);
         st = rq_vk_pipe_get(ctx, RQ_VK_SH_ATTENTION, sa, &p);
     }
     return st;

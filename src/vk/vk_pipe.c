@@ -16,6 +16,8 @@ _Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 16 * 4, "r
 _Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 20 * 4, "scores push constants");
 /* the default scores.comp shape fits the 32 KiB of shared memory every Vulkan device has */
 _Static_assert(RQ_VK_SC_SHARED(RQ_VK_SC_T_DEF, RQ_VK_SC_TK_DEF) <= 32768, "scores shared memory");
+_Static_assert(RQ_VK_AT_SHARED(RQ_VK_AT_ROWS_DEF, 128) <= 32768 && RQ_VK_AT_SHARED(RQ_VK_AT_ROWS_DEF, 256) <= 32768,
+               "attention shared memory");
 typedef struct {
     RQ_VK_PG_PC(RQ_VK_FIELD)
 } rq_vk_pg_pc;
