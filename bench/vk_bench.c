@@ -341,6 +341,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
     bench_print_cpu();
     if (have_cl) {
         printf("opencl: %s (context + program: %.0f ms)\n", ropeqk_ctx_device_description(e->rq), cl_setup_ms);
+        printf("  config: %s\n  options: %s\n", ropeqk_ctx_config_source(e->rq), ropeqk_ctx_build_options(e->rq));
         short_tag(tag[V_CL], sizeof tag[V_CL], ropeqk_ctx_device_description(e->rq));
     } else {
         printf("opencl: none (%s): its rows are skipped\n", cl_why);
@@ -348,6 +349,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
     if (have_vk) {
         printf("vulkan: %s (context: %.0f ms, pipelines: %.0f ms); command buffer recorded once per shape, "
                "submitted per run\n", ropeqk_ctx_device_description(vk.rq), vk_ctx_ms, vk_warm_ms);
+        printf("  config: %s\n  options: %s\n", ropeqk_ctx_config_source(vk.rq), ropeqk_ctx_build_options(vk.rq));
         short_tag(tag[V_VK], sizeof tag[V_VK], ropeqk_ctx_device_description(vk.rq));
     } else {
         printf("vulkan: none on '%s' (%s: %s): its rows are skipped\n", vk_spec, ropeqk_status_string(st),
