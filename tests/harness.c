@@ -298,3 +298,19 @@ void th_leak_check(void)
     }
 #endif
 }
+
+bool th_cache_home_make(char *dir, size_t len)
+{
+    snprintf(dir, len, "%s/rqcacheXXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir))
+        return false;
+    return setenv("XDG_CACHE_HOME", dir, 1) == 0;
+}
+
+void th_cache_home_remove(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (dir[0] && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}

@@ -55,6 +55,11 @@ void th_describe(const th_case *c, char *buf, size_t len);
  * aborts the worker if the Khronos validation layer reported anything. Use as a suite .fini. */
 void th_leak_check(void);
 
+/* A fresh folder under $TMPDIR (else /tmp) made $XDG_CACHE_HOME, so a test's tuning cache starts
+ * empty (false if it cannot be made); th_cache_home_remove() deletes it again. */
+bool th_cache_home_make(char *dir, size_t len);
+void th_cache_home_remove(const char *dir);
+
 /* A context on the default device, or NULL (with the reason printed) when there is none. */
 ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len);
 /* Whether ctx is a Vulkan context (ROPEQK_DEVICE=vulkan): tests of OpenCL-only API skip there. */

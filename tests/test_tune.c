@@ -19,17 +19,12 @@ static void setup(void)
     if (!x)
         cr_skip_test("%s", why);
     ropeqk_ctx_destroy(x);
-    snprintf(dir, sizeof dir, "%s/rqtuneXXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    cr_assert(mkdtemp(dir));
-    setenv("XDG_CACHE_HOME", dir, 1);
+    cr_assert(th_cache_home_make(dir, sizeof dir), "cannot make %s", dir);
 }
 
 static void teardown(void)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (dir[0] && system(cmd) != 0)
-        cr_log_warn("could not remove %s", dir);
+    th_cache_home_remove(dir);
     th_leak_check();
 }
 

@@ -15,19 +15,11 @@
 
 static char dir[256];
 
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "%s/rqvktuneXXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    cr_assert(mkdtemp(dir));
-    setenv("XDG_CACHE_HOME", dir, 1);
-}
+static void setup(void) { cr_assert(th_cache_home_make(dir, sizeof dir), "cannot make %s", dir); }
 
 static void teardown(void)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (dir[0] && system(cmd) != 0)
-        cr_log_warn("could not remove %s", dir);
+    th_cache_home_remove(dir);
     th_leak_check();
 }
 
