@@ -222,23 +222,10 @@ static void say(const ropeqk_tune_params *p, bool vk, const char *fam, const rq_
     p->progress(p->user, line);
 }
 
-ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, ropeqk_tuning *best, char *path,
-                          size_t path_len)
+/* The search: one family at a time, each starting from the winners so far; *out = the winners. */
+static ropeqk_status search(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, double budget, rq_tuning *out)
 {
-    if (!ctx)
-        return ROPEQK_ERR_NULL_POINTER;
-    static const char *const env[] = {"ROPEQK_TQ",  "ROPEQK_WG",  "ROPEQK_VK",       "ROPEQK_DKB",
-                                      "ROPEQK_DWG", "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ",
-                                      "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK"};
-    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
-        if (getenv(env[i])) {
-            rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);
-            return ROPEQK_ERR_BAD_CONFIG;
-        }
-    ropeqk_tune_params dflt;
-    memset(&dflt, 0, sizeof dflt);
-    const ropeqk_tune_params *p = params ? params : &dflt;
-    double budget = p->budget_seconds > 0 ? p->budget_seconds : 120.0, t0 = now_s();
+    double t0 = now_s();
     bool cpu = ctx->tune.profile == ROPEQK_PROFILE_CPU;
     rq_tuning win = ctx->tune;
     ropeqk_status st = ROPEQK_SUCCESS;
@@ -283,6 +270,37 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
         }
         win = fam_best;
     }
+    *out = win;
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, ropeqk_tuning *best, char *path,
+                          size_t path_len)
+{
+    if (!ctx)
+        return ROPEQK_ERR_NULL_POINTER;
+    static const char *const env[] = {"ROPEQK_TQ",  "ROPEQK_WG",  "ROPEQK_VK",       "ROPEQK_DKB",
+                                      "ROPEQK_DWG", "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ",
+                                      "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK"};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        if (getenv(env[i])) {
+            rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);
+            return ROPEQK_ERR_BAD_CONFIG;
+        }
+    ropeqk_tune_params dflt;
+    memset(&dflt, 0, sizeof dflt);
+    const ropeqk_tune_params *p = params ? params : &dflt;
+    double budget = p->budget_seconds > 0 ? p->budget_seconds : 120.0;
+    /* Vulkan: the candidates submit to this context's queue, so hold the context's queue lock for the
+     * search, as its own host calls do (another thread's calls on ctx wait) */
+    rq_tuning win;
+    if (ctx->vk)
+        pthread_mutex_lock(&ctx->vk->qlock);
+    ropeqk_status st = search(ctx, p, budget, &win);
+    if (ctx->vk)
+        pthread_mutex_unlock(&ctx->vk->qlock);
+    if (st)
+        return st;
     win.profile = ctx->tune.profile;
     if (best)
         rq_tuning_to_api(&win, best);
