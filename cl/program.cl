@@ -8,6 +8,11 @@
 #if !defined(RQ_OPS) || (RQ_OPS & (RQ_OPS_SCORES | RQ_OPS_PAGED))
 #include "scores.cl"
 #endif
+/* the GPU profile's tiled score kernel, built only where the host chose it (-DRQ_TILE > 0): the CPU
+ * profile's program, and so its first-call compile time, stays as it was */
+#if defined(RQ_TILE) && RQ_TILE > 0 && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_SCORES))
+#include "scores_tiled.cl"
+#endif
 #if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN)
 #include "attention.cl"
 #endif

@@ -210,6 +210,12 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
         RQ_SET_ARG(pl->ks, RQ_SC_A, a);
         size_t g[3] = {rq_round_up(nblk, wg), (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb->B * pb->Hkv)};
         size_t l[3] = {wg, 1, 1};
+        if (pl->tiled) { /* qk_scores_tiled: a work-group of tw x tw work-items per tile x tile scores */
+            size_t tile = (size_t)tn->tile, tw = tile / (size_t)tn->rb;
+            g[0] = ((size_t)r->Sk + tile - 1) / tile * tw;
+            g[1] = ((size_t)M + tile - 1) / tile * tw;
+            l[0] = l[1] = tw;
+        }
         if (!err)
             err = clEnqueueNDRangeKernel(queue, pl->ks, 3, NULL, g, l, 2, ev, &ev[2]);
     }

@@ -55,6 +55,19 @@ static const char *decode_kernel_name(ropeqk_dtype t)
     return t == ROPEQK_F16 ? "qk_decode_f16" : t == ROPEQK_BF16 ? "qk_decode_bf16" : "qk_decode_f32";
 }
 
+/* Whether the compiled qk_scores_tiled runs its work-group on the device: the kernel's own limit
+ * (CL_KERNEL_WORK_GROUP_SIZE: registers per work-item can lower it below the device's) and its
+ * local memory against the device's. A failed query counts as no: qk_scores always works. */
+static bool tiled_fits(const ropeqk_ctx *ctx, cl_kernel k)
+{
+    size_t tw = (size_t)(ctx->tune.tile / ctx->tune.rb), wg = 0;
+    cl_ulong lm = 0;
+    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS ||
+        clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL) != CL_SUCCESS)
+        return false;
+    return wg >= tw * tw && (ctx->dev.local_mem == 0 || lm <= ctx->dev.local_mem);
+}
+
 /* The description's own checks, before the shared validation. */
 static ropeqk_status check_desc(const ropeqk_plan_desc *d)
 {
@@ -163,7 +176,19 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
         pl->krq = clCreateKernel(prog, rotate_kernel_name(desc->q.dtype), &err);
     if (!err && !dec && desc->op != ROPEQK_OP_PAGED_DECODE)
         pl->krk = clCreateKernel(prog, rotate_kernel_name(desc->k.dtype), &err);
-    if (!err && desc->op == ROPEQK_OP_SCORES)
+    /* qk_scores_tiled where the context built it and the plan fills at least half of a tile's rows:
+     * with fewer, most of its multiply-adds would be on zero rows (qk_scores' RQ_TQ-row tiles waste
+     * less there, e.g. GQA decode, 8 rows per KV head); and only if the compiled kernel runs its
+     * work-group (tiled_fits), else qk_scores */
+    if (!err && desc->op == ROPEQK_OP_SCORES && !dec && tn->tile > 0 && 2 * M >= tn->tile) {
+        pl->ks = clCreateKernel(prog, "qk_scores_tiled", &err);
+        pl->tiled = !err && tiled_fits(ctx, pl->ks);
+        if (!err && !pl->tiled) {
+            clReleaseKernel(pl->ks);
+            pl->ks = NULL;
+        }
+    }
+    if (!err && desc->op == ROPEQK_OP_SCORES && !pl->ks)
         pl->ks = clCreateKernel(prog, dec ? decode_kernel_name(desc->k.dtype) : "qk_scores", &err);
     if (err) {
         st = rq_cl_fail(ctx, err);

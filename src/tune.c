@@ -1,5 +1,6 @@
 /* The tuner (ropeqk_tune): a coordinate search over the kernel knobs of the context's profile, one
- * kernel family at a time (prefill scores, the decode kernel, attention). Each candidate is a
+ * kernel family at a time (prefill scores, with the tiled kernel's shapes on the GPU profile; the
+ * decode kernel; attention). Each candidate is a
  * library context on the same OpenCL context and queue with that configuration: it is built,
  * checked against the fp64 path on a small case (dropped if it fails), then timed as the median of
  * 3 runs after a warm-up on a representative shape. The first candidate of each family is the
@@ -144,11 +145,26 @@ static bool candidate(family f, bool cpu, int k, rq_tuning *t)
     if (f == FAM_SCORES) {
         static const int ctq[] = {4, 8, 16}, cvk[] = {8, 16}, cwg[] = {8, 16};
         static const int gtq[] = {1, 2, 4, 8}, gvk[] = {1, 4}, gwg[] = {32, 64, 128};
-        if (cpu ? k >= 12 : k >= 24)
+        /* GPU: qk_scores alone (tiled kernel off), then qk_scores_tiled shapes {tile, rb, tk}, from
+         * CLBlast's XGEMM space: 64x64 tiles of 16x16 work-items with 4x4 blocks (the default), deeper
+         * or shallower steps, 8x8 blocks (fewer, busier work-items: 64 or 256), smaller tiles for
+         * devices with little local memory or many compute units per tile */
+        static const int gtiled[][3] = {{64, 4, 16}, {64, 4, 8}, {64, 4, 32}, {64, 8, 16},
+                                        {128, 8, 16}, {128, 8, 8}, {32, 4, 16}, {32, 2, 16}};
+        int ntiled = (int)(sizeof gtiled / sizeof gtiled[0]);
+        if (cpu ? k >= 12 : k >= 24 + ntiled)
             return false;
+        if (!cpu && k >= 24) { /* qk_scores' knobs stay those in effect: its fallback configuration */
+            t->tile = gtiled[k - 24][0];
+            t->rb = gtiled[k - 24][1];
+            t->tk = gtiled[k - 24][2];
+            return true;
+        }
         t->tq = cpu ? ctq[k % 3] : gtq[k % 4];
         t->vk = cpu ? cvk[(k / 3) % 2] : gvk[(k / 4) % 2];
         t->wg = cpu ? cwg[k / 6] : gwg[k / 8];
+        if (!cpu)
+            t->tile = 0;
     } else if (f == FAM_DECODE) {
         static const int dkb[] = {32, 64, 128}, dwg[] = {1, 2};
         if (!cpu || k >= 6)
@@ -176,6 +192,8 @@ static void to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->decode = t->decode ? 1 : -1;
     o->rot_uwg = t->rot_uwg, o->atq = t->atq, o->avk = t->avk, o->awg = t->awg;
     o->vendor_ext = t->pocl_ext ? 0 : -1;
+    o->tile = t->tile ? t->tile : -1;
+    o->rb = t->rb, o->tk = t->tk;
 }
 
 static void say(const ropeqk_tune_params *p, const char *fmt, const char *fam, const rq_tuning *t, const char *res)
@@ -183,7 +201,8 @@ static void say(const ropeqk_tune_params *p, const char *fmt, const char *fam, c
     if (!p->progress)
         return;
     char line[256];
-    snprintf(line, sizeof line, fmt, fam, t->tq, t->vk, t->wg, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
+    snprintf(line, sizeof line, fmt, fam, t->tq, t->vk, t->wg, t->tile, t->rb, t->tk, t->dkb, t->dwg, t->atq, t->avk,
+             t->awg, res);
     p->progress(p->user, line);
 }
 
@@ -197,7 +216,8 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
         return ROPEQK_ERR_BAD_PARAM;
     }
     static const char *const env[] = {"ROPEQK_TQ", "ROPEQK_WG", "ROPEQK_VK", "ROPEQK_DKB", "ROPEQK_DWG",
-                                      "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ", "ROPEQK_AVK", "ROPEQK_AWG"};
+                                      "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ", "ROPEQK_AVK", "ROPEQK_AWG",
+                                      "ROPEQK_TILE", "ROPEQK_RB", "ROPEQK_TK"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         if (getenv(env[i])) {
             rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);
@@ -211,8 +231,8 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
     rq_tuning win = ctx->tune;
     ropeqk_status st = ROPEQK_SUCCESS;
     for (int f = FAM_SCORES; f <= FAM_ATTN; f++) {
-        double best_ms = INFINITY;
-        rq_tuning fam_best = win;
+        double best_ms = INFINITY, plain_ms = INFINITY;
+        rq_tuning fam_best = win, plain_best = win; /* plain: the best run on qk_scores (tile off) */
         for (int k = 0;; k++) {
             rq_tuning t = win;
             if (!candidate((family)f, cpu, k, &t))
@@ -234,14 +254,26 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
                 snprintf(res, sizeof res, "dropped (%s)", ropeqk_status_string(st));
             else
                 snprintf(res, sizeof res, "%.3f ms", ms);
-            say(p, "%s tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s", fam_name[f], &t, res);
+            say(p, "%s tq=%d vk=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s", fam_name[f],
+                &t, res);
             if (st == ROPEQK_ERR_OUT_OF_HOST_MEMORY)
                 return st;
             if (!st && ms < best_ms) {
                 best_ms = ms;
                 fam_best = t;
             }
+            if (!st && t.tile == 0 && ms < plain_ms) {
+                plain_ms = ms;
+                plain_best = t;
+            }
             st = ROPEQK_SUCCESS;
+        }
+        /* a tiled winner keeps the best qk_scores knobs for what it falls back to (plans with few
+         * rows, devices where the tiled shape does not fit) */
+        if (f == FAM_SCORES && fam_best.tile > 0 && plain_ms < INFINITY) {
+            fam_best.tq = plain_best.tq;
+            fam_best.vk = plain_best.vk;
+            fam_best.wg = plain_best.wg;
         }
         win = fam_best;
     }

@@ -7,7 +7,7 @@
  *     device <device name>
  *     driver <driver version>
  *     profile cpu|gpu
- *     tq 16 ... (one knob a line, every knob of rq_tuning)
+ *     tq 16 ... (one knob a line, every knob of rq_tuning; tile 0 = the tiled kernel off)
  * A file that does not parse is corrupt; one whose platform/device lines differ from the device's
  * is foreign (a hash collision or a copied file); one from another library or driver version is
  * stale. Each is ignored with a note (ropeqk_ctx_config_source), never an error: the library then
@@ -66,8 +66,13 @@ static const struct {
     {"dwg", offsetof(rq_tuning, dwg), 1, 256},     {"decode", offsetof(rq_tuning, decode), 0, 1},
     {"rot_uwg", offsetof(rq_tuning, rot_uwg), 1, 256}, {"atq", offsetof(rq_tuning, atq), 1, 16},
     {"avk", offsetof(rq_tuning, avk), 1, 16},      {"awg", offsetof(rq_tuning, awg), 1, 1024},
+    {"tile", offsetof(rq_tuning, tile), 0, 128},   {"rb", offsetof(rq_tuning, rb), 1, 8},
+    {"tk", offsetof(rq_tuning, tk), 1, 64},
 };
 #define NKNOBS (sizeof knobs / sizeof knobs[0])
+/* the tiled kernel's knobs (the last three) came later: a file without them keeps the profile's
+ * defaults for them, so a device tuned before stays tuned */
+#define NREQUIRED (NKNOBS - 3)
 
 /* Reads "key value" (value = rest of the line) from line; 0 if it has that key. */
 static const char *value_of(const char *line, const char *key)
@@ -154,12 +159,13 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     }
     bool read_error = ferror(f) != 0;
     fclose(f);
-    if (res == RQ_CACHE_OK && (read_error || seen != (1 << (5 + NKNOBS)) - 1)) {
+    if (res == RQ_CACHE_OK && (read_error || (seen & ((1 << (5 + NREQUIRED)) - 1)) != (1 << (5 + NREQUIRED)) - 1)) {
         res = RQ_CACHE_CORRUPT;
         why = read_error ? "read error" : "a required line is missing";
     }
     /* vector widths and even key blocks, as the API requires */
-    if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2)) {
+    if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2 ||
+                               (c.tile && (c.tile & (c.tile - 1) || c.tile < 16)) || (c.rb & (c.rb - 1)))) {
         res = RQ_CACHE_CORRUPT;
         why = "a vector width or key block not allowed";
     }

@@ -22,6 +22,15 @@
  *   rope_rotate_* work-groups span rot_uwg units (16: whole cache lines; 8 within noise, 32 worse).
  * GPU profile: TQ 4, WG 64, VK 1 (an H100 sweep found TQ 4, WG 32, VK 4 faster: issue 11 ships a
  * tuner and GPU-shaped kernels; these are the constants the H100 suite passed with).
+ *   qk_scores_tiled (cl/scores_tiled.cl, GPU profile; ROPEQK_TILE=0 or tile = -1 turns it off):
+ *   RQ_TILE 64, RQ_RB 4, RQ_TK 16: within the range of CLBlast's tuned f32 XGEMM configurations for
+ *          NVIDIA GPUs (its database: tiles of 64-128, 16-32 dims per step, 128-256 work-items, 4-8
+ *          results per work-item along each side), at its small end: 256 work-items, 8.3 KiB of
+ *          local memory, 16 accumulators. Not yet measured on a GPU: the tuner's GPU candidates
+ *          sweep tile, block and step (src/tune.c). The host turns it off when the work-group exceeds
+ *          the device's limit or the local arrays exceed 48 KiB or the device's local memory (below),
+ *          and plan creation falls back to qk_scores when the compiled kernel allows fewer
+ *          work-items (src/plan.c).
  *
  * Vendor switch: on pocl (identified by its platform name) the program is built with
  * -DRQ_POCL_EXT=1, which enables Clang builtins in cl/scores.cl, and with -w: on hosts without
@@ -94,6 +103,9 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->avk = cpu ? 16 : 1;
     t->awg = cpu ? 1 : 64;
     t->pocl_ext = pocl;
+    t->tile = cpu ? 0 : 64; /* the tiled score kernel: GPU profile only (see the header comment) */
+    t->rb = 4;
+    t->tk = 16;
 }
 
 static void note_override(rq_tuning *t, const char *name);
@@ -129,6 +141,30 @@ static ropeqk_status apply(rq_tuning *t, int *field, int32_t api, const char *en
 
 static bool vk_ok(long v) { return v == 1 || v == 4 || v == 8 || v == 16; }
 static bool even_ok(long v) { return v % 2 == 0; }
+static bool tile_ok(long v) { return v == 0 || v == 16 || v == 32 || v == 64 || v == 128; }
+static bool pow2_ok(long v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/* Turns the tiled kernel off (the plan then runs qk_scores) where the device cannot run its shape:
+ * more work-items than CL_DEVICE_MAX_WORK_GROUP_SIZE, or local arrays beyond 48 KiB (RQ_LOCAL_CAP)
+ * or CL_DEVICE_LOCAL_MEM_SIZE. Says why in the configuration source. */
+static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
+{
+    if (t->tile <= 0)
+        return;
+    size_t tw = (size_t)(t->tile / t->rb), nt = tw * tw, local = RQ_TILED_LOCAL_BYTES((size_t)t->tile, (size_t)t->tk);
+    size_t cap = dev->local_mem > 0 && dev->local_mem < RQ_LOCAL_CAP ? dev->local_mem : RQ_LOCAL_CAP;
+    char why[128] = "";
+    if (dev->max_wg > 0 && nt > dev->max_wg)
+        snprintf(why, sizeof why, "%zu work-items > device limit %zu", nt, dev->max_wg);
+    else if (local > cap)
+        snprintf(why, sizeof why, "%zu local bytes > %zu", local, cap);
+    if (!why[0])
+        return;
+    size_t n = strlen(t->config_source);
+    snprintf(t->config_source + n, sizeof t->config_source - n, "; tiled kernel off (tile %d, rb %d, tk %d: %s)",
+             t->tile, t->rb, t->tk, why);
+    t->tile = 0;
+}
 
 /* Configurations measured on a device, shipped with the library (the tuner's cache overrides them).
  * Matched by platform and device name substrings and the profile. */
@@ -231,6 +267,15 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         (st = apply(t, &t->avk, req->avk, "ROPEQK_AVK", 1, 16, vk_ok)) ||
         (st = apply(t, &t->awg, req->awg, "ROPEQK_AWG", 1, 1024, NULL)))
         return st;
+    /* tiled kernel: API -1 = off, 0 = default; ROPEQK_TILE=0 = off */
+    if (req->tile == -1) {
+        t->tile = 0;
+        note_override(t, "TILE");
+    }
+    if ((st = apply(t, &t->tile, req->tile == -1 ? 0 : req->tile, "ROPEQK_TILE", 0, 128, tile_ok)) ||
+        (st = apply(t, &t->rb, req->rb, "ROPEQK_RB", 1, 8, pow2_ok)) ||
+        (st = apply(t, &t->tk, req->tk, "ROPEQK_TK", 1, 64, NULL)))
+        return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
         rq_set_error("tuning: decode must be 0 (default), 1 (on) or -1 (off)");
@@ -259,14 +304,20 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         if ((size_t)t->awg > dev->max_wg)
             t->awg = (int)dev->max_wg;
     }
+    fit_tiled(dev, t);
     return ROPEQK_SUCCESS;
 }
 
 int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
 {
+    /* the tiled kernel's knobs only where it is on: without RQ_TILE the program does not contain it
+     * (cl/program.cl), and the CPU profile's options stay as they were */
+    char tiled[64] = "";
+    if (t->tile > 0)
+        snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
-                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d%s",
-                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg,
+                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d%s%s",
+                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, tiled,
                     t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
 }

@@ -1,0 +1,209 @@
+/* The GPU profile's tiled score kernel (cl/scores_tiled.cl): its knobs through the API and the
+ * environment, the host's fallbacks to qk_scores (work-group or local memory too large), and tile
+ * shapes against the fp64 path on the cases that exercise its edges: partial tiles of rows, keys and
+ * head dims (D not a multiple of the step), fully masked tiles (causal, sliding window), per-token
+ * positions, GQA and MQA, strided inputs and outputs, device buffers with canaries. On pocl the
+ * kernel runs on the CPU: this checks what it computes, not how fast. Each Criterion test runs in
+ * its own process, so setenv() here touches no other test. */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void no_platform_skip(void)
+{
+    char why[256];
+    ropeqk_ctx *x = th_ctx_or_skip_reason(why, sizeof why);
+    if (!x)
+        cr_skip_test("%s", why);
+    bool vk = th_is_vulkan(x);
+    ropeqk_ctx_destroy(x);
+    if (vk)
+        cr_skip_test("the tiled kernel is OpenCL's");
+    unsetenv("ROPEQK_PROFILE"); /* the profile is chosen per test through the API */
+}
+
+TestSuite(tiled, .init = no_platform_skip, .fini = th_leak_check);
+
+static ropeqk_ctx *gpu_ctx(int tile, int rb, int tk)
+{
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.tuning.profile = ROPEQK_PROFILE_GPU;
+    cp.tuning.tile = tile;
+    cp.tuning.rb = rb;
+    cp.tuning.tk = tk;
+    ropeqk_ctx *x = NULL;
+    ropeqk_status st = ropeqk_ctx_create(&cp, &x);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "ropeqk_ctx_create: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
+    return x;
+}
+
+static void expect_tiled(ropeqk_ctx *x, int tile, int rb, int tk)
+{
+    ropeqk_tuning got;
+    cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
+    char want[96];
+    snprintf(want, sizeof want, "-DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", tile, rb, tk);
+    const char *o = ropeqk_ctx_build_options(x);
+    if (tile > 0) {
+        cr_expect(strstr(o, want) != NULL, "want %s in %s", want, o);
+        cr_expect(got.tile == tile && got.rb == rb && got.tk == tk, "tile %d rb %d tk %d", got.tile, got.rb, got.tk);
+    } else {
+        cr_expect(strstr(o, "RQ_TILE") == NULL, "the tiled kernel is off: %s", o);
+        cr_expect_eq(got.tile, -1, "off reads back as -1, got %d", got.tile);
+    }
+}
+
+Test(tiled, profile_defaults_and_switching_off)
+{
+    ropeqk_ctx *x = gpu_ctx(0, 0, 0);
+    expect_tiled(x, 64, 4, 16); /* the GPU profile's defaults (src/tuning.c) */
+    ropeqk_ctx_destroy(x);
+
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.tuning.profile = ROPEQK_PROFILE_CPU; /* the CPU profile's options are as before: no tiled kernel */
+    cr_assert_eq(ropeqk_ctx_create(&cp, &x), ROPEQK_SUCCESS);
+    expect_tiled(x, 0, 0, 0);
+    ropeqk_ctx_destroy(x);
+
+    x = gpu_ctx(-1, 0, 0);
+    expect_tiled(x, 0, 0, 0);
+    ropeqk_ctx_destroy(x);
+
+    setenv("ROPEQK_TILE", "0", 1); /* the environment wins over the API */
+    x = gpu_ctx(32, 2, 8);
+    expect_tiled(x, 0, 0, 0);
+    ropeqk_ctx_destroy(x);
+    setenv("ROPEQK_TILE", "128", 1);
+    setenv("ROPEQK_RB", "8", 1);
+    setenv("ROPEQK_TK", "12", 1);
+    x = gpu_ctx(32, 2, 8);
+    expect_tiled(x, 128, 8, 12);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "ROPEQK_TILE") != NULL, "%s", ropeqk_ctx_config_source(x));
+    ropeqk_ctx_destroy(x);
+}
+
+Test(tiled, malformed_values_are_errors)
+{
+    static const int32_t api[][3] = {{24, 0, 0}, {256, 0, 0}, {-2, 0, 0}, {0, 3, 0}, {0, 16, 0}, {0, 0, 65}, {0, 0, -1}};
+    for (size_t i = 0; i < sizeof api / sizeof api[0]; i++) {
+        ropeqk_ctx_params cp;
+        memset(&cp, 0, sizeof cp);
+        cp.tuning.profile = ROPEQK_PROFILE_GPU;
+        cp.tuning.tile = api[i][0];
+        cp.tuning.rb = api[i][1];
+        cp.tuning.tk = api[i][2];
+        ropeqk_ctx *x = (ropeqk_ctx *)1;
+        cr_expect_eq(ropeqk_ctx_create(&cp, &x), ROPEQK_ERR_BAD_CONFIG, "case %zu", i);
+        cr_expect_null(x, "case %zu", i);
+    }
+    static const char *const env[][2] = {{"ROPEQK_TILE", "48"}, {"ROPEQK_TILE", "-1"}, {"ROPEQK_RB", "6"},
+                                         {"ROPEQK_RB", "0"},    {"ROPEQK_TK", "0"},    {"ROPEQK_TK", "x"}};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+        setenv(env[i][0], env[i][1], 1);
+        ropeqk_ctx *x = (ropeqk_ctx *)1;
+        cr_expect_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_ERR_BAD_CONFIG, "%s='%s'", env[i][0], env[i][1]);
+        cr_expect_null(x);
+        cr_expect(strstr(ropeqk_last_error(), env[i][0]) != NULL, "message '%s'", ropeqk_last_error());
+        unsetenv(env[i][0]);
+    }
+}
+
+/* A GQA causal prefill whose scores match the fp64 path on ctx (the fallback's result too). */
+static void expect_scores_ok(ropeqk_ctx *x, uint64_t seed)
+{
+    th_case c;
+    memset(&c, 0, sizeof c);
+    ropeqk_default_params(&c.p);
+    c.B = 1, c.Hq = 4, c.Hkv = 2, c.Sq = 70, c.Sk = 90, c.D = 64, c.dtype = ROPEQK_F32;
+    c.p.causal = 1;
+    c.p.q_pos_offset = 20;
+    th_result r = th_run(x, &c, seed);
+    cr_expect_eq(r.status, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(r.status), ropeqk_last_error());
+    cr_expect(r.max_err <= 1e-5 && r.mismatch == 0, "max error %.3g, %lld mismatches", r.max_err,
+              (long long)r.mismatch);
+}
+
+/* Shapes the device cannot run are turned off at context creation, with the reason in the
+ * configuration source, and the scores still come (from qk_scores). */
+Test(tiled, too_large_shapes_fall_back_to_qk_scores)
+{
+    /* local memory: 4 * (64 * 129 + 64 * 128 + 256 + 4) = 66832 bytes > 48 KiB */
+    ropeqk_ctx *x = gpu_ctx(128, 8, 64);
+    expect_tiled(x, 0, 0, 0);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "tiled kernel off") != NULL, "%s", ropeqk_ctx_config_source(x));
+    expect_scores_ok(x, 5);
+    ropeqk_ctx_destroy(x);
+
+    /* work-group: (128 / 1)^2 = 16384 work-items, more than devices allow (pocl 4096, NVIDIA 1024) */
+    x = gpu_ctx(128, 1, 4);
+    size_t max_wg = 0;
+    clGetDeviceInfo(ropeqk_opencl_device(x), CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
+    if (max_wg < 16384) {
+        expect_tiled(x, 0, 0, 0);
+        cr_expect(strstr(ropeqk_ctx_config_source(x), "work-items") != NULL, "%s", ropeqk_ctx_config_source(x));
+    }
+    expect_scores_ok(x, 6);
+    ropeqk_ctx_destroy(x);
+}
+
+/* Each shape on cases that cut tiles everywhere; the same cases on qk_scores (tile -1) as control. */
+Test(tiled, shapes_match_fp64)
+{
+    static const int shapes[][3] = {{64, 4, 16}, {16, 1, 3}, {32, 2, 5}, {128, 8, 8}, {32, 4, 64}, {-1, 0, 0}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        ropeqk_ctx *x = gpu_ctx(shapes[s][0], shapes[s][1], shapes[s][2]);
+        for (int k = 0; k < 4; k++) {
+            th_case c;
+            memset(&c, 0, sizeof c);
+            ropeqk_default_params(&c.p);
+            c.dtype = ROPEQK_F32;
+            switch (k) {
+            case 0: /* causal GQA prefill, queries at the end of the keys: tiles above the diagonal skip */
+                c.B = 2, c.Hq = 8, c.Hkv = 2, c.Sq = 77, c.Sk = 150, c.D = 72;
+                c.p.causal = 1;
+                c.p.k_pos_offset = 5;
+                c.p.q_pos_offset = 5 + 150 - 77;
+                c.in_layout = TH_BSHD;
+                c.out_layout = TH_PADDED;
+                break;
+            case 1: /* sliding window with per-token positions (drawn small so that masks bite) */
+                c.B = 1, c.Hq = 4, c.Hkv = 1, c.Sq = 40, c.Sk = 133, c.D = 64;
+                c.p.causal = 1;
+                c.p.window = 33;
+                c.per_token_pos = true;
+                c.pos_max = 200;
+                c.p.layout = ROPEQK_HALF_SPLIT;
+                break;
+            case 2: /* f16 MQA through device buffers with NaN canaries, no mask, partial rotary */
+                c.B = 1, c.Hq = 8, c.Hkv = 1, c.Sq = 65, c.Sk = 130, c.D = 64;
+                c.dtype = ROPEQK_F16;
+                c.p.rotary_dim = 32;
+                c.enqueue = true;
+                c.in_layout = TH_PADDED;
+                break;
+            default: /* window with offsets far out: whole tiles masked on both sides of the band */
+                c.B = 1, c.Hq = 2, c.Hkv = 2, c.Sq = 200, c.Sk = 200, c.D = 32;
+                c.p.causal = 1;
+                c.p.window = 50;
+                c.p.k_pos_offset = ((int64_t)1 << 20) - 200;
+                c.p.q_pos_offset = c.p.k_pos_offset;
+                c.enqueue = true;
+                break;
+            }
+            th_result r = th_run(x, &c, 900 + (uint64_t)(s * 4 + (size_t)k));
+            char d[512];
+            th_describe(&c, d, sizeof d);
+            cr_expect_eq(r.status, ROPEQK_SUCCESS, "shape %zu: %s: %s", s, ropeqk_status_string(r.status), d);
+            cr_expect(r.max_err <= 1e-5, "shape %zu: max error %.3g: %s", s, r.max_err, d);
+            cr_expect_eq(r.mismatch, 0, "shape %zu: %s", s, d);
+            cr_expect(r.guards_ok, "shape %zu: bytes outside the views changed: %s", s, d);
+            if (k == 0 || k == 3)
+                cr_expect_gt(r.masked, 0, "the case masks something: %s", d);
+        }
+        ropeqk_ctx_destroy(x);
+    }
+}
