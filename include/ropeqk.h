@@ -294,8 +294,8 @@ typedef struct {
      * few query rows): a work-group computes tile x tile scores, each work-item rb x rb of them, over
      * tk head dims per local-memory step */
     int32_t tile;      /* 16, 32, 64 or 128; -1 = off (qk_scores only) */
-    int32_t rb;        /* 1, 2, 4 or 8 (tile/rb squared is the work-group size) */
-    int32_t tk;        /* 1..64 */
+    int32_t rb;        /* 4 or 8 (tile/rb squared is the work-group size) */
+    int32_t tk;        /* a multiple of 4, 4..64 */
 } ropeqk_tuning;
 
 /* ---- contexts ----------------------------------------------------------------------------- */

@@ -145,21 +145,24 @@ static bool candidate(family f, bool cpu, int k, rq_tuning *t)
     if (f == FAM_SCORES) {
         static const int ctq[] = {4, 8, 16}, cvk[] = {8, 16}, cwg[] = {8, 16};
         static const int gtq[] = {1, 2, 4, 8}, gvk[] = {1, 4}, gwg[] = {32, 64, 128};
-        /* GPU: qk_scores alone (tiled kernel off), then qk_scores_tiled shapes {tile, rb, tk}, from
-         * CLBlast's XGEMM space: 64x64 tiles of 16x16 work-items with 4x4 blocks (the default), deeper
-         * or shallower steps, 8x8 blocks (fewer, busier work-items: 64 or 256), smaller tiles for
-         * devices with little local memory or many compute units per tile */
+        /* GPU: qk_scores_tiled shapes {tile, rb, tk} first (the prefill kernel: they come first
+         * under a short budget), then qk_scores alone (tiled kernel off). The shapes are from
+         * the range of CLBlast's NVIDIA XGEMM configurations: 64x64 tiles of 16x16 work-items with
+         * 4x4 blocks (the default), deeper or shallower steps, 8x8 blocks (fewer, busier work-items:
+         * 64 or 256), 128x128 tiles, and 32x32 tiles for shapes with few tiles per compute unit */
         static const int gtiled[][3] = {{64, 4, 16}, {64, 4, 8}, {64, 4, 32}, {64, 8, 16},
-                                        {128, 8, 16}, {128, 8, 8}, {32, 4, 16}, {32, 2, 16}};
+                                        {64, 8, 32}, {128, 8, 16}, {128, 8, 8}, {32, 4, 16}};
         int ntiled = (int)(sizeof gtiled / sizeof gtiled[0]);
         if (cpu ? k >= 12 : k >= 24 + ntiled)
             return false;
-        if (!cpu && k >= 24) { /* qk_scores' knobs stay those in effect: its fallback configuration */
-            t->tile = gtiled[k - 24][0];
-            t->rb = gtiled[k - 24][1];
-            t->tk = gtiled[k - 24][2];
+        if (!cpu && k < ntiled) { /* qk_scores' knobs stay those in effect: its fallback configuration */
+            t->tile = gtiled[k][0];
+            t->rb = gtiled[k][1];
+            t->tk = gtiled[k][2];
             return true;
         }
+        if (!cpu)
+            k -= ntiled;
         t->tq = cpu ? ctq[k % 3] : gtq[k % 4];
         t->vk = cpu ? cvk[(k / 3) % 2] : gvk[(k / 4) % 2];
         t->wg = cpu ? cwg[k / 6] : gwg[k / 8];

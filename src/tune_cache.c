@@ -66,8 +66,8 @@ static const struct {
     {"dwg", offsetof(rq_tuning, dwg), 1, 256},     {"decode", offsetof(rq_tuning, decode), 0, 1},
     {"rot_uwg", offsetof(rq_tuning, rot_uwg), 1, 256}, {"atq", offsetof(rq_tuning, atq), 1, 16},
     {"avk", offsetof(rq_tuning, avk), 1, 16},      {"awg", offsetof(rq_tuning, awg), 1, 1024},
-    {"tile", offsetof(rq_tuning, tile), 0, 128},   {"rb", offsetof(rq_tuning, rb), 1, 8},
-    {"tk", offsetof(rq_tuning, tk), 1, 64},
+    {"tile", offsetof(rq_tuning, tile), 0, 128},   {"rb", offsetof(rq_tuning, rb), 4, 8},
+    {"tk", offsetof(rq_tuning, tk), 4, 64},
 };
 #define NKNOBS (sizeof knobs / sizeof knobs[0])
 /* the tiled kernel's knobs (the last three) came later: a file without them keeps the profile's
@@ -165,7 +165,7 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     }
     /* vector widths and even key blocks, as the API requires */
     if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2 ||
-                               (c.tile && (c.tile & (c.tile - 1) || c.tile < 16)) || (c.rb & (c.rb - 1)))) {
+                               (c.tile && (c.tile & (c.tile - 1) || c.tile < 16)) || (c.rb & (c.rb - 1)) || c.tk % 4)) {
         res = RQ_CACHE_CORRUPT;
         why = "a vector width or key block not allowed";
     }

@@ -25,8 +25,8 @@
  *   qk_scores_tiled (cl/scores_tiled.cl, GPU profile; ROPEQK_TILE=0 or tile = -1 turns it off):
  *   RQ_TILE 64, RQ_RB 4, RQ_TK 16: within the range of CLBlast's tuned f32 XGEMM configurations for
  *          NVIDIA GPUs (its database: tiles of 64-128, 16-32 dims per step, 128-256 work-items, 4-8
- *          results per work-item along each side), at its small end: 256 work-items, 8.3 KiB of
- *          local memory, 16 accumulators. Not yet measured on a GPU: the tuner's GPU candidates
+ *          results per work-item along each side), at its small end: 256 work-items, 8.5 KiB of
+ *          local memory, 16 accumulators. RB is 4 or 8 and TK a multiple of 4 (float4 local reads). Not yet measured on a GPU: the tuner's GPU candidates
  *          sweep tile, block and step (src/tune.c). The host turns it off when the work-group exceeds
  *          the device's limit or the local arrays exceed 48 KiB or the device's local memory (below),
  *          and plan creation falls back to qk_scores when the compiled kernel allows fewer
@@ -142,7 +142,8 @@ static ropeqk_status apply(rq_tuning *t, int *field, int32_t api, const char *en
 static bool vk_ok(long v) { return v == 1 || v == 4 || v == 8 || v == 16; }
 static bool even_ok(long v) { return v % 2 == 0; }
 static bool tile_ok(long v) { return v == 0 || v == 16 || v == 32 || v == 64 || v == 128; }
-static bool pow2_ok(long v) { return v > 0 && (v & (v - 1)) == 0; }
+static bool rb_ok(long v) { return v == 4 || v == 8; }   /* float4 groups of keys per work-item */
+static bool tk_ok(long v) { return v % 4 == 0; }         /* float4 groups of dims per step */
 
 /* Turns the tiled kernel off (the plan then runs qk_scores) where the device cannot run its shape:
  * more work-items than CL_DEVICE_MAX_WORK_GROUP_SIZE, or local arrays beyond 48 KiB (RQ_LOCAL_CAP)
@@ -273,8 +274,8 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         note_override(t, "TILE");
     }
     if ((st = apply(t, &t->tile, req->tile == -1 ? 0 : req->tile, "ROPEQK_TILE", 0, 128, tile_ok)) ||
-        (st = apply(t, &t->rb, req->rb, "ROPEQK_RB", 1, 8, pow2_ok)) ||
-        (st = apply(t, &t->tk, req->tk, "ROPEQK_TK", 1, 64, NULL)))
+        (st = apply(t, &t->rb, req->rb, "ROPEQK_RB", 4, 8, rb_ok)) ||
+        (st = apply(t, &t->tk, req->tk, "ROPEQK_TK", 4, 64, tk_ok)))
         return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {

@@ -45,8 +45,8 @@ int main(int argc, char **argv)
         {"cpu-paged", ROPEQK_PROFILE_CPU, true, 0, RQ_OPS_PAGED, 0, 0, 0},
         {"gpu-untiled", ROPEQK_PROFILE_GPU, false, 0, 0, -1, 0, 0},
         {"gpu-t128", ROPEQK_PROFILE_GPU, false, 4, RQ_OPS_SCORES, 128, 8, 8},
-        {"gpu-t16", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_SCORES, 16, 1, 3},
-        {"cpu-t32", ROPEQK_PROFILE_CPU, true, 0, 0, 32, 2, 16},
+        {"gpu-t16", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_SCORES, 16, 4, 4},
+        {"cpu-t32", ROPEQK_PROFILE_CPU, true, 0, 0, 32, 8, 12},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         rq_tuning t;
