@@ -13,6 +13,10 @@
 #if defined(RQ_TILE) && RQ_TILE > 0 && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_SCORES))
 #include "scores_tiled.cl"
 #endif
+/* the GPU profile's decode kernel, likewise only where chosen (-DRQ_DECODE_GPU=1) */
+#if defined(RQ_DECODE_GPU) && RQ_DECODE_GPU && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_SCORES))
+#include "decode_gpu.cl"
+#endif
 #if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN)
 #include "attention.cl"
 #endif

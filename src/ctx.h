@@ -154,6 +154,7 @@ struct ropeqk_plan {
     bool arrays;               /* per-token positions allowed at enqueue */
     bool dec;                  /* the one-pass decode kernel (qk_decode_*) instead of rotate K + qk_scores */
     bool tiled;                /* ks is qk_scores_tiled (same arguments as qk_scores, its own launch) */
+    bool dec_gpu;              /* with dec: ks is qk_decode_gpu_* (same arguments, its own launch) */
     cl_mem vfreq;              /* inv_freq/pi as three floats per frequency (float4) */
     cl_mem ctab;               /* decode kernel's R(t) table, dec only */
     cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */

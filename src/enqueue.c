@@ -186,6 +186,11 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
         RQ_SET_ARG(pl->ks, RQ_DEC_A, a);
         size_t dkb = (size_t)tn->dkb, dwg = (size_t)tn->dwg;
         size_t g[2] = {rq_round_up(((size_t)r->Sk + dkb - 1) / dkb, dwg), (size_t)pb->B}, l[2] = {dwg, 1};
+        if (pl->dec_gpu) { /* qk_decode_gpu_*: a work-group per RQ_GDKB keys of one (batch, KV head) */
+            g[0] = ((size_t)r->Sk + RQ_GDKB - 1) / RQ_GDKB * RQ_GDWG;
+            g[1] = (size_t)(pb->B * pb->Hkv);
+            l[0] = RQ_GDWG;
+        }
         if (!err)
             err = clEnqueueNDRangeKernel(queue, pl->ks, 2, NULL, g, l, 1, ev, &ev[2]);
     } else {

@@ -170,7 +170,13 @@ static bool candidate(family f, bool cpu, int k, rq_tuning *t)
             t->tile = 0;
     } else if (f == FAM_DECODE) {
         static const int dkb[] = {32, 64, 128}, dwg[] = {1, 2};
-        if (!cpu || k >= 6)
+        if (!cpu) { /* GPU: the decode kernel (cl/decode_gpu.cl) against the two-pass path */
+            if (k >= 1)
+                return false;
+            t->decode = !t->decode;
+            return true;
+        }
+        if (k >= 6)
             return false;
         t->dkb = dkb[k % 3];
         t->dwg = dwg[k / 3];

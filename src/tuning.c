@@ -15,7 +15,9 @@
  *          16 leaves registers for the K vector and wastes fewer rows on short tiles than 24.
  *   RQ_WG  work-items per group along keys: 4 -> 312, 8 -> 309, 16 -> 322, 32 -> 321 (TQ 16).
  *   qk_decode_* (decode path, M = G*Sq <= 8 rows per KV head; CPU profile only, it is written for wide
- *   SIMD registers and private tables; the GPU profile runs qk_scores with RQ_VK = 1):
+ *   SIMD registers and private tables; the GPU profile runs qk_scores with RQ_VK = 1, or with
+ *   decode on (API decode = 1, ROPEQK_DECODE=1; off by default until measured on a GPU, the tuner
+ *   compares both) its own qk_decode_gpu_*, cl/decode_gpu.cl):
  *   RQ_DKB keys per work-item (setup per work-item vs parallel slack): Sk=32768 D=128 f32, 2 threads:
  *          16 -> 2.45 ms, 32 -> 2.23-2.31, 64 -> 2.06-2.21, 128 -> 2.03-2.16; f16: 32 -> 1.85, 64 -> 1.74.
  *   RQ_DWG work-items per group: 1 or 2 within noise; 4 +3% (DKB 16 -> 4: +5%).
@@ -313,9 +315,12 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
 {
     /* the tiled kernel's knobs only where it is on: without RQ_TILE the program does not contain it
      * (cl/program.cl), and the CPU profile's options stay as they were */
-    char tiled[64] = "";
+    char tiled[96] = "";
+    int n = 0;
     if (t->tile > 0)
-        snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
+        n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
+    if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
+        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
                     "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d%s%s",

@@ -2,9 +2,10 @@
  * environment, the host's fallback to qk_scores (local memory too large), and tile shapes against
  * the fp64 path on the cases that exercise its edges: partial tiles of rows, keys and head dims (D
  * not a multiple of the step, odd D), fully masked tiles (causal, sliding window), per-token
- * positions, GQA and MQA, strided inputs and outputs, device buffers with canaries. On pocl the
- * kernel runs on the CPU: this checks what it computes, not how fast. Each Criterion test runs in
- * its own process, so setenv() here touches no other test. */
+ * positions, GQA and MQA, strided inputs and outputs, device buffers with canaries. Also the GPU
+ * profile's decode kernel (cl/decode_gpu.cl) on decode shapes. On pocl the kernels run on the CPU:
+ * this checks what they compute, not how fast. Each Criterion test runs in its own process, so
+ * setenv() here touches no other test. */
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -202,4 +203,63 @@ Test(tiled, shapes_match_fp64)
         }
         ropeqk_ctx_destroy(x);
     }
+}
+
+/* The GPU decode kernel (decode on in the GPU profile) on decode-shaped cases: few rows per KV
+ * head, long keys, both layouts and storage types, masks, per-token positions, strided views. */
+Test(tiled, gpu_decode_matches_fp64)
+{
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.tuning.profile = ROPEQK_PROFILE_GPU;
+    cp.tuning.decode = 1;
+    ropeqk_ctx *x = NULL;
+    cr_assert_eq(ropeqk_ctx_create(&cp, &x), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    const char *o = ropeqk_ctx_build_options(x);
+    cr_expect(strstr(o, "-DRQ_DECODE=1") && strstr(o, "-DRQ_DECODE_GPU=1"), "%s", o);
+    for (int k = 0; k < 6; k++) {
+        th_case c;
+        memset(&c, 0, sizeof c);
+        ropeqk_default_params(&c.p);
+        c.dtype = (ropeqk_dtype)(k % 3);
+        c.p.layout = k % 2 ? ROPEQK_HALF_SPLIT : ROPEQK_INTERLEAVED;
+        c.B = 2, c.Hq = 8, c.Hkv = 1, c.Sq = 1, c.Sk = 1000, c.D = 128; /* GQA decode, 8 rows */
+        c.p.causal = 1;
+        c.p.k_pos_offset = ((int64_t)1 << 20) - 1000;
+        c.p.q_pos_offset = c.p.k_pos_offset + 999;
+        switch (k) {
+        case 1: /* 2 KV heads x 2 query heads x 2 rows, a window, per-token positions */
+            c.Hq = 4, c.Hkv = 2, c.Sq = 2, c.Sk = 333;
+            c.p.window = 100;
+            c.per_token_pos = true;
+            c.pos_max = 500;
+            break;
+        case 2: /* odd D with partial rotary (pass-through dims), strided views, canaries */
+            c.D = 67;
+            c.p.rotary_dim = 32;
+            c.in_layout = TH_BSHD;
+            c.out_layout = TH_PADDED;
+            c.enqueue = true;
+            break;
+        case 3: /* MHA decode: one row per KV head, the largest head dim */
+            c.Hq = 4, c.Hkv = 4, c.D = 256, c.Sk = 70;
+            c.enqueue = true;
+            break;
+        case 4: /* keys not a multiple of the block, no mask */
+            c.Sk = 65;
+            c.p.causal = 0;
+            c.in_layout = TH_PADDED;
+            break;
+        default:
+            break;
+        }
+        th_result r = th_run(x, &c, 700 + (uint64_t)k);
+        char d[512];
+        th_describe(&c, d, sizeof d);
+        cr_expect_eq(r.status, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(r.status), d);
+        cr_expect(r.max_err <= 1e-5, "max error %.3g: %s", r.max_err, d);
+        cr_expect_eq(r.mismatch, 0, "%s", d);
+        cr_expect(r.guards_ok, "bytes outside the views changed: %s", d);
+    }
+    ropeqk_ctx_destroy(x);
 }

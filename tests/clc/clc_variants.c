@@ -47,12 +47,16 @@ int main(int argc, char **argv)
         {"gpu-t128", ROPEQK_PROFILE_GPU, false, 4, RQ_OPS_SCORES, 128, 8, 8},
         {"gpu-t16", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_SCORES, 16, 4, 4},
         {"cpu-t32", ROPEQK_PROFILE_CPU, true, 0, 0, 32, 8, 12},
+        {"gpu-decode", ROPEQK_PROFILE_GPU, false, 0, 0, 0, 0, 0},
+        {"gpu-decode-scores", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_SCORES, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         rq_tuning t;
         rq_tuning_defaults(v[i].prof, v[i].pocl, &t);
         if (v[i].vk)
             t.vk = v[i].vk;
+        if (strncmp(v[i].name, "gpu-decode", 10) == 0)
+            t.decode = 1; /* the GPU profile's decode kernel (cl/decode_gpu.cl) */
         if (v[i].tile) {
             t.tile = v[i].tile > 0 ? v[i].tile : 0;
             t.rb = v[i].rb ? v[i].rb : t.rb;
