@@ -38,6 +38,15 @@ typedef float rq_f32;
 #define RQ_PGH 8     /* paged_attn_gpu_*: query heads per work-group, at most */
 #define RQ_PVT 4     /* paged_attn_gpu_*: V dims per work-item (a work-group covers RQ_PWG*RQ_PVT dims) */
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
+#define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
+                            * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */
+/* qk_scores_tiled's local memory in bytes, for a tile edge and a step of tk dims: the Q and K tiles,
+ * the row and key positions and the four limits (cl/scores_tiled.cl declares exactly these arrays) */
+#define RQ_TILED_LOCAL_BYTES(tile, tk) (4 * (2 * (tile) * (tk) + 2 * (tile) + 4))
+#define RQ_GDKB 32   /* qk_decode_gpu_*: keys per work-group (32 rows of RQ_DMAXD + 1 floats: 32.1 KiB of
+                      * local memory, under NVIDIA's 48 KiB) */
+#define RQ_GDWG 64   /* qk_decode_gpu_*: work-group size (32 keys x RQ_DM rows = 4 dot products each) */
+#define RQ_GDECODE_LOCAL_BYTES (4 * RQ_GDKB * (RQ_DMAXD + 1)) /* its tile, as cl/decode_gpu.cl declares it */
 #define RQ_DT_F32 0  /* storage types as kernel arguments (the values of ropeqk_dtype) */
 #define RQ_DT_F16 1
 #define RQ_DT_BF16 2

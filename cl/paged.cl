@@ -42,7 +42,12 @@
 #include "load.cl"
 #include "scores.cl" /* rq_rot_vectors, the 16-lane permutes and row loads of the decode kernel */
 
+/* one angle per work-item; also defined by decode_gpu.cl / paged.cl, whichever comes first in the
+ * program (both may be in it, or either alone) */
+#ifndef RQ_HALF_TURNS1
+#define RQ_HALF_TURNS1
 RQ_DEFINE_HALF_TURNS(rq_half_turns1, float)
+#endif
 
 /* ---- helpers ----------------------------------------------------------------------------------- */
 

@@ -8,6 +8,15 @@
 #if !defined(RQ_OPS) || (RQ_OPS & (RQ_OPS_SCORES | RQ_OPS_PAGED))
 #include "scores.cl"
 #endif
+/* the GPU profile's tiled score kernel, built only where the host chose it (-DRQ_TILE > 0): the CPU
+ * profile's program, and so its first-call compile time, stays as it was */
+#if defined(RQ_TILE) && RQ_TILE > 0 && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_SCORES))
+#include "scores_tiled.cl"
+#endif
+/* the GPU profile's decode kernel, likewise only where chosen (-DRQ_DECODE_GPU=1) */
+#if defined(RQ_DECODE_GPU) && RQ_DECODE_GPU && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_SCORES))
+#include "decode_gpu.cl"
+#endif
 #if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN)
 #include "attention.cl"
 #endif

@@ -273,10 +273,11 @@ ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", 
 /*
  * Kernel configuration. Zero fields take the profile's default. Each knob has an environment
  * override that wins over this struct (ROPEQK_PROFILE, ROPEQK_TQ, ROPEQK_WG, ROPEQK_VK, ROPEQK_DKB,
- * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG, ROPEQK_ATQ, ROPEQK_AVK, ROPEQK_AWG, ROPEQK_VK_BLOCK,
- * ROPEQK_VK_TK, ROPEQK_VK_ROWS); a malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
- * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the first eleven
- * knobs, the Vulkan shaders the vk_* ones.
+ * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG, ROPEQK_ATQ, ROPEQK_AVK, ROPEQK_AWG, ROPEQK_TILE, ROPEQK_RB,
+ * ROPEQK_TK, ROPEQK_VK_BLOCK, ROPEQK_VK_TK, ROPEQK_VK_ROWS; ROPEQK_TILE=0 turns the tiled kernel off); a
+ * malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
+ * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the knobs up to
+ * tk, the Vulkan shaders the vk_* ones.
  */
 typedef struct {
     ropeqk_profile profile;
@@ -291,6 +292,12 @@ typedef struct {
     int32_t atq;       /* attention: query rows per work-item, 1..16 */
     int32_t avk;       /* attention: keys per block (vector width): 1, 4, 8 or 16 */
     int32_t awg;       /* attention: work-group size, 1..1024 */
+    /* the tiled score kernel (GPU profile default; qk_scores stays the fallback and the kernel for
+     * few query rows): a work-group computes tile x tile scores, each work-item rb x rb of them, over
+     * tk head dims per local-memory step */
+    int32_t tile;      /* 16, 32, 64 or 128; -1 = off (qk_scores only) */
+    int32_t rb;        /* 4 or 8 (tile/rb squared is the work-group size) */
+    int32_t tk;        /* a multiple of 4, 4..64 */
     int32_t vk_block;  /* Vulkan scores: scores per invocation along each side, 2, 4 or 8 (tile 16x) */
     int32_t vk_tk;     /* Vulkan scores: head dims staged in shared memory per step, 8, 16 or 32 */
     int32_t vk_rows;   /* Vulkan attention: query rows (invocations) per work-group, 32, 64 or 128 */
@@ -344,7 +351,7 @@ typedef struct {
 
 /*
  * Searches kernel configurations for the context's device and profile: prefill scores (TQ, VK,
- * WG), the decode kernel (DKB, DWG; CPU profile) and attention (ATQ, AVK, AWG). Every candidate is
+ * WG; on the GPU profile also the tiled kernel's TILE, RB, TK), the decode kernel (DKB, DWG; CPU profile) and attention (ATQ, AVK, AWG). Every candidate is
  * first checked against the fp64 path on a small case (a candidate that fails is dropped), then
  * timed (median of 3). The winners go to the per-user cache ($XDG_CACHE_HOME/ropeqk/, else
  * ~/.cache/ropeqk/), keyed by device, driver and library version and written atomically; contexts

@@ -35,6 +35,7 @@ typedef struct {
     int decode;          /* whether the decode path is used (RQ_DECODE) */
     int rot_uwg;         /* rope_rotate_*: units per work-group (host only) */
     int atq, avk, awg;   /* qk_attention_*: rows per work-item, keys per block, work-group size */
+    int tile, rb, tk;    /* qk_scores_tiled: tile edge (0 = off), register block edge, dims per step */
     int vk_block, vk_tk; /* Vulkan scores.comp: register block T (tile 16T), head dims per stage */
     int vk_rows;         /* Vulkan attention.comp: query rows (invocations) per work-group */
     int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
@@ -48,6 +49,7 @@ typedef struct {
     bool cpu;       /* CL_DEVICE_TYPE_CPU */
     bool pocl;      /* platform name is pocl's */
     size_t max_wg;  /* CL_DEVICE_MAX_WORK_GROUP_SIZE, 0 if unknown */
+    size_t local_mem; /* CL_DEVICE_LOCAL_MEM_SIZE, 0 if unknown */
     int native_vec; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, 0 if unknown */
     char name[128], platform[128], driver[64];
 } rq_devinfo;
@@ -155,6 +157,8 @@ struct ropeqk_plan {
     bool dynamic;              /* decode plan: keys and offsets per enqueue */
     bool arrays;               /* per-token positions allowed at enqueue */
     bool dec;                  /* the one-pass decode kernel (qk_decode_*) instead of rotate K + qk_scores */
+    bool tiled;                /* ks is qk_scores_tiled (same arguments as qk_scores, its own launch) */
+    bool dec_gpu;              /* with dec: ks is qk_decode_gpu_* (same arguments, its own launch) */
     cl_mem vfreq;              /* inv_freq/pi as three floats per frequency (float4) */
     cl_mem ctab;               /* decode kernel's R(t) table, dec only */
     cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */

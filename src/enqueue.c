@@ -186,6 +186,11 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
         RQ_SET_ARG(pl->ks, RQ_DEC_A, a);
         size_t dkb = (size_t)tn->dkb, dwg = (size_t)tn->dwg;
         size_t g[2] = {rq_round_up(((size_t)r->Sk + dkb - 1) / dkb, dwg), (size_t)pb->B}, l[2] = {dwg, 1};
+        if (pl->dec_gpu) { /* qk_decode_gpu_*: a work-group per RQ_GDKB keys of one (batch, KV head) */
+            g[0] = ((size_t)r->Sk + RQ_GDKB - 1) / RQ_GDKB * RQ_GDWG;
+            g[1] = (size_t)(pb->B * pb->Hkv);
+            l[0] = RQ_GDWG;
+        }
         if (!err)
             err = clEnqueueNDRangeKernel(queue, pl->ks, 2, NULL, g, l, 1, ev, &ev[2]);
     } else {
@@ -210,6 +215,12 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
         RQ_SET_ARG(pl->ks, RQ_SC_A, a);
         size_t g[3] = {rq_round_up(nblk, wg), (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb->B * pb->Hkv)};
         size_t l[3] = {wg, 1, 1};
+        if (pl->tiled) { /* qk_scores_tiled: a work-group of tw x tw work-items per tile x tile scores */
+            size_t tile = (size_t)tn->tile, tw = tile / (size_t)tn->rb;
+            g[0] = ((size_t)r->Sk + tile - 1) / tile * tw;
+            g[1] = ((size_t)M + tile - 1) / tile * tw;
+            l[0] = l[1] = tw;
+        }
         if (!err)
             err = clEnqueueNDRangeKernel(queue, pl->ks, 3, NULL, g, l, 2, ev, &ev[2]);
     }

@@ -50,9 +50,26 @@ static const char *rotate_kernel_name(ropeqk_dtype t)
     return t == ROPEQK_F16 ? "rope_rotate_f16" : t == ROPEQK_BF16 ? "rope_rotate_bf16" : "rope_rotate_f32";
 }
 
-static const char *decode_kernel_name(ropeqk_dtype t)
+static const char *decode_kernel_name(ropeqk_dtype t, bool gpu)
 {
+    if (gpu)
+        return t == ROPEQK_F16 ? "qk_decode_gpu_f16" : t == ROPEQK_BF16 ? "qk_decode_gpu_bf16" : "qk_decode_gpu_f32";
     return t == ROPEQK_F16 ? "qk_decode_f16" : t == ROPEQK_BF16 ? "qk_decode_bf16" : "qk_decode_f32";
+}
+
+/* Whether a compiled kernel runs nt work-items with `local` bytes of local memory on the device:
+ * the kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE: registers per work-item can lower it below the
+ * device's), and its local memory against 48 KiB and the device's. A failed query counts as no: the
+ * caller then uses a kernel that always works. */
+static bool kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local)
+{
+    size_t wg = 0;
+    cl_ulong lm = 0;
+    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS ||
+        clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL) != CL_SUCCESS)
+        return false;
+    size_t cap = ctx->dev.local_mem > 0 && ctx->dev.local_mem < RQ_LOCAL_CAP ? ctx->dev.local_mem : RQ_LOCAL_CAP;
+    return wg >= nt && local <= cap && (ctx->dev.local_mem == 0 || lm <= ctx->dev.local_mem);
 }
 
 /* The description's own checks, before the shared validation. */
@@ -112,9 +129,11 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
         return st;
     const rq_tuning *tn = &ctx->tune;
     int64_t M = pb.G * pb.Sq;
-    /* the decode kernel's preconditions (cl/scores.cl); scores only */
-    bool dec = desc->op == ROPEQK_OP_SCORES && M <= RQ_DM && pb.D % RQ_DCHUNK == 0 && pb.D <= RQ_DMAXD &&
-               pb.R % (2 * RQ_DCHUNK) == 0 && tn->decode && !ctx->vk;
+    /* the decode kernels' preconditions (cl/scores.cl; cl/decode_gpu.cl on the GPU profile, which
+     * needs no 16-lane chunks); scores only */
+    bool gpu = tn->profile == ROPEQK_PROFILE_GPU;
+    bool dec = desc->op == ROPEQK_OP_SCORES && M <= RQ_DM && pb.D <= RQ_DMAXD && tn->decode && !ctx->vk &&
+               (gpu || (pb.D % RQ_DCHUNK == 0 && pb.R % (2 * RQ_DCHUNK) == 0));
 
     ropeqk_plan *pl = calloc(1, sizeof *pl);
     double *inv = malloc((size_t)(pb.R / 2) * sizeof *inv);
@@ -155,6 +174,20 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
                                                                                                   : RQ_OPS_PAGED;
     if ((st = rq_get_program(ctx, ctx->device, ops, &prog)))
         goto fail;
+    /* the GPU decode kernel where the compiled kernel runs its work-group, else the two-pass path */
+    if (dec && gpu) {
+        pl->ks = clCreateKernel(prog, decode_kernel_name(desc->k.dtype, true), &err);
+        if (err) {
+            st = rq_cl_fail(ctx, err);
+            goto fail;
+        }
+        pl->dec_gpu = kernel_fits(ctx, pl->ks, RQ_GDWG, RQ_GDECODE_LOCAL_BYTES);
+        if (!pl->dec_gpu) {
+            clReleaseKernel(pl->ks);
+            pl->ks = NULL;
+            dec = pl->dec = false;
+        }
+    }
     pl->vfreq = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)(pb.R / 2) * sizeof *v,
                                v, &err);
     if (!err && dec)
@@ -163,8 +196,21 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
         pl->krq = clCreateKernel(prog, rotate_kernel_name(desc->q.dtype), &err);
     if (!err && !dec && desc->op != ROPEQK_OP_PAGED_DECODE)
         pl->krk = clCreateKernel(prog, rotate_kernel_name(desc->k.dtype), &err);
-    if (!err && desc->op == ROPEQK_OP_SCORES)
-        pl->ks = clCreateKernel(prog, dec ? decode_kernel_name(desc->k.dtype) : "qk_scores", &err);
+    /* qk_scores_tiled where the context built it and the plan fills at least half of a tile's rows:
+     * with fewer, most of its multiply-adds would be on zero rows (qk_scores' RQ_TQ-row tiles waste
+     * less there, e.g. GQA decode, 8 rows per KV head); and only if the compiled kernel runs its
+     * work-group (kernel_fits), else qk_scores */
+    if (!err && desc->op == ROPEQK_OP_SCORES && !dec && tn->tile > 0 && 2 * M >= tn->tile) {
+        pl->ks = clCreateKernel(prog, "qk_scores_tiled", &err);
+        size_t tw = (size_t)(tn->tile / tn->rb);
+        pl->tiled = !err && kernel_fits(ctx, pl->ks, tw * tw, RQ_TILED_LOCAL_BYTES((size_t)tn->tile, (size_t)tn->tk));
+        if (!err && !pl->tiled) {
+            clReleaseKernel(pl->ks);
+            pl->ks = NULL;
+        }
+    }
+    if (!err && desc->op == ROPEQK_OP_SCORES && !pl->ks)
+        pl->ks = clCreateKernel(prog, dec ? decode_kernel_name(desc->k.dtype, false) : "qk_scores", &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto fail;

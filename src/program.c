@@ -52,6 +52,9 @@ ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx, const ropeqk_tuning *req)
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev.max_wg, &dev.max_wg, NULL) !=
         CL_SUCCESS)
         dev.max_wg = 0;
+    cl_ulong lm = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL) == CL_SUCCESS)
+        dev.local_mem = (size_t)lm;
     cl_uint nv = 0;
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof nv, &nv, NULL) == CL_SUCCESS)
         dev.native_vec = (int)nv;

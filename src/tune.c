@@ -1,5 +1,6 @@
 /* The tuner (ropeqk_tune): a coordinate search over the kernel knobs of the context's profile, one
- * kernel family at a time (prefill scores, the decode kernel, attention). Each candidate is a
+ * kernel family at a time (prefill scores, with the tiled kernel's shapes on the GPU profile; the
+ * decode kernel; attention). Each candidate is a
  * library context on the same OpenCL context and queue with that configuration: it is built,
  * checked against the fp64 path on a small case (dropped if it fails), then timed as the median of
  * 3 runs after a warm-up on a representative shape. The first candidate of each family is the
@@ -169,14 +170,38 @@ static bool candidate(family f, bool cpu, bool vk, int k, rq_tuning *t)
     if (f == FAM_SCORES) {
         static const int ctq[] = {4, 8, 16}, cvk[] = {8, 16}, cwg[] = {8, 16};
         static const int gtq[] = {1, 2, 4, 8}, gvk[] = {1, 4}, gwg[] = {32, 64, 128};
-        if (cpu ? k >= 12 : k >= 24)
+        /* GPU: qk_scores_tiled shapes {tile, rb, tk} first (the prefill kernel: they come first
+         * under a short budget), then qk_scores alone (tiled kernel off). The shapes are from
+         * the range of CLBlast's NVIDIA XGEMM configurations: 64x64 tiles of 16x16 work-items with
+         * 4x4 blocks (the default), deeper or shallower steps, 8x8 blocks (fewer, busier work-items:
+         * 64 or 256), 128x128 tiles, and 32x32 tiles for shapes with few tiles per compute unit */
+        static const int gtiled[][3] = {{64, 4, 16}, {64, 4, 8}, {64, 4, 32}, {64, 8, 16},
+                                        {64, 8, 32}, {128, 8, 16}, {128, 8, 8}, {32, 4, 16}};
+        int ntiled = (int)(sizeof gtiled / sizeof gtiled[0]);
+        if (cpu ? k >= 12 : k >= 24 + ntiled)
             return false;
+        if (!cpu && k < ntiled) { /* qk_scores' knobs stay those in effect: its fallback configuration */
+            t->tile = gtiled[k][0];
+            t->rb = gtiled[k][1];
+            t->tk = gtiled[k][2];
+            return true;
+        }
+        if (!cpu)
+            k -= ntiled;
         t->tq = cpu ? ctq[k % 3] : gtq[k % 4];
         t->vk = cpu ? cvk[(k / 3) % 2] : gvk[(k / 4) % 2];
         t->wg = cpu ? cwg[k / 6] : gwg[k / 8];
+        if (!cpu)
+            t->tile = 0;
     } else if (f == FAM_DECODE) {
         static const int dkb[] = {32, 64, 128}, dwg[] = {1, 2};
-        if (!cpu || k >= 6)
+        if (!cpu) { /* GPU: the decode kernel (cl/decode_gpu.cl) against the two-pass path */
+            if (k >= 1)
+                return false;
+            t->decode = !t->decode;
+            return true;
+        }
+        if (k >= 6)
             return false;
         t->dkb = dkb[k % 3];
         t->dwg = dwg[k / 3];
@@ -217,8 +242,8 @@ static void say(const ropeqk_tune_params *p, bool vk, const char *fam, const rq_
         snprintf(line, sizeof line, "%s vk_block=%d vk_tk=%d vk_rows=%d: %s", fam, t->vk_block, t->vk_tk, t->vk_rows,
                  res);
     else
-        snprintf(line, sizeof line, "%s tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s", fam, t->tq, t->vk,
-                 t->wg, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
+        snprintf(line, sizeof line, "%s tq=%d vk=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s",
+                 fam, t->tq, t->vk, t->wg, t->tile, t->rb, t->tk, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
     p->progress(p->user, line);
 }
 
@@ -232,8 +257,8 @@ static ropeqk_status search(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, 
     for (int f = FAM_SCORES; f <= FAM_ATTN; f++) {
         if (ctx->vk && f == FAM_DECODE) /* scores_few.comp has a fixed shape */
             continue;
-        double best_ms = INFINITY;
-        rq_tuning fam_best = win;
+        double best_ms = INFINITY, plain_ms = INFINITY;
+        rq_tuning fam_best = win, plain_best = win; /* plain: the best run on qk_scores (tile off) */
         for (int k = 0;; k++) {
             rq_tuning t = win;
             if (!candidate((family)f, cpu, ctx->vk != NULL, k, &t))
@@ -266,7 +291,18 @@ static ropeqk_status search(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, 
                 best_ms = ms;
                 fam_best = t;
             }
+            if (!st && t.tile == 0 && ms < plain_ms) {
+                plain_ms = ms;
+                plain_best = t;
+            }
             st = ROPEQK_SUCCESS;
+        }
+        /* a tiled winner keeps the best qk_scores knobs for what it falls back to (plans with few
+         * rows, devices where the tiled shape does not fit) */
+        if (f == FAM_SCORES && fam_best.tile > 0 && plain_ms < INFINITY) {
+            fam_best.tq = plain_best.tq;
+            fam_best.vk = plain_best.vk;
+            fam_best.wg = plain_best.wg;
         }
         win = fam_best;
     }
@@ -281,7 +317,8 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
         return ROPEQK_ERR_NULL_POINTER;
     static const char *const env[] = {"ROPEQK_TQ",  "ROPEQK_WG",  "ROPEQK_VK",       "ROPEQK_DKB",
                                       "ROPEQK_DWG", "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ",
-                                      "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK"};
+                                      "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_TILE",   "ROPEQK_RB",
+                                      "ROPEQK_TK",  "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK", "ROPEQK_VK_ROWS"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         if (getenv(env[i])) {
             rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);

@@ -7,7 +7,7 @@
  *     device <device name>
  *     driver <driver version>
  *     profile cpu|gpu
- *     tq 16 ... (one knob a line, every knob of rq_tuning)
+ *     tq 16 ... (one knob a line, every knob of rq_tuning; tile 0 = the tiled kernel off)
  * A file that does not parse is corrupt; one whose platform/device lines differ from the device's
  * is foreign (a hash collision or a copied file); one from another library or driver version is
  * stale. Each is ignored with a note (ropeqk_ctx_config_source), never an error: the library then
@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #define RQ_TUNE_MAGIC "ropeqk-tune 2"
-#define RQ_TUNE_MAGIC_OLD "ropeqk-tune 1" /* before the Vulkan knobs (vk_*) */
+#define RQ_TUNE_MAGIC_OLD "ropeqk-tune 1" /* before the tiled kernel's and the Vulkan knobs */
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -67,10 +67,12 @@ static const struct {
     {"dwg", offsetof(rq_tuning, dwg), 1, 256},     {"decode", offsetof(rq_tuning, decode), 0, 1},
     {"rot_uwg", offsetof(rq_tuning, rot_uwg), 1, 256}, {"atq", offsetof(rq_tuning, atq), 1, 16},
     {"avk", offsetof(rq_tuning, avk), 1, 16},      {"awg", offsetof(rq_tuning, awg), 1, 1024},
+    {"tile", offsetof(rq_tuning, tile), 0, 128},   {"rb", offsetof(rq_tuning, rb), 4, 8},
+    {"tk", offsetof(rq_tuning, tk), 4, 64},
     {"vk_block", offsetof(rq_tuning, vk_block), 2, 8}, {"vk_tk", offsetof(rq_tuning, vk_tk), 8, 32},
     {"vk_rows", offsetof(rq_tuning, vk_rows), 32, 128},
 };
-#define NKNOBS (sizeof knobs / sizeof knobs[0])
+#define NKNOBS (sizeof knobs / sizeof knobs[0]) /* all required (format 1 files lack some: stale) */
 
 /* Reads "key value" (value = rest of the line) from line; 0 if it has that key. */
 static const char *value_of(const char *line, const char *key)
@@ -166,6 +168,7 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     }
     /* vector widths and even key blocks, as the API requires */
     if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2 ||
+                               (c.tile && (c.tile & (c.tile - 1) || c.tile < 16)) || (c.rb & (c.rb - 1)) || c.tk % 4 ||
                                (c.vk_block & (c.vk_block - 1)) || (c.vk_tk & (c.vk_tk - 1)) ||
                                (c.vk_rows & (c.vk_rows - 1)))) {
         res = RQ_CACHE_CORRUPT;

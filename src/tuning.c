@@ -15,13 +15,24 @@
  *          16 leaves registers for the K vector and wastes fewer rows on short tiles than 24.
  *   RQ_WG  work-items per group along keys: 4 -> 312, 8 -> 309, 16 -> 322, 32 -> 321 (TQ 16).
  *   qk_decode_* (decode path, M = G*Sq <= 8 rows per KV head; CPU profile only, it is written for wide
- *   SIMD registers and private tables; the GPU profile runs qk_scores with RQ_VK = 1):
+ *   SIMD registers and private tables; the GPU profile runs qk_scores with RQ_VK = 1, or with
+ *   decode on (API decode = 1, ROPEQK_DECODE=1; off by default until measured on a GPU, the tuner
+ *   compares both) its own qk_decode_gpu_*, cl/decode_gpu.cl):
  *   RQ_DKB keys per work-item (setup per work-item vs parallel slack): Sk=32768 D=128 f32, 2 threads:
  *          16 -> 2.45 ms, 32 -> 2.23-2.31, 64 -> 2.06-2.21, 128 -> 2.03-2.16; f16: 32 -> 1.85, 64 -> 1.74.
  *   RQ_DWG work-items per group: 1 or 2 within noise; 4 +3% (DKB 16 -> 4: +5%).
  *   rope_rotate_* work-groups span rot_uwg units (16: whole cache lines; 8 within noise, 32 worse).
  * GPU profile: TQ 4, WG 64, VK 1 (an H100 sweep found TQ 4, WG 32, VK 4 faster: issue 11 ships a
  * tuner and GPU-shaped kernels; these are the constants the H100 suite passed with).
+ *   qk_scores_tiled (cl/scores_tiled.cl, GPU profile; ROPEQK_TILE=0 or tile = -1 turns it off):
+ *   RQ_TILE 64, RQ_RB 4, RQ_TK 16: within the range of CLBlast's tuned f32 XGEMM configurations for
+ *          NVIDIA GPUs (its database: tiles of 64-128, 16-32 dims per step, 128-256 work-items, 4-8
+ *          results per work-item along each side), at its small end: 256 work-items, 8.5 KiB of
+ *          local memory, 16 accumulators. RB is 4 or 8 and TK a multiple of 4 (float4 local reads). Not yet measured on a GPU: the tuner's GPU candidates
+ *          sweep tile, block and step (src/tune.c). The host turns it off when the work-group exceeds
+ *          the device's limit or the local arrays exceed 48 KiB or the device's local memory (below),
+ *          and plan creation falls back to qk_scores when the compiled kernel allows fewer
+ *          work-items (src/plan.c).
  *
  * Vendor switch: on pocl (identified by its platform name) the program is built with
  * -DRQ_POCL_EXT=1, which enables Clang builtins in cl/scores.cl, and with -w: on hosts without
@@ -99,6 +110,9 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->vk_tk = 16;
     t->vk_rows = 64; /* attention.comp: 64 rows a work-group (fits 32 KiB of shared memory to Dv 256) */
     t->pocl_ext = pocl;
+    t->tile = cpu ? 0 : 64; /* the tiled score kernel: GPU profile only (see the header comment) */
+    t->rb = 4;
+    t->tk = 16;
 }
 
 static void note_override(rq_tuning *t, const char *name);
@@ -137,6 +151,31 @@ static bool even_ok(long v) { return v % 2 == 0; }
 static bool vk_block_ok(long v) { return v == 2 || v == 4 || v == 8; }
 static bool vk_tk_ok(long v) { return v == 8 || v == 16 || v == 32; }
 static bool vk_rows_ok(long v) { return v == 32 || v == 64 || v == 128; }
+static bool tile_ok(long v) { return v == 0 || v == 16 || v == 32 || v == 64 || v == 128; }
+static bool rb_ok(long v) { return v == 4 || v == 8; }   /* float4 groups of keys per work-item */
+static bool tk_ok(long v) { return v % 4 == 0; }         /* float4 groups of dims per step */
+
+/* Turns the tiled kernel off (the plan then runs qk_scores) where the device cannot run its shape:
+ * more work-items than CL_DEVICE_MAX_WORK_GROUP_SIZE, or local arrays beyond 48 KiB (RQ_LOCAL_CAP)
+ * or CL_DEVICE_LOCAL_MEM_SIZE. Says why in the configuration source. */
+static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
+{
+    if (t->tile <= 0)
+        return;
+    size_t tw = (size_t)(t->tile / t->rb), nt = tw * tw, local = RQ_TILED_LOCAL_BYTES((size_t)t->tile, (size_t)t->tk);
+    size_t cap = dev->local_mem > 0 && dev->local_mem < RQ_LOCAL_CAP ? dev->local_mem : RQ_LOCAL_CAP;
+    char why[128] = "";
+    if (dev->max_wg > 0 && nt > dev->max_wg)
+        snprintf(why, sizeof why, "%zu work-items > device limit %zu", nt, dev->max_wg);
+    else if (local > cap)
+        snprintf(why, sizeof why, "%zu local bytes > %zu", local, cap);
+    if (!why[0])
+        return;
+    size_t n = strlen(t->config_source);
+    snprintf(t->config_source + n, sizeof t->config_source - n, "; tiled kernel off (tile %d, rb %d, tk %d: %s)",
+             t->tile, t->rb, t->tk, why);
+    t->tile = 0;
+}
 
 /* Configurations measured on a device, shipped with the library (the tuner's cache overrides them).
  * Matched by platform and device name substrings and the profile. */
@@ -246,6 +285,15 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         (st = apply(t, &t->vk_tk, req->vk_tk, "ROPEQK_VK_TK", 8, 32, vk_tk_ok)) ||
         (st = apply(t, &t->vk_rows, req->vk_rows, "ROPEQK_VK_ROWS", 32, 128, vk_rows_ok)))
         return st;
+    /* tiled kernel: API -1 = off, 0 = default; ROPEQK_TILE=0 = off */
+    if (req->tile == -1) {
+        t->tile = 0;
+        note_override(t, "TILE");
+    }
+    if ((st = apply(t, &t->tile, req->tile == -1 ? 0 : req->tile, "ROPEQK_TILE", 0, 128, tile_ok)) ||
+        (st = apply(t, &t->rb, req->rb, "ROPEQK_RB", 4, 8, rb_ok)) ||
+        (st = apply(t, &t->tk, req->tk, "ROPEQK_TK", 4, 64, tk_ok)))
+        return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
         rq_set_error("tuning: decode must be 0 (default), 1 (on) or -1 (off)");
@@ -274,6 +322,7 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         if ((size_t)t->awg > dev->max_wg)
             t->awg = (int)dev->max_wg;
     }
+    fit_tiled(dev, t);
     return ROPEQK_SUCCESS;
 }
 
@@ -285,14 +334,24 @@ void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->decode = t->decode ? 1 : -1;
     o->rot_uwg = t->rot_uwg, o->atq = t->atq, o->avk = t->avk, o->awg = t->awg;
     o->vendor_ext = t->pocl_ext ? 0 : -1;
+    o->tile = t->tile ? t->tile : -1;
+    o->rb = t->rb, o->tk = t->tk;
     o->vk_block = t->vk_block, o->vk_tk = t->vk_tk, o->vk_rows = t->vk_rows;
 }
 
 int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
 {
+    /* the tiled kernel's knobs only where it is on: without RQ_TILE the program does not contain it
+     * (cl/program.cl), and the CPU profile's options stay as they were */
+    char tiled[96] = "";
+    int n = 0;
+    if (t->tile > 0)
+        n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
+    if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
+        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
-                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d%s",
-                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg,
+                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d%s%s",
+                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, tiled,
                     t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
 }

@@ -49,7 +49,7 @@ Test(config, profile_from_env_param_and_device)
     cr_expect_eq(got.profile, ROPEQK_PROFILE_GPU);
     cr_expect_str_eq(why, "parameter");
     cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_VK=1 ") != NULL, "%s", ropeqk_ctx_build_options(x));
-    cr_expect_eq(got.decode, -1, "the GPU profile has no decode kernel");
+    cr_expect_eq(got.decode, -1, "the GPU profile's decode kernel is off by default");
     ropeqk_ctx_destroy(x);
 
     setenv("ROPEQK_PROFILE", "cpu", 1); /* the environment wins over the parameter */

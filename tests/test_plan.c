@@ -349,8 +349,13 @@ Test(plan, kernel_arguments_follow_the_contract)
     cl_int e;
     cl_program prog = clCreateProgramWithSource(ropeqk_opencl_context(ctx), 1, &src, &len, &e);
     cr_assert_eq(e, CL_SUCCESS);
-    char opts[600];
-    snprintf(opts, sizeof opts, "%s -cl-kernel-arg-info", ropeqk_ctx_build_options(ctx));
+    char opts[700];
+    /* the GPU profile's tiled score and decode kernels are in the program only where a context
+     * chose them: ask for them here */
+    const char *o = ropeqk_ctx_build_options(ctx);
+    snprintf(opts, sizeof opts, "%s%s%s -cl-kernel-arg-info", o,
+             strstr(o, "-DRQ_TILE=") ? "" : " -DRQ_TILE=16 -DRQ_RB=4 -DRQ_TK=4",
+             strstr(o, "-DRQ_DECODE_GPU=") ? "" : " -DRQ_DECODE_GPU=1");
     cl_device_id dev = ropeqk_opencl_device(ctx);
     cr_assert_eq(clBuildProgram(prog, 1, &dev, opts, NULL, NULL), CL_SUCCESS);
     static const struct {
@@ -360,6 +365,9 @@ Test(plan, kernel_arguments_follow_the_contract)
     } ks[] = {
         {"rope_rotate_f32", rotate_names, RQ_ROT_NARGS},  {"rope_rotate_f16", rotate_names, RQ_ROT_NARGS},
         {"rope_rotate_bf16", rotate_names, RQ_ROT_NARGS}, {"qk_scores", scores_names, RQ_SC_NARGS},
+        {"qk_scores_tiled", scores_names, RQ_SC_NARGS},
+        {"qk_decode_gpu_f32", decode_names, RQ_DEC_NARGS}, {"qk_decode_gpu_f16", decode_names, RQ_DEC_NARGS},
+        {"qk_decode_gpu_bf16", decode_names, RQ_DEC_NARGS},
         {"qk_decode_f32", decode_names, RQ_DEC_NARGS},    {"qk_decode_f16", decode_names, RQ_DEC_NARGS},
         {"qk_decode_bf16", decode_names, RQ_DEC_NARGS},
         {"qk_attention_f32", attn_names, RQ_AT_NARGS},    {"qk_attention_f16", attn_names, RQ_AT_NARGS},

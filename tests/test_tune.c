@@ -129,7 +129,7 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
         {"tq", "99", "ignored corrupt"},             {"vk", "3", "ignored corrupt"},
         {"wg", "many", "ignored corrupt"},           {"ropeqk-tune", "9", "ignored corrupt"},
         {"vk_block", "3", "ignored corrupt"},        {"vk_tk", "64", "ignored corrupt"},
-        {"vk_rows", "48", "ignored corrupt"},
+        {"vk_rows", "48", "ignored corrupt"},        {"tile", "48", "ignored corrupt"},
         {"ropeqk-tune", "1", "ignored stale"}, /* the format before the Vulkan knobs */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

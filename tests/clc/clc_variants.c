@@ -1,5 +1,6 @@
 /* Writes the exact program text the library builds, and the build options of every configuration
- * it can choose (each profile, with and without the pocl vendor switch, each allowed vector width),
+ * it can choose (each profile, with and without the pocl vendor switch, each allowed vector width,
+ * tiled score kernel shapes and the tiled kernel off),
  * as DIR/<variant>.cl and DIR/<variant>.options, for check_clc.sh to compile with a strict
  * compiler. Needs no OpenCL device: it uses the library's own option formatter (src/tuning.c). */
 #include "ctx.h"
@@ -33,20 +34,34 @@ int main(int argc, char **argv)
         bool pocl;
         int vk;   /* 0: the profile's */
         int ops;  /* -DRQ_OPS: the kernels of some operations only (0: all) */
+        int tile, rb, tk; /* the tiled score kernel's shape (tile 0: the profile's; -1: off) */
     } v[] = {
-        {"cpu", ROPEQK_PROFILE_CPU, false, 0, 0},     {"cpu-pocl", ROPEQK_PROFILE_CPU, true, 0, 0},
-        {"gpu", ROPEQK_PROFILE_GPU, false, 0, 0},     {"gpu-pocl", ROPEQK_PROFILE_GPU, true, 0, 0},
-        {"cpu-vk1", ROPEQK_PROFILE_CPU, false, 1, 0}, {"cpu-vk4", ROPEQK_PROFILE_CPU, false, 4, 0},
-        {"cpu-vk8", ROPEQK_PROFILE_CPU, true, 8, 0},  {"gpu-vk16", ROPEQK_PROFILE_GPU, false, 16, 0},
-        {"cpu-scores", ROPEQK_PROFILE_CPU, false, 0, RQ_OPS_SCORES},
-        {"gpu-attn", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_ATTN},
-        {"cpu-paged", ROPEQK_PROFILE_CPU, true, 0, RQ_OPS_PAGED},
+        {"cpu", ROPEQK_PROFILE_CPU, false, 0, 0, 0, 0, 0},     {"cpu-pocl", ROPEQK_PROFILE_CPU, true, 0, 0, 0, 0, 0},
+        {"gpu", ROPEQK_PROFILE_GPU, false, 0, 0, 0, 0, 0},     {"gpu-pocl", ROPEQK_PROFILE_GPU, true, 0, 0, 0, 0, 0},
+        {"cpu-vk1", ROPEQK_PROFILE_CPU, false, 1, 0, 0, 0, 0}, {"cpu-vk4", ROPEQK_PROFILE_CPU, false, 4, 0, 0, 0, 0},
+        {"cpu-vk8", ROPEQK_PROFILE_CPU, true, 8, 0, 0, 0, 0},  {"gpu-vk16", ROPEQK_PROFILE_GPU, false, 16, 0, 0, 0, 0},
+        {"cpu-scores", ROPEQK_PROFILE_CPU, false, 0, RQ_OPS_SCORES, 0, 0, 0},
+        {"gpu-attn", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_ATTN, 0, 0, 0},
+        {"cpu-paged", ROPEQK_PROFILE_CPU, true, 0, RQ_OPS_PAGED, 0, 0, 0},
+        {"gpu-untiled", ROPEQK_PROFILE_GPU, false, 0, 0, -1, 0, 0},
+        {"gpu-t128", ROPEQK_PROFILE_GPU, false, 4, RQ_OPS_SCORES, 128, 8, 8},
+        {"gpu-t16", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_SCORES, 16, 4, 4},
+        {"cpu-t32", ROPEQK_PROFILE_CPU, true, 0, 0, 32, 8, 12},
+        {"gpu-decode", ROPEQK_PROFILE_GPU, false, 0, 0, 0, 0, 0},
+        {"gpu-decode-scores", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_SCORES, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         rq_tuning t;
         rq_tuning_defaults(v[i].prof, v[i].pocl, &t);
         if (v[i].vk)
             t.vk = v[i].vk;
+        if (strncmp(v[i].name, "gpu-decode", 10) == 0)
+            t.decode = 1; /* the GPU profile's decode kernel (cl/decode_gpu.cl) */
+        if (v[i].tile) {
+            t.tile = v[i].tile > 0 ? v[i].tile : 0;
+            t.rb = v[i].rb ? v[i].rb : t.rb;
+            t.tk = v[i].tk ? v[i].tk : t.tk;
+        }
         char opts[512];
         int n = rq_tuning_options(&t, opts, sizeof opts);
         if (n < 0 || (size_t)n >= sizeof opts - 16)

@@ -1,0 +1,74 @@
+/* The host's checks of the tiled score kernel's shape against a device (src/tuning.c), on made-up
+ * device limits: no real device needs to have them, so the work-group and local-memory fallbacks
+ * are checked whatever this machine's OpenCL reports (pocl allows 4096 work-items, more than any
+ * allowed shape uses). Links the library's objects, as tests/clc/clc_variants does. */
+#include "ctx.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rq_tuning resolve(size_t max_wg, size_t local_mem, int32_t tile, int32_t rb, int32_t tk)
+{
+    rq_devinfo dev;
+    memset(&dev, 0, sizeof dev);
+    dev.max_wg = max_wg;
+    dev.local_mem = local_mem;
+    snprintf(dev.name, sizeof dev.name, "made-up GPU");
+    snprintf(dev.platform, sizeof dev.platform, "made-up platform");
+    ropeqk_tuning req;
+    memset(&req, 0, sizeof req);
+    req.profile = ROPEQK_PROFILE_GPU;
+    req.tile = tile, req.rb = rb, req.tk = tk;
+    rq_tuning t;
+    cr_assert_eq(rq_tuning_resolve(&req, &dev, &t), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    return t;
+}
+
+static void setup(void)
+{
+    /* only the made-up device decides here: no profile or knob from the environment, no tuning cache */
+    static const char *const env[] = {"ROPEQK_PROFILE", "ROPEQK_TILE", "ROPEQK_RB", "ROPEQK_TK"};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        unsetenv(env[i]);
+    setenv("XDG_CACHE_HOME", "/nonexistent-ropeqk-test", 1);
+}
+
+TestSuite(tiled_fit, .init = setup);
+
+Test(tiled_fit, defaults_fit_an_nvidia_like_device)
+{
+    rq_tuning t = resolve(1024, 48 << 10, 0, 0, 0); /* what an H100 reports through NVIDIA's OpenCL */
+    cr_expect(t.tile == 64 && t.rb == 4 && t.tk == 16, "tile %d rb %d tk %d", t.tile, t.rb, t.tk);
+    cr_expect_null(strstr(t.config_source, "tiled kernel off"), "%s", t.config_source);
+    t = resolve(0, 0, 0, 0, 0); /* limits unknown: the 48 KiB cap still applies, the shape fits it */
+    cr_expect_eq(t.tile, 64);
+}
+
+Test(tiled_fit, work_group_beyond_the_device_limit_turns_it_off)
+{
+    rq_tuning t = resolve(1024, 48 << 10, 128, 4, 16); /* 32 x 32 = 1024 work-items: fits */
+    cr_expect_eq(t.tile, 128, "%s", t.config_source);
+    t = resolve(256, 48 << 10, 128, 4, 16); /* 1024 > 256 */
+    cr_expect_eq(t.tile, 0);
+    cr_expect(strstr(t.config_source, "tiled kernel off") && strstr(t.config_source, "1024 work-items > device limit 256"),
+              "%s", t.config_source);
+    char opts[600];
+    rq_tuning_options(&t, opts, sizeof opts);
+    cr_expect_null(strstr(opts, "RQ_TILE"), "%s", opts);
+}
+
+Test(tiled_fit, local_memory_beyond_48k_or_the_device_turns_it_off)
+{
+    /* 4 * (2 * 64 * 64 + 2 * 64 + 4) = 33296 bytes: under 48 KiB, over a 32 KiB device */
+    rq_tuning t = resolve(1024, 48 << 10, 64, 4, 64);
+    cr_expect_eq(t.tile, 64, "%s", t.config_source);
+    t = resolve(1024, 32 << 10, 64, 4, 64);
+    cr_expect_eq(t.tile, 0);
+    cr_expect(strstr(t.config_source, "33296 local bytes > 32768"), "%s", t.config_source);
+    /* 4 * (2 * 128 * 64 + 2 * 128 + 4) = 66576 bytes: over 48 KiB even where the device has more */
+    t = resolve(1024, 1 << 20, 128, 8, 64);
+    cr_expect_eq(t.tile, 0);
+    cr_expect(strstr(t.config_source, "66576 local bytes > 49152"), "%s", t.config_source);
+}
