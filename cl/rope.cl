@@ -18,6 +18,10 @@
 #include "angle.cl"
 #include "load.cl"
 
+#ifndef RQ_RUB
+#define RQ_RUB 1 /* units per work-item (the host's rq_rot_units) */
+#endif
+
 /* cos and sin (times mul) of RQ_RV positions at one frequency (angle.cl's accurate angle). */
 static inline void rq_cossin_rows(int16 p, float4 v, float mul, float16 *c, float16 *s)
 {
@@ -34,16 +38,17 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
 {                                                                                                  \
     const long src_off = a.src_off, nb0 = a.nb0, nb1 = a.nb1, nb2 = a.nb2, nb3 = a.nb3;            \
     const long pos_off = a.pos_off, d_bh = a.d_bh, d_row = a.d_row, d_dim = a.d_dim;               \
-    const int H = a.H, BH = a.BH, S = a.S, D = a.D, R = a.R, layout = a.layout;                    \
+    const long d_panel = a.d_panel;                                                                \
+    const int H = a.H, BH = a.BH, S = a.S, D = a.D, R = a.R, layout = a.layout, panel = a.panel;   \
+    const int G = a.G;                                                                             \
     const int use_pos = a.use_pos, pos_base = a.pos_base;                                          \
     const float rot_mul = a.rot_mul, out_mul = a.out_mul;                                          \
     int row0 = get_global_id(0) * RQ_RV;                                                           \
-    int unit = get_global_id(1);                                                                   \
-    int half_r = R / 2;                                                                            \
-    if (row0 >= S || unit >= half_r + (D - R)) /* units are padded to the group size */            \
+    int unit0 = get_global_id(1) * RQ_RUB;                                                         \
+    int half_r = R / 2, nunit = min(RQ_RUB, half_r + (D - R) - unit0);                             \
+    if (row0 >= S || nunit <= 0) /* units are padded to the group size */                          \
         return;                                                                                    \
     int nrow = min(RQ_RV, S - row0); /* lanes past S repeat the last row and store nothing */      \
-    bool pt = unit >= half_r;        /* pass-through dim: copied (times the scale for Q) */        \
     int pa[RQ_RV];                                                                                 \
     long roff[RQ_RV];                                                                              \
     _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                            \
@@ -51,37 +56,48 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
         pa[l] = use_pos ? pos[pos_off + r] : pos_base + r;                                         \
         roff[l] = src_off + (long)r * nb2;                                                         \
     }                                                                                              \
-    float16 c = (float16)(1.0f), s = (float16)(0.0f);                                              \
-    if (!pt)                                                                                       \
-        rq_cossin_rows(vload16(0, pa), vfreq[unit], rot_mul, &c, &s);                                 \
-    int i0 = pt ? R + (unit - half_r) : layout ? unit : 2 * unit;                                  \
-    int i1 = pt ? i0 : layout ? unit + half_r : 2 * unit + 1;                                      \
-    bool vec_store = nrow == RQ_RV && d_row == 1;                                                  \
+    float16 c[RQ_RUB], s[RQ_RUB]; /* of the rotary pairs; pass-through dims (unit >= R/2) are copied */ \
+    for (int u = 0; u < nunit; u++) {                                                              \
+        c[u] = (float16)(1.0f), s[u] = (float16)(0.0f);                                            \
+        if (unit0 + u < half_r)                                                                    \
+            rq_cossin_rows(vload16(0, pa), vfreq[unit0 + u], rot_mul, &c[u], &s[u]);               \
+    }                                                                                              \
+    /* RQ_RV consecutive elements: rows along d_row == 1, all in one panel (S, row0 multiples of RQ_RV) */ \
+    bool vec_store = nrow == RQ_RV && d_row == 1 && panel % RQ_RV == 0 && (G == 1 || S % RQ_RV == 0); \
     for (int bh = 0; bh < BH; bh++) {                                                              \
         long hb = (long)(bh / H) * nb0 + (long)(bh % H) * nb1;                                     \
-        float a0[RQ_RV], a1[RQ_RV];                                                                \
+        __global float *o = dst + (long)(bh / G) * d_bh;                                           \
+        long doff[RQ_RV]; /* destination rows (elements) */                                        \
         _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                        \
-            a0[l] = LOAD(src, roff[l] + hb + (long)i0 * nb3);                                      \
-            a1[l] = LOAD(src, roff[l] + hb + (long)i1 * nb3);                                      \
+            int m = (bh % G) * S + min(row0 + l, S - 1);                                           \
+            doff[l] = panel > 0 ? (long)(m / panel) * d_panel + (long)(m % panel) * d_row : (long)m * d_row; \
         }                                                                                          \
-        float16 x0 = vload16(0, a0), x1 = vload16(0, a1), y0, y1;                                  \
-        if (pt) {                                                                                  \
-            y0 = x0 * out_mul;                                                                     \
-            y1 = x1 * out_mul;                                                                     \
-        } else {                                                                                   \
-            y0 = (x0 * c - x1 * s) * out_mul;                                                      \
-            y1 = (x0 * s + x1 * c) * out_mul;                                                      \
-        }                                                                                          \
-        __global float *o = dst + (long)bh * d_bh + (long)row0 * d_row;                            \
-        if (vec_store) { /* K into Kt: RQ_RV consecutive keys */                                   \
-            vstore16(y0, 0, o + (long)i0 * d_dim);                                                 \
-            vstore16(y1, 0, o + (long)i1 * d_dim); /* pass-through: i1 == i0, the same value */    \
-        } else {                                                                                   \
-            vstore16(y0, 0, a0);                                                                   \
-            vstore16(y1, 0, a1);                                                                   \
-            for (int l = 0; l < nrow; l++) {                                                       \
-                o[l * d_row + (long)i0 * d_dim] = a0[l];                                           \
-                o[l * d_row + (long)i1 * d_dim] = a1[l];                                           \
+        for (int u = 0; u < nunit; u++) {                                                          \
+            int unit = unit0 + u;                                                                  \
+            bool pt = unit >= half_r;                                                              \
+            int i0 = pt ? R + (unit - half_r) : layout ? unit : 2 * unit;                          \
+            int i1 = pt ? i0 : layout ? unit + half_r : 2 * unit + 1;                              \
+            float a0[RQ_RV], a1[RQ_RV];                                                            \
+            _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                    \
+                a0[l] = LOAD(src, roff[l] + hb + (long)i0 * nb3);                                  \
+                a1[l] = LOAD(src, roff[l] + hb + (long)i1 * nb3);                                  \
+            }                                                                                      \
+            float16 x0 = vload16(0, a0), x1 = vload16(0, a1);                                      \
+            float16 y0 = x0 * out_mul, y1 = x1 * out_mul;                                          \
+            if (!pt) {                                                                             \
+                y0 = (x0 * c[u] - x1 * s[u]) * out_mul;                                            \
+                y1 = (x0 * s[u] + x1 * c[u]) * out_mul;                                            \
+            }                                                                                      \
+            if (vec_store) { /* RQ_RV consecutive rows (keys into Kt, query rows into panels) */   \
+                vstore16(y0, 0, o + doff[0] + (long)i0 * d_dim);                                   \
+                vstore16(y1, 0, o + doff[0] + (long)i1 * d_dim); /* pass-through: i1 == i0, y1 == y0 */ \
+            } else {                                                                               \
+                vstore16(y0, 0, a0);                                                               \
+                vstore16(y1, 0, a1);                                                               \
+                for (int l = 0; l < nrow; l++) {                                                   \
+                    o[doff[l] + (long)i0 * d_dim] = a0[l];                                         \
+                    o[doff[l] + (long)i1 * d_dim] = a1[l];                                         \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \

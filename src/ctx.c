@@ -334,6 +334,7 @@ ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const
     out->atq = t->atq;
     out->avk = t->avk;
     out->awg = t->awg;
+    out->nv = t->nv;
     if (profile_source)
         *profile_source = t->profile_source;
     return ROPEQK_SUCCESS;

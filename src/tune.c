@@ -142,11 +142,13 @@ static bool candidate(family f, bool cpu, int k, rq_tuning *t)
         return true;
     k--;
     if (f == FAM_SCORES) {
-        static const int ctq[] = {4, 8, 16}, cvk[] = {8, 16}, cwg[] = {8, 16};
+        /* CPU: (tq, nv) pairs; 16 rows of two vectors would not fit 32 zmm registers */
+        static const int ctq[] = {8, 12, 16}, cnv[] = {2, 2, 1}, cvk[] = {8, 16}, cwg[] = {8, 16};
         static const int gtq[] = {1, 2, 4, 8}, gvk[] = {1, 4}, gwg[] = {32, 64, 128};
         if (cpu ? k >= 12 : k >= 24)
             return false;
         t->tq = cpu ? ctq[k % 3] : gtq[k % 4];
+        t->nv = cpu ? cnv[k % 3] : 1;
         t->vk = cpu ? cvk[(k / 3) % 2] : gvk[(k / 4) % 2];
         t->wg = cpu ? cwg[k / 6] : gwg[k / 8];
     } else if (f == FAM_DECODE) {
@@ -174,7 +176,7 @@ static void to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->profile = t->profile;
     o->tq = t->tq, o->wg = t->wg, o->vk = t->vk, o->dkb = t->dkb, o->dwg = t->dwg;
     o->decode = t->decode ? 1 : -1;
-    o->rot_uwg = t->rot_uwg, o->atq = t->atq, o->avk = t->avk, o->awg = t->awg;
+    o->rot_uwg = t->rot_uwg, o->atq = t->atq, o->avk = t->avk, o->awg = t->awg, o->nv = t->nv;
     o->vendor_ext = t->pocl_ext ? 0 : -1;
 }
 
@@ -183,7 +185,7 @@ static void say(const ropeqk_tune_params *p, const char *fmt, const char *fam, c
     if (!p->progress)
         return;
     char line[256];
-    snprintf(line, sizeof line, fmt, fam, t->tq, t->vk, t->wg, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
+    snprintf(line, sizeof line, fmt, fam, t->tq, t->vk, t->nv, t->wg, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
     p->progress(p->user, line);
 }
 
@@ -197,7 +199,8 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
         return ROPEQK_ERR_BAD_PARAM;
     }
     static const char *const env[] = {"ROPEQK_TQ", "ROPEQK_WG", "ROPEQK_VK", "ROPEQK_DKB", "ROPEQK_DWG",
-                                      "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ", "ROPEQK_AVK", "ROPEQK_AWG"};
+                                      "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ", "ROPEQK_AVK", "ROPEQK_AWG",
+                                      "ROPEQK_NV"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         if (getenv(env[i])) {
             rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);
@@ -234,7 +237,7 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
                 snprintf(res, sizeof res, "dropped (%s)", ropeqk_status_string(st));
             else
                 snprintf(res, sizeof res, "%.3f ms", ms);
-            say(p, "%s tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s", fam_name[f], &t, res);
+            say(p, "%s tq=%d vk=%d nv=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s", fam_name[f], &t, res);
             if (st == ROPEQK_ERR_OUT_OF_HOST_MEMORY)
                 return st;
             if (!st && ms < best_ms) {

@@ -66,6 +66,7 @@ static const struct {
     {"dwg", offsetof(rq_tuning, dwg), 1, 256},     {"decode", offsetof(rq_tuning, decode), 0, 1},
     {"rot_uwg", offsetof(rq_tuning, rot_uwg), 1, 256}, {"atq", offsetof(rq_tuning, atq), 1, 16},
     {"avk", offsetof(rq_tuning, avk), 1, 16},      {"awg", offsetof(rq_tuning, awg), 1, 1024},
+    {"nv", offsetof(rq_tuning, nv), 1, 2},
 };
 #define NKNOBS (sizeof knobs / sizeof knobs[0])
 

@@ -81,9 +81,10 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     bool cpu = prof != ROPEQK_PROFILE_GPU;
     memset(t, 0, sizeof *t);
     t->profile = cpu ? ROPEQK_PROFILE_CPU : ROPEQK_PROFILE_GPU;
-    t->tq = cpu ? 16 : 4;
+    t->tq = cpu ? 12 : 4;
     t->wg = cpu ? 16 : 64;
     t->vk = cpu ? 16 : 1;
+    t->nv = cpu ? 2 : 1;
     t->dkb = 64;
     t->dwg = 2;
     t->decode = cpu;
@@ -155,6 +156,7 @@ static void pick_base(const rq_devinfo *dev, rq_tuning *t)
     if (cpu && nv > 0 && nv < 16) {
         t->vk = t->avk = nv >= 8 ? 8 : 4;
         t->tq = 4;
+        t->nv = 1;
     }
     snprintf(t->config_source, sizeof t->config_source, "heuristic (%s profile, native float vector width %d)",
              cpu ? "CPU" : "GPU", nv);
@@ -224,6 +226,7 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
     if ((st = apply(t, &t->tq, req->tq, "ROPEQK_TQ", 1, 32, NULL)) ||
         (st = apply(t, &t->wg, req->wg, "ROPEQK_WG", 1, 1024, NULL)) ||
         (st = apply(t, &t->vk, req->vk, "ROPEQK_VK", 1, 16, vk_ok)) ||
+        (st = apply(t, &t->nv, req->nv, "ROPEQK_NV", 1, 2, NULL)) ||
         (st = apply(t, &t->dkb, req->dkb, "ROPEQK_DKB", 2, 1024, even_ok)) ||
         (st = apply(t, &t->dwg, req->dwg, "ROPEQK_DWG", 1, 256, NULL)) ||
         (st = apply(t, &t->rot_uwg, req->rot_uwg, "ROPEQK_ROT_UWG", 1, 256, NULL)) ||
@@ -266,7 +269,8 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
 {
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
-                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d%s",
-                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg,
+                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d -DRQ_KP=%d -DRQ_RUB=%d -DRQ_NV=%d%s",
+                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, rq_kt_panel(t),
+                    rq_rot_units(t), t->nv,
                     t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
 }

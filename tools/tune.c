@@ -57,7 +57,7 @@ int cmd_tune(int argc, char **argv)
         cli_device_close(&dev);
         return CLI_RUNTIME;
     }
-    printf("best: tq=%d vk=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq, best.vk, best.wg,
+    printf("best: tq=%d vk=%d nv=%d wg=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq, best.vk, best.nv, best.wg,
            best.dkb, best.dwg, best.atq, best.avk, best.awg, cli_now() - t0);
     if (dry)
         printf("dry run: cache not written\n");
