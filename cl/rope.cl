@@ -32,6 +32,28 @@ static inline void rq_cossin_rows(int16 p, float4 v, float mul, float16 *c, floa
     *s = sinpi(t) * mul;
 }
 
+/* The 16 rows' elements at byte offset k (from the row offsets roff) as one vector, built in
+ * registers: filling a private array and loading it as a vector stalled on store forwarding (38%
+ * of the kernel's samples, 2-core Xeon AVX-512, pocl 3.1). */
+#define RQ_GATHER16(LOAD, k)                                                                       \
+    (float16)(LOAD(src, roff[0] + (k)), LOAD(src, roff[1] + (k)), LOAD(src, roff[2] + (k)),         \
+              LOAD(src, roff[3] + (k)), LOAD(src, roff[4] + (k)), LOAD(src, roff[5] + (k)),         \
+              LOAD(src, roff[6] + (k)), LOAD(src, roff[7] + (k)), LOAD(src, roff[8] + (k)),         \
+              LOAD(src, roff[9] + (k)), LOAD(src, roff[10] + (k)), LOAD(src, roff[11] + (k)),       \
+              LOAD(src, roff[12] + (k)), LOAD(src, roff[13] + (k)), LOAD(src, roff[14] + (k)),      \
+              LOAD(src, roff[15] + (k)))
+
+/* Software prefetch (pocl only, see RQ_POCL_EXT in scores.cl): the source lines of head bh + RQ_RPF
+ * while head bh is rotated. The lines of one head (16 rows 512 B apart, heads 512 KiB apart at
+ * S=1024 D=128) defeat the hardware prefetchers: without it, 60% of the kernel's samples sat on the
+ * first gather of each head (2-core Xeon AVX-512, pocl 3.1). */
+#if defined(RQ_POCL_EXT) && RQ_POCL_EXT
+#define RQ_RPREFETCH(p) __builtin_prefetch(p)
+#else
+#define RQ_RPREFETCH(p) ((void)0)
+#endif
+#define RQ_RPF 2
+
 #define RQ_ROTATE_KERNEL(NAME, LOAD)                                                               \
 __kernel void NAME(__global const uchar *src, __global const int *pos, __global const float4 *vfreq, \
                    __global float *dst, rq_rotate_args a)                                          \
@@ -64,9 +86,25 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
     }                                                                                              \
     /* RQ_RV consecutive elements: rows along d_row == 1, all in one panel (S, row0 multiples of RQ_RV) */ \
     bool vec_store = nrow == RQ_RV && d_row == 1 && panel % RQ_RV == 0 && (G == 1 || S % RQ_RV == 0); \
+    /* first and last elements of the block: its rotary pairs span [e0, e1] and [e2, e3] (bytes) */ \
+    int ul = unit0 + nunit - 1;                                                                    \
+    long e0 = (long)(unit0 >= half_r ? R + unit0 - half_r : layout ? unit0 : 2 * unit0) * nb3;     \
+    long e1 = (long)(ul >= half_r ? R + ul - half_r : layout ? ul : 2 * ul + 1) * nb3;             \
+    long e2 = layout && unit0 < half_r ? e0 + (long)half_r * nb3 : e0;                             \
+    long e3 = layout && ul < half_r ? (long)(ul + half_r) * nb3 : e1;                              \
     for (int bh = 0; bh < BH; bh++) {                                                              \
         long hb = (long)(bh / H) * nb0 + (long)(bh % H) * nb1;                                     \
         __global float *o = dst + (long)(bh / G) * d_bh;                                           \
+        if (bh + RQ_RPF < BH) {                                                                    \
+            int bp = bh + RQ_RPF;                                                                  \
+            long hp = (long)(bp / H) * nb0 + (long)(bp % H) * nb1;                                 \
+            for (int l = 0; l < nrow; l++) {                                                       \
+                RQ_RPREFETCH(src + roff[l] + hp + e0);                                             \
+                RQ_RPREFETCH(src + roff[l] + hp + e1);                                             \
+                RQ_RPREFETCH(src + roff[l] + hp + e2);                                             \
+                RQ_RPREFETCH(src + roff[l] + hp + e3);                                             \
+            }                                                                                      \
+        }                                                                                          \
         long doff[RQ_RV]; /* destination rows (elements) */                                        \
         _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                        \
             int m = (bh % G) * S + min(row0 + l, S - 1);                                           \
@@ -77,12 +115,7 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
             bool pt = unit >= half_r;                                                              \
             int i0 = pt ? R + (unit - half_r) : layout ? unit : 2 * unit;                          \
             int i1 = pt ? i0 : layout ? unit + half_r : 2 * unit + 1;                              \
-            float a0[RQ_RV], a1[RQ_RV];                                                            \
-            _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                    \
-                a0[l] = LOAD(src, roff[l] + hb + (long)i0 * nb3);                                  \
-                a1[l] = LOAD(src, roff[l] + hb + (long)i1 * nb3);                                  \
-            }                                                                                      \
-            float16 x0 = vload16(0, a0), x1 = vload16(0, a1);                                      \
+            float16 x0 = RQ_GATHER16(LOAD, hb + (long)i0 * nb3), x1 = RQ_GATHER16(LOAD, hb + (long)i1 * nb3); \
             float16 y0 = x0 * out_mul, y1 = x1 * out_mul;                                          \
             if (!pt) {                                                                             \
                 y0 = (x0 * c[u] - x1 * s[u]) * out_mul;                                            \
@@ -92,6 +125,7 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
                 vstore16(y0, 0, o + doff[0] + (long)i0 * d_dim);                                   \
                 vstore16(y1, 0, o + doff[0] + (long)i1 * d_dim); /* pass-through: i1 == i0, y1 == y0 */ \
             } else {                                                                               \
+                float a0[RQ_RV], a1[RQ_RV];                                                        \
                 vstore16(y0, 0, a0);                                                               \
                 vstore16(y1, 0, a1);                                                               \
                 for (int l = 0; l < nrow; l++) {                                                   \
