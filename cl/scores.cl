@@ -1,9 +1,20 @@
 /* Score pass: S = Qr . Kt over the head dim, from the rotated scratch written by rope.cl.
  *
  * Shape of the work (a register-blocked outer product, as in a GEMM micro-kernel):
- *   - a work-item owns a tile of RQ_TQ query rows x RQ_VK keys and keeps it in RQ_TQ accumulators of
- *     type floatRQ_VK. Kt is [bk][d][ldk], so the RQ_VK keys of one d are one contiguous vector
- *     load; each query value Qr[m][d] is broadcast against it (one FMA per row and d);
+ *   - a work-item owns a tile of RQ_TQ query rows x RQ_NV * RQ_VK keys and keeps it in RQ_TQ x RQ_NV
+ *     accumulators of type floatRQ_VK. The keys of one d are contiguous in Kt, so each vector is
+ *     one load; each query value is broadcast against the RQ_NV vectors (one FMA per row, vector
+ *     and d);
+ *   - CPU profile layouts (the host decides, enqueue.c): Kt in panels of RQ_KP keys, [bk][ldk /
+ *     RQ_KP][D][RQ_KP], so a work-item's keys are one contiguous run (with [bk][D][ldk] each d was
+ *     a new cache line ~4 KiB on, a new page); Qr in panels of qpw rows ([bk][Mp / qpw][D][qpw]),
+ *     so the RQ_TQ broadcasts of a d come from one base address. GPU profile: Kt [bk][D][ldk], Qr
+ *     [bk][M][D] as before;
+ *   - RQ_TQ 12 x RQ_NV 2 on AVX-512 (24 accumulators, 2 loads + 12 broadcasts per 24 FMAs): a C
+ *     micro-kernel on L1-resident data ran 16x1 at 83 GFLOP/s and 12x2 at 133-142 on one core of
+ *     the 2-core Xeon AVX-512 (14x2: 134-139, 8x2: 121-125); prefill S=1024 D=128 f32, this kernel:
+ *     score pass 47.6 ms median at 12x2 against 66.8 at 16x1, 104 for the old kernel and layouts
+ *     (interleaved runs, quiet machine, pocl 3.1);
  *   - RQ_VK > 1 is explicit SIMD for CPU drivers: pocl does not vectorise a work-item loop that holds
  *     an inner loop (the d loop here), so implicit vectorisation across work-items gave scalar code;
  *     RQ_VK = 1 is the classic GPU form (coalesced across work-items);
@@ -12,9 +23,10 @@
  *   - masks (causal, sliding window): a tile whose every score is masked skips the d loop (causal
  *     prefill S=1024 D=128: 18.3 ms against 26.5 ms unmasked; the -inf stores remain).
  * Tuning knobs (-D, chosen per device type on the host, see program.c for the measurements): RQ_TQ,
- * RQ_VK, RQ_WG (work-items per group along keys). The host pads the Kt row stride ldk to cover every
- * loaded vector and to an odd multiple of 64 bytes (see enqueue.c). Prefill S=1024 D=128 f32 on the
- * 2-core test machine: 5.5 GFLOP/s before (RQ_VK = 1, RQ_TQ = 8), ~320 GFLOP/s with 16/16/16. */
+ * RQ_VK, RQ_NV, RQ_WG (work-items per group along keys), RQ_KP. Without panels the host pads the Kt
+ * row stride ldk to cover every loaded vector and to an odd multiple of 64 bytes (see enqueue.c).
+ * Prefill S=1024 D=128 f32 on the 2-core EPYC: 5.5 GFLOP/s before (RQ_VK = 1, RQ_TQ = 8), ~320
+ * GFLOP/s with 16/16/16 (the 2-core Xeon: ~86 with 16/16/16 and row-major Kt, ~180 now). */
 
 #include "contract.h"
 #include "angle.cl"

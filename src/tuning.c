@@ -14,12 +14,20 @@
  *          20 -> 315, 24 -> 322 GFLOP/s; D=64: 8 -> 268, 16 -> 289, 24 -> 290; GQA kv8: 305 / 327 / 337.
  *          16 leaves registers for the K vector and wastes fewer rows on short tiles than 24.
  *   RQ_WG  work-items per group along keys: 4 -> 312, 8 -> 309, 16 -> 322, 32 -> 321 (TQ 16).
+ *   Since then, on the 2-core Intel Xeon AVX-512 (Ice Lake, 48 KiB L1d, 1.25 MiB L2 a core), with Kt
+ *   and Qr in panels (cl/scores.cl), prefill S=1024 D=128 f32, interleaved runs, score pass median
+ *   (min) in ms:
+ *   RQ_NV  vectors of keys per work-item, 2 with RQ_TQ 12: 47.6 (43.1); TQ 16 NV 1: 66.8 (62.6);
+ *          TQ 8 NV 2: 53.2 (51.1); TQ 14 NV 2 (30 of 32 zmm) slower than 12 in every run.
+ *   RQ_WG  (TQ 12 NV 2) 4 -> 57.3, 8 -> 54.6, 16 -> 47.6, 32 -> 55.9.
+ *   Hosts with narrower vectors keep NV 1 (unmeasured there).
  *   qk_decode_* (decode path, M = G*Sq <= 8 rows per KV head; CPU profile only, it is written for wide
  *   SIMD registers and private tables; the GPU profile runs qk_scores with RQ_VK = 1):
  *   RQ_DKB keys per work-item (setup per work-item vs parallel slack): Sk=32768 D=128 f32, 2 threads:
  *          16 -> 2.45 ms, 32 -> 2.23-2.31, 64 -> 2.06-2.21, 128 -> 2.03-2.16; f16: 32 -> 1.85, 64 -> 1.74.
  *   RQ_DWG work-items per group: 1 or 2 within noise; 4 +3% (DKB 16 -> 4: +5%).
- *   rope_rotate_* work-groups span rot_uwg units (16: whole cache lines; 8 within noise, 32 worse).
+ *   rope_rotate_* work-groups span rot_uwg units (16: whole cache lines; 8 within noise, 32 worse);
+ *          on the CPU profile one work-item takes 16 units (rq_rot_units), so a group is one item.
  * GPU profile: TQ 4, WG 64, VK 1 (an H100 sweep found TQ 4, WG 32, VK 4 faster: issue 11 ships a
  * tuner and GPU-shaped kernels; these are the constants the H100 suite passed with).
  *
