@@ -37,16 +37,15 @@ static inline void rq_cossin_rows(int16 p, float4 v, float mul, float16 *c, floa
     *s = sinpi(t) * mul;
 }
 
-/* The 16 rows' elements at byte offset k (from the row offsets roff) as one vector, built in
+/* The 16 rows' elements at byte offset k from base b (row offsets o[]) as one vector, built in
  * registers: filling a private array and loading it as a vector stalled on store forwarding (38%
- * of the kernel's samples, 2-core Xeon AVX-512, pocl 3.1). */
-#define RQ_GATHER16(LOAD, k)                                                                       \
-    (float16)(LOAD(src, roff[0] + (k)), LOAD(src, roff[1] + (k)), LOAD(src, roff[2] + (k)),         \
-              LOAD(src, roff[3] + (k)), LOAD(src, roff[4] + (k)), LOAD(src, roff[5] + (k)),         \
-              LOAD(src, roff[6] + (k)), LOAD(src, roff[7] + (k)), LOAD(src, roff[8] + (k)),         \
-              LOAD(src, roff[9] + (k)), LOAD(src, roff[10] + (k)), LOAD(src, roff[11] + (k)),       \
-              LOAD(src, roff[12] + (k)), LOAD(src, roff[13] + (k)), LOAD(src, roff[14] + (k)),      \
-              LOAD(src, roff[15] + (k)))
+ * of the kernel's samples, 2-core Xeon AVX-512, pocl 3.1). With int offsets (o, k) LLVM emits one
+ * 16-lane gather instead of four 8-lane gathers of 64-bit addresses. */
+#define RQ_GATHER16(LOAD, b, o, k)                                                                 \
+    (float16)(LOAD(b, o[0] + (k)), LOAD(b, o[1] + (k)), LOAD(b, o[2] + (k)), LOAD(b, o[3] + (k)),   \
+              LOAD(b, o[4] + (k)), LOAD(b, o[5] + (k)), LOAD(b, o[6] + (k)), LOAD(b, o[7] + (k)),   \
+              LOAD(b, o[8] + (k)), LOAD(b, o[9] + (k)), LOAD(b, o[10] + (k)), LOAD(b, o[11] + (k)), \
+              LOAD(b, o[12] + (k)), LOAD(b, o[13] + (k)), LOAD(b, o[14] + (k)), LOAD(b, o[15] + (k)))
 
 /* Software prefetch (pocl only, see RQ_POCL_EXT in scores.cl): the source lines of head bh + RQ_RPF
  * while head bh is rotated. The lines of one head (16 rows 512 B apart, heads 512 KiB apart at
@@ -78,10 +77,13 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
     int nrow = min(RQ_RV, S - row0); /* lanes past S repeat the last row and store nothing */      \
     int pa[RQ_RV];                                                                                 \
     long roff[RQ_RV];                                                                              \
+    int ioff[RQ_RV]; /* the same within a head, where a head's elements lie within 2 GiB */        \
+    bool i32 = nb2 >= 0 && nb3 >= 0 && (long)(S - 1) * nb2 + (long)(D - 1) * nb3 + 4 <= (long)INT_MAX; \
     _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                            \
         int r = min(row0 + l, S - 1);                                                              \
         pa[l] = use_pos ? pos[pos_off + r] : pos_base + r;                                         \
         roff[l] = src_off + (long)r * nb2;                                                         \
+        ioff[l] = i32 ? (int)((long)r * nb2) : 0;                                                  \
     }                                                                                              \
     float16 c[RQ_RUB], s[RQ_RUB]; /* of the rotary pairs; pass-through dims (unit >= R/2) are copied */ \
     for (int u = 0; u < nunit; u++) {                                                              \
@@ -120,7 +122,15 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
             bool pt = unit >= half_r;                                                              \
             int i0 = pt ? R + (unit - half_r) : layout ? unit : 2 * unit;                          \
             int i1 = pt ? i0 : layout ? unit + half_r : 2 * unit + 1;                              \
-            float16 x0 = RQ_GATHER16(LOAD, hb + (long)i0 * nb3), x1 = RQ_GATHER16(LOAD, hb + (long)i1 * nb3); \
+            float16 x0, x1;                                                                        \
+            if (i32) {                                                                             \
+                __global const uchar *hs = src + src_off + hb;                                     \
+                x0 = RQ_GATHER16(LOAD, hs, ioff, (int)(i0 * nb3));                                 \
+                x1 = RQ_GATHER16(LOAD, hs, ioff, (int)(i1 * nb3));                                 \
+            } else {                                                                               \
+                x0 = RQ_GATHER16(LOAD, src, roff, hb + (long)i0 * nb3);                            \
+                x1 = RQ_GATHER16(LOAD, src, roff, hb + (long)i1 * nb3);                            \
+            }                                                                                      \
             float16 y0 = x0 * out_mul, y1 = x1 * out_mul;                                          \
             if (!pt) {                                                                             \
                 y0 = (x0 * c[u] - x1 * s[u]) * out_mul;                                            \
