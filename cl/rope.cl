@@ -127,9 +127,14 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
                 __global const uchar *hs = src + src_off + hb;                                     \
                 x0 = RQ_GATHER16(LOAD, hs, ioff, (int)(i0 * nb3));                                 \
                 x1 = RQ_GATHER16(LOAD, hs, ioff, (int)(i1 * nb3));                                 \
-            } else {                                                                               \
-                x0 = RQ_GATHER16(LOAD, src, roff, hb + (long)i0 * nb3);                            \
-                x1 = RQ_GATHER16(LOAD, src, roff, hb + (long)i1 * nb3);                            \
+            } else { /* a head past 2 GiB: a plain loop (small code; pocl compiles it cold) */      \
+                float a0[RQ_RV], a1[RQ_RV];                                                        \
+                for (int l = 0; l < RQ_RV; l++) {                                                  \
+                    a0[l] = LOAD(src, roff[l] + hb + (long)i0 * nb3);                              \
+                    a1[l] = LOAD(src, roff[l] + hb + (long)i1 * nb3);                              \
+                }                                                                                  \
+                x0 = vload16(0, a0);                                                               \
+                x1 = vload16(0, a1);                                                               \
             }                                                                                      \
             float16 y0 = x0 * out_mul, y1 = x1 * out_mul;                                          \
             if (!pt) {                                                                             \

@@ -116,6 +116,8 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #endif
     }
 
+    RQ_VT res[RQ_NV * RQ_TQ]; /* the tile's sums, for the epilogue */
+    bool direct = false;      /* whether the d loop wrote them to res itself */
     bool skip = false;
     if (causal || window > 0) { /* is every score of the tile masked? */
         int pj_min = INT_MAX, pj_max = INT_MIN, pi_min = INT_MAX, pi_max = INT_MIN;
@@ -144,6 +146,7 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #endif
         /* Qr has RQ_TQ spare rows at the end, so the last tile may read past M without a branch.
          * The second vector of keys (RQ_NV 2) is the next RQ_VK keys of the same d. */
+#if RQ_KP
         if (a.qpanel) { /* the tile's rows lie in one panel: the RQ_TQ values of a d are contiguous */
             const int qpw = a.qpw;
             __global const float *qp = qr + ((long)bk * a.qpanel + m0 - m0 % qpw) * D + m0 % qpw;
@@ -162,22 +165,36 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
                 }
             }
         } else {
+            /* Qr row-major on the CPU profile: only where the padded panels did not fit one
+             * allocation (enqueue.c). A plain loop into res: a second unrolled copy of the loop
+             * above made pocl's cold first call ~0.5 s longer. */
             __global const float *qp = qr + ((long)bk * M + m0) * D;
-            for (int d = 0; d < D; d++) {
-                RQ_VT kv = RQ_VLOAD(kp + d * kstep);
-#if RQ_NV == 2
-                RQ_VT kv2 = RQ_VLOAD(kp + d * kstep + RQ_VK);
-#endif
-#pragma unroll
-                for (int r = 0; r < RQ_TQ; r++) {
-                    RQ_VT q = (RQ_VT)(qp[r * D + d]);
-                    acc[r] = fma(q, kv, acc[r]);
-#if RQ_NV == 2
-                    acc2[r] = fma(q, kv2, acc2[r]);
-#endif
-                }
+            direct = true;
+            for (int t = 0; t < RQ_NV * RQ_TQ; t++) {
+                int r = t % RQ_TQ, v = t / RQ_TQ;
+                RQ_VT s = (RQ_VT)(0.0f);
+                for (int d = 0; d < D; d++)
+                    s = fma((RQ_VT)(qp[r * D + d]), RQ_VLOAD(kp + d * kstep + v * RQ_VK), s);
+                res[t] = s;
             }
         }
+#else
+        __global const float *qp = qr + ((long)bk * M + m0) * D;
+        for (int d = 0; d < D; d++) {
+            RQ_VT kv = RQ_VLOAD(kp + d * kstep);
+#if RQ_NV == 2
+            RQ_VT kv2 = RQ_VLOAD(kp + d * kstep + RQ_VK);
+#endif
+#pragma unroll
+            for (int r = 0; r < RQ_TQ; r++) {
+                RQ_VT q = (RQ_VT)(qp[r * D + d]);
+                acc[r] = fma(q, kv, acc[r]);
+#if RQ_NV == 2
+                acc2[r] = fma(q, kv2, acc2[r]);
+#endif
+            }
+        }
+#endif
     }
 
     /* The epilogue (masks, stores) runs once per tile: a loop over the rows, not RQ_TQ unrolled
@@ -186,13 +203,14 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
      * cblas 0.54-0.76x before, 0.61-1.17x after, interleaved runs: no loss beyond the noise). The
      * accumulators are copied out once with constant indices, so they stay in registers in the d
      * loop above. */
-    RQ_VT res[RQ_NV * RQ_TQ];
+    if (!direct) {
 #pragma unroll
-    for (int r = 0; r < RQ_TQ; r++) {
-        res[r] = acc[r];
+        for (int r = 0; r < RQ_TQ; r++) {
+            res[r] = acc[r];
 #if RQ_NV == 2
-        res[RQ_TQ + r] = acc2[r];
+            res[RQ_TQ + r] = acc2[r];
 #endif
+        }
     }
     for (int v = 0; v < RQ_NV; v++) {
         int jv = j0 + v * RQ_VK;
