@@ -83,16 +83,19 @@ enum { RQ_PAPP_ARGS(RQ_ARG_ENUM) RQ_PA_NARGS };
 /* ---- scalar argument structs ------------------------------------------------------------------ */
 
 /* rope_rotate_*: rotates rows of Q or K (src view: byte offset and strides) into f32 scratch (dst,
- * element strides per head, row and dim). */
+ * element strides per head, row and dim). Heads come in blocks of G (the query heads of a KV head;
+ * 1 for K): row r of head bh is row m = (bh % G) * S + r of block bh / G, blocks d_bh apart.
+ * panel > 0: the rows of a block are grouped in panels of that many rows, d_panel elements apart
+ * (m at (m / panel) * d_panel + (m % panel) * d_row); 0: no panels (m * d_row). */
 typedef struct {
     rq_i64 src_off, nb0, nb1, nb2, nb3; /* bytes */
     rq_i64 pos_off;                     /* elements into pos */
-    rq_i64 d_bh, d_row, d_dim;          /* elements */
-    rq_i32 H, BH, S, D, R, layout, use_pos, pos_base;
+    rq_i64 d_bh, d_row, d_dim, d_panel; /* elements */
+    rq_i32 H, BH, S, D, R, layout, use_pos, pos_base, panel, G;
     rq_f32 rot_mul; /* attention factor on cos and sin */
     rq_f32 out_mul; /* score scale for Q, 1 for K */
 } rq_rotate_args;
-RQ_STATIC_ASSERT(sizeof(rq_rotate_args) == 9 * 8 + 8 * 4 + 2 * 4, rotate_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_rotate_args) == 10 * 8 + 10 * 4 + 2 * 4, rotate_args_size);
 
 /* qk_scores: S = Qr . Kt with the masks, into the output view (byte offset and strides). */
 typedef struct {
@@ -100,8 +103,11 @@ typedef struct {
     rq_i64 out_off, onb0, onb1, onb2, onb3; /* bytes */
     rq_i64 window;
     rq_i32 M, Sq, Sk, ldk, D, G, Hkv, use_qpos, q_base, use_kpos, k_base, causal;
+    rq_i32 qpanel; /* > 0: Qr in panels of qpw rows (a multiple of RQ_TQ), [bk][qpanel / qpw][D][qpw]
+                    * (qpanel: M rounded up to qpw); 0: [bk][M][D] */
+    rq_i32 qpw;
 } rq_scores_args;
-RQ_STATIC_ASSERT(sizeof(rq_scores_args) == 8 * 8 + 12 * 4, scores_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_scores_args) == 8 * 8 + 14 * 4, scores_args_size);
 
 /* qk_decode_*: one pass over K (caller's view) for few query rows per KV head. */
 typedef struct {

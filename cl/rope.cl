@@ -1,10 +1,15 @@
 /* RoPE pass: rotates every row of Q or K once and writes it, as f32, into a packed scratch layout
- * chosen by the caller through element strides (Q: [bh][row][d], pre-multiplied by the score scale;
- * K: [bh][d][row], transposed so that the score kernel's loads along keys are contiguous).
+ * chosen by the caller through element strides and panels (Q: [bh][row][d] or panels of rows,
+ * pre-multiplied by the score scale; K: [bh][d][row] or panels of keys [bh][row/P][d][P],
+ * transposed so that the score kernel's loads along keys are contiguous).
  *
- * One work-item per (RQ_RV rows, unit): a unit is a rotary pair (u < R/2) or a pass-through dim. The
- * work-item loops over all B*H heads, so each (position, frequency) cos/sin pair is computed once
- * and reused by every head: RoPE costs O(S*R) angle evaluations, never one per score.
+ * One work-item per (RQ_RV rows, RQ_RUB units): a unit is a rotary pair (u < R/2) or a pass-through
+ * dim. The work-item loops over all B*H heads, so each (position, frequency) cos/sin pair is computed
+ * once and reused by every head: RoPE costs O(S*R) angle evaluations, never one per score. With
+ * RQ_RUB = 16 (CPU profile) the work-item that brings a source line into L1 uses all of it; with one
+ * unit per work-item each line came back 16 times, after the whole loop over heads. Prefill S=1024
+ * D=128 f32 on the 2-core Xeon AVX-512, pocl 3.1: the pass took ~21 ms before, 11-14 ms with 16
+ * units, the gather in registers, the prefetch below and one store per 16 rows of Q (panels).
  * Explicit SIMD across rows (floatRQ_RV): pocl does not vectorise across work-items when the kernel
  * holds a loop (the head loop), and its implicit vectorisation of a loop-free form (a work-item per
  * (row, unit, 8 heads), 8x the angles) also came out scalar. Work-groups span 16 units, so a group
@@ -18,6 +23,10 @@
 #include "angle.cl"
 #include "load.cl"
 
+#ifndef RQ_RUB
+#define RQ_RUB 1 /* units per work-item (the host's rq_rot_units) */
+#endif
+
 /* cos and sin (times mul) of RQ_RV positions at one frequency (angle.cl's accurate angle). */
 static inline void rq_cossin_rows(int16 p, float4 v, float mul, float16 *c, float16 *s)
 {
@@ -28,60 +37,121 @@ static inline void rq_cossin_rows(int16 p, float4 v, float mul, float16 *c, floa
     *s = sinpi(t) * mul;
 }
 
+/* The 16 rows' elements at byte offset k from base b (row offsets o[]) as one vector, built in
+ * registers: filling a private array and loading it as a vector stalled on store forwarding (38%
+ * of the kernel's samples, 2-core Xeon AVX-512, pocl 3.1). With int offsets (o, k) LLVM emits one
+ * 16-lane gather instead of four 8-lane gathers of 64-bit addresses. */
+#define RQ_GATHER16(LOAD, b, o, k)                                                                 \
+    (float16)(LOAD(b, o[0] + (k)), LOAD(b, o[1] + (k)), LOAD(b, o[2] + (k)), LOAD(b, o[3] + (k)),   \
+              LOAD(b, o[4] + (k)), LOAD(b, o[5] + (k)), LOAD(b, o[6] + (k)), LOAD(b, o[7] + (k)),   \
+              LOAD(b, o[8] + (k)), LOAD(b, o[9] + (k)), LOAD(b, o[10] + (k)), LOAD(b, o[11] + (k)), \
+              LOAD(b, o[12] + (k)), LOAD(b, o[13] + (k)), LOAD(b, o[14] + (k)), LOAD(b, o[15] + (k)))
+
+/* Software prefetch (pocl only, see RQ_POCL_EXT in scores.cl): the source lines of head bh + RQ_RPF
+ * while head bh is rotated. The lines of one head (16 rows 512 B apart, heads 512 KiB apart at
+ * S=1024 D=128) defeat the hardware prefetchers: without it, 60% of the kernel's samples sat on the
+ * first gather of each head (2-core Xeon AVX-512, pocl 3.1). */
+#if defined(RQ_POCL_EXT) && RQ_POCL_EXT
+#define RQ_RPREFETCH(p) __builtin_prefetch(p)
+#else
+#define RQ_RPREFETCH(p) ((void)(p)) /* evaluated, so the offsets are used everywhere */
+#endif
+#define RQ_RPF 2
+
 #define RQ_ROTATE_KERNEL(NAME, LOAD)                                                               \
 __kernel void NAME(__global const uchar *src, __global const int *pos, __global const float4 *vfreq, \
                    __global float *dst, rq_rotate_args a)                                          \
 {                                                                                                  \
     const long src_off = a.src_off, nb0 = a.nb0, nb1 = a.nb1, nb2 = a.nb2, nb3 = a.nb3;            \
     const long pos_off = a.pos_off, d_bh = a.d_bh, d_row = a.d_row, d_dim = a.d_dim;               \
-    const int H = a.H, BH = a.BH, S = a.S, D = a.D, R = a.R, layout = a.layout;                    \
+    const long d_panel = a.d_panel;                                                                \
+    const int H = a.H, BH = a.BH, S = a.S, D = a.D, R = a.R, layout = a.layout, panel = a.panel;   \
+    const int G = a.G;                                                                             \
     const int use_pos = a.use_pos, pos_base = a.pos_base;                                          \
     const float rot_mul = a.rot_mul, out_mul = a.out_mul;                                          \
     int row0 = get_global_id(0) * RQ_RV;                                                           \
-    int unit = get_global_id(1);                                                                   \
-    int half_r = R / 2;                                                                            \
-    if (row0 >= S || unit >= half_r + (D - R)) /* units are padded to the group size */            \
+    int unit0 = get_global_id(1) * RQ_RUB;                                                         \
+    int half_r = R / 2, nunit = min(RQ_RUB, half_r + (D - R) - unit0);                             \
+    if (row0 >= S || nunit <= 0) /* units are padded to the group size */                          \
         return;                                                                                    \
     int nrow = min(RQ_RV, S - row0); /* lanes past S repeat the last row and store nothing */      \
-    bool pt = unit >= half_r;        /* pass-through dim: copied (times the scale for Q) */        \
     int pa[RQ_RV];                                                                                 \
     long roff[RQ_RV];                                                                              \
+    int ioff[RQ_RV]; /* the same within a head, where a head's elements lie within 2 GiB */        \
+    bool i32 = nb2 >= 0 && nb3 >= 0 && (long)(S - 1) * nb2 + (long)(D - 1) * nb3 + 4 <= (long)INT_MAX; \
     _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                            \
         int r = min(row0 + l, S - 1);                                                              \
         pa[l] = use_pos ? pos[pos_off + r] : pos_base + r;                                         \
         roff[l] = src_off + (long)r * nb2;                                                         \
+        ioff[l] = i32 ? (int)((long)r * nb2) : 0;                                                  \
     }                                                                                              \
-    float16 c = (float16)(1.0f), s = (float16)(0.0f);                                              \
-    if (!pt)                                                                                       \
-        rq_cossin_rows(vload16(0, pa), vfreq[unit], rot_mul, &c, &s);                                 \
-    int i0 = pt ? R + (unit - half_r) : layout ? unit : 2 * unit;                                  \
-    int i1 = pt ? i0 : layout ? unit + half_r : 2 * unit + 1;                                      \
-    bool vec_store = nrow == RQ_RV && d_row == 1;                                                  \
+    float16 c[RQ_RUB], s[RQ_RUB]; /* of the rotary pairs; pass-through dims (unit >= R/2) are copied */ \
+    for (int u = 0; u < nunit; u++) {                                                              \
+        c[u] = (float16)(1.0f), s[u] = (float16)(0.0f);                                            \
+        if (unit0 + u < half_r)                                                                    \
+            rq_cossin_rows(vload16(0, pa), vfreq[unit0 + u], rot_mul, &c[u], &s[u]);               \
+    }                                                                                              \
+    /* RQ_RV consecutive elements: rows along d_row == 1, all in one panel (S, row0 multiples of RQ_RV) */ \
+    bool vec_store = nrow == RQ_RV && d_row == 1 && panel % RQ_RV == 0 && (G == 1 || S % RQ_RV == 0); \
+    /* first and last elements of the block: its rotary pairs span [e0, e1] and [e2, e3] (bytes) */ \
+    int ul = unit0 + nunit - 1;                                                                    \
+    long e0 = (long)(unit0 >= half_r ? R + unit0 - half_r : layout ? unit0 : 2 * unit0) * nb3;     \
+    long e1 = (long)(ul >= half_r ? R + ul - half_r : layout ? ul : 2 * ul + 1) * nb3;             \
+    long e2 = layout && unit0 < half_r ? e0 + (long)half_r * nb3 : e0;                             \
+    long e3 = layout && ul < half_r ? (long)(ul + half_r) * nb3 : e1;                              \
     for (int bh = 0; bh < BH; bh++) {                                                              \
         long hb = (long)(bh / H) * nb0 + (long)(bh % H) * nb1;                                     \
-        float a0[RQ_RV], a1[RQ_RV];                                                                \
-        _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                        \
-            a0[l] = LOAD(src, roff[l] + hb + (long)i0 * nb3);                                      \
-            a1[l] = LOAD(src, roff[l] + hb + (long)i1 * nb3);                                      \
-        }                                                                                          \
-        float16 x0 = vload16(0, a0), x1 = vload16(0, a1), y0, y1;                                  \
-        if (pt) {                                                                                  \
-            y0 = x0 * out_mul;                                                                     \
-            y1 = x1 * out_mul;                                                                     \
-        } else {                                                                                   \
-            y0 = (x0 * c - x1 * s) * out_mul;                                                      \
-            y1 = (x0 * s + x1 * c) * out_mul;                                                      \
-        }                                                                                          \
-        __global float *o = dst + (long)bh * d_bh + (long)row0 * d_row;                            \
-        if (vec_store) { /* K into Kt: RQ_RV consecutive keys */                                   \
-            vstore16(y0, 0, o + (long)i0 * d_dim);                                                 \
-            vstore16(y1, 0, o + (long)i1 * d_dim); /* pass-through: i1 == i0, the same value */    \
-        } else {                                                                                   \
-            vstore16(y0, 0, a0);                                                                   \
-            vstore16(y1, 0, a1);                                                                   \
+        __global float *o = dst + (long)(bh / G) * d_bh;                                           \
+        if (bh + RQ_RPF < BH) {                                                                    \
+            int bp = bh + RQ_RPF;                                                                  \
+            long hp = (long)(bp / H) * nb0 + (long)(bp % H) * nb1;                                 \
             for (int l = 0; l < nrow; l++) {                                                       \
-                o[l * d_row + (long)i0 * d_dim] = a0[l];                                           \
-                o[l * d_row + (long)i1 * d_dim] = a1[l];                                           \
+                RQ_RPREFETCH(src + roff[l] + hp + e0);                                             \
+                RQ_RPREFETCH(src + roff[l] + hp + e1);                                             \
+                RQ_RPREFETCH(src + roff[l] + hp + e2);                                             \
+                RQ_RPREFETCH(src + roff[l] + hp + e3);                                             \
+            }                                                                                      \
+        }                                                                                          \
+        long doff[RQ_RV]; /* destination rows (elements) */                                        \
+        _Pragma("unroll") for (int l = 0; l < RQ_RV; l++) {                                        \
+            int m = (bh % G) * S + min(row0 + l, S - 1);                                           \
+            doff[l] = panel > 0 ? (long)(m / panel) * d_panel + (long)(m % panel) * d_row : (long)m * d_row; \
+        }                                                                                          \
+        for (int u = 0; u < nunit; u++) {                                                          \
+            int unit = unit0 + u;                                                                  \
+            bool pt = unit >= half_r;                                                              \
+            int i0 = pt ? R + (unit - half_r) : layout ? unit : 2 * unit;                          \
+            int i1 = pt ? i0 : layout ? unit + half_r : 2 * unit + 1;                              \
+            float16 x0, x1;                                                                        \
+            if (i32) {                                                                             \
+                __global const uchar *hs = src + src_off + hb;                                     \
+                x0 = RQ_GATHER16(LOAD, hs, ioff, (int)(i0 * nb3));                                 \
+                x1 = RQ_GATHER16(LOAD, hs, ioff, (int)(i1 * nb3));                                 \
+            } else { /* a head past 2 GiB: a plain loop (small code; pocl compiles it cold) */      \
+                float a0[RQ_RV], a1[RQ_RV];                                                        \
+                for (int l = 0; l < RQ_RV; l++) {                                                  \
+                    a0[l] = LOAD(src, roff[l] + hb + (long)i0 * nb3);                              \
+                    a1[l] = LOAD(src, roff[l] + hb + (long)i1 * nb3);                              \
+                }                                                                                  \
+                x0 = vload16(0, a0);                                                               \
+                x1 = vload16(0, a1);                                                               \
+            }                                                                                      \
+            float16 y0 = x0 * out_mul, y1 = x1 * out_mul;                                          \
+            if (!pt) {                                                                             \
+                y0 = (x0 * c[u] - x1 * s[u]) * out_mul;                                            \
+                y1 = (x0 * s[u] + x1 * c[u]) * out_mul;                                            \
+            }                                                                                      \
+            if (vec_store) { /* RQ_RV consecutive rows (keys into Kt, query rows into panels) */   \
+                vstore16(y0, 0, o + doff[0] + (long)i0 * d_dim);                                   \
+                vstore16(y1, 0, o + doff[0] + (long)i1 * d_dim); /* pass-through: i1 == i0, y1 == y0 */ \
+            } else {                                                                               \
+                float a0[RQ_RV], a1[RQ_RV];                                                        \
+                vstore16(y0, 0, a0);                                                               \
+                vstore16(y1, 0, a1);                                                               \
+                for (int l = 0; l < nrow; l++) {                                                   \
+                    o[doff[l] + (long)i0 * d_dim] = a0[l];                                         \
+                    o[doff[l] + (long)i1 * d_dim] = a1[l];                                         \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \

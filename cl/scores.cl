@@ -1,9 +1,20 @@
 /* Score pass: S = Qr . Kt over the head dim, from the rotated scratch written by rope.cl.
  *
  * Shape of the work (a register-blocked outer product, as in a GEMM micro-kernel):
- *   - a work-item owns a tile of RQ_TQ query rows x RQ_VK keys and keeps it in RQ_TQ accumulators of
- *     type floatRQ_VK. Kt is [bk][d][ldk], so the RQ_VK keys of one d are one contiguous vector
- *     load; each query value Qr[m][d] is broadcast against it (one FMA per row and d);
+ *   - a work-item owns a tile of RQ_TQ query rows x RQ_NV * RQ_VK keys and keeps it in RQ_TQ x RQ_NV
+ *     accumulators of type floatRQ_VK. The keys of one d are contiguous in Kt, so each vector is
+ *     one load; each query value is broadcast against the RQ_NV vectors (one FMA per row, vector
+ *     and d);
+ *   - CPU profile layouts (the host decides, enqueue.c): Kt in panels of RQ_KP keys, [bk][ldk /
+ *     RQ_KP][D][RQ_KP], so a work-item's keys are one contiguous run (with [bk][D][ldk] each d was
+ *     a new cache line ~4 KiB on, a new page); Qr in panels of qpw rows ([bk][Mp / qpw][D][qpw]),
+ *     so the RQ_TQ broadcasts of a d come from one base address. GPU profile: Kt [bk][D][ldk], Qr
+ *     [bk][M][D] as before;
+ *   - RQ_TQ 12 x RQ_NV 2 on AVX-512 (24 accumulators, 2 loads + 12 broadcasts per 24 FMAs): a C
+ *     micro-kernel on L1-resident data ran 16x1 at 83 GFLOP/s and 12x2 at 133-142 on one core of
+ *     the 2-core Xeon AVX-512 (14x2: 134-139, 8x2: 121-125); prefill S=1024 D=128 f32, this kernel:
+ *     score pass 47.6 ms median at 12x2 against 66.8 at 16x1, 104 for the old kernel and layouts
+ *     (interleaved runs, quiet machine, pocl 3.1);
  *   - RQ_VK > 1 is explicit SIMD for CPU drivers: pocl does not vectorise a work-item loop that holds
  *     an inner loop (the d loop here), so implicit vectorisation across work-items gave scalar code;
  *     RQ_VK = 1 is the classic GPU form (coalesced across work-items);
@@ -12,9 +23,10 @@
  *   - masks (causal, sliding window): a tile whose every score is masked skips the d loop (causal
  *     prefill S=1024 D=128: 18.3 ms against 26.5 ms unmasked; the -inf stores remain).
  * Tuning knobs (-D, chosen per device type on the host, see program.c for the measurements): RQ_TQ,
- * RQ_VK, RQ_WG (work-items per group along keys). The host pads the Kt row stride ldk to cover every
- * loaded vector and to an odd multiple of 64 bytes (see enqueue.c). Prefill S=1024 D=128 f32 on the
- * 2-core test machine: 5.5 GFLOP/s before (RQ_VK = 1, RQ_TQ = 8), ~320 GFLOP/s with 16/16/16. */
+ * RQ_VK, RQ_NV, RQ_WG (work-items per group along keys), RQ_KP. Without panels the host pads the Kt
+ * row stride ldk to cover every loaded vector and to an odd multiple of 64 bytes (see enqueue.c).
+ * Prefill S=1024 D=128 f32 on the 2-core EPYC: 5.5 GFLOP/s before (RQ_VK = 1, RQ_TQ = 8), ~320
+ * GFLOP/s with 16/16/16 (the 2-core Xeon: ~86 with 16/16/16 and row-major Kt, ~180 now). */
 
 #include "contract.h"
 #include "angle.cl"
@@ -28,6 +40,9 @@
 #endif
 #ifndef RQ_WG
 #define RQ_WG 16
+#endif
+#ifndef RQ_KP
+#define RQ_KP 0 /* Kt panel width in keys (the host's rq_kt_panel), 0: [bk][D][ldk] */
 #endif
 
 #define RQ_CAT_(a, b) a##b
@@ -54,6 +69,25 @@
 #endif
 #endif
 
+/* RQ_NV vectors of keys per work-item (1 or 2): RQ_TQ x RQ_NV accumulators, RQ_NV loads and RQ_TQ
+ * broadcasts per RQ_TQ * RQ_NV FMAs. Keys of a work-item: RQ_KW. */
+#ifndef RQ_NV
+#define RQ_NV 1
+#endif
+#if RQ_NV != 1 && RQ_NV != 2
+#error "RQ_NV must be 1 or 2"
+#endif
+#define RQ_KW (RQ_VK * RQ_NV)
+
+/* Output stores of one vector (row segment of RQ_VK scores, 4-byte aligned). On pocl a direct store
+ * through a 4-byte-aligned vector type (one instruction; pocl's vstore16 writes four pieces). */
+#if defined(RQ_POCL_EXT) && RQ_POCL_EXT && RQ_VK > 1
+typedef RQ_VT __attribute__((aligned(4))) rq_vtu;
+#define RQ_OSTORE(v, p) (*(__global rq_vtu *)(p) = (v))
+#else
+#define RQ_OSTORE(v, p) RQ_VSTORE(v, p)
+#endif
+
 __kernel __attribute__((reqd_work_group_size(RQ_WG, 1, 1)))
 void qk_scores(__global const float *qr, __global const float *kt, __global const int *qpos,
                __global const int *kpos, __global uchar *out, rq_scores_args a)
@@ -63,38 +97,31 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
     const int causal = a.causal;
     const long qpos_off = a.qpos_off, kpos_off = a.kpos_off, window = a.window;
     const long out_off = a.out_off, onb0 = a.onb0, onb1 = a.onb1, onb2 = a.onb2, onb3 = a.onb3;
-    int j0 = get_global_id(0) * RQ_VK;
+    int j0 = get_global_id(0) * RQ_KW;
     int m0 = get_global_id(1) * RQ_TQ;
     int bk = get_global_id(2);
     if (j0 >= Sk) /* the padding of the last group: nothing to do (no barriers in this kernel) */
         return;
     int b = bk / Hkv, hk = bk % Hkv;
-    bool full = j0 + RQ_VK <= Sk;
-
-    /* key positions of the tile; lanes past Sk repeat the last key (their results are not stored) */
-    RQ_IT pj;
-    if (use_kpos) {
-        int t[RQ_VK > 1 ? RQ_VK : 1];
-        for (int l = 0; l < RQ_VK; l++)
-            t[l] = kpos[kpos_off + min(j0 + l, Sk - 1)];
-#if RQ_VK == 1
-        pj = t[0];
-#else
-        pj = RQ_CAT(vload, RQ_VK)(0, t);
-#endif
-    } else {
-        pj = (RQ_IT)(k_base + j0) + RQ_IOTA;
-    }
 
     RQ_VT acc[RQ_TQ];
+#if RQ_NV == 2
+    RQ_VT acc2[RQ_TQ];
+#endif
 #pragma unroll
-    for (int r = 0; r < RQ_TQ; r++)
+    for (int r = 0; r < RQ_TQ; r++) {
         acc[r] = (RQ_VT)(0.0f);
+#if RQ_NV == 2
+        acc2[r] = (RQ_VT)(0.0f);
+#endif
+    }
 
+    RQ_VT res[RQ_NV * RQ_TQ]; /* the tile's sums, for the epilogue */
+    bool direct = false;      /* whether the d loop wrote them to res itself */
     bool skip = false;
     if (causal || window > 0) { /* is every score of the tile masked? */
         int pj_min = INT_MAX, pj_max = INT_MIN, pi_min = INT_MAX, pi_max = INT_MIN;
-        for (int l = 0; l < RQ_VK && j0 + l < Sk; l++) {
+        for (int l = 0; l < RQ_KW && j0 + l < Sk; l++) {
             int p = use_kpos ? kpos[kpos_off + j0 + l] : k_base + j0 + l;
             pj_min = min(pj_min, p);
             pj_max = max(pj_max, p);
@@ -108,15 +135,66 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
         skip = (causal && pj_min > pi_max) || (window > 0 && (long)pi_min - pj_max >= window);
     }
     if (!skip) {
+#if RQ_KP
+        /* Kt in panels of RQ_KP keys ([bk][ldk / RQ_KP][D][RQ_KP], RQ_KP a multiple of RQ_KW): the
+         * tile is one contiguous run */
+        __global const float *kp = kt + (long)bk * D * ldk + (long)(j0 / RQ_KP) * RQ_KP * D + j0 % RQ_KP;
+        const long kstep = RQ_KP;
+#else
         __global const float *kp = kt + (long)bk * D * ldk + j0;
-        /* Qr has RQ_TQ spare rows at the end, so the last tile may read past M without a branch */
+        const long kstep = ldk;
+#endif
+        /* Qr has RQ_TQ spare rows at the end, so the last tile may read past M without a branch.
+         * The second vector of keys (RQ_NV 2) is the next RQ_VK keys of the same d. */
+#if RQ_KP
+        if (a.qpanel) { /* the tile's rows lie in one panel: the RQ_TQ values of a d are contiguous */
+            const int qpw = a.qpw;
+            __global const float *qp = qr + ((long)bk * a.qpanel + m0 - m0 % qpw) * D + m0 % qpw;
+            for (int d = 0; d < D; d++) {
+                RQ_VT kv = RQ_VLOAD(kp + d * kstep);
+#if RQ_NV == 2
+                RQ_VT kv2 = RQ_VLOAD(kp + d * kstep + RQ_VK);
+#endif
+#pragma unroll
+                for (int r = 0; r < RQ_TQ; r++) {
+                    RQ_VT q = (RQ_VT)(qp[d * qpw + r]);
+                    acc[r] = fma(q, kv, acc[r]);
+#if RQ_NV == 2
+                    acc2[r] = fma(q, kv2, acc2[r]);
+#endif
+                }
+            }
+        } else {
+            /* Qr row-major on the CPU profile: only where the padded panels did not fit one
+             * allocation (enqueue.c). A plain loop into res: a second unrolled copy of the loop
+             * above made pocl's cold first call ~0.5 s longer. */
+            __global const float *qp = qr + ((long)bk * M + m0) * D;
+            direct = true;
+            for (int t = 0; t < RQ_NV * RQ_TQ; t++) {
+                int r = t % RQ_TQ, v = t / RQ_TQ;
+                RQ_VT s = (RQ_VT)(0.0f);
+                for (int d = 0; d < D; d++)
+                    s = fma((RQ_VT)(qp[r * D + d]), RQ_VLOAD(kp + d * kstep + v * RQ_VK), s);
+                res[t] = s;
+            }
+        }
+#else
         __global const float *qp = qr + ((long)bk * M + m0) * D;
         for (int d = 0; d < D; d++) {
-            RQ_VT kv = RQ_VLOAD(kp + (long)d * ldk);
+            RQ_VT kv = RQ_VLOAD(kp + d * kstep);
+#if RQ_NV == 2
+            RQ_VT kv2 = RQ_VLOAD(kp + d * kstep + RQ_VK);
+#endif
 #pragma unroll
-            for (int r = 0; r < RQ_TQ; r++)
-                acc[r] = fma((RQ_VT)(qp[r * D + d]), kv, acc[r]);
+            for (int r = 0; r < RQ_TQ; r++) {
+                RQ_VT q = (RQ_VT)(qp[r * D + d]);
+                acc[r] = fma(q, kv, acc[r]);
+#if RQ_NV == 2
+                acc2[r] = fma(q, kv2, acc2[r]);
+#endif
+            }
         }
+#endif
     }
 
     /* The epilogue (masks, stores) runs once per tile: a loop over the rows, not RQ_TQ unrolled
@@ -125,34 +203,58 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
      * cblas 0.54-0.76x before, 0.61-1.17x after, interleaved runs: no loss beyond the noise). The
      * accumulators are copied out once with constant indices, so they stay in registers in the d
      * loop above. */
-    RQ_VT res[RQ_TQ];
+    if (!direct) {
 #pragma unroll
-    for (int r = 0; r < RQ_TQ; r++)
-        res[r] = acc[r];
-    bool vec_store = full && onb3 == (long)sizeof(float);
-    for (int r = 0; r < RQ_TQ && m0 + r < M; r++) {
-        int m = m0 + r;
-        int g = m / Sq, i = m - g * Sq;
-        int pi = use_qpos ? qpos[qpos_off + i] : q_base + i;
-        RQ_VT v = res[r];
-        if (causal)
-            v = select(v, (RQ_VT)(-INFINITY), pj > (RQ_IT)(pi));
-        /* window: masked where pi - pj >= window, i.e. pj <= pi - window, in int without overflow */
-        long lim = (long)pi - window;
-        if (window > 0 && lim >= (long)INT_MIN)
-            v = select(v, (RQ_VT)(-INFINITY), pj <= (RQ_IT)((int)min(lim, (long)INT_MAX)));
-        long o = out_off + (long)b * onb0 + (long)(hk * G + g) * onb1 + (long)i * onb2 + (long)j0 * onb3;
-        if (vec_store) {
-            RQ_VSTORE(v, (__global float *)(out + o));
-        } else {
-            float t[RQ_VK > 1 ? RQ_VK : 1];
-#if RQ_VK == 1
-            t[0] = v;
-#else
-            RQ_CAT(vstore, RQ_VK)(v, 0, t);
+        for (int r = 0; r < RQ_TQ; r++) {
+            res[r] = acc[r];
+#if RQ_NV == 2
+            res[RQ_TQ + r] = acc2[r];
 #endif
-            for (int l = 0; l < RQ_VK && j0 + l < Sk; l++)
-                *(__global float *)(out + o + (long)l * onb3) = t[l];
+        }
+    }
+    for (int v = 0; v < RQ_NV; v++) {
+        int jv = j0 + v * RQ_VK;
+        if (jv >= Sk)
+            break;
+        /* key positions of the vector; lanes past Sk repeat the last key (their results are not stored) */
+        RQ_IT pj;
+        if (use_kpos) {
+            int t[RQ_VK > 1 ? RQ_VK : 1];
+            for (int l = 0; l < RQ_VK; l++)
+                t[l] = kpos[kpos_off + min(jv + l, Sk - 1)];
+#if RQ_VK == 1
+            pj = t[0];
+#else
+            pj = RQ_CAT(vload, RQ_VK)(0, t);
+#endif
+        } else {
+            pj = (RQ_IT)(k_base + jv) + RQ_IOTA;
+        }
+        bool vec_store = jv + RQ_VK <= Sk && onb3 == (long)sizeof(float);
+        for (int r = 0; r < RQ_TQ && m0 + r < M; r++) {
+            int m = m0 + r;
+            int g = m / Sq, i = m - g * Sq;
+            int pi = use_qpos ? qpos[qpos_off + i] : q_base + i;
+            RQ_VT x = res[v * RQ_TQ + r];
+            if (causal)
+                x = select(x, (RQ_VT)(-INFINITY), pj > (RQ_IT)(pi));
+            /* window: masked where pi - pj >= window, i.e. pj <= pi - window, in int without overflow */
+            long lim = (long)pi - window;
+            if (window > 0 && lim >= (long)INT_MIN)
+                x = select(x, (RQ_VT)(-INFINITY), pj <= (RQ_IT)((int)min(lim, (long)INT_MAX)));
+            long o = out_off + (long)b * onb0 + (long)(hk * G + g) * onb1 + (long)i * onb2 + (long)jv * onb3;
+            if (vec_store) {
+                RQ_OSTORE(x, (__global float *)(out + o));
+            } else {
+                float t[RQ_VK > 1 ? RQ_VK : 1];
+#if RQ_VK == 1
+                t[0] = x;
+#else
+                RQ_CAT(vstore, RQ_VK)(x, 0, t);
+#endif
+                for (int l = 0; l < RQ_VK && jv + l < Sk; l++)
+                    *(__global float *)(out + o + (long)l * onb3) = t[l];
+            }
         }
     }
 }

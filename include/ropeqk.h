@@ -273,7 +273,7 @@ ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", 
 /*
  * Kernel configuration. Zero fields take the profile's default. Each knob has an environment
  * override that wins over this struct (ROPEQK_PROFILE, ROPEQK_TQ, ROPEQK_WG, ROPEQK_VK, ROPEQK_DKB,
- * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG, ROPEQK_ATQ, ROPEQK_AVK, ROPEQK_AWG, ROPEQK_TILE, ROPEQK_RB,
+ * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG, ROPEQK_ATQ, ROPEQK_AVK, ROPEQK_AWG, ROPEQK_NV, ROPEQK_TILE, ROPEQK_RB,
  * ROPEQK_TK, ROPEQK_VK_BLOCK, ROPEQK_VK_TK, ROPEQK_VK_ROWS; ROPEQK_TILE=0 turns the tiled kernel off); a
  * malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
  * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the knobs up to
@@ -292,6 +292,7 @@ typedef struct {
     int32_t atq;       /* attention: query rows per work-item, 1..16 */
     int32_t avk;       /* attention: keys per block (vector width): 1, 4, 8 or 16 */
     int32_t awg;       /* attention: work-group size, 1..1024 */
+    int32_t nv;        /* qk_scores: vectors of keys per work-item, 1 or 2 */
     /* the tiled score kernel (GPU profile default; qk_scores stays the fallback and the kernel for
      * few query rows): a work-group computes tile x tile scores, each work-item rb x rb of them, over
      * tk head dims per local-memory step */

@@ -80,7 +80,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     size_t awg = (size_t)tn->awg;
     pthread_mutex_lock(&pl->lock);
     cl_int err = rq_set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, Sk, k_off, 1.0f, sk->buf,
-                               (int64_t)(pb->D * sk_pad), 1, (int64_t)sk_pad);
+                               (int64_t)(pb->D * sk_pad), 1, (int64_t)sk_pad, 0, 0, 1);
     if (!err)
         err = rq_enqueue_rotate(queue, pl->krk, pl, Sk, num_wait, wait, &kev);
     for (int64_t r0 = 0; r0 < Sq && !err; r0 += rows) {
@@ -90,7 +90,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
         if (qp.buf)
             qp.offset += (size_t)r0 * sizeof(cl_int);
         err = rq_set_rotate(pl->krq, pl, &pl->q, qm, qp, n, q_off + r0, (float)pb->scale, sq->buf, n * pb->D,
-                            pb->D, 1);
+                            pb->D, 1, 0, 0, 1);
         if (!err)
             err = rq_enqueue_rotate(queue, pl->krq, pl, n, last ? 1 : num_wait, last ? &last : wait, &qev);
         if (err)

@@ -30,7 +30,8 @@ typedef struct rq_scratch {
 /* Kernel configuration of a context's device (tuning.c decides it; the kernels get it as -D options
  * built from these fields, and the host reads the same fields: one source for both). */
 typedef struct {
-    int tq, wg, vk;      /* qk_scores: query rows, work-group size, keys per work-item (RQ_TQ/WG/VK) */
+    int tq, wg, vk;      /* qk_scores: query rows, work-group size, keys per vector (RQ_TQ/WG/VK) */
+    int nv;              /* qk_scores: vectors of keys per work-item, 1 or 2 (RQ_NV) */
     int dkb, dwg;        /* qk_decode_*: keys per work-item, work-group size (RQ_DKB/DWG) */
     int decode;          /* whether the decode path is used (RQ_DECODE) */
     int rot_uwg;         /* rope_rotate_*: units per work-group (host only) */
@@ -206,11 +207,13 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
 
 /* Shared by the scores and attention enqueues (enqueue.c): the arguments of a rope_rotate_* kernel
  * for S rows of view t in m, rotated into dst with element strides per head, row and dim (times
- * out_mul); its launch over S rows; a blocking upload of host memory into a new buffer (NULL with
+ * out_mul), heads in blocks of G, rows grouped in panels of `panel` rows d_panel elements apart (0:
+ * no panels; see rq_rotate_args); its launch over S rows; a blocking upload of host memory into a new buffer (NULL with
  * *err set on failure). */
 cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
                      ropeqk_opencl_mem pos, int64_t S, int64_t off, float out_mul, cl_mem dst, int64_t d_bh,
-                     int64_t d_row, int64_t d_dim);
+                     int64_t d_row, int64_t d_dim, int32_t panel, int64_t d_panel, int32_t G);
+void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, size_t g[2], size_t l[2]);
 cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S, cl_uint num_wait,
                          const cl_event *wait, cl_event *ev);
 cl_mem rq_upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t bytes, cl_int *err);
@@ -246,6 +249,23 @@ ropeqk_status rq_run_finish(ropeqk_ctx *ctx, rq_scratch *sq, rq_scratch *sk, cl_
                             cl_event *event);
 
 static inline size_t rq_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+/* Width of Kt's key panels for qk_scores (RQ_KP): on the CPU profile 16, or a work-item's keys if
+ * more (its tile of keys is then one contiguous run instead of D cache lines ldk apart, and rope
+ * writes 16 keys with one store), 0 (no panels) on GPUs. */
+static inline int rq_kt_panel(const rq_tuning *t)
+{
+    int kw = t->vk * t->nv; /* keys per work-item: 1..32, each a divisor of 16 or 32 */
+    return t->profile != ROPEQK_PROFILE_CPU ? 0 : kw > 16 ? kw : 16;
+}
+
+/* Units (rotary pairs or pass-through dims) per rope_rotate work-item (RQ_RUB): 16 on the CPU
+ * profile, so that the work-item that loads a source cache line uses all of it (one unit per
+ * work-item reloaded each line 16 times, from L2, after the loop over heads), 1 on GPUs. */
+static inline int rq_rot_units(const rq_tuning *t)
+{
+    return t->profile == ROPEQK_PROFILE_CPU ? 16 : 1;
+}
 
 /* Row stride (floats) of the transposed K scratch Kt for Sk keys read in blocks of vk: a multiple of
  * vk (aligned vector loads) covering every block, bumped so that its byte size is an odd multiple of

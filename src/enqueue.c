@@ -45,12 +45,13 @@ ropeqk_status rq_check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, s
 /* Arguments of a rope_rotate_* kernel for one tensor (rows S of view t in m) into dst. */
 cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
                          ropeqk_opencl_mem pos, int64_t S, int64_t off, float out_mul, cl_mem dst, int64_t d_bh,
-                         int64_t d_row, int64_t d_dim)
+                         int64_t d_row, int64_t d_dim, int32_t panel, int64_t d_panel, int32_t G)
 {
     const rq_problem *pb = &pl->pb;
     rq_rotate_args a = {
         .src_off = (rq_i64)m.offset, .nb0 = t->nb[0], .nb1 = t->nb[1], .nb2 = t->nb[2], .nb3 = t->nb[3],
         .pos_off = (rq_i64)(pos.offset / sizeof(cl_int)), .d_bh = d_bh, .d_row = d_row, .d_dim = d_dim,
+        .d_panel = d_panel, .panel = panel, .G = G,
         .H = (rq_i32)t->ne[1], .BH = (rq_i32)(t->ne[0] * t->ne[1]), .S = (rq_i32)S, .D = (rq_i32)pb->D,
         .R = (rq_i32)pb->R, .layout = pb->layout, .use_pos = pos.buf != NULL, .pos_base = (rq_i32)off,
         .rot_mul = (float)pb->attn, .out_mul = out_mul,
@@ -65,14 +66,23 @@ cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t,
     return err;
 }
 
-/* Enqueues rope_rotate over S rows: a work-item per (RQ_RV rows, unit), rot_uwg units per group. The
- * local size is fixed (units rounded up; the kernel skips units past the last, and stores no lane
- * past S) so that pocl compiles the kernel once, not once per new shape. */
+/* The launch of rope_rotate over S rows: a work-item per (RQ_RV rows, rq_rot_units units), groups
+ * spanning rot_uwg units. The local size is fixed (units rounded up; the kernel skips units past
+ * the last, and stores no lane past S) so that pocl compiles the kernel once, not once per shape. */
+void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, size_t g[2], size_t l[2])
+{
+    size_t ub = (size_t)rq_rot_units(t), uwg = (size_t)t->rot_uwg / ub;
+    size_t items = ((size_t)units + ub - 1) / ub;
+    uwg = uwg < 1 ? 1 : uwg;
+    g[0] = ((size_t)S + RQ_RV - 1) / RQ_RV, g[1] = rq_round_up(items, uwg);
+    l[0] = 1, l[1] = uwg;
+}
+
 cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S,
                              cl_uint num_wait, const cl_event *wait, cl_event *ev)
 {
-    size_t uwg = (size_t)pl->ctx->tune.rot_uwg, units = (size_t)(pl->pb.R / 2 + (pl->pb.D - pl->pb.R));
-    size_t g[2] = {((size_t)S + RQ_RV - 1) / RQ_RV, rq_round_up(units, uwg)}, l[2] = {1, uwg};
+    size_t g[2], l[2];
+    rq_rotate_grid(&pl->ctx->tune, S, pl->pb.R / 2 + (pl->pb.D - pl->pb.R), g, l);
     return clEnqueueNDRangeKernel(queue, k, 2, NULL, g, l, num_wait, wait, ev);
 }
 
@@ -122,14 +132,26 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     const rq_problem *pb = &pl->pb;
     const rq_tuning *tn = &ctx->tune;
     /* qk_scores: one work-item per RQ_TQ rows x RQ_VK keys, RQ_WG work-items per group along keys */
-    size_t wg = (size_t)tn->wg, tq = (size_t)tn->tq, vk = (size_t)tn->vk;
-    size_t nblk = ((size_t)r->Sk + vk - 1) / vk, sk_pad = rq_kt_stride((size_t)r->Sk, vk);
+    size_t wg = (size_t)tn->wg, tq = (size_t)tn->tq, kw = (size_t)(tn->vk * tn->nv), kpw = (size_t)rq_kt_panel(tn);
+    /* Kt: panels of kpw keys (CPU profile), else rows ldk floats apart */
+    size_t nblk = ((size_t)r->Sk + kw - 1) / kw, sk_pad = kpw ? rq_round_up((size_t)r->Sk, kpw) : rq_kt_stride((size_t)r->Sk, kw);
     int64_t M = pb->G * r->Sq;
     bool dec = pl->dec;
     /* Qr rows: D floats apart, or RQ_DMAXD on the decode path, plus spare rows at the end (the last
      * tile reads past M without a branch) */
     size_t qr_n, kt_n, tmp, qrow = dec ? RQ_DMAXD : (size_t)pb->D, qspare = dec && tq < RQ_DM ? RQ_DM : tq;
-    bool ovf = __builtin_mul_overflow((size_t)(pb->B * pb->Hq), (size_t)r->Sq, &qr_n) ||
+    /* CPU profile: Qr in panels of qpw rows, [B*Hkv][Mp / qpw][D][qpw] with M rounded up to Mp (a
+     * tile's broadcasts are then one contiguous run, from one base address), Kt in panels of kp
+     * keys (see cl/scores.cl). qpw: a multiple of both tq and 16 where one is small (rope writes 16
+     * rows with one store), else tq. Row-major where the padded panels would not fit one allocation
+     * (so that splitting still ends at one query row). */
+    size_t qpw = tq % 16 == 0 ? tq : 16 % tq == 0 ? 16 : tq % 4 == 0 ? tq * 4 : tq % 2 == 0 && tq <= 8 ? tq * 8 : tq;
+    size_t Mp = !dec && tn->profile == ROPEQK_PROFILE_CPU ? rq_round_up((size_t)M, qpw) : 0;
+    if (Mp && (__builtin_mul_overflow((size_t)(pb->B * pb->Hkv), Mp, &tmp) || __builtin_add_overflow(tmp, qspare, &tmp) ||
+               __builtin_mul_overflow(tmp, qrow * sizeof(float), &tmp) || tmp > ctx->max_alloc))
+        Mp = 0;
+    bool ovf = (Mp ? __builtin_mul_overflow((size_t)(pb->B * pb->Hkv), Mp, &qr_n)
+                   : __builtin_mul_overflow((size_t)(pb->B * pb->Hq), (size_t)r->Sq, &qr_n)) ||
                __builtin_add_overflow(qr_n, qspare, &qr_n) || __builtin_mul_overflow(qr_n, qrow, &qr_n) ||
                __builtin_mul_overflow(qr_n, sizeof(float), &tmp) ||
                __builtin_mul_overflow((size_t)(pb->B * pb->Hkv), sk_pad, &kt_n) ||
@@ -143,7 +165,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
         return run_halves(pl, queue, r, false, num_wait, wait, event);
     if (qr_n * sizeof(float) > ctx->max_alloc || (!dec && kt_n * sizeof(float) > ctx->max_alloc))
         return ROPEQK_ERR_TOO_LARGE;
-    if (M > INT32_MAX || (int64_t)sk_pad > INT32_MAX || pb->B * pb->Hq > INT32_MAX || r->Sk > INT32_MAX)
+    if (M > INT32_MAX - 512 || (int64_t)sk_pad > INT32_MAX || pb->B * pb->Hq > INT32_MAX || r->Sk > INT32_MAX)
         return ROPEQK_ERR_TOO_LARGE;
 
     ropeqk_status st = ROPEQK_SUCCESS;
@@ -160,10 +182,14 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     rq_i64 qpos_off = (rq_i64)(m->q_pos.offset / sizeof(cl_int)), kpos_off = (rq_i64)(m->k_pos.offset / sizeof(cl_int));
     const int64_t *onb = pl->out.nb;
 
+    int32_t kp = (int32_t)kpw;
+
     pthread_mutex_lock(&pl->lock); /* the kernels' arguments are the plan's: set and enqueue as one step */
-    /* Q -> Qr [B*Hq][Sq][qrow] times the scale */
-    cl_int err = rq_set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
-                            r->Sq * (int64_t)qrow, (int64_t)qrow, 1);
+    /* Q -> Qr [B*Hq][Sq][qrow] (or panels, above) times the scale */
+    cl_int err = Mp ? rq_set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
+                                    (int64_t)(Mp * qrow), 1, (int64_t)qpw, (int32_t)qpw, (int64_t)(qpw * qrow), (int32_t)pb->G)
+                    : rq_set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
+                                    r->Sq * (int64_t)qrow, (int64_t)qrow, 1, 0, 0, 1);
     if (!err)
         err = rq_enqueue_rotate(queue, pl->krq, pl, r->Sq, num_wait, wait, &ev[0]);
     if (dec) { /* qk_decode_*: reads K itself; waits for Qr (whose kernel waited for `wait`) */
@@ -194,10 +220,10 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
         if (!err)
             err = clEnqueueNDRangeKernel(queue, pl->ks, 2, NULL, g, l, 1, ev, &ev[2]);
     } else {
-        /* K -> Kt [B*Hkv][D][sk_pad] */
+        /* K -> Kt [B*Hkv][D][sk_pad] (or [B*Hkv][sk_pad / kp][D][kp]) */
         if (!err)
             err = rq_set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, r->Sk, r->k_off, 1.0f, kt,
-                             (int64_t)(pb->D * sk_pad), 1, (int64_t)sk_pad);
+                                (int64_t)(pb->D * sk_pad), 1, kp ? kp : (int64_t)sk_pad, kp, (int64_t)kp * pb->D, 1);
         if (!err)
             err = rq_enqueue_rotate(queue, pl->krk, pl, r->Sk, num_wait, wait, &ev[1]);
         rq_scores_args a = {
@@ -206,6 +232,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
             .Sq = (rq_i32)r->Sq, .Sk = (rq_i32)r->Sk, .ldk = (rq_i32)sk_pad, .D = (rq_i32)pb->D, .G = (rq_i32)pb->G,
             .Hkv = (rq_i32)pb->Hkv, .use_qpos = m->q_pos.buf != NULL, .q_base = (rq_i32)r->q_off,
             .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)r->k_off, .causal = pb->causal,
+            .qpanel = (rq_i32)Mp, .qpw = (rq_i32)qpw,
         };
         RQ_SET_ARG(pl->ks, RQ_SC_QR, qr);
         RQ_SET_ARG(pl->ks, RQ_SC_KT, kt);

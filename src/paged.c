@@ -374,7 +374,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
         .src_off = (rq_i64)args->q.offset, .nb0 = 0, .nb1 = q->nb[1], .nb2 = q->nb[0], .nb3 = q->nb[3],
         .pos_off = meta.qpos_off, .d_bh = pb->D, .d_row = pb->Hq * pb->D, .d_dim = 1, .H = (rq_i32)pb->Hq,
         .BH = (rq_i32)pb->Hq, .S = (rq_i32)n, .D = (rq_i32)pb->D, .R = (rq_i32)pb->R, .layout = pb->layout,
-        .use_pos = 1, .pos_base = 0, .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale,
+        .use_pos = 1, .pos_base = 0, .G = 1, .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale,
     };
     a.k_off = (rq_i64)args->k_cache.offset, a.knb0 = k->nb[0], a.knb1 = k->nb[1], a.knb2 = k->nb[2];
     a.v_off = (rq_i64)args->v_cache.offset, a.vnb0 = v->nb[0], a.vnb1 = v->nb[1], a.vnb2 = v->nb[2];
@@ -394,8 +394,8 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     };
     cl_mem lse_buf = pl->with_lse ? args->lse.buf : pl->vfreq; /* never written without LSE: any buffer */
     cl_event ev[3] = {NULL, NULL, NULL};
-    size_t uwg = (size_t)ctx->tune.rot_uwg, units = (size_t)(pb->R / 2 + (pb->D - pb->R));
-    size_t rg[2] = {((size_t)n + RQ_RV - 1) / RQ_RV, round_up(units, uwg)}, rl_[2] = {1, uwg};
+    size_t rg[2], rl_[2];
+    rq_rotate_grid(&ctx->tune, n, pb->R / 2 + (pb->D - pb->R), rg, rl_);
     size_t g1[3], l1[3];
     if (gpu) {
         g1[0] = (size_t)nsplit * RQ_PWG, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;

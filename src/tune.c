@@ -168,7 +168,8 @@ static bool candidate(family f, bool cpu, bool vk, int k, rq_tuning *t)
         return false;
     }
     if (f == FAM_SCORES) {
-        static const int ctq[] = {4, 8, 16}, cvk[] = {8, 16}, cwg[] = {8, 16};
+        /* CPU: (tq, nv) pairs; 16 rows of two vectors would not fit 32 zmm registers */
+        static const int ctq[] = {8, 12, 16}, cnv[] = {2, 2, 1}, cvk[] = {8, 16}, cwg[] = {8, 16};
         static const int gtq[] = {1, 2, 4, 8}, gvk[] = {1, 4}, gwg[] = {32, 64, 128};
         /* GPU: qk_scores_tiled shapes {tile, rb, tk} first (the prefill kernel: they come first
          * under a short budget), then qk_scores alone (tiled kernel off). The shapes are from
@@ -189,6 +190,7 @@ static bool candidate(family f, bool cpu, bool vk, int k, rq_tuning *t)
         if (!cpu)
             k -= ntiled;
         t->tq = cpu ? ctq[k % 3] : gtq[k % 4];
+        t->nv = cpu ? cnv[k % 3] : 1;
         t->vk = cpu ? cvk[(k / 3) % 2] : gvk[(k / 4) % 2];
         t->wg = cpu ? cwg[k / 6] : gwg[k / 8];
         if (!cpu)
@@ -242,8 +244,8 @@ static void say(const ropeqk_tune_params *p, bool vk, const char *fam, const rq_
         snprintf(line, sizeof line, "%s vk_block=%d vk_tk=%d vk_rows=%d: %s", fam, t->vk_block, t->vk_tk, t->vk_rows,
                  res);
     else
-        snprintf(line, sizeof line, "%s tq=%d vk=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s",
-                 fam, t->tq, t->vk, t->wg, t->tile, t->rb, t->tk, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
+        snprintf(line, sizeof line, "%s tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d: %s",
+                 fam, t->tq, t->vk, t->nv, t->wg, t->tile, t->rb, t->tk, t->dkb, t->dwg, t->atq, t->avk, t->awg, res);
     p->progress(p->user, line);
 }
 
@@ -317,7 +319,7 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
         return ROPEQK_ERR_NULL_POINTER;
     static const char *const env[] = {"ROPEQK_TQ",  "ROPEQK_WG",  "ROPEQK_VK",       "ROPEQK_DKB",
                                       "ROPEQK_DWG", "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ",
-                                      "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_TILE",   "ROPEQK_RB",
+                                      "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_NV", "ROPEQK_TILE",   "ROPEQK_RB",
                                       "ROPEQK_TK",  "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK", "ROPEQK_VK_ROWS"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         if (getenv(env[i])) {

@@ -67,6 +67,7 @@ static const struct {
     {"dwg", offsetof(rq_tuning, dwg), 1, 256},     {"decode", offsetof(rq_tuning, decode), 0, 1},
     {"rot_uwg", offsetof(rq_tuning, rot_uwg), 1, 256}, {"atq", offsetof(rq_tuning, atq), 1, 16},
     {"avk", offsetof(rq_tuning, avk), 1, 16},      {"awg", offsetof(rq_tuning, awg), 1, 1024},
+    {"nv", offsetof(rq_tuning, nv), 1, 2},
     {"tile", offsetof(rq_tuning, tile), 0, 128},   {"rb", offsetof(rq_tuning, rb), 4, 8},
     {"tk", offsetof(rq_tuning, tk), 4, 64},
     {"vk_block", offsetof(rq_tuning, vk_block), 2, 8}, {"vk_tk", offsetof(rq_tuning, vk_tk), 8, 32},

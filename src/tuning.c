@@ -14,6 +14,13 @@
  *          20 -> 315, 24 -> 322 GFLOP/s; D=64: 8 -> 268, 16 -> 289, 24 -> 290; GQA kv8: 305 / 327 / 337.
  *          16 leaves registers for the K vector and wastes fewer rows on short tiles than 24.
  *   RQ_WG  work-items per group along keys: 4 -> 312, 8 -> 309, 16 -> 322, 32 -> 321 (TQ 16).
+ *   Since then, on the 2-core Intel Xeon AVX-512 (Ice Lake, 48 KiB L1d, 1.25 MiB L2 a core), with Kt
+ *   and Qr in panels (cl/scores.cl), prefill S=1024 D=128 f32, interleaved runs, score pass median
+ *   (min) in ms:
+ *   RQ_NV  vectors of keys per work-item, 2 with RQ_TQ 12: 47.6 (43.1); TQ 16 NV 1: 66.8 (62.6);
+ *          TQ 8 NV 2: 53.2 (51.1); TQ 14 NV 2 (30 of 32 zmm) slower than 12 in every run.
+ *   RQ_WG  (TQ 12 NV 2) 4 -> 57.3, 8 -> 54.6, 16 -> 47.6, 32 -> 55.9.
+ *   Hosts with narrower vectors keep NV 1 (unmeasured there).
  *   qk_decode_* (decode path, M = G*Sq <= 8 rows per KV head; CPU profile only, it is written for wide
  *   SIMD registers and private tables; the GPU profile runs qk_scores with RQ_VK = 1, or with
  *   decode on (API decode = 1, ROPEQK_DECODE=1; off by default until measured on a GPU, the tuner
@@ -21,7 +28,8 @@
  *   RQ_DKB keys per work-item (setup per work-item vs parallel slack): Sk=32768 D=128 f32, 2 threads:
  *          16 -> 2.45 ms, 32 -> 2.23-2.31, 64 -> 2.06-2.21, 128 -> 2.03-2.16; f16: 32 -> 1.85, 64 -> 1.74.
  *   RQ_DWG work-items per group: 1 or 2 within noise; 4 +3% (DKB 16 -> 4: +5%).
- *   rope_rotate_* work-groups span rot_uwg units (16: whole cache lines; 8 within noise, 32 worse).
+ *   rope_rotate_* work-groups span rot_uwg units (16: whole cache lines; 8 within noise, 32 worse);
+ *          on the CPU profile one work-item takes 16 units (rq_rot_units), so a group is one item.
  * GPU profile: TQ 4, WG 64, VK 1 (an H100 sweep found TQ 4, WG 32, VK 4 faster: issue 11 ships a
  * tuner and GPU-shaped kernels; these are the constants the H100 suite passed with).
  *   qk_scores_tiled (cl/scores_tiled.cl, GPU profile; ROPEQK_TILE=0 or tile = -1 turns it off):
@@ -92,9 +100,10 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     bool cpu = prof != ROPEQK_PROFILE_GPU;
     memset(t, 0, sizeof *t);
     t->profile = cpu ? ROPEQK_PROFILE_CPU : ROPEQK_PROFILE_GPU;
-    t->tq = cpu ? 16 : 4;
+    t->tq = cpu ? 12 : 4;
     t->wg = cpu ? 16 : 64;
     t->vk = cpu ? 16 : 1;
+    t->nv = cpu ? 2 : 1;
     t->dkb = 64;
     t->dwg = 2;
     t->decode = cpu;
@@ -155,8 +164,8 @@ static bool tile_ok(long v) { return v == 0 || v == 16 || v == 32 || v == 64 || 
 static bool rb_ok(long v) { return v == 4 || v == 8; }   /* float4 groups of keys per work-item */
 static bool tk_ok(long v) { return v % 4 == 0; }         /* float4 groups of dims per step */
 
-/* Turns the tiled kernel off (the plan then runs qk_scores) where the device cannot run its shape:
- * more work-items than CL_DEVICE_MAX_WORK_GROUP_SIZE, or local arrays beyond 48 KiB (RQ_LOCAL_CAP)
+/* Turns the tiled kernel off (the plan then runs qk_scores) on the CPU profile (set by hand there:
+ * its scratch layouts differ) and where the device cannot run its shape: more work-items than CL_DEVICE_MAX_WORK_GROUP_SIZE, or local arrays beyond 48 KiB (RQ_LOCAL_CAP)
  * or CL_DEVICE_LOCAL_MEM_SIZE. Says why in the configuration source. */
 static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
 {
@@ -165,7 +174,9 @@ static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
     size_t tw = (size_t)(t->tile / t->rb), nt = tw * tw, local = RQ_TILED_LOCAL_BYTES((size_t)t->tile, (size_t)t->tk);
     size_t cap = dev->local_mem > 0 && dev->local_mem < RQ_LOCAL_CAP ? dev->local_mem : RQ_LOCAL_CAP;
     char why[128] = "";
-    if (dev->max_wg > 0 && nt > dev->max_wg)
+    if (t->profile == ROPEQK_PROFILE_CPU) /* it reads Qr rows and Kt as [d][key]: the GPU layouts */
+        snprintf(why, sizeof why, "GPU profile only: the CPU profile keeps Qr and Kt in panels");
+    else if (dev->max_wg > 0 && nt > dev->max_wg)
         snprintf(why, sizeof why, "%zu work-items > device limit %zu", nt, dev->max_wg);
     else if (local > cap)
         snprintf(why, sizeof why, "%zu local bytes > %zu", local, cap);
@@ -202,6 +213,7 @@ static void pick_base(const rq_devinfo *dev, rq_tuning *t)
     if (cpu && nv > 0 && nv < 16) {
         t->vk = t->avk = nv >= 8 ? 8 : 4;
         t->tq = 4;
+        t->nv = 1;
     }
     if (!strcmp(dev->platform, "Vulkan")) /* vk_ctx.c: the Vulkan shaders read the vk_* knobs only */
         snprintf(t->config_source, sizeof t->config_source, "defaults (Vulkan %s device; `ropeqk tune` searches)",
@@ -275,6 +287,7 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
     if ((st = apply(t, &t->tq, req->tq, "ROPEQK_TQ", 1, 32, NULL)) ||
         (st = apply(t, &t->wg, req->wg, "ROPEQK_WG", 1, 1024, NULL)) ||
         (st = apply(t, &t->vk, req->vk, "ROPEQK_VK", 1, 16, vk_ok)) ||
+        (st = apply(t, &t->nv, req->nv, "ROPEQK_NV", 1, 2, NULL)) ||
         (st = apply(t, &t->dkb, req->dkb, "ROPEQK_DKB", 2, 1024, even_ok)) ||
         (st = apply(t, &t->dwg, req->dwg, "ROPEQK_DWG", 1, 256, NULL)) ||
         (st = apply(t, &t->rot_uwg, req->rot_uwg, "ROPEQK_ROT_UWG", 1, 256, NULL)) ||
@@ -334,6 +347,7 @@ void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->decode = t->decode ? 1 : -1;
     o->rot_uwg = t->rot_uwg, o->atq = t->atq, o->avk = t->avk, o->awg = t->awg;
     o->vendor_ext = t->pocl_ext ? 0 : -1;
+    o->nv = t->nv;
     o->tile = t->tile ? t->tile : -1;
     o->rb = t->rb, o->tk = t->tk;
     o->vk_block = t->vk_block, o->vk_tk = t->vk_tk, o->vk_rows = t->vk_rows;
@@ -351,7 +365,8 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
         snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
-                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d%s%s",
-                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, tiled,
+                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d -DRQ_KP=%d -DRQ_RUB=%d -DRQ_NV=%d%s%s",
+                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, rq_kt_panel(t),
+                    rq_rot_units(t), t->nv, tiled,
                     t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
 }

@@ -68,15 +68,19 @@ Test(config, knobs_from_api_with_env_override)
     t.profile = ROPEQK_PROFILE_CPU;
     t.tq = 8;
     t.vk = 4;
+    t.nv = 2;
     t.decode = -1;
     setenv("ROPEQK_TQ", "3", 1);
+    setenv("ROPEQK_NV", "1", 1);
     ropeqk_ctx *x = make(&t);
     ropeqk_ctx_tuning(x, &got, NULL);
     cr_expect_eq(got.tq, 3);
     cr_expect_eq(got.vk, 4);
+    cr_expect_eq(got.nv, 1);
     cr_expect_eq(got.decode, -1);
     const char *o = ropeqk_ctx_build_options(x);
-    cr_expect(strstr(o, "-DRQ_TQ=3 ") && strstr(o, "-DRQ_VK=4 ") && strstr(o, "-DRQ_DECODE=0"), "%s", o);
+    cr_expect(strstr(o, "-DRQ_TQ=3 ") && strstr(o, "-DRQ_VK=4 ") && strstr(o, "-DRQ_DECODE=0") && strstr(o, "-DRQ_NV=1"),
+              "%s", o);
     ropeqk_ctx_destroy(x);
 }
 
@@ -86,7 +90,7 @@ Test(config, malformed_environment_is_an_error)
     static const char *const cases[][2] = {
         {"ROPEQK_PROFILE", "GPU"}, {"ROPEQK_PROFILE", ""},   {"ROPEQK_TQ", "abc"},     {"ROPEQK_TQ", "12x"},
         {"ROPEQK_TQ", "0"},        {"ROPEQK_TQ", "33"},      {"ROPEQK_TQ", ""},        {"ROPEQK_WG", "-4"},
-        {"ROPEQK_VK", "3"},        {"ROPEQK_DKB", "7"},      {"ROPEQK_DWG", "1e2"},    {"ROPEQK_DECODE", "yes"},
+        {"ROPEQK_VK", "3"},        {"ROPEQK_NV", "3"},       {"ROPEQK_DKB", "7"},      {"ROPEQK_DWG", "1e2"},    {"ROPEQK_DECODE", "yes"},
         {"ROPEQK_ROT_UWG", " 8"},  {"ROPEQK_POOL_BYTES", "lots"}, {"ROPEQK_ATTN_PASS_BYTES", "-5"}, {"ROPEQK_MAX_ALLOC", "-1"},
         {"ROPEQK_MAX_ALLOC", "99999999999999999999999"},
     };
@@ -104,14 +108,15 @@ Test(config, malformed_environment_is_an_error)
 
 Test(config, out_of_range_api_values_are_errors)
 {
-    ropeqk_tuning bad[5];
+    ropeqk_tuning bad[6];
     memset(bad, 0, sizeof bad);
     bad[0].vk = 2;
     bad[1].tq = 33;
     bad[2].dkb = 5;
     bad[3].profile = (ropeqk_profile)7;
     bad[4].decode = 2;
-    for (int i = 0; i < 5; i++) {
+    bad[5].nv = 3;
+    for (int i = 0; i < 6; i++) {
         ropeqk_ctx_params cp;
         memset(&cp, 0, sizeof cp);
         cp.tuning = bad[i];

@@ -62,8 +62,8 @@ int cmd_tune(int argc, char **argv)
         printf("best: vk_block=%d vk_tk=%d vk_rows=%d (%.1f s)\n", best.vk_block, best.vk_tk, best.vk_rows,
                cli_now() - t0);
     else
-        printf("best: tq=%d vk=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq,
-               best.vk, best.wg, best.tile, best.rb, best.tk, best.dkb, best.dwg, best.atq, best.avk, best.awg,
+        printf("best: tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq,
+               best.vk, best.nv, best.wg, best.tile, best.rb, best.tk, best.dkb, best.dwg, best.atq, best.avk, best.awg,
                cli_now() - t0);
     if (dry)
         printf("dry run: cache not written\n");
