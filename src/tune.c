@@ -267,10 +267,11 @@ static ropeqk_status search(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, 
                 break;
             if (k > 0 && now_s() - t0 > budget)
                 break; /* out of budget: the best so far stands (the first candidate always runs) */
-            uint64_t shared_lim = ctx->vk ? ctx->vk->props.limits.maxComputeSharedMemorySize : 0;
-            if (ctx->vk && ((uint64_t)RQ_VK_SC_SHARED(t.vk_block, t.vk_tk) > shared_lim ||
-                            (uint64_t)RQ_VK_AT_SHARED(t.vk_rows, 128) > shared_lim)) {
-                say(p, true, fam_name[f], &t, "skipped (more shared memory than the device has)");
+            /* the plans' own test (vk_plan.c, vk_attn.c) at the timed head dims: a shape the device
+             * does not take would run as the default and be timed under the wrong name */
+            if (ctx->vk && (!rq_vk_scores_fits(ctx, t.vk_block, t.vk_tk, time_shape[FAM_SCORES].D) ||
+                            !rq_vk_attn_rows_fit(ctx, t.vk_rows, time_shape[FAM_ATTN].D))) {
+                say(p, true, fam_name[f], &t, "skipped (the device does not take this shape)");
                 continue;
             }
             ropeqk_ctx *c = NULL;

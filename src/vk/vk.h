@@ -121,6 +121,8 @@ ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 /* The scores.comp shape (register block, staged dims) for head dim D: the context's tuned one where
  * the device allows it, else the default. */
 void rq_vk_scores_shape(const ropeqk_ctx *ctx, int64_t D, int32_t *t, int32_t *tk);
+/* Whether the device takes scores.comp shape (T, TK) at head dim D (else the plan uses the default). */
+bool rq_vk_scores_fits(const ropeqk_ctx *ctx, int32_t T, int32_t TK, int64_t D);
 bool rq_vk_scores_few(const rq_problem *pb);
 /* The run of a plan: records rotate + scores for one step (checked already). */
 ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
@@ -151,6 +153,8 @@ void rq_vk_attn_spec(int64_t Dv, int32_t rows, int32_t v_dtype, int32_t o_dtype,
 /* attention.comp's rows per work-group for this context and Dv: the tuned value where the device
  * has room for it, else RQ_VK_AT_ROWS_DEF */
 int32_t rq_vk_attn_rows(const ropeqk_ctx *ctx, int64_t Dv);
+/* Whether the device takes `rows` attention rows per work-group at Dv (else the plan uses the default). */
+bool rq_vk_attn_rows_fit(const ropeqk_ctx *ctx, int32_t rows, int64_t Dv);
 
 /* vk_host.c: the host-memory calls on a Vulkan context. */
 ropeqk_status rq_vk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,

@@ -9,16 +9,18 @@ typedef struct {
     RQ_VK_AT_PC(RQ_VK_FIELD)
 } at_pc;
 
-int32_t rq_vk_attn_rows(const ropeqk_ctx *ctx, int64_t Dv)
+bool rq_vk_attn_rows_fit(const ropeqk_ctx *ctx, int32_t rows, int64_t Dv)
 {
-    /* the tuned rows where the device has the shared memory and work-group size for them */
+    /* the device's shared memory and work-group size */
     int64_t dvmax = (Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ;
     const VkPhysicalDeviceLimits *lim = &ctx->vk->props.limits;
-    int32_t r = ctx->tune.vk_rows;
-    if ((uint64_t)RQ_VK_AT_SHARED(r, dvmax) > lim->maxComputeSharedMemorySize ||
-        (uint32_t)r > lim->maxComputeWorkGroupSize[0] || (uint32_t)r > lim->maxComputeWorkGroupInvocations)
-        r = RQ_VK_AT_ROWS_DEF;
-    return r;
+    return (uint64_t)RQ_VK_AT_SHARED(rows, dvmax) <= lim->maxComputeSharedMemorySize &&
+           (uint32_t)rows <= lim->maxComputeWorkGroupSize[0] && (uint32_t)rows <= lim->maxComputeWorkGroupInvocations;
+}
+
+int32_t rq_vk_attn_rows(const ropeqk_ctx *ctx, int64_t Dv)
+{
+    return rq_vk_attn_rows_fit(ctx, ctx->tune.vk_rows, Dv) ? ctx->tune.vk_rows : RQ_VK_AT_ROWS_DEF;
 }
 
 void rq_vk_attn_spec(int64_t Dv, int32_t rows, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC])

@@ -48,23 +48,24 @@ static int64_t scores_trips(int64_t D, int64_t T, int64_t TK)
     return steps + 1 + steps * (stage + inner) + tail;
 }
 
-void rq_vk_scores_shape(const ropeqk_ctx *ctx, int64_t D, int32_t *t, int32_t *tk)
+bool rq_vk_scores_fits(const ropeqk_ctx *ctx, int32_t T, int32_t TK, int64_t D)
 {
-    /* the tuned shape where it fits the device's shared memory and, on a CPU device (llvmpipe), is no
-     * nearer the loop limit than the default shape; else the default, which the suite passes with */
-    int32_t T = ctx->tune.vk_block, TK = ctx->tune.vk_tk;
+    /* the device's shared memory and, on a CPU device (llvmpipe), no nearer the loop limit than the
+     * default shape, which the suite passes with */
     int64_t lim = ctx->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU
                       ? scores_trips(D, RQ_VK_SC_T_DEF, RQ_VK_SC_TK_DEF)
                       : INT64_MAX;
     if (lim < RQ_VK_AT_TRIPS)
         lim = RQ_VK_AT_TRIPS;
-    if ((uint64_t)RQ_VK_SC_SHARED(T, TK) > ctx->vk->props.limits.maxComputeSharedMemorySize ||
-        scores_trips(D, T, TK) > lim) {
-        T = RQ_VK_SC_T_DEF;
-        TK = RQ_VK_SC_TK_DEF;
-    }
-    *t = T;
-    *tk = TK;
+    return (uint64_t)RQ_VK_SC_SHARED(T, TK) <= ctx->vk->props.limits.maxComputeSharedMemorySize &&
+           scores_trips(D, T, TK) <= lim;
+}
+
+void rq_vk_scores_shape(const ropeqk_ctx *ctx, int64_t D, int32_t *t, int32_t *tk)
+{
+    bool tuned = rq_vk_scores_fits(ctx, ctx->tune.vk_block, ctx->tune.vk_tk, D);
+    *t = tuned ? ctx->tune.vk_block : RQ_VK_SC_T_DEF;
+    *tk = tuned ? ctx->tune.vk_tk : RQ_VK_SC_TK_DEF;
 }
 
 ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4)
