@@ -1,8 +1,8 @@
-/* The host's checks of the tiled score kernel's shape against a device (src/tuning.c), on made-up
+/* The host's checks of the tiled score kernel's shape against a device (src/opencl/tune.c, src/core/tuning.c), on made-up
  * device limits: no real device needs to have them, so the work-group and local-memory fallbacks
  * are checked whatever this machine's OpenCL reports (pocl allows 4096 work-items, more than any
  * allowed shape uses). Links the library's objects, as tests/clc/clc_variants does. */
-#include "ctx.h"
+#include "ocl.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@ static rq_tuning resolve(size_t max_wg, size_t local_mem, int32_t tile, int32_t 
     req.profile = ROPEQK_PROFILE_GPU;
     req.tile = tile, req.rb = rb, req.tk = tk;
     rq_tuning t;
-    cr_assert_eq(rq_tuning_resolve(&req, &dev, &t), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_assert_eq(rq_tuning_resolve(&rq_opencl_backend, &req, &dev, &t), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     return t;
 }
 

@@ -2,8 +2,8 @@
  * it can choose (each profile, with and without the pocl vendor switch, each allowed vector width,
  * tiled score kernel shapes and the tiled kernel off),
  * as DIR/<variant>.cl and DIR/<variant>.options, for check_clc.sh to compile with a strict
- * compiler. Needs no OpenCL device: it uses the library's own option formatter (src/tuning.c). */
-#include "ctx.h"
+ * compiler. Needs no OpenCL device: it uses the library's own option formatter (src/opencl/tune.c). */
+#include "ocl.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,7 @@
 /* Program building and the per-context cache. The kernels are compiled once per (device, options)
  * and kept for the life of the context; a failed build keeps its log for ropeqk_ctx_build_log(),
  * and the thread's message (ropeqk_last_error) names the device, its driver and the log's start. */
-#include "ctx.h"
-#include "vk/vk.h"
+#include "ocl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,43 +25,39 @@ static void dev_str(cl_device_id d, cl_device_info what, char *buf, size_t len)
     buf[len - 1] = '\0';
 }
 
-ropeqk_status rq_tune_for_device(ropeqk_ctx *ctx, const ropeqk_tuning *req)
+ropeqk_status rq_cl_describe_device(ropeqk_ctx *ctx)
 {
+    rq_cl_ctx *c = rq_cl(ctx);
     cl_device_type type = 0;
     cl_platform_id plat = NULL;
     rq_devinfo dev;
     memset(&dev, 0, sizeof dev);
-    cl_int err = clGetDeviceInfo(ctx->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    cl_int err = clGetDeviceInfo(c->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     if (err == CL_SUCCESS)
-        err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ctx->max_alloc,
-                              &ctx->max_alloc, NULL);
+        err = clGetDeviceInfo(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof c->max_alloc, &c->max_alloc, NULL);
     if (err == CL_SUCCESS)
-        err = clGetDeviceInfo(ctx->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
+        err = clGetDeviceInfo(c->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
     if (err != CL_SUCCESS)
         return rq_cl_fail(ctx, err);
     if (clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof dev.platform - 1, dev.platform, NULL) != CL_SUCCESS)
         dev.platform[0] = '\0';
     dev.platform[sizeof dev.platform - 1] = '\0';
-    dev_str(ctx->device, CL_DEVICE_NAME, dev.name, sizeof dev.name);
-    dev_str(ctx->device, CL_DRIVER_VERSION, dev.driver, sizeof dev.driver);
+    dev_str(c->device, CL_DEVICE_NAME, dev.name, sizeof dev.name);
+    dev_str(c->device, CL_DRIVER_VERSION, dev.driver, sizeof dev.driver);
     snprintf(ctx->device_desc, sizeof ctx->device_desc, "%s (%s, driver %s)", dev.name, dev.platform, dev.driver);
     dev.cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     /* pocl names its platform "Portable Computing Language"; its Clang builtins are safe there only */
     dev.pocl = strstr(dev.platform, "Portable Computing Language") != NULL;
-    if (clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev.max_wg, &dev.max_wg, NULL) !=
+    if (clGetDeviceInfo(c->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev.max_wg, &dev.max_wg, NULL) !=
         CL_SUCCESS)
         dev.max_wg = 0;
     cl_ulong lm = 0;
-    if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL) == CL_SUCCESS)
+    if (clGetDeviceInfo(c->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL) == CL_SUCCESS)
         dev.local_mem = (size_t)lm;
     cl_uint nv = 0;
-    if (clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof nv, &nv, NULL) == CL_SUCCESS)
+    if (clGetDeviceInfo(c->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof nv, &nv, NULL) == CL_SUCCESS)
         dev.native_vec = (int)nv;
     ctx->dev = dev;
-    ropeqk_status st = rq_tuning_resolve(req, &dev, &ctx->tune);
-    if (st)
-        return st;
-    rq_tuning_options(&ctx->tune, ctx->options, sizeof ctx->options);
     return ROPEQK_SUCCESS;
 }
 
@@ -106,7 +101,7 @@ static void build_failure_message(ropeqk_ctx *ctx, cl_int err)
 /* The cached program built with these options, or NULL (ctx->lock held). */
 static cl_program cached(const ropeqk_ctx *ctx, cl_device_id device, const char *options)
 {
-    for (rq_program *p = ctx->programs; p; p = p->next)
+    for (rq_program *p = rq_cl(ctx)->programs; p; p = p->next)
         if (p->device == device && strcmp(p->options, options) == 0)
             return p->program;
     return NULL;
@@ -139,7 +134,7 @@ ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, unsigned ops,
     }
     const char *src = (const char *)rq_cl_source;
     size_t len = rq_cl_source_len;
-    prog = clCreateProgramWithSource(ctx->context, 1, &src, &len, &err);
+    prog = clCreateProgramWithSource(rq_cl(ctx)->context, 1, &src, &len, &err);
     if (err != CL_SUCCESS) {
         st = rq_cl_fail(ctx, err);
         goto done;
@@ -157,8 +152,8 @@ ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, unsigned ops,
     entry->device = device;
     snprintf(entry->options, sizeof entry->options, "%s", options);
     entry->program = prog;
-    entry->next = ctx->programs;
-    ctx->programs = entry;
+    entry->next = rq_cl(ctx)->programs;
+    rq_cl(ctx)->programs = entry;
     *out = prog;
     prog = NULL;
     entry = NULL;
@@ -172,22 +167,18 @@ done:
 
 void rq_free_programs(ropeqk_ctx *ctx)
 {
-    rq_program *p = ctx->programs;
+    rq_program *p = rq_cl(ctx)->programs;
     while (p) {
         rq_program *n = p->next;
         clReleaseProgram(p->program);
         free(p);
         p = n;
     }
-    ctx->programs = NULL;
+    rq_cl(ctx)->programs = NULL;
 }
 
-ropeqk_status ropeqk_ctx_warmup(ropeqk_ctx *ctx)
+ropeqk_status rq_cl_warmup(ropeqk_ctx *ctx)
 {
-    if (!ctx)
-        return ROPEQK_ERR_NULL_POINTER;
-    if (ctx->vk)
-        return rq_vk_warmup(ctx);
     cl_program prog;
-    return rq_get_program(ctx, ctx->device, 0, &prog); /* the whole program: every operation */
+    return rq_get_program(ctx, rq_cl(ctx)->device, 0, &prog); /* the whole program: every operation */
 }

@@ -1,5 +1,6 @@
-/* Status strings, OpenCL error names, the version, and the thread's last error message. */
-#include "ctx.h"
+/* Status strings, the version, and the thread's last error message (backend error names are each
+ * backend's: error_name in its table). */
+#include "internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,36 +20,6 @@ const char *ropeqk_last_error(void) { return last_error; }
 
 const char *ropeqk_version(void) { return ROPEQK_VERSION_STRING; }
 
-const char *ropeqk_opencl_error_name(int32_t s)
-{
-    switch (s) {
-#define E(x) case x: return #x;
-    E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
-    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
-    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_IMAGE_FORMAT_MISMATCH)
-    E(CL_IMAGE_FORMAT_NOT_SUPPORTED) E(CL_BUILD_PROGRAM_FAILURE) E(CL_MAP_FAILURE)
-    E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
-    E(CL_COMPILE_PROGRAM_FAILURE) E(CL_LINKER_NOT_AVAILABLE) E(CL_LINK_PROGRAM_FAILURE)
-    E(CL_DEVICE_PARTITION_FAILED) E(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
-    E(CL_INVALID_VALUE) E(CL_INVALID_DEVICE_TYPE) E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE)
-    E(CL_INVALID_CONTEXT) E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE)
-    E(CL_INVALID_HOST_PTR) E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
-    E(CL_INVALID_IMAGE_SIZE) E(CL_INVALID_SAMPLER) E(CL_INVALID_BINARY) E(CL_INVALID_BUILD_OPTIONS)
-    E(CL_INVALID_PROGRAM) E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME)
-    E(CL_INVALID_KERNEL_DEFINITION) E(CL_INVALID_KERNEL) E(CL_INVALID_ARG_INDEX)
-    E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE) E(CL_INVALID_KERNEL_ARGS)
-    E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE) E(CL_INVALID_WORK_ITEM_SIZE)
-    E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST) E(CL_INVALID_EVENT)
-    E(CL_INVALID_OPERATION) E(CL_INVALID_GL_OBJECT) E(CL_INVALID_BUFFER_SIZE)
-    E(CL_INVALID_MIP_LEVEL) E(CL_INVALID_GLOBAL_WORK_SIZE) E(CL_INVALID_PROPERTY)
-    E(CL_INVALID_IMAGE_DESCRIPTOR) E(CL_INVALID_COMPILER_OPTIONS) E(CL_INVALID_LINKER_OPTIONS)
-    E(CL_INVALID_DEVICE_PARTITION_COUNT)
-#undef E
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
-    default: return NULL;
-    }
-}
-
 const char *ropeqk_status_string(int s)
 {
     switch ((ropeqk_status)s) {
@@ -65,12 +36,12 @@ const char *ropeqk_status_string(int s)
     case ROPEQK_ERR_BAD_PARAM: return "bad parameter: base must be finite and > 0, scale finite, layout known, window >= 0, plan and step consistent";
     case ROPEQK_ERR_POSITION_RANGE: return "position offset + row does not fit in int32";
     case ROPEQK_ERR_NO_DEVICE: return "no device found (or none matches the device spec)";
-    case ROPEQK_ERR_BUILD: return "OpenCL program build failed (see ropeqk_last_error and ropeqk_ctx_build_log)";
+    case ROPEQK_ERR_BUILD: return "program build failed (see ropeqk_last_error and ropeqk_ctx_build_log)";
     case ROPEQK_ERR_OUT_OF_HOST_MEMORY: return "out of host memory";
     case ROPEQK_ERR_BAD_SCALING: return "frequency-scaling parameters missing or contradictory";
     case ROPEQK_ERR_TOO_LARGE: return "request exceeds the device's allocation limits";
     case ROPEQK_ERR_BAD_CONFIG: return "bad configuration: a tuning value or ROPEQK_* environment variable is malformed";
-    case ROPEQK_ERR_BACKEND: return "the backend (OpenCL) failed: see ropeqk_ctx_backend_error and ropeqk_last_error";
+    case ROPEQK_ERR_BACKEND: return "the backend (OpenCL, Vulkan) failed: see ropeqk_ctx_backend_error and ropeqk_last_error";
     case ROPEQK_ERR_PAGE_RANGE: return "a page-table entry is outside the cache's pages";
     case ROPEQK_ERR_PAGE_DUPLICATE: return "a page appears twice in one sequence's page table";
     case ROPEQK_ERR_SEQ_LENGTH: return "a sequence length is out of range (< 1, or beyond its pages' capacity)";

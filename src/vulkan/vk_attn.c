@@ -13,7 +13,7 @@ bool rq_vk_attn_rows_fit(const ropeqk_ctx *ctx, int32_t rows, int64_t Dv)
 {
     /* the device's shared memory and work-group size */
     int64_t dvmax = (Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ;
-    const VkPhysicalDeviceLimits *lim = &ctx->vk->props.limits;
+    const VkPhysicalDeviceLimits *lim = &rq_vk(ctx)->props.limits;
     return (uint64_t)RQ_VK_AT_SHARED(rows, dvmax) <= lim->maxComputeSharedMemorySize &&
            (uint32_t)rows <= lim->maxComputeWorkGroupSize[0] && (uint32_t)rows <= lim->maxComputeWorkGroupInvocations;
 }
@@ -86,7 +86,7 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
      * would come out wrong without an error there (measured: D 32768 right, 49152 wrong) */
     int64_t dvq = (pb->Dv + RQ_VK_AT_DVQ - 1) / RQ_VK_AT_DVQ * RQ_VK_AT_DVQ;
     int32_t rows = rq_vk_attn_rows(pl->ctx, pb->Dv);
-    pl->vkp->tile = rows;
+    rq_vkp(pl)->tile = rows;
     if (fixed_trips(dvq) + tile_trips(pb->D, dvq, rows) > RQ_VK_AT_TRIPS) {
         rq_set_error("attention: head dim D %lld is too large for the Vulkan shader's loop budget (one key tile "
                      "needs %lld loop trips, at most %d)", (long long)pb->D,
@@ -99,7 +99,7 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
         rq_set_error("attention: G * Sq = %lld query rows per KV head exceed 2^31", (long long)(pb->G * pb->Sq));
         return ROPEQK_ERR_TOO_LARGE;
     }
-    const VkPhysicalDeviceLimits *lim = &pl->ctx->vk->props.limits;
+    const VkPhysicalDeviceLimits *lim = &rq_vk(pl->ctx)->props.limits;
     int64_t gx = (pb->G * pb->Sq + rows - 1) / rows, gy = pb->B * pb->Hkv;
     if (gx > lim->maxComputeWorkGroupCount[0] || gy > lim->maxComputeWorkGroupCount[1]) {
         rq_set_error("attention: a grid of %lld x %lld work-groups exceeds this Vulkan device's limits (%u x %u)",
@@ -108,7 +108,7 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
     }
     int32_t spec[RQ_VK_NSPEC];
     rq_vk_attn_spec(pb->Dv, rows, pl->v.dtype, pl->out.dtype, spec);
-    ropeqk_status st = rq_vk_pipe_get(pl->ctx, RQ_VK_SH_ATTENTION, spec, &pl->vkp->main);
+    ropeqk_status st = rq_vk_pipe_get(pl->ctx, RQ_VK_SH_ATTENTION, spec, &rq_vkp(pl)->main);
     if (st)
         return st;
     /* the rows' state between key chunks, when the plan's largest Sk (max_keys for a decode plan)
@@ -122,14 +122,14 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
                      (unsigned long long)bytes, lim->maxStorageBufferRange);
         return ROPEQK_ERR_TOO_LARGE;
     }
-    return rq_vk_buf_create(pl->ctx, bytes, false, 0, &pl->vkp->st);
+    return rq_vk_buf_create(pl->ctx, bytes, false, 0, &rq_vkp(pl)->st);
 }
 
 ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                      int64_t q_off, int64_t k_off)
 {
     const rq_problem *pb = &pl->pb;
-    struct rq_vk_plan *vp = pl->vkp;
+    struct rq_vk_plan *vp = rq_vkp(pl);
     ropeqk_tensor vt = pl->v;
     vt.ne[2] = Sk; /* a decode plan uses the first Sk keys of its V descriptor */
     uint32_t ves = (uint32_t)ropeqk_dtype_size(pl->v.dtype), oes = (uint32_t)ropeqk_dtype_size(pl->out.dtype);

@@ -1,11 +1,14 @@
-/* The Vulkan backend's internals (src/vk/), shared with ctx.c and plan.c through a few entry points.
+/* The Vulkan backend's internals (src/vulkan/): its context and plan objects behind the core's `impl`
+ * pointers, and what its files share. The core reaches it only through rq_vulkan_backend's table.
  * Not installed. */
 #ifndef ROPEQK_VK_H
 #define ROPEQK_VK_H
 
-#include "../ctx.h"
+#include "../core/call.h"
 #include "ropeqk_vulkan.h"
 #include "vk_contract.h"
+
+extern const rq_backend rq_vulkan_backend;
 
 /* The shaders embedded at build time (glsl/, compiled by glslc; rq_spirv.c is generated). */
 typedef enum {
@@ -36,6 +39,7 @@ typedef struct {
     void *map;
 } rq_vk_buf;
 
+/* ctx->impl of a Vulkan context. */
 struct rq_vk_ctx {
     VkInstance instance;
     VkPhysicalDevice phys;
@@ -57,7 +61,7 @@ struct rq_vk_ctx {
     rq_vk_buf dummy;                 /* bound where a shader's optional buffer is absent */
 };
 
-/* What a Vulkan plan owns. */
+/* pl->impl of a plan on a Vulkan context: what it owns. */
 struct rq_vk_plan {
     rq_vk_pipe *rot_q, *rot_k, *main; /* pipelines (owned by the context) */
     rq_vk_buf freq;                   /* vec4 per frequency: inv_freq/pi as three floats */
@@ -69,10 +73,14 @@ struct rq_vk_plan {
     struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
 };
 
-/* ctx.c -> vk_ctx.c: a context on Vulkan device `index` (-1: the first usable one) or on the first
- * device whose name contains `name` (non-NULL). ROPEQK_ERR_NO_DEVICE when none matches. */
-ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *tuning, ropeqk_ctx **out);
-void rq_vk_ctx_free(ropeqk_ctx *ctx);
+static inline struct rq_vk_ctx *rq_vk(const ropeqk_ctx *ctx) { return (struct rq_vk_ctx *)ctx->impl; }
+static inline struct rq_vk_plan *rq_vkp(const ropeqk_plan *pl) { return (struct rq_vk_plan *)pl->impl; }
+/* Whether ctx is a Vulkan context (ropeqk_vulkan_*'s check, by identity). */
+static inline bool rq_is_vk(const ropeqk_ctx *ctx) { return ctx && ctx->be == &rq_vulkan_backend; }
+
+/* vk_ctx.c: the table's open and close. */
+ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
+void rq_vk_close(ropeqk_ctx *ctx);
 /* Records a failing VkResult in the context and the thread's message; returns ROPEQK_ERR_BACKEND. */
 ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what);
 const char *rq_vk_result_name(VkResult r);
@@ -111,13 +119,24 @@ ropeqk_status rq_vk_bind_offsets(ropeqk_ctx *ctx, const rq_vk_bind *b, uint32_t 
 void rq_vk_dispatch(ropeqk_ctx *ctx, VkCommandBuffer cmd, const rq_vk_pipe *p, const rq_vk_bind *b, uint32_t n,
                     const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy, uint32_t gz);
 
-/* vk_plan.c */
-ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4);
+/* vk_plan.c: the table's plan_init and plan_free */
+ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4, const double *inv);
 void rq_vk_plan_free(ropeqk_plan *pl);
-/* Whether a scores plan uses scores_few.comp (few query rows per KV head: decode). */
-/* Times `runs` recordings of a scores or attention plan (fixed positions, no step), each its own
- * submit and fence wait, on device buffers of the plan's extents filled with 0.01 (the tuner). */
+/* vk_tune.c: the table's configuration and tuner hooks; vk_host.c: host_run, warmup, and the timed
+ * runs of the tuner (each its own submit and fence wait, on device buffers of the plan's extents
+ * filled with 0.01). */
+void rq_vk_tuning_base(const rq_devinfo *dev, rq_tuning *t);
+void rq_vk_tuning_fit(const rq_devinfo *dev, rq_tuning *t);
+ropeqk_status rq_vk_build_options(const ropeqk_ctx *ctx, char *buf, size_t len);
+bool rq_vk_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t);
+bool rq_vk_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D);
+ropeqk_status rq_vk_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out);
+void rq_vk_tune_lock(ropeqk_ctx *ctx, bool lock);
+void rq_vk_tune_describe(const rq_tuning *t, char *buf, size_t len);
 ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds);
+ropeqk_status rq_vk_host_run(ropeqk_plan *pl, const rq_host_io *io);
+/* The buffers of a recording as the core's call checks see them ({VkBuffer, offset, offset + range}). */
+rq_mem rq_vk_mem(ropeqk_vulkan_mem m);
 /* The scores.comp shape (register block, staged dims) for head dim D: the context's tuned one where
  * the device allows it, else the default. */
 void rq_vk_scores_shape(const ropeqk_ctx *ctx, int64_t D, int32_t *t, int32_t *tk);
@@ -129,7 +148,7 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
                                   int64_t q_off, int64_t k_off);
 
 /* vk_paged.c: a paged-decode plan's pipelines, metadata buffer and scratch (rq_vk_plan_init's part
- * for ROPEQK_OP_PAGED_DECODE; pl->vkp is set before anything can fail), and their release. */
+ * for ROPEQK_OP_PAGED_DECODE; rq_vkp(pl) is set before anything can fail), and their release. */
 ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4);
 void rq_vk_paged_free(ropeqk_plan *pl);
 /* vk_plan.c, shared with the other operations' plans: the rotate pipelines, frequency table and
@@ -156,14 +175,6 @@ int32_t rq_vk_attn_rows(const ropeqk_ctx *ctx, int64_t Dv);
 /* Whether the device takes `rows` attention rows per work-group at Dv (else the plan uses the default). */
 bool rq_vk_attn_rows_fit(const ropeqk_ctx *ctx, int32_t rows, int64_t Dv);
 
-/* vk_host.c: the host-memory calls on a Vulkan context. */
-ropeqk_status rq_vk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
-                           const ropeqk_tensor *k, const void *k_data, const int32_t *q_pos, const int32_t *k_pos,
-                           const ropeqk_tensor *out, float *out_data);
-ropeqk_status rq_vk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
-                              const ropeqk_tensor *k, const void *k_data, const ropeqk_tensor *v, const void *v_data,
-                              const int32_t *q_pos, const int32_t *k_pos, const ropeqk_tensor *out, void *out_data,
-                              const ropeqk_tensor *lse, float *lse_data);
 /* Makes the pipelines of every operation now (ropeqk_ctx_warmup). */
 ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx);
 

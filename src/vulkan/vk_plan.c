@@ -13,8 +13,9 @@ typedef struct {
     RQ_VK_SC_PC(RQ_VK_FIELD)
 } sc_pc;
 
-ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4)
+ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4, const double *inv)
 {
+    (void)inv; /* the shaders form every angle from vfreq4 */
     if (pl->op == ROPEQK_OP_PAGED_DECODE)
         return rq_vk_paged_init(pl, vfreq4);
     if (pl->op != ROPEQK_OP_SCORES && pl->op != ROPEQK_OP_ATTENTION) {
@@ -24,7 +25,7 @@ ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4)
     struct rq_vk_plan *vp = calloc(1, sizeof *vp);
     if (!vp)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    pl->vkp = vp;
+    pl->impl = vp;
     ropeqk_status st;
     if (pl->op == ROPEQK_OP_ATTENTION) { /* checks Dv before any scratch is made */
         st = rq_vk_attn_plan_init(pl);
@@ -52,12 +53,12 @@ bool rq_vk_scores_fits(const ropeqk_ctx *ctx, int32_t T, int32_t TK, int64_t D)
 {
     /* the device's shared memory and, on a CPU device (llvmpipe), no nearer the loop limit than the
      * default shape, which the suite passes with */
-    int64_t lim = ctx->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU
+    int64_t lim = rq_vk(ctx)->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU
                       ? scores_trips(D, RQ_VK_SC_T_DEF, RQ_VK_SC_TK_DEF)
                       : INT64_MAX;
     if (lim < RQ_VK_AT_TRIPS)
         lim = RQ_VK_AT_TRIPS;
-    return (uint64_t)RQ_VK_SC_SHARED(T, TK) <= ctx->vk->props.limits.maxComputeSharedMemorySize &&
+    return (uint64_t)RQ_VK_SC_SHARED(T, TK) <= rq_vk(ctx)->props.limits.maxComputeSharedMemorySize &&
            scores_trips(D, T, TK) <= lim;
 }
 
@@ -72,7 +73,7 @@ ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
-    struct rq_vk_plan *vp = pl->vkp;
+    struct rq_vk_plan *vp = rq_vkp(pl);
     int32_t wg = RQ_VK_ROT_UNITS;
     int32_t sq[RQ_VK_NSPEC] = {pl->q.dtype, 0, 0, wg}, sk[RQ_VK_NSPEC] = {pl->k.dtype, 0, 0, wg};
     ropeqk_status st;
@@ -81,7 +82,7 @@ ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4)
         return st;
     /* scratch: rotated f32 rows, sized for the descriptors (max_keys keys for a decode plan) */
     uint64_t qn = (uint64_t)(pb->B * pb->Hq * pb->Sq * pb->D), kn = (uint64_t)(pb->B * pb->Hkv * pb->Sk * pb->D);
-    uint64_t lim = ctx->vk->props.limits.maxStorageBufferRange;
+    uint64_t lim = rq_vk(ctx)->props.limits.maxStorageBufferRange;
     if (qn * 4 > lim || kn * 4 > lim) {
         rq_set_error("ropeqk_plan_create: rotated scratch of %llu bytes exceeds this Vulkan device's storage-buffer "
                      "range limit (%llu bytes)", (unsigned long long)((qn > kn ? qn : kn) * 4),
@@ -97,7 +98,7 @@ ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4)
 
 void rq_vk_plan_free(ropeqk_plan *pl)
 {
-    struct rq_vk_plan *vp = pl->vkp;
+    struct rq_vk_plan *vp = rq_vkp(pl);
     if (!vp)
         return;
     rq_vk_paged_free(pl);
@@ -106,7 +107,7 @@ void rq_vk_plan_free(ropeqk_plan *pl)
     rq_vk_buf_free(pl->ctx, &vp->kr);
     rq_vk_buf_free(pl->ctx, &vp->st);
     free(vp);
-    pl->vkp = NULL;
+    pl->impl = NULL;
 }
 
 /* Rows [0, S) of view t in m rotated into dst (f32 [BH][S][D], times out_mul). */
@@ -119,7 +120,7 @@ static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_p
     rq_vk_bind b[4] = {
         {m.buf, m.offset, extent, es},
         {pos.buf, pos.offset, (VkDeviceSize)S * 4, 4},
-        {pl->vkp->freq.buf, 0, pl->vkp->freq.size, 16},
+        {rq_vkp(pl)->freq.buf, 0, rq_vkp(pl)->freq.size, 16},
         {dst->buf, 0, dst->size, 4},
     };
     /* 16-bit views are read a 32-bit word at a time: round the bound bytes up to whole words */
@@ -146,7 +147,7 @@ ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const rope
                                 int64_t q_off, int64_t k_off)
 {
     const rq_problem *pb = &pl->pb;
-    struct rq_vk_plan *vp = pl->vkp;
+    struct rq_vk_plan *vp = rq_vkp(pl);
     ropeqk_tensor kt = pl->k;
     kt.ne[2] = Sk;
     /* everything earlier in the queue (the caller's writes of Q, K, positions; earlier runs of this
@@ -174,7 +175,7 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
                                   int64_t q_off, int64_t k_off)
 {
     const rq_problem *pb = &pl->pb;
-    struct rq_vk_plan *vp = pl->vkp;
+    struct rq_vk_plan *vp = rq_vkp(pl);
     ropeqk_tensor ot = pl->out;
     ot.ne[3] = Sk;
     size_t o_ext = ropeqk_tensor_extent(&ot);
@@ -214,74 +215,37 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
 }
 
 /* 16-bit views are read and written as whole 32-bit words: the bytes from m.offset to the end of
- * the word holding the last element */
+ * the word holding the last element (the core's rq_view_bytes with this backend's access unit) */
 size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent)
 {
-    return es == 2 ? (size_t)((m.offset % 4 + extent + 3) / 4 * 4 - m.offset % 4) : extent;
+    return (size_t)rq_view_bytes(&rq_vulkan_backend, m.offset, es, extent);
 }
 
-/* A view's range inside the caller's buffer range (the same checks as the OpenCL path). */
-static ropeqk_status check_mem(ropeqk_vulkan_mem m, size_t align, size_t extent, rq_range *r)
+rq_mem rq_vk_mem(ropeqk_vulkan_mem m)
 {
-    if (m.offset % align != 0)
-        return ROPEQK_ERR_BAD_STRIDES;
-    if (extent > m.range) {
-        rq_set_error("a buffer range of %llu bytes is smaller than its view (%zu bytes)",
-                     (unsigned long long)m.range, extent);
-        return ROPEQK_ERR_BUFFER_TOO_SMALL;
-    }
-    /* VkBuffer handles compare as the overlap check's identity */
-    r->buf = (cl_mem)(uintptr_t)m.buf;
-    r->off = (size_t)m.offset;
-    r->len = extent;
-    return ROPEQK_SUCCESS;
+    rq_mem r = {(uintptr_t)m.buf, m.offset, m.offset + m.range};
+    if (r.end < m.offset) /* a range past 2^64: as large as can be */
+        r.end = UINT64_MAX;
+    return r;
 }
 
 ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *args,
                                         const ropeqk_step *step)
 {
+    const char *fn = "ropeqk_vulkan_plan_record";
     if (!pl || !args || !cmd)
         return ROPEQK_ERR_NULL_POINTER;
-    if (!pl->vkp) {
-        rq_set_error("ropeqk_vulkan_plan_record: the plan belongs to a context of another backend");
+    if (!rq_is_vk(pl->ctx)) {
+        rq_set_error("%s: the plan belongs to a %s context, not a Vulkan one", fn, pl->ctx->be->name);
         return ROPEQK_ERR_BAD_PARAM;
     }
-    if (pl->op == ROPEQK_OP_PAGED_DECODE) {
-        rq_set_error("ropeqk_vulkan_plan_record: a paged-decode plan runs through ropeqk_vulkan_paged_record");
-        return ROPEQK_ERR_BAD_PARAM;
-    }
-    const rq_problem *pb = &pl->pb;
-    if (!args->q.buf || !args->k.buf || !args->out.buf)
-        return ROPEQK_ERR_NULL_POINTER;
+    rq_call_mems m = {rq_vk_mem(args->q),   rq_vk_mem(args->k), rq_vk_mem(args->q_pos), rq_vk_mem(args->k_pos),
+                      rq_vk_mem(args->out), rq_vk_mem(args->v), rq_vk_mem(args->lse)};
     rq_extents x;
-    ropeqk_status st = rq_plan_step(pl, step, args->q_pos.buf || args->k_pos.buf, "ropeqk_vulkan_plan_record", &x);
+    ropeqk_status st = rq_call_check(pl, step, &m, fn, "ropeqk_vulkan_paged_record", &x);
     if (st)
         return st;
-    bool attn = pl->op == ROPEQK_OP_ATTENTION;
-    rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq, rv = rq, rl = rq;
-    size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
-    size_t oes = ropeqk_dtype_size(pl->out.dtype);
-    if ((st = check_mem(args->q, qes, rq_vk_word_bytes(args->q, qes, pb->q_extent), &rq)) ||
-        (st = check_mem(args->k, kes, rq_vk_word_bytes(args->k, kes, x.k), &rk)) ||
-        (st = check_mem(args->out, oes, rq_vk_word_bytes(args->out, oes, x.o), &ro)))
-        return st;
-    if (args->q_pos.buf && (st = check_mem(args->q_pos, 4, (size_t)pb->Sq * 4, &rqp)))
-        return st;
-    if (args->k_pos.buf && (st = check_mem(args->k_pos, 4, (size_t)x.Sk * 4, &rkp)))
-        return st;
-    if (attn) {
-        size_t ves = ropeqk_dtype_size(pl->v.dtype);
-        if (!args->v.buf || (pl->with_lse && !args->lse.buf))
-            return ROPEQK_ERR_NULL_POINTER;
-        if ((st = check_mem(args->v, ves, rq_vk_word_bytes(args->v, ves, x.v), &rv)) ||
-            (pl->with_lse && (st = check_mem(args->lse, 4, pb->lse_extent, &rl))))
-            return st;
-    }
-    /* the outputs against every input and each other, as on OpenCL (16-bit views: whole words) */
-    const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv}, *outs[] = {&ro, &rl};
-    if (rq_outputs_overlap(outs, 2, in, 5))
-        return ROPEQK_ERR_OVERLAP;
-    if (attn)
+    if (pl->op == ROPEQK_OP_ATTENTION)
         return rq_vk_record_attention(pl, cmd, args, x.Sk, x.q_off, x.k_off);
     return rq_vk_record_scores(pl, cmd, args, x.Sk, x.q_off, x.k_off);
 }

@@ -35,11 +35,7 @@ const char *rq_vk_result_name(VkResult r)
 
 ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what)
 {
-    if (ctx)
-        atomic_store(&ctx->last_cl, (int)r);
-    const char *name = rq_vk_result_name(r);
-    rq_set_error("Vulkan error %s (%d) in %s", name ? name : "(unknown code)", (int)r, what);
-    return ROPEQK_ERR_BACKEND;
+    return rq_backend_fail(&rq_vulkan_backend, ctx, (int32_t)r, what);
 }
 
 /* ---- validation messages (ROPEQK_VULKAN_VALIDATION=1) ------------------------------------------ */
@@ -232,7 +228,7 @@ ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint3
  * entry point, a command pool and fence for the host-memory calls, the configuration. */
 static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
 {
-    struct rq_vk_ctx *vk = ctx->vk;
+    struct rq_vk_ctx *vk = rq_vk(ctx);
     vkGetPhysicalDeviceProperties(vk->phys, &vk->props);
     vkGetPhysicalDeviceMemoryProperties(vk->phys, &vk->memprops);
     vk->push_desc = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(vk->device, "vkCmdPushDescriptorSetKHR");
@@ -250,14 +246,10 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
     snprintf(ctx->dev.driver, sizeof ctx->dev.driver, "%u", vk->props.driverVersion);
     ctx->dev.cpu = info.cpu;
     ctx->dev.max_wg = vk->props.limits.maxComputeWorkGroupInvocations;
-    ropeqk_status st = rq_tuning_resolve(tuning, &ctx->dev, &ctx->tune);
+    ctx->dev.local_mem = vk->props.limits.maxComputeSharedMemorySize;
+    ropeqk_status st = rq_ctx_configure(ctx, tuning);
     if (st)
         return st;
-    snprintf(ctx->options, sizeof ctx->options,
-             "spirv (glslc); specialization: per plan dtypes; scores block %d (tile %d), %d dims a stage; "
-             "attention %d rows a work-group",
-             ctx->tune.vk_block, RQ_VK_SC_SIDE * ctx->tune.vk_block, ctx->tune.vk_tk, ctx->tune.vk_rows);
-    ctx->max_alloc = vk->props.limits.maxStorageBufferRange;
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                    .queueFamilyIndex = vk->qfam};
@@ -270,46 +262,48 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
     return rq_vk_buf_create(ctx, 256, false, 0, &vk->dummy);
 }
 
-static ropeqk_status vk_alloc(ropeqk_ctx **out)
+/* ctx->impl: the Vulkan context, with its queue lock. */
+static ropeqk_status impl_alloc(ropeqk_ctx *ctx)
 {
-    ropeqk_ctx *ctx = calloc(1, sizeof *ctx);
     struct rq_vk_ctx *vk = calloc(1, sizeof *vk);
-    if (!ctx || !vk || pthread_mutex_init(&ctx->lock, NULL) != 0) {
-        free(ctx);
-        free(vk);
+    if (!vk)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    }
-    if (pthread_mutex_init(&vk->qlock, NULL) == 0)
-        vk->qlock_ok = true;
+    ctx->impl = vk;
     atomic_init(&vk->vmsg, 0);
-    atomic_init(&ctx->last_cl, 0);
-    ctx->vk = vk;
-    *out = ctx;
-    return vk->qlock_ok ? ROPEQK_SUCCESS : ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    if (pthread_mutex_init(&vk->qlock, NULL) != 0)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    vk->qlock_ok = true;
+    return ROPEQK_SUCCESS;
 }
 
-ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *tuning, ropeqk_ctx **out)
+ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning)
 {
-    *out = NULL;
-    ropeqk_ctx *ctx = NULL;
-    ropeqk_status st = vk_alloc(&ctx);
-    if (st) {
-        rq_vk_ctx_free(ctx);
-        return st;
+    /* "vulkan" (the first usable device) or "vulkan:N"; a bare spec is a device name */
+    int index = -1;
+    const char *name = NULL;
+    if (explicit_spec && spec) {
+        char *end = NULL;
+        long v = strtol(spec, &end, 10);
+        if (end == spec || *end || v < 0 || v > INT32_MAX) {
+            rq_set_error("device 'vulkan:%s': expected 'vulkan' or 'vulkan:N'", spec);
+            return ROPEQK_ERR_NO_DEVICE;
+        }
+        index = (int)v;
+    } else {
+        name = spec;
     }
-    struct rq_vk_ctx *vk = ctx->vk;
+    ropeqk_status st = impl_alloc(ctx);
+    if (st)
+        return st;
+    struct rq_vk_ctx *vk = rq_vk(ctx);
     vk->own = true;
-    if ((st = make_instance(vk, env_validation(), &vk->instance))) {
-        rq_vk_ctx_free(ctx);
+    if ((st = make_instance(vk, env_validation(), &vk->instance)))
         return st;
-    }
     VkPhysicalDevice pd[RQ_VK_MAX_DEVICES];
     uint32_t n = 0;
     VkResult r = physical_devices(vk->instance, pd, &n);
-    if (r != VK_SUCCESS) {
-        rq_vk_ctx_free(ctx);
+    if (r != VK_SUCCESS)
         return rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
-    }
     int pick = -1, ok = 0;
     bool oom = false;
     for (uint32_t i = 0; i < n && pick < 0 && !oom; i++) {
@@ -322,10 +316,8 @@ ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *t
     }
     if (pick >= 0 && (ok = usable(pd[pick])) < 0)
         oom = true;
-    if (oom) {
-        rq_vk_ctx_free(ctx);
+    if (oom)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    }
     if (pick < 0 || !ok) {
         if (pick >= 0)
             rq_set_error("Vulkan device %d has no compute queue or lacks %s", pick, required_ext[0]);
@@ -333,7 +325,6 @@ ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *t
             rq_set_error("no Vulkan device vulkan:%d (%u found)", index, n);
         else
             rq_set_error(name ? "no Vulkan device matches '%s'" : "no usable Vulkan device%s", name ? name : "");
-        rq_vk_ctx_free(ctx);
         return ROPEQK_ERR_NO_DEVICE;
     }
     vk->phys = pd[pick];
@@ -345,17 +336,10 @@ ropeqk_status rq_vk_ctx_open(int index, const char *name, const ropeqk_tuning *t
                               .pQueueCreateInfos = &qci, .enabledExtensionCount = N_REQUIRED,
                               .ppEnabledExtensionNames = required_ext};
     r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
-    if (r != VK_SUCCESS) {
-        rq_vk_ctx_free(ctx);
+    if (r != VK_SUCCESS)
         return rq_vk_fail(NULL, r, "vkCreateDevice");
-    }
     vkGetDeviceQueue(vk->device, vk->qfam, 0, &vk->queue);
-    if ((st = vk_finish(ctx, tuning))) {
-        rq_vk_ctx_free(ctx);
-        return st;
-    }
-    *out = ctx;
-    return ROPEQK_SUCCESS;
+    return vk_finish(ctx, tuning);
 }
 
 ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, ropeqk_ctx **out)
@@ -365,10 +349,12 @@ ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, r
     *out = NULL;
     if (!params || !params->instance || !params->physical_device || !params->device || !params->queue)
         return ROPEQK_ERR_NULL_POINTER;
-    ropeqk_ctx *ctx = NULL;
-    ropeqk_status st = vk_alloc(&ctx);
+    ropeqk_ctx *ctx = rq_ctx_alloc(&rq_vulkan_backend);
+    if (!ctx)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    ropeqk_status st = impl_alloc(ctx);
     if (!st) {
-        struct rq_vk_ctx *vk = ctx->vk;
+        struct rq_vk_ctx *vk = rq_vk(ctx);
         vk->instance = params->instance;
         vk->phys = params->physical_device;
         vk->device = params->device;
@@ -377,18 +363,16 @@ ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, r
         st = vk_finish(ctx, &params->tuning);
     }
     if (st) {
-        rq_vk_ctx_free(ctx);
+        rq_ctx_free(ctx);
         return st;
     }
     *out = ctx;
     return ROPEQK_SUCCESS;
 }
 
-void rq_vk_ctx_free(ropeqk_ctx *ctx)
+void rq_vk_close(ropeqk_ctx *ctx)
 {
-    if (!ctx)
-        return;
-    struct rq_vk_ctx *vk = ctx->vk;
+    struct rq_vk_ctx *vk = rq_vk(ctx);
     if (vk) {
         if (vk->device) {
             if (vk->qlock_ok)
@@ -417,23 +401,21 @@ void rq_vk_ctx_free(ropeqk_ctx *ctx)
         if (vk->qlock_ok)
             pthread_mutex_destroy(&vk->qlock);
         free(vk);
+        ctx->impl = NULL;
     }
-    free(ctx->build_log);
-    pthread_mutex_destroy(&ctx->lock);
-    free(ctx);
 }
 
-VkInstance ropeqk_vulkan_instance(const ropeqk_ctx *ctx) { return ctx && ctx->vk ? ctx->vk->instance : VK_NULL_HANDLE; }
+VkInstance ropeqk_vulkan_instance(const ropeqk_ctx *ctx) { return rq_is_vk(ctx) ? rq_vk(ctx)->instance : VK_NULL_HANDLE; }
 VkPhysicalDevice ropeqk_vulkan_physical_device(const ropeqk_ctx *ctx)
 {
-    return ctx && ctx->vk ? ctx->vk->phys : VK_NULL_HANDLE;
+    return rq_is_vk(ctx) ? rq_vk(ctx)->phys : VK_NULL_HANDLE;
 }
-VkDevice ropeqk_vulkan_device(const ropeqk_ctx *ctx) { return ctx && ctx->vk ? ctx->vk->device : VK_NULL_HANDLE; }
+VkDevice ropeqk_vulkan_device(const ropeqk_ctx *ctx) { return rq_is_vk(ctx) ? rq_vk(ctx)->device : VK_NULL_HANDLE; }
 VkQueue ropeqk_vulkan_queue(const ropeqk_ctx *ctx, uint32_t *queue_family)
 {
     if (queue_family)
-        *queue_family = ctx && ctx->vk ? ctx->vk->qfam : 0;
-    return ctx && ctx->vk ? ctx->vk->queue : VK_NULL_HANDLE;
+        *queue_family = rq_is_vk(ctx) ? rq_vk(ctx)->qfam : 0;
+    return rq_is_vk(ctx) ? rq_vk(ctx)->queue : VK_NULL_HANDLE;
 }
 
 uint32_t ropeqk_vulkan_validation_messages(const ropeqk_ctx *ctx, char *buf, size_t len)
@@ -446,10 +428,10 @@ uint32_t ropeqk_vulkan_validation_messages(const ropeqk_ctx *ctx, char *buf, siz
             snprintf(buf, len, "%s", total_first);
         return n;
     }
-    if (!ctx->vk)
+    if (!rq_is_vk(ctx))
         return 0;
-    uint32_t n = atomic_load(&ctx->vk->vmsg);
+    uint32_t n = atomic_load(&rq_vk(ctx)->vmsg);
     if (n && buf && len)
-        snprintf(buf, len, "%s", ctx->vk->first_msg);
+        snprintf(buf, len, "%s", rq_vk(ctx)->first_msg);
     return n;
 }

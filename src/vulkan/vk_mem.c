@@ -15,7 +15,7 @@ static int mem_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits, V
 ropeqk_status rq_vk_buf_create(ropeqk_ctx *ctx, VkDeviceSize size, bool host, VkBufferUsageFlags extra,
                                rq_vk_buf *b)
 {
-    struct rq_vk_ctx *vk = ctx->vk;
+    struct rq_vk_ctx *vk = rq_vk(ctx);
     memset(b, 0, sizeof *b);
     if (size == 0)
         size = 4;
@@ -53,9 +53,9 @@ ropeqk_status rq_vk_buf_create(ropeqk_ctx *ctx, VkDeviceSize size, bool host, Vk
 
 void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b)
 {
-    if (!ctx || !ctx->vk || !b)
+    if (!ctx || !ctx->impl || !b)
         return;
-    VkDevice d = ctx->vk->device;
+    VkDevice d = rq_vk(ctx)->device;
     if (b->map)
         vkUnmapMemory(d, b->mem);
     if (b->buf)
@@ -67,7 +67,7 @@ void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b)
 
 ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd)
 {
-    struct rq_vk_ctx *vk = ctx->vk;
+    struct rq_vk_ctx *vk = rq_vk(ctx);
     *cmd = VK_NULL_HANDLE;
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                       .commandPool = vk->pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
@@ -90,7 +90,7 @@ ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd)
 
 ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd)
 {
-    struct rq_vk_ctx *vk = ctx->vk;
+    struct rq_vk_ctx *vk = rq_vk(ctx);
     VkResult r = vkEndCommandBuffer(cmd);
     const char *what = "vkEndCommandBuffer";
     if (r == VK_SUCCESS) {
@@ -129,14 +129,14 @@ ropeqk_status rq_vk_buf_upload(ropeqk_ctx *ctx, const void *data, VkDeviceSize b
         return st;
     }
     memcpy(stage.map, data, (size_t)bytes);
-    pthread_mutex_lock(&ctx->vk->qlock);
+    pthread_mutex_lock(&rq_vk(ctx)->qlock);
     st = rq_vk_cmd_begin(ctx, &cmd);
     if (!st) {
         VkBufferCopy c = {0, 0, bytes};
         vkCmdCopyBuffer(cmd, stage.buf, b->buf, 1, &c);
         st = rq_vk_cmd_submit(ctx, cmd);
     }
-    pthread_mutex_unlock(&ctx->vk->qlock);
+    pthread_mutex_unlock(&rq_vk(ctx)->qlock);
     rq_vk_buf_free(ctx, &stage);
     if (st)
         rq_vk_buf_free(ctx, b);

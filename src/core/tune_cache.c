@@ -14,7 +14,7 @@
  * uses its shipped entries or its heuristic. Files are written through a temporary name and a
  * rename, so a reader never sees half a file. No heap allocation: a context's creation stays free
  * of new failure points. */
-#include "ctx.h"
+#include "tuning.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -61,7 +61,7 @@ static const struct {
 
 static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)
 {
-    VkDevice d = ctx->vk->device;
+    VkDevice d = rq_vk(ctx)->device;
     if (p->pipeline)
         vkDestroyPipeline(d, p->pipeline, NULL);
     if (p->layout)
@@ -73,7 +73,7 @@ static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)
 
 static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[RQ_VK_NSPEC], rq_vk_pipe **out)
 {
-    VkDevice d = ctx->vk->device;
+    VkDevice d = rq_vk(ctx)->device;
     rq_vk_pipe *p = calloc(1, sizeof *p);
     if (!p)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
@@ -132,7 +132,7 @@ ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spe
 {
     *out = NULL;
     pthread_mutex_lock(&ctx->lock);
-    for (rq_vk_pipe *p = ctx->vk->pipes; p; p = p->next)
+    for (rq_vk_pipe *p = rq_vk(ctx)->pipes; p; p = p->next)
         if (p->shader == sh && memcmp(p->spec, spec, sizeof p->spec) == 0) {
             *out = p;
             pthread_mutex_unlock(&ctx->lock);
@@ -142,8 +142,8 @@ ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spe
     rq_vk_pipe *p = NULL;
     ropeqk_status st = pipe_make(ctx, sh, spec, &p);
     if (!st) {
-        p->next = ctx->vk->pipes;
-        ctx->vk->pipes = p;
+        p->next = rq_vk(ctx)->pipes;
+        rq_vk(ctx)->pipes = p;
         *out = p;
     }
     pthread_mutex_unlock(&ctx->lock);
@@ -152,18 +152,18 @@ ropeqk_status rq_vk_pipe_get(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spe
 
 void rq_vk_pipes_free(ropeqk_ctx *ctx)
 {
-    rq_vk_pipe *p = ctx->vk->pipes;
+    rq_vk_pipe *p = rq_vk(ctx)->pipes;
     while (p) {
         rq_vk_pipe *n = p->next;
         pipe_free(ctx, p);
         p = n;
     }
-    ctx->vk->pipes = NULL;
+    rq_vk(ctx)->pipes = NULL;
 }
 
 ropeqk_status rq_vk_bind_offsets(ropeqk_ctx *ctx, const rq_vk_bind *b, uint32_t n, uint32_t *elem_off)
 {
-    const VkPhysicalDeviceLimits *lim = &ctx->vk->props.limits;
+    const VkPhysicalDeviceLimits *lim = &rq_vk(ctx)->props.limits;
     VkDeviceSize align = lim->minStorageBufferOffsetAlignment ? lim->minStorageBufferOffsetAlignment : 1;
     for (uint32_t i = 0; i < n; i++) {
         if (!b[i].buf) {
@@ -185,7 +185,7 @@ ropeqk_status rq_vk_bind_offsets(ropeqk_ctx *ctx, const rq_vk_bind *b, uint32_t 
 void rq_vk_dispatch(ropeqk_ctx *ctx, VkCommandBuffer cmd, const rq_vk_pipe *p, const rq_vk_bind *b, uint32_t n,
                     const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy, uint32_t gz)
 {
-    struct rq_vk_ctx *vk = ctx->vk;
+    struct rq_vk_ctx *vk = rq_vk(ctx);
     VkDeviceSize align = vk->props.limits.minStorageBufferOffsetAlignment;
     if (!align)
         align = 1;

@@ -39,7 +39,7 @@ struct rq_vk_paged {
  * thread, a GPU is taken to have 64 units (a few tasks per unit either way). */
 static int64_t device_units(const ropeqk_ctx *ctx, bool *gpu)
 {
-    *gpu = ctx->vk->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    *gpu = rq_vk(ctx)->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
     if (*gpu)
         return 64;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -57,11 +57,11 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
-    const VkPhysicalDeviceLimits *lim = &ctx->vk->props.limits;
+    const VkPhysicalDeviceLimits *lim = &rq_vk(ctx)->props.limits;
     struct rq_vk_plan *vp = calloc(1, sizeof *vp);
     if (!vp)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    pl->vkp = vp;
+    pl->impl = vp;
     struct rq_vk_paged *pg = calloc(1, sizeof *pg);
     if (!pg)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
@@ -125,52 +125,29 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
 
 void rq_vk_paged_free(ropeqk_plan *pl)
 {
-    struct rq_vk_paged *pg = pl->vkp ? pl->vkp->pg : NULL;
+    struct rq_vk_paged *pg = rq_vkp(pl) ? rq_vkp(pl)->pg : NULL;
     if (!pg)
         return;
     rq_vk_buf_free(pl->ctx, &pg->meta);
     rq_vk_buf_free(pl->ctx, &pg->part);
     free(pg);
-    pl->vkp->pg = NULL;
+    rq_vkp(pl)->pg = NULL;
 }
 
 /* ---- checks ------------------------------------------------------------------------------------ */
 
-/* Bytes a view of `extent` bytes at `off` needs: 16-bit views are read and written a 32-bit word at
- * a time, so the word holding the last element must be inside the range. */
-static size_t need_bytes(VkDeviceSize off, size_t es, size_t extent)
-{
-    return es == 2 ? (size_t)((off % 4 + extent + 3) / 4 * 4 - off % 4) : extent;
-}
-
-/* A view in the caller's range: aligned offset, large enough; its byte range for the overlap checks. */
-static ropeqk_status check_mem(ropeqk_vulkan_mem m, size_t es, size_t extent, rq_range *r)
-{
-    if (m.offset % es != 0)
-        return ROPEQK_ERR_BAD_STRIDES;
-    if (need_bytes(m.offset, es, extent) > m.range)
-        return ROPEQK_ERR_BUFFER_TOO_SMALL;
-    r->buf = (cl_mem)(uintptr_t)m.buf; /* VkBuffer handles as the overlap check's identity */
-    r->off = (size_t)m.offset;
-    r->len = extent;
-    return ROPEQK_SUCCESS;
-}
-
 static ropeqk_status plan_ok(const ropeqk_plan *pl, const char *fn)
 {
-    if (!pl->vkp || !pl->vkp->pg) {
-        rq_set_error(pl->vkp ? "%s: the plan is not a paged-decode plan" : "%s: the plan belongs to a context of "
-                                                                           "another backend", fn);
+    if (!rq_is_vk(pl->ctx)) {
+        rq_set_error("%s: the plan belongs to a %s context, not a Vulkan one", fn, pl->ctx->be->name);
         return ROPEQK_ERR_BAD_PARAM;
     }
     return ROPEQK_SUCCESS;
 }
 
-static size_t rows_extent(const ropeqk_tensor *t, int64_t n)
+static size_t need_bytes(VkDeviceSize off, size_t es, size_t extent)
 {
-    ropeqk_tensor c = *t;
-    c.ne[0] = n;
-    return ropeqk_tensor_extent(&c);
+    return (size_t)rq_view_bytes(&rq_vulkan_backend, off, es, extent);
 }
 
 /* The leading barrier, the metadata (vkCmdUpdateBuffer takes at most 65536 bytes a call), and the
@@ -185,7 +162,7 @@ static void record_meta(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_paged_met
     VkDeviceSize bytes = (VkDeviceSize)meta->n * 4;
     for (VkDeviceSize o = 0; o < bytes; o += 65536) {
         VkDeviceSize c = bytes - o < 65536 ? bytes - o : 65536;
-        vkCmdUpdateBuffer(cmd, pl->vkp->pg->meta.buf, o, c, (const char *)meta->v + o);
+        vkCmdUpdateBuffer(cmd, rq_vkp(pl)->pg->meta.buf, o, c, (const char *)meta->v + o);
     }
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
@@ -193,9 +170,9 @@ static void record_meta(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_paged_met
 
 static ropeqk_status meta_fits(const ropeqk_plan *pl, const rq_paged_meta *meta, const char *fn)
 {
-    if ((VkDeviceSize)meta->n * 4 > pl->vkp->pg->meta.size) {
+    if ((VkDeviceSize)meta->n * 4 > rq_vkp(pl)->pg->meta.size) {
         rq_set_error("%s: the batch's metadata (%zu bytes) exceeds the plan's buffer (%llu bytes)", fn, meta->n * 4,
-                     (unsigned long long)pl->vkp->pg->meta.size);
+                     (unsigned long long)rq_vkp(pl)->pg->meta.size);
         return ROPEQK_ERR_TOO_LARGE;
     }
     return ROPEQK_SUCCESS;
@@ -216,49 +193,25 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         return st;
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
-    struct rq_vk_plan *vp = pl->vkp;
-    struct rq_vk_paged *pg = vp->pg;
-    if (!args->q.buf || !args->k_cache.buf || !args->v_cache.buf || !args->out.buf ||
-        (pl->with_lse && !args->lse.buf)) {
-        rq_set_error("%s: q, k_cache, v_cache, out%s buffers are required", fn, pl->with_lse ? " and lse" : "");
-        return ROPEQK_ERR_NULL_POINTER;
-    }
-    if (!pl->with_lse && args->lse.buf) {
-        rq_set_error("%s: an lse buffer given to a plan made without with_lse", fn);
-        return ROPEQK_ERR_BAD_PARAM;
-    }
+    struct rq_vk_plan *vp = rq_vkp(pl);
+    rq_paged_mems pm = {rq_vk_mem(args->q), rq_vk_mem(args->k_cache), rq_vk_mem(args->v_cache), rq_vk_mem(args->out),
+                        rq_vk_mem(args->lse)};
     rq_paged_meta meta;
-    if ((st = rq_paged_build_meta(pl, batch, -1, fn, &meta)))
+    if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
+    struct rq_vk_paged *pg = vp->pg;
     const int64_t n = batch->n_seqs, rows = n * pb->Hq;
     size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
     size_t ves = ropeqk_dtype_size(pl->v.dtype), oes = ropeqk_dtype_size(pl->out.dtype);
-    size_t qx = rows_extent(&pl->q, n), ox = rows_extent(&pl->out, n), lx = rows_extent(&pl->lse, n);
-    rq_range rq = {0, 0, NULL}, rk = rq, rv = rq, ro = rq, rl = rq;
-    if ((st = check_mem(args->q, qes, qx, &rq)) || (st = check_mem(args->k_cache, kes, pb->k_extent, &rk)) ||
-        (st = check_mem(args->v_cache, ves, pb->v_extent, &rv)) || (st = check_mem(args->out, oes, ox, &ro)) ||
-        (pl->with_lse && (st = check_mem(args->lse, 4, lx, &rl)))) {
-        rq_set_error("%s: a buffer range is misaligned or too small for its view: %s", fn, ropeqk_status_string(st));
-        goto done;
-    }
-    const rq_range *outs[2] = {&ro, &rl}, *ins[3] = {&rq, &rk, &rv};
-    if (rq_outputs_overlap(outs, 2, ins, 3))
-        st = ROPEQK_ERR_OVERLAP;
-    if (st) {
-        rq_set_error("%s: out or lse overlaps an input or each other in the same buffer", fn);
-        goto done;
-    }
+    size_t qx = rq_rows_extent(&pl->q, n), ox = rq_rows_extent(&pl->out, n), lx = rq_rows_extent(&pl->lse, n);
     if ((st = meta_fits(pl, &meta, fn)))
         goto done;
 
-    /* the split: enough tasks to fill the device even for one long sequence (cl/paged.c's rule) */
+    /* the split, by the rule every backend shares (src/core/paged_call.c); no split longer than the
+     * loop budget's max_pps */
     int64_t groups = pb->Hkv * pg->ngc * pg->ndvc, tasks = n * groups;
-    int64_t want = (pg->target + tasks - 1) / tasks;
-    int64_t pps = (meta.max_pages + want - 1) / want;
-    if (pps < pg->min_pages)
-        pps = pg->min_pages;
-    if (pps > pg->max_pps)
-        pps = pg->max_pps;
+    int64_t pps = rq_paged_pages_per_split(pg->target, tasks, meta.max_pages, pl->paged.page_size,
+                                           pg->min_pages * pl->paged.page_size, pg->max_pps);
     int64_t nsplit = (meta.max_pages + pps - 1) / pps, kps = pps * pl->paged.page_size;
     if (n * nsplit > pg->slots) { /* cannot happen (the plan's bound); refused rather than overrun */
         rq_set_error("%s: internal: %lld splits exceed the plan's scratch", fn, (long long)(n * nsplit));
@@ -351,7 +304,7 @@ static ropeqk_status append_one(ropeqk_plan *pl, const ropeqk_tensor *src, ropeq
         words = words && src->nb[i] % 4 == 0 && dst->nb[i] % 4 == 0;
     uint32_t ub = words ? 4 : 2;
     b[0] = (rq_vk_bind){sm.buf, sm.offset, need_bytes(sm.offset, es, sx), ub};
-    b[1] = (rq_vk_bind){pl->vkp->pg->meta.buf, 0, (VkDeviceSize)meta->n * 4, 4};
+    b[1] = (rq_vk_bind){rq_vkp(pl)->pg->meta.buf, 0, (VkDeviceSize)meta->n * 4, 4};
     b[2] = (rq_vk_bind){dm.buf, dm.offset, need_bytes(dm.offset, es, dx), ub};
     uint32_t e[3];
     ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 3, e);
@@ -379,37 +332,25 @@ ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *pl, VkCommandBuffer cmd, c
     ropeqk_status st = plan_ok(pl, fn);
     if (st)
         return st;
-    if (!k_new_mem.buf || !v_new_mem.buf || !k_cache.buf || !v_cache.buf) {
-        rq_set_error("%s: k_new, v_new, k_cache and v_cache buffers are required", fn);
-        return ROPEQK_ERR_NULL_POINTER;
-    }
     const rq_problem *pb = &pl->pb;
-    rq_problem c;
+    rq_append_mems am = {rq_vk_mem(k_new_mem), rq_vk_mem(v_new_mem), rq_vk_mem(k_cache), rq_vk_mem(v_cache)};
     rq_paged_meta meta;
-    if ((st = rq_paged_append_check(pl, k_new, v_new, batch, fn, &c, &meta)))
+    if ((st = rq_append_call_check(pl, k_new, v_new, &am, batch, fn, &meta)))
         return st;
     const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
-    size_t kes = ropeqk_dtype_size(pl->k.dtype), ves = ropeqk_dtype_size(pl->v.dtype);
-    rq_range rkn = {0, 0, NULL}, rvn = rkn, rk = rkn, rv = rkn;
-    if ((st = check_mem(k_new_mem, kes, c.k_extent, &rkn)) || (st = check_mem(v_new_mem, ves, c.v_extent, &rvn)) ||
-        (st = check_mem(k_cache, kes, pb->k_extent, &rk)) || (st = check_mem(v_cache, ves, pb->v_extent, &rv))) {
-        rq_set_error("%s: a buffer range is misaligned or too small for its view: %s", fn, ropeqk_status_string(st));
-        goto done;
-    }
-    if ((st = rq_paged_append_ranges(fn, &rk, &rv, &rkn, &rvn, n * pb->Hkv, n_new)))
-        goto done;
+    size_t kx = ropeqk_tensor_extent(k_new), vx = ropeqk_tensor_extent(v_new); /* valid: checked */
     if ((st = meta_fits(pl, &meta, fn)))
         goto done;
     rq_vk_bind bk[3], bv[3];
     app_pc pk, pv;
-    if ((st = append_one(pl, k_new, k_new_mem, c.k_extent, &pl->k, k_cache, pb->k_extent, &meta, n, bk, &pk)) ||
-        (st = append_one(pl, v_new, v_new_mem, c.v_extent, &pl->v, v_cache, pb->v_extent, &meta, n, bv, &pv)))
+    if ((st = append_one(pl, k_new, k_new_mem, kx, &pl->k, k_cache, pb->k_extent, &meta, n, bk, &pk)) ||
+        (st = append_one(pl, v_new, v_new_mem, vx, &pl->v, v_cache, pb->v_extent, &meta, n, bv, &pv)))
         goto done;
     record_meta(pl, cmd, &meta);
     /* the two copies write disjoint ranges: no barrier between them */
-    rq_vk_dispatch(pl->ctx, cmd, pl->vkp->pg->append, bk, 3, &pk, sizeof pk,
+    rq_vk_dispatch(pl->ctx, cmd, rq_vkp(pl)->pg->append, bk, 3, &pk, sizeof pk,
                    (uint32_t)((pk.units + RQ_VK_PA_WG - 1) / RQ_VK_PA_WG), gridz(n_new), gridz(n * pb->Hkv));
-    rq_vk_dispatch(pl->ctx, cmd, pl->vkp->pg->append, bv, 3, &pv, sizeof pv,
+    rq_vk_dispatch(pl->ctx, cmd, rq_vkp(pl)->pg->append, bv, 3, &pv, sizeof pv,
                    (uint32_t)((pv.units + RQ_VK_PA_WG - 1) / RQ_VK_PA_WG), gridz(n_new), gridz(n * pb->Hkv));
 done:
     free(meta.v);

@@ -48,7 +48,9 @@
  * convention differs (-Wpsabi, 143 notes on an AVX2 host, printed as "143 warnings generated." on
  * stderr at the first build). These notes concern pocl's own internal calls; real errors still fail
  * the build and keep their log, and the source itself is held to -pedantic -Werror by the clc test. */
-#include "ctx.h"
+#include "backend.h"
+
+#include <stdarg.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -125,7 +127,6 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
 }
 
 static void note_override(rq_tuning *t, const char *name);
-static void pick_base(const rq_devinfo *dev, rq_tuning *t);
 
 /* A knob from the caller (0 = default) or the environment (overrides), checked against [lo, hi]
  * and, for VK and DKB, their allowed values. */
@@ -164,30 +165,6 @@ static bool tile_ok(long v) { return v == 0 || v == 16 || v == 32 || v == 64 || 
 static bool rb_ok(long v) { return v == 4 || v == 8; }   /* float4 groups of keys per work-item */
 static bool tk_ok(long v) { return v % 4 == 0; }         /* float4 groups of dims per step */
 
-/* Turns the tiled kernel off (the plan then runs qk_scores) on the CPU profile (set by hand there:
- * its scratch layouts differ) and where the device cannot run its shape: more work-items than CL_DEVICE_MAX_WORK_GROUP_SIZE, or local arrays beyond 48 KiB (RQ_LOCAL_CAP)
- * or CL_DEVICE_LOCAL_MEM_SIZE. Says why in the configuration source. */
-static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
-{
-    if (t->tile <= 0)
-        return;
-    size_t tw = (size_t)(t->tile / t->rb), nt = tw * tw, local = RQ_TILED_LOCAL_BYTES((size_t)t->tile, (size_t)t->tk);
-    size_t cap = dev->local_mem > 0 && dev->local_mem < RQ_LOCAL_CAP ? dev->local_mem : RQ_LOCAL_CAP;
-    char why[128] = "";
-    if (t->profile == ROPEQK_PROFILE_CPU) /* it reads Qr rows and Kt as [d][key]: the GPU layouts */
-        snprintf(why, sizeof why, "GPU profile only: the CPU profile keeps Qr and Kt in panels");
-    else if (dev->max_wg > 0 && nt > dev->max_wg)
-        snprintf(why, sizeof why, "%zu work-items > device limit %zu", nt, dev->max_wg);
-    else if (local > cap)
-        snprintf(why, sizeof why, "%zu local bytes > %zu", local, cap);
-    if (!why[0])
-        return;
-    size_t n = strlen(t->config_source);
-    snprintf(t->config_source + n, sizeof t->config_source - n, "; tiled kernel off (tile %d, rb %d, tk %d: %s)",
-             t->tile, t->rb, t->tk, why);
-    t->tile = 0;
-}
-
 /* Configurations measured on a device, shipped with the library (the tuner's cache overrides them).
  * Matched by platform and device name substrings and the profile. */
 static const struct {
@@ -202,25 +179,11 @@ static const struct {
 };
 
 /* The knobs before caller and environment overrides: the tuner's cache for this device, else a
- * shipped entry, else the heuristic from the device's properties. Records where they came from. */
-static void pick_base(const rq_devinfo *dev, rq_tuning *t)
+ * shipped entry, else the backend's heuristic from the device's properties. Records where they came
+ * from. */
+static void pick_base(const rq_backend *be, const rq_devinfo *dev, rq_tuning *t)
 {
-    bool cpu = t->profile == ROPEQK_PROFILE_CPU;
-    int nv = dev->native_vec;
-    /* CPUs: one float vector per key block. Where it is 8 lanes (AVX2), 16 rows per work-item spill:
-     * an AVX2 host (pocl "haswell") ran prefill S=1024 D=128 at 52.6 GFLOP/s with TQ 16/VK 16 and at
-     * 102 with TQ 4 (best of TQ 2..16, VK 8/16). */
-    if (cpu && nv > 0 && nv < 16) {
-        t->vk = t->avk = nv >= 8 ? 8 : 4;
-        t->tq = 4;
-        t->nv = 1;
-    }
-    if (!strcmp(dev->platform, "Vulkan")) /* vk_ctx.c: the Vulkan shaders read the vk_* knobs only */
-        snprintf(t->config_source, sizeof t->config_source, "defaults (Vulkan %s device; `ropeqk tune` searches)",
-                 dev->cpu ? "CPU" : "GPU");
-    else
-        snprintf(t->config_source, sizeof t->config_source, "heuristic (%s profile, native float vector width %d)",
-                 cpu ? "CPU" : "GPU", nv);
+    be->tuning_base(dev, t); /* the backend's device heuristics, and the source note */
     for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++)
         if (strstr(dev->platform, shipped[i].platform) && strstr(dev->name, shipped[i].device) &&
             shipped[i].profile == t->profile) {
@@ -245,7 +208,7 @@ static void note_override(rq_tuning *t, const char *name)
     snprintf(t->config_source + n, sizeof t->config_source - n, "%s%s", strstr(t->config_source, "; overrides:") ? " " : "; overrides: ", name);
 }
 
-ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev, rq_tuning *t)
+ropeqk_status rq_tuning_resolve(const rq_backend *be, const ropeqk_tuning *req, const rq_devinfo *dev, rq_tuning *t)
 {
     ropeqk_tuning none;
     memset(&none, 0, sizeof none);
@@ -282,7 +245,7 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
     }
     rq_tuning_defaults(prof, dev->pocl && req->vendor_ext == 0, t);
     snprintf(t->profile_source, sizeof t->profile_source, "%s", src);
-    pick_base(dev, t);
+    pick_base(be, dev, t);
     ropeqk_status st;
     if ((st = apply(t, &t->tq, req->tq, "ROPEQK_TQ", 1, 32, NULL)) ||
         (st = apply(t, &t->wg, req->wg, "ROPEQK_WG", 1, 1024, NULL)) ||
@@ -324,18 +287,7 @@ ropeqk_status rq_tuning_resolve(const ropeqk_tuning *req, const rq_devinfo *dev,
         t->decode = (int)v;
         note_override(t, "ROPEQK_DECODE");
     }
-    /* work-group sizes never beyond the device's limit */
-    if (dev->max_wg > 0) {
-        if ((size_t)t->wg > dev->max_wg)
-            t->wg = (int)dev->max_wg;
-        if ((size_t)t->dwg > dev->max_wg)
-            t->dwg = (int)dev->max_wg;
-        if ((size_t)t->rot_uwg > dev->max_wg)
-            t->rot_uwg = (int)dev->max_wg;
-        if ((size_t)t->awg > dev->max_wg)
-            t->awg = (int)dev->max_wg;
-    }
-    fit_tiled(dev, t);
+    be->tuning_fit(dev, t);
     return ROPEQK_SUCCESS;
 }
 
@@ -353,20 +305,14 @@ void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->vk_block = t->vk_block, o->vk_tk = t->vk_tk, o->vk_rows = t->vk_rows;
 }
 
-int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
+void rq_tuning_note(rq_tuning *t, const char *fmt, ...)
 {
-    /* the tiled kernel's knobs only where it is on: without RQ_TILE the program does not contain it
-     * (cl/program.cl), and the CPU profile's options stay as they were */
-    char tiled[96] = "";
-    int n = 0;
-    if (t->tile > 0)
-        n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
-    if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
-        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
-    return snprintf(buf, len,
-                    "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
-                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d -DRQ_KP=%d -DRQ_RUB=%d -DRQ_NV=%d%s%s",
-                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, rq_kt_panel(t),
-                    rq_rot_units(t), t->nv, tiled,
-                    t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
+    size_t n = strlen(t->config_source);
+    if (n + 2 >= sizeof t->config_source)
+        return;
+    snprintf(t->config_source + n, sizeof t->config_source - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->config_source + n + 2, sizeof t->config_source - n - 2, fmt, ap);
+    va_end(ap);
 }

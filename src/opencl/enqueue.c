@@ -1,46 +1,11 @@
-/* Running plans on OpenCL buffers: the per-call checks, scratch, kernel arguments (the structs of
- * cl/contract.h) and the two or three enqueues (rotate Q, rotate K, scores; or rotate Q, decode).
- * Everything is checked before anything is enqueued. Also the one-shot and host-memory
- * conveniences, both thin layers over a plan. */
-#include "ctx.h"
-#include "vk/vk.h"
+/* Running scores plans on OpenCL buffers: ropeqk_opencl_plan_enqueue (the core's call checks, then
+ * scratch, kernel arguments (the structs of cl/contract.h) and the two or three enqueues: rotate Q,
+ * rotate K, scores; or rotate Q, decode), and the one-shot ropeqk_opencl_enqueue. Everything is
+ * checked before anything is enqueued. */
+#include "ocl.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-bool rq_ranges_overlap(const rq_range *a, const rq_range *b)
-{
-    return a->buf && a->buf == b->buf && a->off < b->off + b->len && b->off < a->off + a->len;
-}
-
-bool rq_outputs_overlap(const rq_range *const *outs, int n_out, const rq_range *const *ins, int n_in)
-{
-    for (int o = 0; o < n_out; o++) {
-        for (int i = 0; i < n_in; i++)
-            if (rq_ranges_overlap(outs[o], ins[i]))
-                return true;
-        for (int p = o + 1; p < n_out; p++)
-            if (rq_ranges_overlap(outs[o], outs[p]))
-                return true;
-    }
-    return false;
-}
-
-ropeqk_status rq_check_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, size_t align, size_t extent, rq_range *r)
-{
-    size_t size = 0;
-    cl_int err = clGetMemObjectInfo(m.buf, CL_MEM_SIZE, sizeof size, &size, NULL);
-    if (err != CL_SUCCESS)
-        return rq_cl_fail(ctx, err);
-    if (m.offset % align != 0)
-        return ROPEQK_ERR_BAD_STRIDES;
-    if (m.offset > size || extent > size - m.offset)
-        return ROPEQK_ERR_BUFFER_TOO_SMALL;
-    r->buf = m.buf;
-    r->off = m.offset;
-    r->len = extent;
-    return ROPEQK_SUCCESS;
-}
 
 /* Arguments of a rope_rotate_* kernel for one tensor (rows S of view t in m) into dst. */
 cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
@@ -56,11 +21,11 @@ cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t,
         .R = (rq_i32)pb->R, .layout = pb->layout, .use_pos = pos.buf != NULL, .pos_base = (rq_i32)off,
         .rot_mul = (float)pb->attn, .out_mul = out_mul,
     };
-    cl_mem pbuf = pos.buf ? pos.buf : pl->vfreq; /* unread when use_pos is 0: any valid buffer */
+    cl_mem pbuf = pos.buf ? pos.buf : rq_clp(pl)->vfreq; /* unread when use_pos is 0: any valid buffer */
     cl_int err = CL_SUCCESS;
     RQ_SET_ARG(k, RQ_ROT_SRC, m.buf);
     RQ_SET_ARG(k, RQ_ROT_POS, pbuf);
-    RQ_SET_ARG(k, RQ_ROT_FREQ, pl->vfreq);
+    RQ_SET_ARG(k, RQ_ROT_FREQ, rq_clp(pl)->vfreq);
     RQ_SET_ARG(k, RQ_ROT_DST, dst);
     RQ_SET_ARG(k, RQ_ROT_A, a);
     return err;
@@ -136,7 +101,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     /* Kt: panels of kpw keys (CPU profile), else rows ldk floats apart */
     size_t nblk = ((size_t)r->Sk + kw - 1) / kw, sk_pad = kpw ? rq_round_up((size_t)r->Sk, kpw) : rq_kt_stride((size_t)r->Sk, kw);
     int64_t M = pb->G * r->Sq;
-    bool dec = pl->dec;
+    bool dec = rq_clp(pl)->dec;
     /* Qr rows: D floats apart, or RQ_DMAXD on the decode path, plus spare rows at the end (the last
      * tile reads past M without a branch) */
     size_t qr_n, kt_n, tmp, qrow = dec ? RQ_DMAXD : (size_t)pb->D, qspare = dec && tq < RQ_DM ? RQ_DM : tq;
@@ -148,7 +113,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     size_t qpw = tq % 16 == 0 ? tq : 16 % tq == 0 ? 16 : tq % 4 == 0 ? tq * 4 : tq % 2 == 0 && tq <= 8 ? tq * 8 : tq;
     size_t Mp = !dec && tn->profile == ROPEQK_PROFILE_CPU ? rq_round_up((size_t)M, qpw) : 0;
     if (Mp && (__builtin_mul_overflow((size_t)(pb->B * pb->Hkv), Mp, &tmp) || __builtin_add_overflow(tmp, qspare, &tmp) ||
-               __builtin_mul_overflow(tmp, qrow * sizeof(float), &tmp) || tmp > ctx->max_alloc))
+               __builtin_mul_overflow(tmp, qrow * sizeof(float), &tmp) || tmp > rq_cl(ctx)->max_alloc))
         Mp = 0;
     bool ovf = (Mp ? __builtin_mul_overflow((size_t)(pb->B * pb->Hkv), Mp, &qr_n)
                    : __builtin_mul_overflow((size_t)(pb->B * pb->Hq), (size_t)r->Sq, &qr_n)) ||
@@ -159,11 +124,11 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     if (ovf)
         return ROPEQK_ERR_OVERFLOW;
     /* Scratch past the device's allocation limit: split the keys (Kt) or the query rows (Qr). */
-    if (!dec && kt_n * sizeof(float) > ctx->max_alloc && r->Sk > 1)
+    if (!dec && kt_n * sizeof(float) > rq_cl(ctx)->max_alloc && r->Sk > 1)
         return run_halves(pl, queue, r, true, num_wait, wait, event);
-    if (qr_n * sizeof(float) > ctx->max_alloc && r->Sq > 1)
+    if (qr_n * sizeof(float) > rq_cl(ctx)->max_alloc && r->Sq > 1)
         return run_halves(pl, queue, r, false, num_wait, wait, event);
-    if (qr_n * sizeof(float) > ctx->max_alloc || (!dec && kt_n * sizeof(float) > ctx->max_alloc))
+    if (qr_n * sizeof(float) > rq_cl(ctx)->max_alloc || (!dec && kt_n * sizeof(float) > rq_cl(ctx)->max_alloc))
         return ROPEQK_ERR_TOO_LARGE;
     if (M > INT32_MAX - 512 || (int64_t)sk_pad > INT32_MAX || pb->B * pb->Hq > INT32_MAX || r->Sk > INT32_MAX)
         return ROPEQK_ERR_TOO_LARGE;
@@ -178,20 +143,20 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     cl_mem qr = sq->buf, kt = sk ? sk->buf : NULL;
     const ropeqk_opencl_args *m = &r->m;
     cl_event ev[3] = {NULL, NULL, NULL};
-    cl_mem qpos = m->q_pos.buf ? m->q_pos.buf : pl->vfreq, kpos = m->k_pos.buf ? m->k_pos.buf : pl->vfreq;
+    cl_mem qpos = m->q_pos.buf ? m->q_pos.buf : rq_clp(pl)->vfreq, kpos = m->k_pos.buf ? m->k_pos.buf : rq_clp(pl)->vfreq;
     rq_i64 qpos_off = (rq_i64)(m->q_pos.offset / sizeof(cl_int)), kpos_off = (rq_i64)(m->k_pos.offset / sizeof(cl_int));
     const int64_t *onb = pl->out.nb;
 
     int32_t kp = (int32_t)kpw;
 
-    pthread_mutex_lock(&pl->lock); /* the kernels' arguments are the plan's: set and enqueue as one step */
+    pthread_mutex_lock(&rq_clp(pl)->lock); /* the kernels' arguments are the plan's: set and enqueue as one step */
     /* Q -> Qr [B*Hq][Sq][qrow] (or panels, above) times the scale */
-    cl_int err = Mp ? rq_set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
+    cl_int err = Mp ? rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
                                     (int64_t)(Mp * qrow), 1, (int64_t)qpw, (int32_t)qpw, (int64_t)(qpw * qrow), (int32_t)pb->G)
-                    : rq_set_rotate(pl->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
+                    : rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
                                     r->Sq * (int64_t)qrow, (int64_t)qrow, 1, 0, 0, 1);
     if (!err)
-        err = rq_enqueue_rotate(queue, pl->krq, pl, r->Sq, num_wait, wait, &ev[0]);
+        err = rq_enqueue_rotate(queue, rq_clp(pl)->krq, pl, r->Sq, num_wait, wait, &ev[0]);
     if (dec) { /* qk_decode_*: reads K itself; waits for Qr (whose kernel waited for `wait`) */
         rq_decode_args a = {
             .k_off = (rq_i64)m->k.offset, .knb0 = pl->k.nb[0], .knb1 = pl->k.nb[1], .knb2 = pl->k.nb[2],
@@ -202,30 +167,30 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
             .G = (rq_i32)pb->G, .use_qpos = m->q_pos.buf != NULL, .q_base = (rq_i32)r->q_off,
             .causal = pb->causal, .rot_mul = (float)pb->attn,
         };
-        RQ_SET_ARG(pl->ks, RQ_DEC_K, m->k.buf);
-        RQ_SET_ARG(pl->ks, RQ_DEC_KPOS, kpos);
-        RQ_SET_ARG(pl->ks, RQ_DEC_FREQ, pl->vfreq);
-        RQ_SET_ARG(pl->ks, RQ_DEC_CTAB, pl->ctab);
-        RQ_SET_ARG(pl->ks, RQ_DEC_QR, qr);
-        RQ_SET_ARG(pl->ks, RQ_DEC_QPOS, qpos);
-        RQ_SET_ARG(pl->ks, RQ_DEC_OUT, m->out.buf);
-        RQ_SET_ARG(pl->ks, RQ_DEC_A, a);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_K, m->k.buf);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_KPOS, kpos);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_FREQ, rq_clp(pl)->vfreq);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_CTAB, rq_clp(pl)->ctab);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_QR, qr);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_QPOS, qpos);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_OUT, m->out.buf);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_A, a);
         size_t dkb = (size_t)tn->dkb, dwg = (size_t)tn->dwg;
         size_t g[2] = {rq_round_up(((size_t)r->Sk + dkb - 1) / dkb, dwg), (size_t)pb->B}, l[2] = {dwg, 1};
-        if (pl->dec_gpu) { /* qk_decode_gpu_*: a work-group per RQ_GDKB keys of one (batch, KV head) */
+        if (rq_clp(pl)->dec_gpu) { /* qk_decode_gpu_*: a work-group per RQ_GDKB keys of one (batch, KV head) */
             g[0] = ((size_t)r->Sk + RQ_GDKB - 1) / RQ_GDKB * RQ_GDWG;
             g[1] = (size_t)(pb->B * pb->Hkv);
             l[0] = RQ_GDWG;
         }
         if (!err)
-            err = clEnqueueNDRangeKernel(queue, pl->ks, 2, NULL, g, l, 1, ev, &ev[2]);
+            err = clEnqueueNDRangeKernel(queue, rq_clp(pl)->ks, 2, NULL, g, l, 1, ev, &ev[2]);
     } else {
         /* K -> Kt [B*Hkv][D][sk_pad] (or [B*Hkv][sk_pad / kp][D][kp]) */
         if (!err)
-            err = rq_set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, r->Sk, r->k_off, 1.0f, kt,
+            err = rq_set_rotate(rq_clp(pl)->krk, pl, &pl->k, m->k, m->k_pos, r->Sk, r->k_off, 1.0f, kt,
                                 (int64_t)(pb->D * sk_pad), 1, kp ? kp : (int64_t)sk_pad, kp, (int64_t)kp * pb->D, 1);
         if (!err)
-            err = rq_enqueue_rotate(queue, pl->krk, pl, r->Sk, num_wait, wait, &ev[1]);
+            err = rq_enqueue_rotate(queue, rq_clp(pl)->krk, pl, r->Sk, num_wait, wait, &ev[1]);
         rq_scores_args a = {
             .qpos_off = qpos_off, .kpos_off = kpos_off, .out_off = (rq_i64)m->out.offset, .onb0 = onb[0],
             .onb1 = onb[1], .onb2 = onb[2], .onb3 = onb[3], .window = pb->window, .M = (rq_i32)M,
@@ -234,24 +199,24 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
             .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)r->k_off, .causal = pb->causal,
             .qpanel = (rq_i32)Mp, .qpw = (rq_i32)qpw,
         };
-        RQ_SET_ARG(pl->ks, RQ_SC_QR, qr);
-        RQ_SET_ARG(pl->ks, RQ_SC_KT, kt);
-        RQ_SET_ARG(pl->ks, RQ_SC_QPOS, qpos);
-        RQ_SET_ARG(pl->ks, RQ_SC_KPOS, kpos);
-        RQ_SET_ARG(pl->ks, RQ_SC_OUT, m->out.buf);
-        RQ_SET_ARG(pl->ks, RQ_SC_A, a);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_SC_QR, qr);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_SC_KT, kt);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_SC_QPOS, qpos);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_SC_KPOS, kpos);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_SC_OUT, m->out.buf);
+        RQ_SET_ARG(rq_clp(pl)->ks, RQ_SC_A, a);
         size_t g[3] = {rq_round_up(nblk, wg), (size_t)((M + (int64_t)tq - 1) / (int64_t)tq), (size_t)(pb->B * pb->Hkv)};
         size_t l[3] = {wg, 1, 1};
-        if (pl->tiled) { /* qk_scores_tiled: a work-group of tw x tw work-items per tile x tile scores */
+        if (rq_clp(pl)->tiled) { /* qk_scores_tiled: a work-group of tw x tw work-items per tile x tile scores */
             size_t tile = (size_t)tn->tile, tw = tile / (size_t)tn->rb;
             g[0] = ((size_t)r->Sk + tile - 1) / tile * tw;
             g[1] = ((size_t)M + tile - 1) / tile * tw;
             l[0] = l[1] = tw;
         }
         if (!err)
-            err = clEnqueueNDRangeKernel(queue, pl->ks, 3, NULL, g, l, 2, ev, &ev[2]);
+            err = clEnqueueNDRangeKernel(queue, rq_clp(pl)->ks, 3, NULL, g, l, 2, ev, &ev[2]);
     }
-    pthread_mutex_unlock(&pl->lock);
+    pthread_mutex_unlock(&rq_clp(pl)->lock);
     return rq_run_finish(ctx, sq, sk, ev, err, event);
 }
 
@@ -282,54 +247,27 @@ ropeqk_status rq_run_finish(ropeqk_ctx *ctx, rq_scratch *sq, rq_scratch *sk, cl_
     return st;
 }
 
-/* offset + rows - 1 within int32, as rq_validate requires of the plan's own offsets */
-static bool pos_ok(int64_t off, int64_t rows)
+ropeqk_status rq_cl_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, rq_mem *r)
 {
-    return off >= INT32_MIN && off <= (int64_t)INT32_MAX - (rows - 1);
+    r->id = (uintptr_t)m.buf;
+    r->off = m.offset;
+    r->end = 0;
+    if (!m.buf)
+        return ROPEQK_SUCCESS;
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(m.buf, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return rq_cl_fail(ctx, err);
+    r->end = size;
+    return ROPEQK_SUCCESS;
 }
 
-ropeqk_status rq_plan_step(const ropeqk_plan *pl, const ropeqk_step *step, bool pos_arrays, const char *fn,
-                           rq_extents *x)
+/* The plan belongs to an OpenCL context (entry points of ropeqk_opencl.h check by identity). */
+static ropeqk_status plan_is_cl(const ropeqk_plan *pl, const char *fn)
 {
-    const rq_problem *pb = &pl->pb;
-    x->Sk = pb->Sk;
-    x->q_off = pb->q_off;
-    x->k_off = pb->k_off;
-    if (pl->dynamic) {
-        if (!step) {
-            rq_set_error("%s: a decode plan needs a step (keys and offsets)", fn);
-            return ROPEQK_ERR_NULL_POINTER;
-        }
-        if (step->n_keys < 1 || step->n_keys > pb->Sk) {
-            rq_set_error("%s: n_keys %lld outside [1, %lld]", fn, (long long)step->n_keys, (long long)pb->Sk);
-            return ROPEQK_ERR_BAD_PARAM;
-        }
-        x->Sk = step->n_keys;
-        x->q_off = step->q_pos_offset;
-        x->k_off = step->k_pos_offset;
-        if (!pos_ok(x->q_off, pb->Sq) || !pos_ok(x->k_off, x->Sk))
-            return ROPEQK_ERR_POSITION_RANGE;
-    } else if (step) {
-        rq_set_error("%s: a fixed plan takes no step (create it with max_keys)", fn);
+    if (!rq_is_cl(pl->ctx)) {
+        rq_set_error("%s: the plan belongs to a %s context, not an OpenCL one", fn, pl->ctx->be->name);
         return ROPEQK_ERR_BAD_PARAM;
-    }
-    if (pos_arrays && !pl->arrays) {
-        rq_set_error("%s: position arrays given to a plan made for offsets", fn);
-        return ROPEQK_ERR_BAD_PARAM;
-    }
-    /* extents of this call's views: a decode plan uses the first n_keys keys of its descriptors */
-    bool attn = pl->op == ROPEQK_OP_ATTENTION;
-    x->k = pb->k_extent;
-    x->o = attn ? pb->o_extent : pb->out_extent;
-    x->v = pb->v_extent;
-    if (x->Sk != pb->Sk) {
-        ropeqk_tensor k = pl->k, o = pl->out, v = pl->v;
-        k.ne[2] = o.ne[3] = v.ne[2] = x->Sk;
-        x->k = ropeqk_tensor_extent(&k);
-        if (attn)
-            x->v = ropeqk_tensor_extent(&v);
-        else
-            x->o = ropeqk_tensor_extent(&o);
     }
     return ROPEQK_SUCCESS;
 }
@@ -338,53 +276,29 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
                                          const ropeqk_step *step, cl_uint num_wait, const cl_event *wait,
                                          cl_event *event)
 {
+    const char *fn = "ropeqk_opencl_plan_enqueue";
     if (!pl || !args)
         return ROPEQK_ERR_NULL_POINTER;
-    ropeqk_ctx *ctx = pl->ctx;
-    const rq_problem *pb = &pl->pb;
-    if (ctx->vk) {
-        rq_set_error("ropeqk_opencl_plan_enqueue: the plan belongs to a Vulkan context (ropeqk_vulkan_plan_record)");
-        return ROPEQK_ERR_BAD_PARAM;
-    }
-    if (pl->op == ROPEQK_OP_PAGED_DECODE) {
-        rq_set_error("ropeqk_opencl_plan_enqueue: a paged-decode plan runs with ropeqk_opencl_paged_enqueue");
-        return ROPEQK_ERR_BAD_PARAM;
-    }
-    if (!args->q.buf || !args->k.buf || !args->out.buf || (num_wait > 0 && !wait))
-        return ROPEQK_ERR_NULL_POINTER;
-    rq_run r = {.Sq = pb->Sq, .Sk = pb->Sk, .q_off = pb->q_off, .k_off = pb->k_off, .m = *args};
-    rq_extents x;
-    ropeqk_status st = rq_plan_step(pl, step, args->q_pos.buf || args->k_pos.buf, "ropeqk_opencl_plan_enqueue", &x);
+    ropeqk_status st = plan_is_cl(pl, fn);
     if (st)
         return st;
-    r.Sk = x.Sk;
-    r.q_off = x.q_off;
-    r.k_off = x.k_off;
+    if (num_wait > 0 && !wait)
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_ctx *ctx = pl->ctx;
+    rq_call_mems m;
+    if ((st = rq_cl_mem(ctx, args->q, &m.q)) || (st = rq_cl_mem(ctx, args->k, &m.k)) ||
+        (st = rq_cl_mem(ctx, args->q_pos, &m.q_pos)) || (st = rq_cl_mem(ctx, args->k_pos, &m.k_pos)) ||
+        (st = rq_cl_mem(ctx, args->out, &m.out)) || (st = rq_cl_mem(ctx, args->v, &m.v)) ||
+        (st = rq_cl_mem(ctx, args->lse, &m.lse)))
+        return st;
+    rq_extents x;
+    if ((st = rq_call_check(pl, step, &m, fn, "ropeqk_opencl_paged_enqueue", &x)))
+        return st;
     if (!queue)
-        queue = ctx->queue;
-    bool attn = pl->op == ROPEQK_OP_ATTENTION;
-    size_t k_ext = x.k, o_ext = x.o, v_ext = x.v;
-    rq_range rq = {0, 0, NULL}, rk = rq, ro = rq, rqp = rq, rkp = rq, rv = rq, rl = rq;
-    if ((st = rq_check_mem(ctx, args->q, ropeqk_dtype_size(pl->q.dtype), pb->q_extent, &rq)) ||
-        (st = rq_check_mem(ctx, args->k, ropeqk_dtype_size(pl->k.dtype), k_ext, &rk)) ||
-        (st = rq_check_mem(ctx, args->out, ropeqk_dtype_size(pl->out.dtype), o_ext, &ro)))
-        return st;
-    if (args->q_pos.buf && (st = rq_check_mem(ctx, args->q_pos, sizeof(cl_int), (size_t)r.Sq * sizeof(cl_int), &rqp)))
-        return st;
-    if (args->k_pos.buf && (st = rq_check_mem(ctx, args->k_pos, sizeof(cl_int), (size_t)r.Sk * sizeof(cl_int), &rkp)))
-        return st;
-    if (attn) {
-        if (!args->v.buf || (pl->with_lse && !args->lse.buf))
-            return ROPEQK_ERR_NULL_POINTER;
-        if ((st = rq_check_mem(ctx, args->v, ropeqk_dtype_size(pl->v.dtype), v_ext, &rv)) ||
-            (pl->with_lse && (st = rq_check_mem(ctx, args->lse, sizeof(float), pb->lse_extent, &rl))))
-            return st;
-    }
-    const rq_range *in[] = {&rq, &rk, &rqp, &rkp, &rv}, *outs[] = {&ro, &rl};
-    if (rq_outputs_overlap(outs, 2, in, 5))
-        return ROPEQK_ERR_OVERLAP;
-    if (attn)
-        return rq_attn_enqueue(pl, queue, args, r.Sk, r.q_off, r.k_off, num_wait, wait, event);
+        queue = rq_cl(ctx)->queue;
+    if (pl->op == ROPEQK_OP_ATTENTION)
+        return rq_attn_enqueue(pl, queue, args, x.Sk, x.q_off, x.k_off, num_wait, wait, event);
+    rq_run r = {.Sq = pl->pb.Sq, .Sk = x.Sk, .q_off = x.q_off, .k_off = x.k_off, .m = *args};
     return rq_plan_run(pl, queue, &r, num_wait, wait, event);
 }
 
@@ -396,6 +310,10 @@ ropeqk_status ropeqk_opencl_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, con
 {
     if (!ctx || !p || !q || !k || !out)
         return ROPEQK_ERR_NULL_POINTER;
+    if (!rq_is_cl(ctx)) {
+        rq_set_error("ropeqk_opencl_enqueue: a %s context, not an OpenCL one", ctx->be->name);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = *p, .q = *q, .k = *k, .out = *out,
                           .positions = q_pos.buf || k_pos.buf ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
     ropeqk_plan *pl;
@@ -404,119 +322,6 @@ ropeqk_status ropeqk_opencl_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, con
         return st;
     ropeqk_opencl_args a = {.q = q_mem, .k = k_mem, .q_pos = q_pos, .k_pos = k_pos, .out = out_mem};
     st = ropeqk_opencl_plan_enqueue(pl, queue, &a, NULL, num_wait, wait, event);
-    ropeqk_plan_destroy(pl);
-    return st;
-}
-
-/* A device copy of host memory; NULL with *err set on failure. */
-cl_mem rq_upload(ropeqk_ctx *ctx, cl_mem_flags flags, const void *data, size_t bytes, cl_int *err)
-{
-    cl_mem m = clCreateBuffer(ctx->context, flags, bytes, NULL, err);
-    if (*err)
-        return NULL;
-    *err = clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, bytes, data, 0, NULL, NULL);
-    if (*err) {
-        clReleaseMemObject(m);
-        return NULL;
-    }
-    return m;
-}
-
-static bool host_overlap(const rq_host_arg *x, const rq_host_arg *y)
-{
-    uintptr_t a = (uintptr_t)x->data, b = (uintptr_t)y->data;
-    return a < b + y->bytes && b < a + x->bytes;
-}
-
-void rq_host_buffers_release(ropeqk_ctx *ctx, ropeqk_status st, bool wrapped, cl_event ev, int n, cl_mem *b)
-{
-    if (st && wrapped) /* commands enqueued before a failure may still use the caller's memory */
-        clFinish(ctx->queue);
-    if (ev)
-        clReleaseEvent(ev);
-    for (int i = 0; i < n; i++)
-        if (b[i])
-            clReleaseMemObject(b[i]);
-}
-
-cl_int rq_host_buffers(ropeqk_ctx *ctx, int n, const rq_host_arg *a, cl_mem *b, bool *wrapped)
-{
-    cl_int err = CL_SUCCESS;
-    *wrapped = false;
-    for (int i = 0; i < n; i++)
-        b[i] = NULL;
-    for (int i = 0; i < n && !err; i++) {
-        if (!a[i].data)
-            continue;
-        /* OpenCL leaves commands on buffers over overlapping host memory undefined (q = k in place,
-         * say): such a range is copied */
-        bool wrap = ctx->dev.cpu && a[i].bytes >= RQ_WRAP_MIN;
-        for (int j = 0; j < n && wrap; j++)
-            wrap = j == i || !a[j].data || !host_overlap(&a[i], &a[j]);
-        if (wrap) /* the kernels only read a READ_ONLY buffer: const memory is never written */
-            b[i] = clCreateBuffer(ctx->context, a[i].flags | CL_MEM_USE_HOST_PTR, a[i].bytes, (void *)a[i].data,
-                                  &err);
-        else if (a[i].fresh)
-            b[i] = clCreateBuffer(ctx->context, a[i].flags, a[i].bytes, NULL, &err);
-        else
-            b[i] = rq_upload(ctx, a[i].flags, a[i].data, a[i].bytes, &err);
-        *wrapped = *wrapped || (wrap && !err);
-    }
-    if (err)
-        for (int i = 0; i < n; i++) {
-            if (b[i])
-                clReleaseMemObject(b[i]);
-            b[i] = NULL;
-        }
-    return err;
-}
-
-ropeqk_status ropeqk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
-                            const ropeqk_tensor *k, const void *k_data, const int32_t *q_pos,
-                            const int32_t *k_pos, const ropeqk_tensor *out, float *out_data)
-{
-    if (!ctx || !p || !q || !k || !out)
-        return ROPEQK_ERR_NULL_POINTER;
-    if (ctx->vk)
-        return rq_vk_scores(ctx, p, q, q_data, k, k_data, q_pos, k_pos, out, out_data);
-    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = *p, .q = *q, .k = *k, .out = *out,
-                          .positions = q_pos || k_pos ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
-    ropeqk_plan *pl = NULL; /* validates the description, before the data pointers as every call does */
-    ropeqk_status st = ropeqk_plan_create(ctx, &d, &pl);
-    if (st)
-        return st;
-    if (!q_data || !k_data || !out_data) {
-        ropeqk_plan_destroy(pl);
-        return ROPEQK_ERR_NULL_POINTER;
-    }
-    const rq_problem pb = pl->pb;
-    cl_event ev = NULL;
-    /* blocking writes: on any early return no command may still read the caller's memory. A
-     * strided output has gaps the download would overwrite: the caller's bytes go up first (or are
-     * the buffer, when wrapped) so the gaps come back as they were. A dense one (every byte a
-     * score) needs no upload. */
-    bool dense = pb.out_extent == (size_t)(pb.B * pb.Hq * pb.Sq * pb.Sk) * sizeof(float), wrapped = false;
-    const rq_host_arg h[5] = {
-        {q_data, pb.q_extent, CL_MEM_READ_ONLY, false},
-        {k_data, pb.k_extent, CL_MEM_READ_ONLY, false},
-        {q_pos, q_pos ? (size_t)pb.Sq * sizeof(cl_int) : 0, CL_MEM_READ_ONLY, false},
-        {k_pos, k_pos ? (size_t)pb.Sk * sizeof(cl_int) : 0, CL_MEM_READ_ONLY, false},
-        {out_data, pb.out_extent, CL_MEM_READ_WRITE, dense},
-    };
-    cl_mem b[5];
-    cl_int err = rq_host_buffers(ctx, 5, h, b, &wrapped);
-    if (err) {
-        st = rq_cl_fail(ctx, err);
-        goto done;
-    }
-    ropeqk_opencl_args a = {.q = {b[0], 0}, .k = {b[1], 0}, .q_pos = {b[2], 0}, .k_pos = {b[3], 0}, .out = {b[4], 0}};
-    if ((st = ropeqk_opencl_plan_enqueue(pl, ctx->queue, &a, NULL, 0, NULL, &ev)))
-        goto done;
-    err = clEnqueueReadBuffer(ctx->queue, b[4], CL_TRUE, 0, pb.out_extent, out_data, 1, &ev, NULL);
-    if (err)
-        st = rq_cl_fail(ctx, err);
-done:
-    rq_host_buffers_release(ctx, st, wrapped, ev, 5, b);
     ropeqk_plan_destroy(pl);
     return st;
 }

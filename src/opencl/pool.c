@@ -1,4 +1,4 @@
-#include "ctx.h"
+#include "ocl.h"
 
 #include <stdlib.h>
 
@@ -40,24 +40,24 @@ static void pool_push_free(ropeqk_ctx *ctx, rq_scratch *s, rq_scratch **dropped)
     for (cl_uint i = 0; i < s->nev; i++)
         clReleaseEvent(s->ev[i]);
     s->nev = 0;
-    if (s->size > ctx->pool_budget) { /* never kept */
+    if (s->size > rq_cl(ctx)->pool_budget) { /* never kept */
         s->next = *dropped;
         *dropped = s;
         return;
     }
-    s->next = ctx->pool_free;
-    ctx->pool_free = s;
-    ctx->pool_free_bytes += s->size;
+    s->next = rq_cl(ctx)->pool_free;
+    rq_cl(ctx)->pool_free = s;
+    rq_cl(ctx)->pool_free_bytes += s->size;
     for (;;) {
         size_t n = 0;
         rq_scratch **last = NULL;
-        for (rq_scratch **pp = &ctx->pool_free; *pp; pp = &(*pp)->next, n++)
+        for (rq_scratch **pp = &rq_cl(ctx)->pool_free; *pp; pp = &(*pp)->next, n++)
             last = pp;
-        if (!last || (n <= RQ_POOL_MAX && ctx->pool_free_bytes <= ctx->pool_budget))
+        if (!last || (n <= RQ_POOL_MAX && rq_cl(ctx)->pool_free_bytes <= rq_cl(ctx)->pool_budget))
             break;
         rq_scratch *t = *last;
         *last = NULL;
-        ctx->pool_free_bytes -= t->size;
+        rq_cl(ctx)->pool_free_bytes -= t->size;
         t->next = *dropped;
         *dropped = t;
     }
@@ -76,9 +76,9 @@ ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out)
 {
     *out = NULL;
     rq_scratch *dropped = NULL, *best = NULL, **best_pp = NULL;
-    pthread_mutex_lock(&ctx->pool_lock);
+    pthread_mutex_lock(&rq_cl(ctx)->pool_lock);
     /* reclaim what has completed */
-    for (rq_scratch **pp = &ctx->pool_busy; *pp;) {
+    for (rq_scratch **pp = &rq_cl(ctx)->pool_busy; *pp;) {
         rq_scratch *s = *pp;
         if (scratch_idle(s)) {
             *pp = s->next;
@@ -87,7 +87,7 @@ ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out)
             pp = &s->next;
         }
     }
-    for (rq_scratch **pp = &ctx->pool_free; *pp; pp = &(*pp)->next)
+    for (rq_scratch **pp = &rq_cl(ctx)->pool_free; *pp; pp = &(*pp)->next)
         if ((*pp)->size >= bytes && (!best || (*pp)->size < best->size)) {
             best = *pp;
             best_pp = pp;
@@ -95,9 +95,9 @@ ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out)
     if (best) {
         *best_pp = best->next;
         best->next = NULL;
-        ctx->pool_free_bytes -= best->size;
+        rq_cl(ctx)->pool_free_bytes -= best->size;
     }
-    pthread_mutex_unlock(&ctx->pool_lock);
+    pthread_mutex_unlock(&rq_cl(ctx)->pool_lock);
     release_list(dropped);
     if (best) {
         *out = best;
@@ -107,7 +107,7 @@ ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out)
     if (!s)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     cl_int err = CL_SUCCESS;
-    s->buf = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    s->buf = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (err != CL_SUCCESS || !s->buf) {
         if (s->buf)
             clReleaseMemObject(s->buf);
@@ -128,26 +128,26 @@ void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event 
         if (ev[i] && clRetainEvent(ev[i]) == CL_SUCCESS)
             s->ev[s->nev++] = ev[i];
     rq_scratch *dropped = NULL;
-    pthread_mutex_lock(&ctx->pool_lock);
+    pthread_mutex_lock(&rq_cl(ctx)->pool_lock);
     if (s->nev == 0) {
         pool_push_free(ctx, s, &dropped);
     } else {
-        s->next = ctx->pool_busy;
-        ctx->pool_busy = s;
+        s->next = rq_cl(ctx)->pool_busy;
+        rq_cl(ctx)->pool_busy = s;
     }
-    pthread_mutex_unlock(&ctx->pool_lock);
+    pthread_mutex_unlock(&rq_cl(ctx)->pool_lock);
     release_list(dropped);
 }
 
 void rq_scratch_free_all(ropeqk_ctx *ctx)
 {
-    if (!ctx->pool_lock_ok)
+    if (!rq_cl(ctx)->pool_lock_ok)
         return;
-    pthread_mutex_lock(&ctx->pool_lock);
-    rq_scratch *f = ctx->pool_free, *b = ctx->pool_busy;
-    ctx->pool_free = ctx->pool_busy = NULL;
-    ctx->pool_free_bytes = 0;
-    pthread_mutex_unlock(&ctx->pool_lock);
+    pthread_mutex_lock(&rq_cl(ctx)->pool_lock);
+    rq_scratch *f = rq_cl(ctx)->pool_free, *b = rq_cl(ctx)->pool_busy;
+    rq_cl(ctx)->pool_free = rq_cl(ctx)->pool_busy = NULL;
+    rq_cl(ctx)->pool_free_bytes = 0;
+    pthread_mutex_unlock(&rq_cl(ctx)->pool_lock);
     release_list(f);
     release_list(b);
 }

@@ -1,8 +1,7 @@
-/* Fused attention (ROPEQK_OP_ATTENTION): the plan's kernels, the enqueue (rotate Q, rotate K, then
- * qk_attention_* reading V from the caller's buffer; S never written), and the host-memory
- * convenience. Shares the RoPE pass and the scratch pool with the scores path. */
-#include "ctx.h"
-#include "vk/vk.h"
+/* Fused attention (ROPEQK_OP_ATTENTION) on OpenCL: the plan's kernel and the enqueue (rotate Q,
+ * rotate K, then qk_attention_* reading V from the caller's buffer; S never written). Shares the RoPE
+ * pass and the scratch pool with the scores path. */
+#include "ocl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,7 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
         return ROPEQK_ERR_TOO_LARGE;
     }
     cl_int err = CL_SUCCESS;
-    pl->kx[0] = clCreateKernel(prog, attn_kernel_name(pl->v.dtype), &err);
+    rq_clp(pl)->kx[0] = clCreateKernel(prog, attn_kernel_name(pl->v.dtype), &err);
     return err ? rq_cl_fail(pl->ctx, err) : ROPEQK_SUCCESS;
 }
 
@@ -28,10 +27,10 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
  * are 5 x 3277, not 4 x 4096 + 1. */
 static int64_t attn_pass_rows(const ropeqk_ctx *ctx, const rq_problem *pb)
 {
-    size_t row = (size_t)(pb->B * pb->Hq) * (size_t)pb->D * sizeof(float), cap = ctx->attn_pass_bytes;
+    size_t row = (size_t)(pb->B * pb->Hq) * (size_t)pb->D * sizeof(float), cap = rq_cl(ctx)->attn_pass_bytes;
     size_t spare = (size_t)ctx->tune.atq * (size_t)pb->D * sizeof(float); /* rows past the last tile */
-    if (cap > ctx->max_alloc)
-        cap = (size_t)ctx->max_alloc;
+    if (cap > rq_cl(ctx)->max_alloc)
+        cap = (size_t)rq_cl(ctx)->max_alloc;
     cap = cap > spare ? cap - spare : 0;
     int64_t per = (int64_t)(cap / row), passes;
     if (per < 1)
@@ -57,10 +56,10 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     if (ovf)
         return ROPEQK_ERR_OVERFLOW;
     /* softmax spans every key of a row, so the keys cannot be split like the scores' */
-    if (qr_n * sizeof(float) > ctx->max_alloc || kt_n * sizeof(float) > ctx->max_alloc || M > INT32_MAX ||
+    if (qr_n * sizeof(float) > rq_cl(ctx)->max_alloc || kt_n * sizeof(float) > rq_cl(ctx)->max_alloc || M > INT32_MAX ||
         (int64_t)sk_pad > INT32_MAX) {
         rq_set_error("attention: scratch of %zu + %zu bytes exceeds the device's allocation limit %llu",
-                     qr_n * sizeof(float), kt_n * sizeof(float), (unsigned long long)ctx->max_alloc);
+                     qr_n * sizeof(float), kt_n * sizeof(float), (unsigned long long)rq_cl(ctx)->max_alloc);
         return ROPEQK_ERR_TOO_LARGE;
     }
     ropeqk_status st;
@@ -74,25 +73,25 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
      * waits for the previous pass's kernel, then that pass's kernel: `last` is the chain's newest
      * command, whose completion implies every earlier one's (and K's: every kernel waits for it). */
     cl_event kev = NULL, last = NULL, qev = NULL;
-    cl_mem qpos = m->q_pos.buf ? m->q_pos.buf : pl->vfreq, kpos = m->k_pos.buf ? m->k_pos.buf : pl->vfreq;
-    cl_mem lse = pl->with_lse ? m->lse.buf : pl->vfreq; /* unwritten without with_lse */
-    cl_kernel ka = pl->kx[0];
+    cl_mem qpos = m->q_pos.buf ? m->q_pos.buf : rq_clp(pl)->vfreq, kpos = m->k_pos.buf ? m->k_pos.buf : rq_clp(pl)->vfreq;
+    cl_mem lse = pl->with_lse ? m->lse.buf : rq_clp(pl)->vfreq; /* unwritten without with_lse */
+    cl_kernel ka = rq_clp(pl)->kx[0];
     size_t awg = (size_t)tn->awg;
-    pthread_mutex_lock(&pl->lock);
-    cl_int err = rq_set_rotate(pl->krk, pl, &pl->k, m->k, m->k_pos, Sk, k_off, 1.0f, sk->buf,
+    pthread_mutex_lock(&rq_clp(pl)->lock);
+    cl_int err = rq_set_rotate(rq_clp(pl)->krk, pl, &pl->k, m->k, m->k_pos, Sk, k_off, 1.0f, sk->buf,
                                (int64_t)(pb->D * sk_pad), 1, (int64_t)sk_pad, 0, 0, 1);
     if (!err)
-        err = rq_enqueue_rotate(queue, pl->krk, pl, Sk, num_wait, wait, &kev);
+        err = rq_enqueue_rotate(queue, rq_clp(pl)->krk, pl, Sk, num_wait, wait, &kev);
     for (int64_t r0 = 0; r0 < Sq && !err; r0 += rows) {
         int64_t n = Sq - r0 < rows ? Sq - r0 : rows, Mp = pb->G * n;
         ropeqk_opencl_mem qm = m->q, qp = m->q_pos;
         qm.offset += (size_t)(r0 * pl->q.nb[2]);
         if (qp.buf)
             qp.offset += (size_t)r0 * sizeof(cl_int);
-        err = rq_set_rotate(pl->krq, pl, &pl->q, qm, qp, n, q_off + r0, (float)pb->scale, sq->buf, n * pb->D,
+        err = rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, qm, qp, n, q_off + r0, (float)pb->scale, sq->buf, n * pb->D,
                             pb->D, 1, 0, 0, 1);
         if (!err)
-            err = rq_enqueue_rotate(queue, pl->krq, pl, n, last ? 1 : num_wait, last ? &last : wait, &qev);
+            err = rq_enqueue_rotate(queue, rq_clp(pl)->krq, pl, n, last ? 1 : num_wait, last ? &last : wait, &qev);
         if (err)
             break;
         if (last)
@@ -129,7 +128,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
             last = kk;
         }
     }
-    pthread_mutex_unlock(&pl->lock);
+    pthread_mutex_unlock(&rq_clp(pl)->lock);
     /* the scratch is reusable once the chain's newest command and K's rotation have completed */
     cl_event used[2] = {last, kev};
     cl_uint nused = 0;
@@ -147,62 +146,4 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     if (kev)
         clReleaseEvent(kev);
     return err ? rq_cl_fail(ctx, err) : ROPEQK_SUCCESS;
-}
-
-ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
-                               const ropeqk_tensor *k, const void *k_data, const ropeqk_tensor *v, const void *v_data,
-                               const int32_t *q_pos, const int32_t *k_pos, const ropeqk_tensor *out, void *out_data,
-                               const ropeqk_tensor *lse, float *lse_data)
-{
-    if (!ctx || !p || !q || !k || !v || !out)
-        return ROPEQK_ERR_NULL_POINTER;
-    if (ctx->vk)
-        return rq_vk_attention(ctx, p, q, q_data, k, k_data, v, v_data, q_pos, k_pos, out, out_data, lse, lse_data);
-    ropeqk_plan_desc d = {.op = ROPEQK_OP_ATTENTION, .params = *p, .q = *q, .k = *k, .out = *out, .v = *v,
-                          .positions = q_pos || k_pos ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
-    if (lse) {
-        d.lse = *lse;
-        d.with_lse = 1;
-    }
-    ropeqk_plan *pl = NULL; /* validates the description before the data pointers */
-    ropeqk_status st = ropeqk_plan_create(ctx, &d, &pl);
-    if (st)
-        return st;
-    if (!q_data || !k_data || !v_data || !out_data || (lse && !lse_data)) {
-        ropeqk_plan_destroy(pl);
-        return ROPEQK_ERR_NULL_POINTER;
-    }
-    const rq_problem pb = pl->pb;
-    cl_event ev = NULL;
-    bool wrapped = false;
-    /* outputs: the caller's bytes go up first (or are the buffer, when wrapped) so that the gaps of a
-     * strided view come back unchanged */
-    const rq_host_arg h[7] = {
-        {q_data, pb.q_extent, CL_MEM_READ_ONLY, false},
-        {k_data, pb.k_extent, CL_MEM_READ_ONLY, false},
-        {v_data, pb.v_extent, CL_MEM_READ_ONLY, false},
-        {q_pos, q_pos ? (size_t)pb.Sq * sizeof(cl_int) : 0, CL_MEM_READ_ONLY, false},
-        {k_pos, k_pos ? (size_t)pb.Sk * sizeof(cl_int) : 0, CL_MEM_READ_ONLY, false},
-        {out_data, pb.o_extent, CL_MEM_READ_WRITE, false},
-        {lse ? lse_data : NULL, lse ? pb.lse_extent : 0, CL_MEM_READ_WRITE, false},
-    };
-    cl_mem b[7]; /* q, k, v, q_pos, k_pos, out, lse */
-    cl_int err = rq_host_buffers(ctx, 7, h, b, &wrapped);
-    if (err) {
-        st = rq_cl_fail(ctx, err);
-        goto done;
-    }
-    ropeqk_opencl_args a = {.q = {b[0], 0}, .k = {b[1], 0}, .v = {b[2], 0}, .q_pos = {b[3], 0},
-                            .k_pos = {b[4], 0}, .out = {b[5], 0}, .lse = {b[6], 0}};
-    if ((st = ropeqk_opencl_plan_enqueue(pl, ctx->queue, &a, NULL, 0, NULL, &ev)))
-        goto done;
-    err = clEnqueueReadBuffer(ctx->queue, b[5], CL_TRUE, 0, pb.o_extent, out_data, 1, &ev, NULL);
-    if (!err && lse)
-        err = clEnqueueReadBuffer(ctx->queue, b[6], CL_TRUE, 0, pb.lse_extent, lse_data, 1, &ev, NULL);
-    if (err)
-        st = rq_cl_fail(ctx, err);
-done:
-    rq_host_buffers_release(ctx, st, wrapped, ev, 7, b);
-    ropeqk_plan_destroy(pl);
-    return st;
 }

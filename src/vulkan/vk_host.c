@@ -1,5 +1,6 @@
-/* The host-memory calls on a Vulkan context: device buffers and one staging buffer, one command
- * buffer (uploads, the plan's commands, downloads), one submit, a fence wait. */
+/* The host-memory path on a Vulkan context (the table's host_run, after the core made the plan):
+ * device buffers and one staging buffer, one command buffer (uploads, the plan's commands,
+ * downloads), one submit, a fence wait. Also warmup and the tuner's timed runs. */
 #include "vk.h"
 
 #include <stdlib.h>
@@ -40,7 +41,7 @@ static ropeqk_status host_run(ropeqk_plan *pl, host_io *io, int n, record_fn rec
     for (int i = 0; i < n; i++)
         if (io[i].in)
             memcpy((char *)stage.map + io[i].stage_off, io[i].in, io[i].bytes);
-    pthread_mutex_lock(&ctx->vk->qlock);
+    pthread_mutex_lock(&rq_vk(ctx)->qlock);
     VkCommandBuffer cmd;
     st = rq_vk_cmd_begin(ctx, &cmd);
     if (!st) {
@@ -63,10 +64,10 @@ static ropeqk_status host_run(ropeqk_plan *pl, host_io *io, int n, record_fn rec
             st = rq_vk_cmd_submit(ctx, cmd);
         } else {
             vkEndCommandBuffer(cmd);
-            vkFreeCommandBuffers(ctx->vk->device, ctx->vk->pool, 1, &cmd);
+            vkFreeCommandBuffers(rq_vk(ctx)->device, rq_vk(ctx)->pool, 1, &cmd);
         }
     }
-    pthread_mutex_unlock(&ctx->vk->qlock);
+    pthread_mutex_unlock(&rq_vk(ctx)->qlock);
     for (int i = 0; i < n && !st; i++)
         if (io[i].out)
             memcpy(io[i].out, (char *)stage.map + io[i].stage_off, io[i].bytes);
@@ -82,87 +83,26 @@ static ropeqk_vulkan_mem mem_of(const host_io *io)
     return (ropeqk_vulkan_mem){io->bytes ? io->dev.buf : VK_NULL_HANDLE, 0, (io->bytes + 3) / 4 * 4};
 }
 
-/* io: q, k, q_pos, k_pos, out */
-static ropeqk_status record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, host_io *io, void *user)
+/* io: by rq_io_role */
+static ropeqk_status record_plan(ropeqk_plan *pl, VkCommandBuffer cmd, host_io *io, void *user)
 {
     (void)user;
-    ropeqk_vulkan_args a = {.q = mem_of(&io[0]), .k = mem_of(&io[1]), .q_pos = mem_of(&io[2]),
-                            .k_pos = mem_of(&io[3]), .out = mem_of(&io[4])};
+    ropeqk_vulkan_args a = {.q = mem_of(&io[RQ_IO_Q]), .k = mem_of(&io[RQ_IO_K]), .q_pos = mem_of(&io[RQ_IO_QPOS]),
+                            .k_pos = mem_of(&io[RQ_IO_KPOS]), .out = mem_of(&io[RQ_IO_OUT]), .v = mem_of(&io[RQ_IO_V]),
+                            .lse = mem_of(&io[RQ_IO_LSE])};
     return ropeqk_vulkan_plan_record(pl, cmd, &a, NULL);
 }
 
-ropeqk_status rq_vk_scores(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
-                           const ropeqk_tensor *k, const void *k_data, const int32_t *q_pos, const int32_t *k_pos,
-                           const ropeqk_tensor *out, float *out_data)
+ropeqk_status rq_vk_host_run(ropeqk_plan *pl, const rq_host_io *in)
 {
-    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = *p, .q = *q, .k = *k, .out = *out,
-                          .positions = q_pos || k_pos ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
-    ropeqk_plan *pl = NULL;
-    ropeqk_status st = ropeqk_plan_create(ctx, &d, &pl);
-    if (st)
-        return st;
-    if (!q_data || !k_data || !out_data) {
-        ropeqk_plan_destroy(pl);
-        return ROPEQK_ERR_NULL_POINTER;
+    host_io io[RQ_IO_COUNT];
+    memset(io, 0, sizeof io);
+    for (int i = 0; i < RQ_IO_COUNT; i++) {
+        io[i].in = in[i].in;
+        io[i].out = in[i].out;
+        io[i].bytes = in[i].bytes;
     }
-    const rq_problem *pb = &pl->pb;
-    /* a strided output has gaps: upload the caller's bytes so they come back as they were */
-    bool dense = pb->out_extent == (size_t)(pb->B * pb->Hq * pb->Sq * pb->Sk) * sizeof(float);
-    host_io io[5] = {
-        {q_data, NULL, pb->q_extent, {0}, 0},
-        {k_data, NULL, pb->k_extent, {0}, 0},
-        {q_pos, NULL, q_pos ? (size_t)pb->Sq * 4 : 0, {0}, 0},
-        {k_pos, NULL, k_pos ? (size_t)pb->Sk * 4 : 0, {0}, 0},
-        {dense ? NULL : out_data, out_data, pb->out_extent, {0}, 0},
-    };
-    st = host_run(pl, io, 5, record_scores, NULL);
-    ropeqk_plan_destroy(pl);
-    return st;
-}
-
-/* io: q, k, q_pos, k_pos, out, v, lse */
-static ropeqk_status record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, host_io *io, void *user)
-{
-    (void)user;
-    ropeqk_vulkan_args a = {.q = mem_of(&io[0]), .k = mem_of(&io[1]), .q_pos = mem_of(&io[2]),
-                            .k_pos = mem_of(&io[3]), .out = mem_of(&io[4]), .v = mem_of(&io[5]),
-                            .lse = mem_of(&io[6])};
-    return ropeqk_vulkan_plan_record(pl, cmd, &a, NULL);
-}
-
-ropeqk_status rq_vk_attention(ropeqk_ctx *ctx, const ropeqk_params *p, const ropeqk_tensor *q, const void *q_data,
-                              const ropeqk_tensor *k, const void *k_data, const ropeqk_tensor *v, const void *v_data,
-                              const int32_t *q_pos, const int32_t *k_pos, const ropeqk_tensor *out, void *out_data,
-                              const ropeqk_tensor *lse, float *lse_data)
-{
-    ropeqk_plan_desc d = {.op = ROPEQK_OP_ATTENTION, .params = *p, .q = *q, .k = *k, .out = *out, .v = *v,
-                          .positions = q_pos || k_pos ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
-    if (lse) {
-        d.lse = *lse;
-        d.with_lse = 1;
-    }
-    ropeqk_plan *pl = NULL;
-    ropeqk_status st = ropeqk_plan_create(ctx, &d, &pl);
-    if (st)
-        return st;
-    if (!q_data || !k_data || !v_data || !out_data || (lse && !lse_data)) {
-        ropeqk_plan_destroy(pl);
-        return ROPEQK_ERR_NULL_POINTER;
-    }
-    const rq_problem *pb = &pl->pb;
-    /* outputs are uploaded too: a strided view's gaps come back as they were */
-    host_io io[7] = {
-        {q_data, NULL, pb->q_extent, {0}, 0},
-        {k_data, NULL, pb->k_extent, {0}, 0},
-        {q_pos, NULL, q_pos ? (size_t)pb->Sq * 4 : 0, {0}, 0},
-        {k_pos, NULL, k_pos ? (size_t)pb->Sk * 4 : 0, {0}, 0},
-        {out_data, out_data, pb->o_extent, {0}, 0},
-        {v_data, NULL, pb->v_extent, {0}, 0},
-        {lse ? lse_data : NULL, lse ? lse_data : NULL, lse ? pb->lse_extent : 0, {0}, 0},
-    };
-    st = host_run(pl, io, 7, record_attention, NULL);
-    ropeqk_plan_destroy(pl);
-    return st;
+    return host_run(pl, io, RQ_IO_COUNT, record_plan, NULL);
 }
 
 ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx)
@@ -205,7 +145,7 @@ ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds)
     for (int r = -1; r < runs && !st; r++) { /* r = -1: fill the inputs (0.01f, a normal value) */
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        pthread_mutex_lock(&ctx->vk->qlock);
+        pthread_mutex_lock(&rq_vk(ctx)->qlock);
         VkCommandBuffer cmd;
         st = rq_vk_cmd_begin(ctx, &cmd);
         if (!st) {
@@ -221,10 +161,10 @@ ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds)
                 st = rq_vk_cmd_submit(ctx, cmd);
             } else {
                 vkEndCommandBuffer(cmd);
-                vkFreeCommandBuffers(ctx->vk->device, ctx->vk->pool, 1, &cmd);
+                vkFreeCommandBuffers(rq_vk(ctx)->device, rq_vk(ctx)->pool, 1, &cmd);
             }
         }
-        pthread_mutex_unlock(&ctx->vk->qlock);
+        pthread_mutex_unlock(&rq_vk(ctx)->qlock);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (r >= 0)
             seconds[r] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

@@ -1,9 +1,27 @@
-/* Internal helpers shared by the reference path and the OpenCL path. Not installed. */
+/* The backend-neutral core's helpers: validated problems, scaling, the fp64 reference path, errors.
+ * Shared by src/core and every backend. Includes no backend header. Not installed. */
 #ifndef ROPEQK_INTERNAL_H
 #define ROPEQK_INTERNAL_H
 
 #include "ropeqk.h"
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sets this thread's message for ropeqk_last_error() (printf format). */
+void rq_set_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* An unsigned environment integer: 0 unset, 1 set (*v), -1 malformed (message set). */
+int rq_env_u64(const char *name, unsigned long long *v);
+
+/* A case-insensitive substring test of device names ("" matches everything). */
+bool rq_name_contains(const char *name, const char *needle);
+
+static inline size_t rq_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* A validated problem: every size resolved, every default filled. */
 typedef struct {

@@ -1,0 +1,100 @@
+/* The backend interface: one table of function pointers per backend (ggml's backend interface,
+ * dav1d's DSP tables), the only way src/core reaches a backend. A backend fills ctx->impl and
+ * plan->impl with its own objects; the core never looks inside them and names no backend.
+ *
+ * Adding a backend (CUDA, Metal, WebGPU, ...): a folder src/<name>/ with its table, one line in the
+ * registry (registry.c) and in src/meson.build, and its public header include/ropeqk_<name>.h for
+ * what only it has (borrowed device objects, running a plan on its buffers). Everything in ropeqk.h
+ * then works on its contexts. */
+#ifndef ROPEQK_CORE_BACKEND_H
+#define ROPEQK_CORE_BACKEND_H
+
+#include "object.h"
+
+/* The tuner's kernel families (src/core/tune.c), searched in this order. */
+typedef enum { RQ_FAM_SCORES, RQ_FAM_DECODE, RQ_FAM_ATTN, RQ_FAM_COUNT } rq_family;
+
+typedef struct rq_backend {
+    const char *name;   /* "OpenCL": ropeqk_ctx_backend_error's name, and messages */
+    const char *prefix; /* "opencl": device specs "opencl" and "opencl:<rest>" name this backend */
+    /* Bytes the kernels read and write at a time: a 16-bit view's last element is touched as a whole
+     * unit (Vulkan reads 32-bit words: 4; OpenCL: 1), so a view needs that much of its buffer. */
+    uint32_t access_unit;
+
+    /* ---- devices and contexts ---- */
+    /* Opens a device into ctx (zeroed, locks made): `spec` is the part after "<prefix>:" when
+     * `explicit_spec` (NULL when the spec was the bare prefix), else a spec that names no backend
+     * (NULL: the backend's default device). Fills ctx->impl, dev, device_desc, then calls
+     * rq_ctx_configure. ROPEQK_ERR_NO_DEVICE (message set) when nothing matches: a bare spec is then
+     * tried on the next backend. On failure everything made is released by close. */
+    ropeqk_status (*open)(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
+    /* Releases ctx->impl (may be NULL or half made); waits for the context's own queue. */
+    void (*close)(ropeqk_ctx *ctx);
+    /* The name of a raw backend code ("CL_OUT_OF_RESOURCES"), NULL if unknown. */
+    const char *(*error_name)(int32_t code);
+    /* Builds every kernel of the context's configuration now (ropeqk_ctx_warmup). */
+    ropeqk_status (*warmup)(ropeqk_ctx *ctx);
+
+    /* ---- configuration (src/core/tuning.c) ---- */
+    /* Adjusts the profile's default knobs to the device (vector widths) and writes where they came
+     * from into t->config_source ("heuristic (...)"); a cache or shipped entry may override both. */
+    void (*tuning_base)(const rq_devinfo *dev, rq_tuning *t);
+    /* Fits resolved knobs to the device's limits (work-group sizes, local memory), noting what it
+     * turned off in t->config_source. */
+    void (*tuning_fit)(const rq_devinfo *dev, rq_tuning *t);
+    /* ctx->options: what the kernels are built with (snprintf's convention); may read the
+     * environment (ROPEQK_ERR_BAD_CONFIG with a message on a malformed value). */
+    ropeqk_status (*build_options)(const ropeqk_ctx *ctx, char *buf, size_t len);
+
+    /* ---- plans ---- */
+    /* After the core validated the description into pl (pl->pb, descriptors) and computed the
+     * frequencies (freq4: inv_freq/pi as hi, mid, lo, 0 floats per frequency; inv: fp64): makes
+     * pl->impl (set before anything can fail: plan_free releases a half-made one). */
+    ropeqk_status (*plan_init)(ropeqk_plan *pl, const float *freq4, const double *inv);
+    void (*plan_free)(ropeqk_plan *pl);
+    /* The host-memory path of ropeqk_scores / ropeqk_attention: io[RQ_IO_COUNT] host ranges by role
+     * (bytes 0: absent), uploaded, the plan run on the context's queue, outputs read back, blocking. */
+    ropeqk_status (*host_run)(ropeqk_plan *pl, const rq_host_io *io);
+
+    /* ---- the tuner (src/core/tune.c drives; the candidates and fit checks live with the kernels) ---- */
+    unsigned tune_families; /* bit (1 << rq_family) for each family this backend tunes */
+    /* Candidate k >= 1 of family f for the profile, written over t's knobs (k = 0 is t itself);
+     * false past the last. */
+    bool (*tune_candidate)(rq_family f, bool cpu, int k, rq_tuning *t);
+    /* Whether the device takes t's shape for family f at the tuner's timed head dim D. */
+    bool (*tune_fits)(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D);
+    /* A context on ctx's device and queue with configuration t (borrowing them). */
+    ropeqk_status (*tune_clone)(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out);
+    /* Seconds of each of `runs` runs of a scores or attention plan (fixed positions, no step) on
+     * device buffers of its extents filled with 0.01, each run waited for. */
+    ropeqk_status (*time_plan)(ropeqk_plan *pl, int runs, double *seconds);
+    /* Taken for the whole search, NULL when not needed (Vulkan: the queue's lock, as the candidates
+     * submit to the same VkQueue). */
+    void (*tune_lock)(ropeqk_ctx *ctx, bool lock);
+    /* After family f's search, NULL when not needed: may adjust the winner *best from the n
+     * candidates that passed (their times in ms), e.g. keep the best knobs of a fallback kernel. */
+    void (*tune_finish)(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
+    /* The knobs this backend reads, for the tuner's progress lines ("tq=8 vk=16 ..."). */
+    void (*tune_describe)(const rq_tuning *t, char *buf, size_t len);
+} rq_backend;
+
+/* The backends compiled in, in the order a bare device spec tries them (registry.c). */
+extern const rq_backend *const rq_backends[];
+extern const size_t rq_backend_count;
+
+/* ---- what the core offers backends (ctx.c) ---- */
+/* A zeroed context of backend be with its lock (NULL: out of memory): the backends' contexts on a
+ * caller's own objects start here, then fill it as open would. */
+ropeqk_ctx *rq_ctx_alloc(const rq_backend *be);
+/* Closes (be->close) and frees a context, NULL-safe. */
+void rq_ctx_free(ropeqk_ctx *ctx);
+/* After a backend filled ctx->dev: resolves ctx->tune and builds ctx->options. */
+ropeqk_status rq_ctx_configure(ropeqk_ctx *ctx, const ropeqk_tuning *tuning);
+/* Records a failing raw backend code in ctx (may be NULL) for ropeqk_ctx_backend_error and sets the
+ * thread's message "<backend> error NAME (code) in WHAT" (what may be NULL); returns
+ * ROPEQK_ERR_BACKEND. */
+ropeqk_status rq_backend_fail(const rq_backend *be, ropeqk_ctx *ctx, int32_t code, const char *what);
+/* The registered backend whose prefix starts spec ("vulkan", "vulkan:1"), or NULL. */
+const rq_backend *rq_spec_backend(const char *spec);
+
+#endif

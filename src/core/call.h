@@ -1,0 +1,105 @@
+/* The call front end shared by every backend's run entry points (ropeqk_opencl_plan_enqueue,
+ * ropeqk_vulkan_plan_record, the paged calls): a backend describes the caller's buffers as neutral
+ * {id, offset, end} records, and the core checks steps, alignment, ranges and overlaps on them with
+ * the same statuses and messages everywhere. Then the backend records or enqueues. */
+#ifndef ROPEQK_CORE_CALL_H
+#define ROPEQK_CORE_CALL_H
+
+#include "backend.h"
+
+/* A caller's buffer view as the checks see it. */
+typedef struct {
+    uintptr_t id;  /* the buffer's identity (a cl_mem, a VkBuffer); 0: absent */
+    uint64_t off;  /* byte offset of the view in the buffer */
+    uint64_t end;  /* bytes of the buffer usable, from its start: the view must lie in [off, end) */
+} rq_mem;
+
+/* A checked view's byte range (for the overlap checks; id 0: none). */
+typedef struct {
+    uintptr_t id;
+    uint64_t off, len;
+} rq_range;
+
+/* Bytes a view of `extent` bytes at `off` touches with elements of es bytes: 16-bit views are read
+ * and written in whole access units (backend.h), from the unit holding the first element to the end
+ * of the one holding the last. */
+uint64_t rq_view_bytes(const rq_backend *be, uint64_t off, size_t es, size_t extent);
+/* A view against its buffer: offset aligned to es (ROPEQK_ERR_BAD_STRIDES), its bytes inside the
+ * buffer (ROPEQK_ERR_BUFFER_TOO_SMALL, message naming `what`); fills *r. */
+ropeqk_status rq_check_mem(const rq_backend *be, const rq_mem *m, size_t es, size_t extent, const char *fn,
+                           const char *what, rq_range *r);
+/* Two ranges of the same buffer that share a byte. */
+bool rq_ranges_overlap(const rq_range *a, const rq_range *b);
+/* Whether an output range shares a byte with an input range or another output range. */
+bool rq_outputs_overlap(const rq_range *const *outs, int n_out, const rq_range *const *ins, int n_in);
+
+/* A plan's per-call counts: keys, offsets (the step's for a decode plan) and the extents of the K,
+ * output and V views for that many keys. */
+typedef struct {
+    int64_t Sk, q_off, k_off;
+    size_t k, o, v;
+} rq_extents;
+/* Checks a call's step against the plan (fn names the call in messages) and fills *x. */
+ropeqk_status rq_plan_step(const ropeqk_plan *pl, const ropeqk_step *step, bool pos_arrays, const char *fn,
+                           rq_extents *x);
+
+/* The buffers of one run of a scores or attention plan. */
+typedef struct {
+    rq_mem q, k, q_pos, k_pos, out, v, lse;
+} rq_call_mems;
+/* Everything a scores or attention run checks before anything is enqueued or recorded: the plan's
+ * operation (a paged plan runs through paged_fn), buffers present, the step, each view aligned and
+ * inside its buffer, positions only where the plan allows arrays, the outputs overlapping no input
+ * nor each other. fn names the call in messages. */
+ropeqk_status rq_call_check(const ropeqk_plan *pl, const ropeqk_step *step, const rq_call_mems *m, const char *fn,
+                            const char *paged_fn, rq_extents *x);
+
+/* ---- paged KV cache (paged.c) ---- */
+/* The packed metadata of one paged call (cl/contract.h, glsl/vk_contract.h): pstart[n+1], lens[n],
+ * q_pos[n], k_pos0[n], pages. */
+typedef struct {
+    int32_t *v;
+    size_t n;                 /* int32 elements */
+    int32_t lens_off, qpos_off, kpos_off, pages_off;
+    int64_t max_pages;        /* most pages any sequence uses */
+} rq_paged_meta;
+/* Validation of a paged-decode description into *pb (plan.c calls it). */
+ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
+/* Validates a paged batch and packs it (specific statuses, the thread's message set).
+ * n_new < 0: a decode (lengths 1..capacity, positions needed); n_new >= 0: an append of n_new tokens
+ * (lengths 0..capacity - n_new; a page written by the append may not be written for another
+ * sequence). On success m->v is the caller's to free. */
+ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batch *b, int64_t n_new,
+                                  const char *fn, rq_paged_meta *m);
+
+/* The buffers of a paged decode, and of an append. */
+typedef struct {
+    rq_mem q, k_cache, v_cache, out, lse;
+} rq_paged_mems;
+typedef struct {
+    rq_mem k_new, v_new, k_cache, v_cache;
+} rq_append_mems;
+/* A paged decode's checks before anything is enqueued or recorded: the plan is a paged one,
+ * buffers present (lse exactly when the plan has with_lse), the batch (packed into *meta, which the
+ * caller frees on success), each view aligned and inside its buffer for the batch's sequences, the
+ * outputs overlapping no input nor each other. */
+ropeqk_status rq_paged_call_check(const ropeqk_plan *pl, const rq_paged_mems *m, const ropeqk_paged_batch *batch,
+                                  const char *fn, rq_paged_meta *meta);
+/* An append's checks: the plan, k_new / v_new views against the plan ([n_seqs, Hkv, n_new, D|Dv],
+ * the caches' dtypes), the batch (packed into *meta), the views in their buffers, the caches
+ * overlapping neither each other nor the new rows, row counts within int32. */
+ropeqk_status rq_append_call_check(const ropeqk_plan *pl, const ropeqk_tensor *k_new, const ropeqk_tensor *v_new,
+                                   const rq_append_mems *m, const ropeqk_paged_batch *batch, const char *fn,
+                                   rq_paged_meta *meta);
+/* A view's extent with its first dim cut to n rows (a batch's sequences). */
+size_t rq_rows_extent(const ropeqk_tensor *t, int64_t n);
+
+/* The split of a paged decode over the pages (flash-decoding), the same rule on every backend:
+ * enough (split, task) pairs to fill the device (`target`, a few per compute unit) even for one
+ * long sequence, but no split shorter than `min_keys` keys (whose partial results would cost more
+ * to write and join than they save), and none longer than max_pages (0: no bound). Returns pages
+ * per split. */
+int64_t rq_paged_pages_per_split(int64_t target, int64_t tasks, int64_t longest_pages, int64_t page_size,
+                                 int64_t min_keys, int64_t max_pages);
+
+#endif

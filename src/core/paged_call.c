@@ -1,0 +1,144 @@
+/* The paged calls' front end for every backend (call.h): what a decode or an append checks before
+ * anything is enqueued or recorded, and how a decode is split over the pages. */
+#include "call.h"
+
+#include <stdlib.h>
+
+size_t rq_rows_extent(const ropeqk_tensor *t, int64_t n)
+{
+    ropeqk_tensor c = *t;
+    c.ne[0] = n;
+    return ropeqk_tensor_extent(&c);
+}
+
+static ropeqk_status paged_plan(const ropeqk_plan *pl, const char *fn)
+{
+    if (pl->op != ROPEQK_OP_PAGED_DECODE) {
+        rq_set_error("%s: the plan is not a paged-decode plan", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_paged_call_check(const ropeqk_plan *pl, const rq_paged_mems *m, const ropeqk_paged_batch *batch,
+                                  const char *fn, rq_paged_meta *meta)
+{
+    const rq_backend *be = pl->ctx->be;
+    const rq_problem *pb = &pl->pb;
+    meta->v = NULL;
+    ropeqk_status st = paged_plan(pl, fn);
+    if (st)
+        return st;
+    if (!m->q.id || !m->k_cache.id || !m->v_cache.id || !m->out.id || (pl->with_lse && !m->lse.id)) {
+        rq_set_error("%s: q, k_cache, v_cache, out%s buffers are required", fn, pl->with_lse ? " and lse" : "");
+        return ROPEQK_ERR_NULL_POINTER;
+    }
+    if (!pl->with_lse && m->lse.id) {
+        rq_set_error("%s: an lse buffer given to a plan made without with_lse", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if ((st = rq_paged_build_meta(pl, batch, -1, fn, meta)))
+        return st;
+    const int64_t n = batch->n_seqs;
+    rq_range rq = {0, 0, 0}, rk = rq, rv = rq, ro = rq, rl = rq;
+    if ((st = rq_check_mem(be, &m->q, ropeqk_dtype_size(pl->q.dtype), rq_rows_extent(&pl->q, n), fn, "q", &rq)) ||
+        (st = rq_check_mem(be, &m->k_cache, ropeqk_dtype_size(pl->k.dtype), pb->k_extent, fn, "k_cache", &rk)) ||
+        (st = rq_check_mem(be, &m->v_cache, ropeqk_dtype_size(pl->v.dtype), pb->v_extent, fn, "v_cache", &rv)) ||
+        (st = rq_check_mem(be, &m->out, ropeqk_dtype_size(pl->out.dtype), rq_rows_extent(&pl->out, n), fn, "out",
+                           &ro)) ||
+        (pl->with_lse && (st = rq_check_mem(be, &m->lse, 4, rq_rows_extent(&pl->lse, n), fn, "lse", &rl))))
+        goto fail;
+    const rq_range *outs[2] = {&ro, &rl}, *ins[3] = {&rq, &rk, &rv};
+    if (rq_outputs_overlap(outs, 2, ins, 3)) {
+        rq_set_error("%s: out or lse overlaps an input or each other in the same buffer", fn);
+        st = ROPEQK_ERR_OVERLAP;
+        goto fail;
+    }
+    return ROPEQK_SUCCESS;
+fail:
+    free(meta->v);
+    meta->v = NULL;
+    return st;
+}
+
+/* k_new [n_seqs, Hkv, n_new, D], v_new [n_seqs, Hkv, n_new, Dv], of the caches' dtypes: their view
+ * rules through the attention validation, with a stand-in Q (one row per entry) and output; *c gets
+ * their extents. */
+static ropeqk_status check_new_rows(const ropeqk_plan *pl, const ropeqk_tensor *k_new, const ropeqk_tensor *v_new,
+                                    const ropeqk_paged_batch *batch, const char *fn, rq_problem *c)
+{
+    const rq_problem *pb = &pl->pb;
+    if (k_new->dtype != pl->k.dtype || v_new->dtype != pl->v.dtype) {
+        rq_set_error("%s: k_new and v_new must have the caches' dtypes", fn);
+        return ROPEQK_ERR_BAD_DTYPE;
+    }
+    ropeqk_tensor qs = ropeqk_tensor_bhsd(ROPEQK_F32, k_new->ne[0], k_new->ne[1], 1, k_new->ne[3]);
+    ropeqk_tensor os = ropeqk_tensor_bhsd(ROPEQK_F32, k_new->ne[0], k_new->ne[1], 1, v_new->ne[3]);
+    ropeqk_params p;
+    ropeqk_default_params(&p);
+    ropeqk_status st = rq_validate_attention(&p, &qs, k_new, v_new, &os, NULL, false, false, c);
+    if (st) {
+        rq_set_error("%s: the k_new or v_new view: %s", fn, ropeqk_status_string(st));
+        return st;
+    }
+    if (k_new->ne[0] != batch->n_seqs || k_new->ne[1] != pb->Hkv || k_new->ne[3] != pb->D || v_new->ne[3] != pb->Dv) {
+        rq_set_error("%s: k_new must be [n_seqs, Hkv, n_new, D] and v_new [n_seqs, Hkv, n_new, Dv]", fn);
+        return ROPEQK_ERR_BAD_SHAPE;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_append_call_check(const ropeqk_plan *pl, const ropeqk_tensor *k_new, const ropeqk_tensor *v_new,
+                                   const rq_append_mems *m, const ropeqk_paged_batch *batch, const char *fn,
+                                   rq_paged_meta *meta)
+{
+    const rq_backend *be = pl->ctx->be;
+    const rq_problem *pb = &pl->pb;
+    meta->v = NULL;
+    ropeqk_status st = paged_plan(pl, fn);
+    if (st)
+        return st;
+    if (!m->k_new.id || !m->v_new.id || !m->k_cache.id || !m->v_cache.id) {
+        rq_set_error("%s: k_new, v_new, k_cache and v_cache buffers are required", fn);
+        return ROPEQK_ERR_NULL_POINTER;
+    }
+    rq_problem c;
+    if ((st = check_new_rows(pl, k_new, v_new, batch, fn, &c)) ||
+        (st = rq_paged_build_meta(pl, batch, k_new->ne[2], fn, meta)))
+        return st;
+    size_t kes = ropeqk_dtype_size(pl->k.dtype), ves = ropeqk_dtype_size(pl->v.dtype);
+    rq_range rkn = {0, 0, 0}, rvn = rkn, rk = rkn, rv = rkn;
+    if ((st = rq_check_mem(be, &m->k_new, kes, c.k_extent, fn, "k_new", &rkn)) ||
+        (st = rq_check_mem(be, &m->v_new, ves, c.v_extent, fn, "v_new", &rvn)) ||
+        (st = rq_check_mem(be, &m->k_cache, kes, pb->k_extent, fn, "k_cache", &rk)) ||
+        (st = rq_check_mem(be, &m->v_cache, ves, pb->v_extent, fn, "v_cache", &rv)))
+        goto fail;
+    const rq_range *caches[] = {&rk, &rv}, *news[] = {&rkn, &rvn};
+    if (rq_outputs_overlap(caches, 2, news, 2)) {
+        rq_set_error("%s: the caches overlap each other or the new rows in the same buffer", fn);
+        st = ROPEQK_ERR_OVERLAP;
+        goto fail;
+    }
+    if (batch->n_seqs * pb->Hkv > INT32_MAX || k_new->ne[2] > INT32_MAX) {
+        rq_set_error("%s: n_seqs * Hkv or n_new beyond INT32_MAX", fn);
+        st = ROPEQK_ERR_TOO_LARGE;
+        goto fail;
+    }
+    return ROPEQK_SUCCESS;
+fail:
+    free(meta->v);
+    meta->v = NULL;
+    return st;
+}
+
+int64_t rq_paged_pages_per_split(int64_t target, int64_t tasks, int64_t longest_pages, int64_t page_size,
+                                 int64_t min_keys, int64_t max_pages)
+{
+    int64_t want = (target + tasks - 1) / tasks, min_pages = (min_keys + page_size - 1) / page_size;
+    int64_t pps = (longest_pages + want - 1) / want;
+    if (pps < min_pages)
+        pps = min_pages;
+    if (max_pages > 0 && pps > max_pages)
+        pps = max_pages;
+    return pps < 1 ? 1 : pps;
+}

@@ -1,0 +1,128 @@
+/* Plans, for every backend: one operation on described tensors, validated once, with its
+ * frequencies computed once (VkFFT/cuFFT style); the backend then makes its kernels or pipelines,
+ * tables and scratch (its plan_init). Running a plan is each backend's own entry point
+ * (ropeqk_opencl_plan_enqueue, ropeqk_vulkan_plan_record), after the checks of call.c. */
+#include "call.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* inv_freq / pi in fp64, split into three floats per frequency (hi, mid, lo, 0: see cl/angle.cl and
+ * glsl/angle.glsl, which form the angle from them exactly). */
+static void split_freqs(const rq_problem *pb, const double *inv, float *v)
+{
+    for (int64_t i = 0; i < pb->R / 2; i++) {
+        double x = inv[i] / 3.14159265358979323846;
+        if (pb->conjugate)
+            x = -x; /* the inverse rotation is the rotation by -angle */
+        float hi = (float)x;
+        float mid = (float)(x - hi);
+        float lo = (float)(x - hi - mid);
+        v[4 * i + 0] = hi;
+        v[4 * i + 1] = mid;
+        v[4 * i + 2] = lo;
+        v[4 * i + 3] = 0.0f;
+    }
+}
+
+/* The description's own checks, before the shared validation. */
+static ropeqk_status check_desc(const ropeqk_plan_desc *d)
+{
+    if (d->op != ROPEQK_OP_SCORES && d->op != ROPEQK_OP_ATTENTION && d->op != ROPEQK_OP_PAGED_DECODE) {
+        rq_set_error("ropeqk_plan_create: unknown operation %d", (int)d->op);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (d->positions != ROPEQK_POS_OFFSETS && d->positions != ROPEQK_POS_ARRAYS) {
+        rq_set_error("ropeqk_plan_create: positions must be ROPEQK_POS_OFFSETS or ROPEQK_POS_ARRAYS");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (d->max_keys < 0) {
+        rq_set_error("ropeqk_plan_create: max_keys %lld < 0", (long long)d->max_keys);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (d->op == ROPEQK_OP_PAGED_DECODE && d->max_keys != 0) {
+        rq_set_error("ropeqk_plan_create: a paged-decode plan takes its lengths per enqueue, not max_keys");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (d->max_keys > 0 && (d->k.ne[2] != d->max_keys ||
+                            (d->op == ROPEQK_OP_SCORES ? d->out.ne[3] : d->v.ne[2]) != d->max_keys)) {
+        rq_set_error("ropeqk_plan_create: a decode plan's key count (k.ne[2], and out.ne[3] or v.ne[2]) must equal max_keys");
+        return ROPEQK_ERR_BAD_SHAPE;
+    }
+    /* a decode plan fixes its frequencies: a length derived from per-call offsets cannot apply */
+    ropeqk_scaling_type st = d->params.scaling.type;
+    if (d->max_keys > 0 && (st == ROPEQK_SCALING_DYNAMIC || st == ROPEQK_SCALING_LONGROPE) &&
+        d->params.scaling.seq_len == 0) {
+        rq_set_error("ropeqk_plan_create: a decode plan with DYNAMIC or LONGROPE scaling needs scaling.seq_len");
+        return ROPEQK_ERR_BAD_SCALING;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, ropeqk_plan **out)
+{
+    if (!out)
+        return ROPEQK_ERR_NULL_POINTER;
+    *out = NULL;
+    if (!ctx || !desc)
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_status st = check_desc(desc);
+    rq_problem pb;
+    bool arrays = desc->positions == ROPEQK_POS_ARRAYS;
+    if (st)
+        return st;
+    if (desc->op == ROPEQK_OP_SCORES)
+        st = rq_validate(&desc->params, &desc->q, &desc->k, &desc->out, false, arrays, &pb);
+    else if (desc->op == ROPEQK_OP_ATTENTION)
+        st = rq_validate_attention(&desc->params, &desc->q, &desc->k, &desc->v, &desc->out,
+                                   desc->with_lse ? &desc->lse : NULL, false, arrays, &pb);
+    else
+        st = rq_paged_validate(desc, &pb);
+    if (st)
+        return st;
+    ropeqk_plan *pl = calloc(1, sizeof *pl);
+    double *inv = malloc((size_t)(pb.R / 2) * sizeof *inv);
+    float *freq4 = malloc((size_t)(pb.R / 2) * 4 * sizeof *freq4);
+    if (!pl || !inv || !freq4) {
+        free(pl);
+        pl = NULL;
+        st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        goto done;
+    }
+    pl->ctx = ctx;
+    pl->op = desc->op;
+    pl->q = desc->q;
+    pl->k = desc->k;
+    pl->out = desc->out;
+    pl->v = desc->v;
+    pl->lse = desc->lse;
+    pl->with_lse = desc->with_lse != 0;
+    pl->paged = desc->paged;
+    pl->dynamic = desc->max_keys > 0;
+    pl->arrays = arrays;
+    rq_inv_freq(&pb, inv);
+    pb.scaling = NULL; /* the caller's factor arrays are not needed past this point */
+    pl->pb = pb;
+    split_freqs(&pb, inv, freq4);
+    st = ctx->be->plan_init(pl, freq4, inv);
+done:
+    free(inv);
+    free(freq4);
+    if (st) {
+        ropeqk_plan_destroy(pl);
+        return st;
+    }
+    *out = pl;
+    return ROPEQK_SUCCESS;
+}
+
+void ropeqk_plan_destroy(ropeqk_plan *pl)
+{
+    if (!pl)
+        return;
+    /* safe with work in flight: each backend keeps what its enqueued or recorded commands use alive
+     * (OpenCL's reference counts), or documents that the caller waits (Vulkan) */
+    pl->ctx->be->plan_free(pl);
+    free(pl);
+}

@@ -1,0 +1,71 @@
+/* Kernel configuration: what a device is (rq_devinfo, filled by its backend), the knobs in effect
+ * (rq_tuning, resolved by tuning.c from environment, caller and defaults), and the per-user tuning
+ * cache (tune_cache.c). Backend-neutral: each backend reads the knobs of its own kernels. */
+#ifndef ROPEQK_CORE_TUNING_H
+#define ROPEQK_CORE_TUNING_H
+
+#include "internal.h"
+
+struct rq_backend;
+
+/* Kernel configuration of a context's device (tuning.c decides it; the OpenCL kernels get their
+ * knobs as -D options, the Vulkan shaders as specialization constants, and the host reads the same
+ * fields: one source for both). */
+typedef struct {
+    int tq, wg, vk;      /* qk_scores: query rows, work-group size, keys per vector (RQ_TQ/WG/VK) */
+    int nv;              /* qk_scores: vectors of keys per work-item, 1 or 2 (RQ_NV) */
+    int dkb, dwg;        /* qk_decode_*: keys per work-item, work-group size (RQ_DKB/DWG) */
+    int decode;          /* whether the decode path is used (RQ_DECODE) */
+    int rot_uwg;         /* rope_rotate_*: units per work-group (host only) */
+    int atq, avk, awg;   /* qk_attention_*: rows per work-item, keys per block, work-group size */
+    int tile, rb, tk;    /* qk_scores_tiled: tile edge (0 = off), register block edge, dims per step */
+    int vk_block, vk_tk; /* Vulkan scores.comp: register block T (tile 16T), head dims per stage */
+    int vk_rows;         /* Vulkan attention.comp: query rows (invocations) per work-group */
+    int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
+    ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
+    char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */
+    char config_source[512];    /* where the knobs came from: cache, shipped, heuristic, overrides */
+} rq_tuning;
+
+/* What the configuration depends on, read from the device once by its backend. */
+typedef struct {
+    bool cpu;       /* a CPU device (OpenCL CL_DEVICE_TYPE_CPU, Vulkan VK_PHYSICAL_DEVICE_TYPE_CPU) */
+    bool pocl;      /* platform name is pocl's (the vendor switch) */
+    size_t max_wg;  /* most work-items per work-group, 0 if unknown */
+    size_t local_mem; /* local (shared) memory per work-group, 0 if unknown */
+    int native_vec; /* native float vector width, 0 if unknown */
+    char name[128], platform[128], driver[64];
+} rq_devinfo;
+
+/* The tuning cache (tune_cache.c). */
+typedef enum {
+    RQ_CACHE_NONE, RQ_CACHE_OK, RQ_CACHE_CORRUPT, RQ_CACHE_FOREIGN, RQ_CACHE_STALE, RQ_CACHE_OTHER_PROFILE
+} rq_cache_result;
+int rq_tune_cache_dir(char *buf, size_t len);
+int rq_tune_cache_path(const rq_devinfo *dev, char *buf, size_t len);
+/* Applies the device's cached knobs to *t when the file is valid for this device, driver, library
+ * and t->profile; note receives the path, or why the file was ignored ("" when there is none). */
+rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, rq_tuning *t, char *note,
+                                   size_t note_len);
+/* Writes t's knobs for this device, atomically; path receives the file name. */
+ropeqk_status rq_tune_cache_store(const rq_devinfo *dev, const rq_tuning *t, char *path, size_t path_len);
+
+/* The profile's defaults (AUTO counts as CPU here: resolve picks the profile first). */
+void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t);
+/* Profile, knobs and vendor switch for a device of backend `be`: ROPEQK_* environment variables
+ * (strictly parsed: a malformed one is ROPEQK_ERR_BAD_CONFIG with the thread's error message set),
+ * then req (may be NULL), then the profile's defaults; last the backend fits the knobs to the
+ * device (be->tuning_fit). */
+ropeqk_status rq_tuning_resolve(const struct rq_backend *be, const ropeqk_tuning *req, const rq_devinfo *dev,
+                                rq_tuning *t);
+/* The public form of a resolved configuration (decode and vendor_ext as 1/-1 and 0/-1). */
+void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o);
+const char *rq_profile_name(ropeqk_profile p);
+/* Appends "; <fmt...>" to t->config_source. */
+void rq_tuning_note(rq_tuning *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#endif

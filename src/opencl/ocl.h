@@ -1,0 +1,188 @@
+/* The OpenCL backend's internals (src/opencl/): its context and plan objects behind the core's
+ * `impl` pointers, and what its files share. The only part of the library, with src/opencl's .c
+ * files, that includes <CL/cl.h>. Not installed. */
+#ifndef ROPEQK_OCL_H
+#define ROPEQK_OCL_H
+
+#include "../core/call.h"
+#include "ropeqk_opencl.h"
+#include "contract.h"
+
+extern const rq_backend rq_opencl_backend;
+
+typedef struct rq_program {
+    cl_device_id device;
+    char options[544];
+    cl_program program;
+    struct rq_program *next;
+} rq_program;
+
+/* A pooled scratch buffer (Qr, Kt). Free ones sit on the context's free list; a buffer handed back
+ * by a call sits on the busy list with the events of the commands that use it until they have all
+ * completed (checked, without blocking, by the next rq_scratch_get). No event callbacks: nothing
+ * runs on a driver thread, so nothing can touch a destroyed context. */
+typedef struct rq_scratch {
+    cl_mem buf;
+    size_t size;
+    cl_uint nev;
+    cl_event ev[3];
+    struct rq_scratch *next;
+} rq_scratch;
+
+/* Attention rotates and consumes the query rows in passes of at most this many bytes of Qr (B*Hq
+ * rows of D floats per query row; and at most the allocation limit), so its scratch stays bounded
+ * whatever Sq: at 16k tokens (Llama-3-8B shapes) one pass would need 256 MiB of Qr, four passes need
+ * 64 MiB each, and Kt (rotated once) serves every pass. 64 MiB is one pass up to S = 4096 at
+ * Hq = 32, D = 128, so the bench's prefill shapes run as before. */
+#define RQ_ATTN_PASS_BYTES ((size_t)64 << 20)
+
+/* ctx->impl of an OpenCL context. */
+typedef struct rq_cl_ctx {
+    cl_context context;
+    cl_command_queue queue;
+    cl_device_id device;
+    rq_program *programs;      /* cache keyed by (device, options), guarded by the context's lock */
+    cl_ulong max_alloc;        /* the device's largest buffer (or ROPEQK_MAX_ALLOC) */
+    pthread_mutex_t pool_lock; /* guards the scratch pool below */
+    bool pool_lock_ok;
+    rq_scratch *pool_free;     /* most recently returned first */
+    rq_scratch *pool_busy;     /* returned, their commands maybe still running */
+    size_t pool_free_bytes;
+    size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
+    size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
+} rq_cl_ctx;
+
+/* pl->impl of a plan on an OpenCL context. */
+typedef struct rq_cl_plan {
+    bool dec;                  /* the one-pass decode kernel (qk_decode_*) instead of rotate K + qk_scores */
+    bool tiled;                /* ks is qk_scores_tiled (same arguments as qk_scores, its own launch) */
+    bool dec_gpu;              /* with dec: ks is qk_decode_gpu_* (same arguments, its own launch) */
+    cl_mem vfreq;              /* inv_freq/pi as three floats per frequency (float4) */
+    cl_mem ctab;               /* decode kernel's R(t) table, dec only */
+    cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */
+    cl_kernel kx[4];           /* attention and paged decode kernels */
+    cl_uint cus;               /* paged decode: the device's compute units (sizes the split) */
+    pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
+    bool lock_ok;
+} rq_cl_plan;
+
+static inline rq_cl_ctx *rq_cl(const ropeqk_ctx *ctx) { return (rq_cl_ctx *)ctx->impl; }
+static inline rq_cl_plan *rq_clp(const ropeqk_plan *pl) { return (rq_cl_plan *)pl->impl; }
+
+/* Records a failing cl_int in ctx (may be NULL) and the thread's message; ROPEQK_ERR_BACKEND. */
+ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err);
+/* The context's (ropeqk_opencl_*'s check that the context is OpenCL's, by identity). */
+static inline bool rq_is_cl(const ropeqk_ctx *ctx) { return ctx && ctx->be == &rq_opencl_backend; }
+
+/* program.c: the device's properties into ctx->dev, ctx->device_desc and max_alloc, then the core's
+ * configuration; the program for the device built with the context's options, from the cache or
+ * built now (ops: 0 = the whole program, else RQ_OPS_* bits of the kernels needed; a cached whole
+ * program serves too). */
+ropeqk_status rq_cl_describe_device(ropeqk_ctx *ctx);
+ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, unsigned ops, cl_program *out);
+void rq_free_programs(ropeqk_ctx *ctx);
+
+/* tune.c: the OpenCL side of the configuration (the -D options of a configuration, snprintf's
+ * convention; the backend table's tuning_base, tuning_fit, build_options) and the tuner's hooks;
+ * program.c: warmup. */
+int rq_tuning_options(const rq_tuning *t, char *buf, size_t len);
+void rq_cl_tuning_fit(const rq_devinfo *dev, rq_tuning *t);
+ropeqk_status rq_cl_warmup(ropeqk_ctx *ctx);
+void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t);
+ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len);
+bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t);
+bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D);
+ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out);
+ropeqk_status rq_cl_time_plan(ropeqk_plan *pl, int runs, double *seconds);
+void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
+void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len);
+
+/* pool.c: a scratch buffer of at least `bytes` (CL_MEM_READ_WRITE, contents undefined) from the pool
+ * or new. On failure returns the status (recorded as the backend error for CL errors) and *out is
+ * NULL. rq_scratch_put hands `s` back; it is reused once the nev events (retained here; nev may be
+ * 0 when nothing was enqueued on it) have completed; NULL s: nothing. rq_scratch_free_all releases
+ * every pooled buffer and event (context teardown); commands still running keep their buffers
+ * alive through OpenCL's own reference counting. */
+ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out);
+void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event *ev);
+void rq_scratch_free_all(ropeqk_ctx *ctx);
+
+/* plan.c, attn.c, paged.c: the op-specific parts of plan creation (the program, scratch-free). */
+ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double *inv);
+void rq_cl_plan_free(ropeqk_plan *pl);
+ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog);
+ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog);
+
+/* The buffers of one run as the call checks see them: CL_MEM_SIZE is each buffer's end (a failing
+ * query is the status). */
+ropeqk_status rq_cl_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, rq_mem *r);
+
+/* Shared by the scores and attention enqueues (enqueue.c): the arguments of a rope_rotate_* kernel
+ * for S rows of view t in m, rotated into dst with element strides per head, row and dim (times
+ * out_mul), heads in blocks of G, rows grouped in panels of `panel` rows d_panel elements apart (0:
+ * no panels; see rq_rotate_args); its launch over S rows. */
+cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
+                     ropeqk_opencl_mem pos, int64_t S, int64_t off, float out_mul, cl_mem dst, int64_t d_bh,
+                     int64_t d_row, int64_t d_dim, int32_t panel, int64_t d_panel, int32_t G);
+void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, size_t g[2], size_t l[2]);
+cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S, cl_uint num_wait,
+                         const cl_event *wait, cl_event *ev);
+
+/* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
+typedef struct {
+    int64_t Sq, Sk;         /* query rows and keys of this part */
+    int64_t q_off, k_off;   /* position offsets (used where no array is given) */
+    ropeqk_opencl_args m;   /* buffers with their byte offsets, shifted for a part */
+} rq_run;
+/* Enqueues a checked run of a scores plan (enqueue.c): scratch, arguments, kernels; splits a run
+ * whose scratch exceeds the allocation limit. */
+ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run *r, cl_uint num_wait,
+                          const cl_event *wait, cl_event *event);
+/* A checked run of an attention plan (attn.c). */
+ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
+                              int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait,
+                              cl_event *event);
+/* The host-memory path (host.c; backend.h's host_run). */
+ropeqk_status rq_cl_host_run(ropeqk_plan *pl, const rq_host_io *io);
+
+/* Width of Kt's key panels for qk_scores (RQ_KP): on the CPU profile 16, or a work-item's keys if
+ * more (its tile of keys is then one contiguous run instead of D cache lines ldk apart, and rope
+ * writes 16 keys with one store), 0 (no panels) on GPUs. */
+static inline int rq_kt_panel(const rq_tuning *t)
+{
+    int kw = t->vk * t->nv; /* keys per work-item: 1..32, each a divisor of 16 or 32 */
+    return t->profile != ROPEQK_PROFILE_CPU ? 0 : kw > 16 ? kw : 16;
+}
+
+/* Units (rotary pairs or pass-through dims) per rope_rotate work-item (RQ_RUB): 16 on the CPU
+ * profile, so that the work-item that loads a source cache line uses all of it (one unit per
+ * work-item reloaded each line 16 times, from L2, after the loop over heads), 1 on GPUs. */
+static inline int rq_rot_units(const rq_tuning *t)
+{
+    return t->profile == ROPEQK_PROFILE_CPU ? 16 : 1;
+}
+
+/* Row stride (floats) of the transposed K scratch Kt for Sk keys read in blocks of vk: a multiple of
+ * vk (aligned vector loads) covering every block, bumped so that its byte size is an odd multiple of
+ * 64: a power-of-two stride (Sk = 1024: 4 KiB) maps all d of one work-item to the same L1 set and
+ * thrashes it. Shared by qk_scores and qk_attention. */
+static inline size_t rq_kt_stride(size_t Sk, size_t vk)
+{
+    size_t s = rq_round_up(rq_round_up(Sk, vk), 16);
+    return (s / 16) % 2 == 0 ? s + 16 : s;
+}
+
+/* clSetKernelArg of an lvalue, skipped once `err` (a cl_int in scope) is set. */
+#define RQ_SET_ARG(k, i, v)                                                                        \
+    do {                                                                                           \
+        if (!err)                                                                                  \
+            err = clSetKernelArg((k), (i), sizeof(v), &(v));                                       \
+    } while (0)
+
+/* After the kernels of a run were enqueued (or failed at err): hands the scratch back to the pool
+ * with the events that use it, gives the last kernel's event (ev[2]) to *event on success, releases
+ * the rest, and returns the status. */
+ropeqk_status rq_run_finish(ropeqk_ctx *ctx, rq_scratch *sq, rq_scratch *sk, cl_event ev[3], cl_int err,
+                            cl_event *event);
+
+#endif

@@ -1,0 +1,296 @@
+/* Decode attention over a paged, unrotated KV cache (ROPEQK_OP_PAGED_DECODE) on OpenCL, and the cache
+ * append. The core validated the description at plan creation (src/core/paged.c); each call's batch
+ * and buffers go through the core's paged call checks (src/core/paged_call.c), which pack the batch
+ * into one int32 metadata array, then three kernels are enqueued (cl/paged.cl): Q rotation (rope.cl's
+ * kernel, the sequences as rows), pass 1 over the pages, the reduction of the splits. Nothing is
+ * enqueued when a check fails. */
+#include "ocl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(RQ_DT_F32 == ROPEQK_F32 && RQ_DT_F16 == ROPEQK_F16 && RQ_DT_BF16 == ROPEQK_BF16,
+               "contract.h's storage-type codes are ropeqk_dtype's");
+
+/* Pass 1 in the CPU shape (cl/paged.cl): the CPU profile, for the head dims its vectors cover. */
+static bool cpu_shape(const ropeqk_plan *pl)
+{
+    const rq_problem *pb = &pl->pb;
+    return pl->ctx->tune.profile != ROPEQK_PROFILE_GPU && pb->D % 16 == 0 && pb->R % 32 == 0 && pb->D <= RQ_DMAXD;
+}
+
+ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    rq_cl_plan *cp = rq_clp(pl);
+    const char *rot = pl->q.dtype == ROPEQK_F16    ? "rope_rotate_f16"
+                      : pl->q.dtype == ROPEQK_BF16 ? "rope_rotate_bf16"
+                                                   : "rope_rotate_f32";
+    const char *names[4] = {rot, cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
+                            "paged_append"};
+    cl_int err = CL_SUCCESS;
+    for (int i = 0; i < 4 && !err; i++)
+        cp->kx[i] = clCreateKernel(prog, names[i], &err);
+    if (!err)
+        err = clGetDeviceInfo(rq_cl(ctx)->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cp->cus, &cp->cus, NULL);
+    if (err)
+        return rq_cl_fail(ctx, err); /* kernels made so far: ropeqk_plan_destroy */
+    if (cp->cus < 1)
+        cp->cus = 1;
+    return ROPEQK_SUCCESS;
+}
+
+/* The call's metadata as a device buffer (copied at creation: the host array may go at once). */
+static cl_mem meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err)
+{
+    return clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, meta->n * sizeof(int32_t), meta->v,
+                          err);
+}
+
+/* Head groups of pass 1 (contract.h's rq_paged_args): *groups tasks per (split, sequence). */
+static void head_groups(const rq_problem *pb, bool gpu, rq_paged_args *a, int64_t *groups)
+{
+    int64_t cap = gpu ? RQ_PGH : RQ_PCH;
+    if (!gpu && pb->G <= cap) { /* CPU: whole KV heads together, so their keys' angles are shared */
+        a->kvpg = (rq_i32)(cap / pb->G < pb->Hkv ? cap / pb->G : pb->Hkv);
+        a->ngc = 1;
+        a->gpg = (rq_i32)pb->G;
+        *groups = (pb->Hkv + a->kvpg - 1) / a->kvpg;
+    } else { /* one KV head, its query heads in chunks of at most cap */
+        a->kvpg = 1;
+        a->ngc = (rq_i32)((pb->G + cap - 1) / cap);
+        a->gpg = (rq_i32)(pb->G < cap ? pb->G : cap);
+        *groups = pb->Hkv * a->ngc;
+    }
+    a->ndvc = gpu ? (rq_i32)((pb->Dv + RQ_PWG * RQ_PVT - 1) / (RQ_PWG * RQ_PVT)) : 1;
+}
+
+/* The buffers of a call as the core's checks see them. */
+static ropeqk_status mems(ropeqk_ctx *ctx, const ropeqk_opencl_mem *in, rq_mem *out, int n)
+{
+    ropeqk_status st = ROPEQK_SUCCESS;
+    for (int i = 0; i < n && !st; i++)
+        st = rq_cl_mem(ctx, in[i], &out[i]);
+    return st;
+}
+
+static ropeqk_status plan_is_cl(const ropeqk_plan *pl, const char *fn)
+{
+    if (!rq_is_cl(pl->ctx)) {
+        rq_set_error("%s: the plan belongs to a %s context, not an OpenCL one", fn, pl->ctx->be->name);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queue,
+                                          const ropeqk_opencl_paged_args *args, const ropeqk_paged_batch *batch,
+                                          cl_uint num_wait, const cl_event *wait, cl_event *event)
+{
+    const char *fn = "ropeqk_opencl_paged_enqueue";
+    if (event)
+        *event = NULL;
+    if (!pl || !args || !batch || (num_wait > 0 && !wait))
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_status st = plan_is_cl(pl, fn);
+    if (st)
+        return st;
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    rq_cl_plan *cp = rq_clp(pl);
+    const ropeqk_opencl_mem in[5] = {args->q, args->k_cache, args->v_cache, args->out, args->lse};
+    rq_mem mm[5];
+    if ((st = mems(ctx, in, mm, 5)))
+        return st;
+    rq_paged_mems pm = {mm[0], mm[1], mm[2], mm[3], mm[4]};
+    rq_paged_meta meta;
+    if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
+        return st;
+    const int64_t n = batch->n_seqs;
+
+    /* the split, the scratch: Qr [n][Hq][D], part [n*Hq][nsplit][Dv] then (m, l) per row */
+    bool gpu = !cpu_shape(pl);
+    rq_paged_args a = {0};
+    int64_t groups;
+    head_groups(pb, gpu, &a, &groups);
+    int64_t pps = rq_paged_pages_per_split((int64_t)cp->cus * (gpu ? 8 : 4), n * groups * a.ndvc, meta.max_pages,
+                                           pl->paged.page_size, gpu ? 256 : 512, 0);
+    int64_t nsplit = (meta.max_pages + pps - 1) / pps, kps = pps * pl->paged.page_size;
+    int64_t rows = n * pb->Hq;
+    size_t qr_bytes, part_n, part_bytes;
+    if (__builtin_mul_overflow((size_t)rows, (size_t)pb->D * sizeof(float), &qr_bytes) ||
+        __builtin_mul_overflow((size_t)(rows * nsplit), (size_t)pb->Dv + 2, &part_n) ||
+        __builtin_mul_overflow(part_n, sizeof(float), &part_bytes) || qr_bytes > rq_cl(ctx)->max_alloc ||
+        part_bytes > rq_cl(ctx)->max_alloc || rows > INT32_MAX) {
+        rq_set_error("%s: the scratch for this batch exceeds the device's allocation limit", fn);
+        st = ROPEQK_ERR_TOO_LARGE;
+        goto done;
+    }
+
+    cl_int err = CL_SUCCESS;
+    cl_mem mbuf = meta_upload(ctx, &meta, &err);
+    if (err) {
+        st = rq_cl_fail(ctx, err);
+        goto done;
+    }
+    rq_scratch *sq = NULL, *sp = NULL;
+    if ((st = rq_scratch_get(ctx, qr_bytes, &sq)) || (st = rq_scratch_get(ctx, part_bytes, &sp))) {
+        rq_scratch_put(ctx, sq, 0, NULL);
+        clReleaseMemObject(mbuf);
+        goto done;
+    }
+    if (!queue)
+        queue = rq_cl(ctx)->queue;
+    const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
+    /* Q: the sequences are the rows of one batch of Hq heads; positions from the metadata */
+    rq_rotate_args ra = {
+        .src_off = (rq_i64)args->q.offset, .nb0 = 0, .nb1 = q->nb[1], .nb2 = q->nb[0], .nb3 = q->nb[3],
+        .pos_off = meta.qpos_off, .d_bh = pb->D, .d_row = pb->Hq * pb->D, .d_dim = 1, .H = (rq_i32)pb->Hq,
+        .BH = (rq_i32)pb->Hq, .S = (rq_i32)n, .D = (rq_i32)pb->D, .R = (rq_i32)pb->R, .layout = pb->layout,
+        .use_pos = 1, .pos_base = 0, .G = 1, .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale,
+    };
+    a.k_off = (rq_i64)args->k_cache.offset, a.knb0 = k->nb[0], a.knb1 = k->nb[1], a.knb2 = k->nb[2];
+    a.v_off = (rq_i64)args->v_cache.offset, a.vnb0 = v->nb[0], a.vnb1 = v->nb[1], a.vnb2 = v->nb[2];
+    a.window = pb->window;
+    a.ml_off = (rq_i64)(rows * nsplit * pb->Dv);
+    a.Hq = (rq_i32)pb->Hq, a.Hkv = (rq_i32)pb->Hkv, a.G = (rq_i32)pb->G, a.D = (rq_i32)pb->D;
+    a.Dv = (rq_i32)pb->Dv, a.R = (rq_i32)pb->R, a.layout = pb->layout, a.causal = pb->causal;
+    a.ps = (rq_i32)pl->paged.page_size, a.kps = (rq_i32)kps, a.nsplit = (rq_i32)nsplit;
+    a.lens_off = meta.lens_off, a.qpos_off = meta.qpos_off, a.kpos_off = meta.kpos_off;
+    a.pages_off = meta.pages_off, a.rot_mul = (float)pb->attn;
+    a.kdt = (rq_i32)pl->k.dtype, a.vdt = (rq_i32)pl->v.dtype;
+    rq_pcomb_args ca = {
+        .out_off = (rq_i64)args->out.offset, .onb0 = o->nb[0], .onb1 = o->nb[1], .onb3 = o->nb[3],
+        .lse_off = (rq_i64)args->lse.offset, .lnb0 = ls->nb[0], .lnb1 = ls->nb[1], .ml_off = a.ml_off,
+        .Hq = (rq_i32)pb->Hq, .Dv = (rq_i32)pb->Dv, .nsplit = (rq_i32)nsplit, .kps = (rq_i32)kps,
+        .lens_off = meta.lens_off, .use_lse = pl->with_lse, .rows = (rq_i32)rows, .odt = (rq_i32)pl->out.dtype,
+    };
+    cl_mem lse_buf = pl->with_lse ? args->lse.buf : cp->vfreq; /* never written without LSE: any buffer */
+    cl_event ev[3] = {NULL, NULL, NULL};
+    size_t rg[2], rl_[2];
+    rq_rotate_grid(&ctx->tune, n, pb->R / 2 + (pb->D - pb->R), rg, rl_);
+    size_t g1[3], l1[3];
+    if (gpu) {
+        g1[0] = (size_t)nsplit * RQ_PWG, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;
+        l1[0] = RQ_PWG, l1[1] = 1, l1[2] = 1;
+    } else {
+        g1[0] = (size_t)nsplit, g1[1] = (size_t)groups, g1[2] = (size_t)n;
+        l1[0] = 1, l1[1] = 1, l1[2] = 1;
+    }
+    size_t g2[2] = {rq_round_up((size_t)pb->Dv, RQ_PCWG), (size_t)rows}, l2[2] = {RQ_PCWG, 1};
+
+    pthread_mutex_lock(&cp->lock); /* the kernels' arguments are the plan's: set and enqueue as one step */
+    RQ_SET_ARG(cp->kx[0], RQ_ROT_SRC, args->q.buf);
+    RQ_SET_ARG(cp->kx[0], RQ_ROT_POS, mbuf);
+    RQ_SET_ARG(cp->kx[0], RQ_ROT_FREQ, cp->vfreq);
+    RQ_SET_ARG(cp->kx[0], RQ_ROT_DST, sq->buf);
+    RQ_SET_ARG(cp->kx[0], RQ_ROT_A, ra);
+    if (!err)
+        err = clEnqueueNDRangeKernel(queue, cp->kx[0], 2, NULL, rg, rl_, num_wait, wait, &ev[0]);
+    RQ_SET_ARG(cp->kx[1], RQ_PG_K, args->k_cache.buf);
+    RQ_SET_ARG(cp->kx[1], RQ_PG_V, args->v_cache.buf);
+    RQ_SET_ARG(cp->kx[1], RQ_PG_META, mbuf);
+    RQ_SET_ARG(cp->kx[1], RQ_PG_FREQ, cp->vfreq);
+    RQ_SET_ARG(cp->kx[1], RQ_PG_QR, sq->buf);
+    RQ_SET_ARG(cp->kx[1], RQ_PG_PART, sp->buf);
+    RQ_SET_ARG(cp->kx[1], RQ_PG_A, a);
+    if (!err)
+        err = clEnqueueNDRangeKernel(queue, cp->kx[1], 3, NULL, g1, l1, 1, ev, &ev[1]);
+    RQ_SET_ARG(cp->kx[2], RQ_PC_PART, sp->buf);
+    RQ_SET_ARG(cp->kx[2], RQ_PC_META, mbuf);
+    RQ_SET_ARG(cp->kx[2], RQ_PC_OUT, args->out.buf);
+    RQ_SET_ARG(cp->kx[2], RQ_PC_LSE, lse_buf);
+    RQ_SET_ARG(cp->kx[2], RQ_PC_A, ca);
+    if (!err)
+        err = clEnqueueNDRangeKernel(queue, cp->kx[2], 2, NULL, g2, l2, 1, &ev[1], &ev[2]);
+    pthread_mutex_unlock(&cp->lock);
+    if (err)
+        st = rq_cl_fail(ctx, err);
+    /* scratch reusable once the last enqueued command has completed (each waits for the one before) */
+    cl_event last = ev[2] ? ev[2] : ev[1] ? ev[1] : ev[0];
+    rq_scratch_put(ctx, sq, last ? 1 : 0, &last);
+    rq_scratch_put(ctx, sp, last ? 1 : 0, &last);
+    clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
+    if (!err && event) {
+        *event = ev[2];
+        ev[2] = NULL;
+    }
+    for (int i = 0; i < 3; i++)
+        if (ev[i])
+            clReleaseEvent(ev[i]);
+done:
+    free(meta.v);
+    return st;
+}
+
+/* ---- append ------------------------------------------------------------------------------------ */
+
+ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
+                                         ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
+                                         ropeqk_opencl_mem v_new_mem, ropeqk_opencl_mem k_cache,
+                                         ropeqk_opencl_mem v_cache, const ropeqk_paged_batch *batch,
+                                         cl_uint num_wait, const cl_event *wait, cl_event *event)
+{
+    const char *fn = "ropeqk_opencl_paged_append";
+    if (event)
+        *event = NULL;
+    if (!pl || !k_new || !v_new || !batch || (num_wait > 0 && !wait))
+        return ROPEQK_ERR_NULL_POINTER;
+    ropeqk_status st = plan_is_cl(pl, fn);
+    if (st)
+        return st;
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    rq_cl_plan *cp = rq_clp(pl);
+    const ropeqk_opencl_mem in[4] = {k_new_mem, v_new_mem, k_cache, v_cache};
+    rq_mem mm[4];
+    if ((st = mems(ctx, in, mm, 4)))
+        return st;
+    rq_append_mems am = {mm[0], mm[1], mm[2], mm[3]};
+    rq_paged_meta meta;
+    if ((st = rq_append_call_check(pl, k_new, v_new, &am, batch, fn, &meta)))
+        return st;
+    const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
+    cl_int err = CL_SUCCESS;
+    cl_mem mbuf = meta_upload(ctx, &meta, &err);
+    if (err) {
+        st = rq_cl_fail(ctx, err);
+        goto done;
+    }
+    if (!queue)
+        queue = rq_cl(ctx)->queue;
+    const ropeqk_tensor *src[2] = {k_new, v_new}, *dst[2] = {&pl->k, &pl->v};
+    const ropeqk_opencl_mem smem[2] = {k_new_mem, v_new_mem}, dmem[2] = {k_cache, v_cache};
+    cl_event ev[2] = {NULL, NULL};
+    pthread_mutex_lock(&cp->lock);
+    for (int i = 0; i < 2 && !err; i++) {
+        int64_t units = src[i]->ne[3] * (int64_t)ropeqk_dtype_size(src[i]->dtype) / 2;
+        rq_papp_args a = {
+            .src_off = (rq_i64)smem[i].offset, .snb0 = src[i]->nb[0], .snb1 = src[i]->nb[1], .snb2 = src[i]->nb[2],
+            .dst_off = (rq_i64)dmem[i].offset, .dnb0 = dst[i]->nb[0], .dnb1 = dst[i]->nb[1], .dnb2 = dst[i]->nb[2],
+            .Hkv = (rq_i32)pb->Hkv, .n_new = (rq_i32)n_new, .ps = (rq_i32)pl->paged.page_size,
+            .units = (rq_i32)units, .lens_off = meta.lens_off, .pages_off = meta.pages_off,
+        };
+        RQ_SET_ARG(cp->kx[3], RQ_PA_SRC, smem[i].buf);
+        RQ_SET_ARG(cp->kx[3], RQ_PA_META, mbuf);
+        RQ_SET_ARG(cp->kx[3], RQ_PA_DST, dmem[i].buf);
+        RQ_SET_ARG(cp->kx[3], RQ_PA_A, a);
+        size_t g[3] = {rq_round_up((size_t)units, RQ_PCWG), (size_t)n_new, (size_t)(n * pb->Hkv)}, l[3] = {RQ_PCWG, 1, 1};
+        if (!err)
+            err = clEnqueueNDRangeKernel(queue, cp->kx[3], 3, NULL, g, l, num_wait, wait, &ev[i]);
+    }
+    pthread_mutex_unlock(&cp->lock);
+    if (!err && event)
+        err = clEnqueueMarkerWithWaitList(queue, 2, ev, event);
+    if (err)
+        st = rq_cl_fail(ctx, err);
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            clReleaseEvent(ev[i]);
+    clReleaseMemObject(mbuf);
+done:
+    free(meta.v);
+    return st;
+}
+

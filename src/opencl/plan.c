@@ -1,0 +1,161 @@
+/* Plans on an OpenCL context: after the core validated the description and computed the
+ * frequencies, the plan's program, kernels and tables (the frequency table, the decode kernel's
+ * R(t) table). Enqueueing (enqueue.c, attn.c, paged.c) then only checks buffers, takes scratch, sets
+ * arguments and enqueues. */
+#include "ocl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The decode path's rotation table R(t), t < dkb, from the fp64 frequencies, in qk_decode's lane form:
+ * [t][cos, sin][lane], lanes = R (interleaved: pair u on lanes 2u, 2u+1, sin negated on the even one)
+ * or R/2 (half-split). tab holds dkb * 2 * decode_lanes(pb) floats. */
+static size_t decode_lanes(const rq_problem *pb)
+{
+    return pb->layout == ROPEQK_INTERLEAVED ? (size_t)pb->R : (size_t)pb->R / 2;
+}
+
+static void decode_table(const rq_problem *pb, const double *inv, size_t dkb, float *tab)
+{
+    bool il = pb->layout == ROPEQK_INTERLEAVED;
+    size_t wt = decode_lanes(pb);
+    for (size_t t = 0; t < dkb; t++)
+        for (size_t l = 0; l < wt; l++) {
+            double a = (double)t * inv[il ? l / 2 : l] * (pb->conjugate ? -1.0 : 1.0);
+            tab[t * 2 * wt + l] = (float)cos(a);
+            tab[t * 2 * wt + wt + l] = (float)(sin(a) * (il && l % 2 == 0 ? -1.0 : 1.0));
+        }
+}
+
+static const char *rotate_kernel_name(ropeqk_dtype t)
+{
+    return t == ROPEQK_F16 ? "rope_rotate_f16" : t == ROPEQK_BF16 ? "rope_rotate_bf16" : "rope_rotate_f32";
+}
+
+static const char *decode_kernel_name(ropeqk_dtype t, bool gpu)
+{
+    if (gpu)
+        return t == ROPEQK_F16 ? "qk_decode_gpu_f16" : t == ROPEQK_BF16 ? "qk_decode_gpu_bf16" : "qk_decode_gpu_f32";
+    return t == ROPEQK_F16 ? "qk_decode_f16" : t == ROPEQK_BF16 ? "qk_decode_bf16" : "qk_decode_f32";
+}
+
+/* Whether a compiled kernel runs nt work-items with `local` bytes of local memory on the device:
+ * the kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE: registers per work-item can lower it below the
+ * device's), and its local memory against 48 KiB and the device's. A failed query counts as no: the
+ * caller then uses a kernel that always works. */
+static bool kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local)
+{
+    size_t wg = 0;
+    cl_ulong lm = 0;
+    if (clGetKernelWorkGroupInfo(k, rq_cl(ctx)->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS ||
+        clGetKernelWorkGroupInfo(k, rq_cl(ctx)->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL) != CL_SUCCESS)
+        return false;
+    size_t cap = ctx->dev.local_mem > 0 && ctx->dev.local_mem < RQ_LOCAL_CAP ? ctx->dev.local_mem : RQ_LOCAL_CAP;
+    return wg >= nt && local <= cap && (ctx->dev.local_mem == 0 || lm <= ctx->dev.local_mem);
+}
+
+/* The description's own checks, before the shared validation. */
+
+ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double *inv)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    const rq_tuning *tn = &ctx->tune;
+    rq_cl_plan *cp = calloc(1, sizeof *cp);
+    if (!cp)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    pl->impl = cp;
+    if (pthread_mutex_init(&cp->lock, NULL) != 0)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    cp->lock_ok = true;
+    ropeqk_op op = pl->op;
+    int64_t M = pb->G * pb->Sq;
+    /* the decode kernels' preconditions (cl/scores.cl; cl/decode_gpu.cl on the GPU profile, which
+     * needs no 16-lane chunks); scores only */
+    bool gpu = tn->profile == ROPEQK_PROFILE_GPU;
+    bool dec = op == ROPEQK_OP_SCORES && M <= RQ_DM && pb->D <= RQ_DMAXD && tn->decode &&
+               (gpu || (pb->D % RQ_DCHUNK == 0 && pb->R % (2 * RQ_DCHUNK) == 0));
+    size_t tab_n = dec ? (size_t)tn->dkb * 2 * decode_lanes(pb) : 0;
+    float *tab = dec ? malloc(tab_n * sizeof *tab) : NULL;
+    if (dec && !tab)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    cp->dec = dec;
+    if (dec)
+        decode_table(pb, inv, (size_t)tn->dkb, tab);
+    ropeqk_status st = ROPEQK_SUCCESS;
+    cl_int err = CL_SUCCESS;
+    cl_program prog;
+    unsigned ops = op == ROPEQK_OP_SCORES ? RQ_OPS_SCORES : op == ROPEQK_OP_ATTENTION ? RQ_OPS_ATTN : RQ_OPS_PAGED;
+    if ((st = rq_get_program(ctx, rq_cl(ctx)->device, ops, &prog)))
+        goto done;
+    /* the GPU decode kernel where the compiled kernel runs its work-group, else the two-pass path */
+    if (dec && gpu) {
+        cp->ks = clCreateKernel(prog, decode_kernel_name(pl->k.dtype, true), &err);
+        if (err) {
+            st = rq_cl_fail(ctx, err);
+            goto done;
+        }
+        cp->dec_gpu = kernel_fits(ctx, cp->ks, RQ_GDWG, RQ_GDECODE_LOCAL_BYTES);
+        if (!cp->dec_gpu) {
+            clReleaseKernel(cp->ks);
+            cp->ks = NULL;
+            dec = cp->dec = false;
+        }
+    }
+    cp->vfreq = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                               (size_t)(pb->R / 2) * 4 * sizeof(float), (void *)freq4, &err);
+    if (!err && dec)
+        cp->ctab = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, tab_n * sizeof *tab,
+                                  tab, &err);
+    if (!err && op != ROPEQK_OP_PAGED_DECODE)
+        cp->krq = clCreateKernel(prog, rotate_kernel_name(pl->q.dtype), &err);
+    if (!err && !dec && op != ROPEQK_OP_PAGED_DECODE)
+        cp->krk = clCreateKernel(prog, rotate_kernel_name(pl->k.dtype), &err);
+    /* qk_scores_tiled where the context built it and the plan fills at least half of a tile's rows:
+     * with fewer, most of its multiply-adds would be on zero rows (qk_scores' RQ_TQ-row tiles waste
+     * less there, e.g. GQA decode, 8 rows per KV head); and only if the compiled kernel runs its
+     * work-group (kernel_fits), else qk_scores */
+    if (!err && op == ROPEQK_OP_SCORES && !dec && tn->tile > 0 && 2 * M >= tn->tile) {
+        cp->ks = clCreateKernel(prog, "qk_scores_tiled", &err);
+        size_t tw = (size_t)(tn->tile / tn->rb);
+        cp->tiled = !err && kernel_fits(ctx, cp->ks, tw * tw, RQ_TILED_LOCAL_BYTES((size_t)tn->tile, (size_t)tn->tk));
+        if (!err && !cp->tiled) {
+            clReleaseKernel(cp->ks);
+            cp->ks = NULL;
+        }
+    }
+    if (!err && op == ROPEQK_OP_SCORES && !cp->ks)
+        cp->ks = clCreateKernel(prog, dec ? decode_kernel_name(pl->k.dtype, false) : "qk_scores", &err);
+    if (err) {
+        st = rq_cl_fail(ctx, err);
+        goto done;
+    }
+    if (op == ROPEQK_OP_ATTENTION)
+        st = rq_attn_plan_init(pl, prog);
+    else if (op == ROPEQK_OP_PAGED_DECODE)
+        st = rq_paged_plan_init(pl, prog);
+done:
+    free(tab);
+    return st; /* on failure the core calls rq_cl_plan_free */
+}
+
+void rq_cl_plan_free(ropeqk_plan *pl)
+{
+    rq_cl_plan *cp = rq_clp(pl);
+    if (!cp)
+        return;
+    /* releasing is safe with work in flight: OpenCL keeps what enqueued commands use alive */
+    for (int i = 0; i < 4; i++)
+        if (cp->kx[i])
+            clReleaseKernel(cp->kx[i]);
+    if (cp->ks) clReleaseKernel(cp->ks);
+    if (cp->krk) clReleaseKernel(cp->krk);
+    if (cp->krq) clReleaseKernel(cp->krq);
+    if (cp->ctab) clReleaseMemObject(cp->ctab);
+    if (cp->vfreq) clReleaseMemObject(cp->vfreq);
+    if (cp->lock_ok)
+        pthread_mutex_destroy(&cp->lock);
+    free(cp);
+    pl->impl = NULL;
+}

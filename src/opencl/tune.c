@@ -1,0 +1,232 @@
+/* The OpenCL side of the kernel configuration and of the tuner: the -D build options, the fit of the
+ * knobs to the device, the profile heuristics of its kernels, and the tuner's candidates (their
+ * measured reasons are in src/core/tuning.c's header and next to each list), candidate contexts and
+ * timed runs. */
+#include "ocl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
+{
+    /* the tiled kernel's knobs only where it is on: without RQ_TILE the program does not contain it
+     * (cl/program.cl), and the CPU profile's options stay as they were */
+    char tiled[96] = "";
+    int n = 0;
+    if (t->tile > 0)
+        n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
+    if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
+        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
+    return snprintf(buf, len,
+                    "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
+                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d -DRQ_KP=%d -DRQ_RUB=%d -DRQ_NV=%d%s%s",
+                    t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, rq_kt_panel(t),
+                    rq_rot_units(t), t->nv, tiled,
+                    t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
+}
+
+ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
+{
+    rq_tuning_options(&ctx->tune, buf, len);
+    /* extra build options, for debugging and tuning (and for testing the build-failure path) */
+    const char *extra = getenv("ROPEQK_BUILD_OPTIONS");
+    if (extra && *extra) {
+        size_t used = strlen(buf);
+        if (used + 1 + strlen(extra) >= len) {
+            rq_set_error("ROPEQK_BUILD_OPTIONS: longer than %zu bytes", len - used - 2);
+            return ROPEQK_ERR_BAD_CONFIG;
+        }
+        snprintf(buf + used, len - used, " %s", extra);
+    }
+    return ROPEQK_SUCCESS;
+}
+
+void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
+{
+    bool cpu = t->profile == ROPEQK_PROFILE_CPU;
+    int nv = dev->native_vec;
+    /* CPUs: one float vector per key block. Where it is 8 lanes (AVX2), 16 rows per work-item spill:
+     * an AVX2 host (pocl "haswell") ran prefill S=1024 D=128 at 52.6 GFLOP/s with TQ 16/VK 16 and at
+     * 102 with TQ 4 (best of TQ 2..16, VK 8/16). */
+    if (cpu && nv > 0 && nv < 16) {
+        t->vk = t->avk = nv >= 8 ? 8 : 4;
+        t->tq = 4;
+        t->nv = 1;
+    }
+    snprintf(t->config_source, sizeof t->config_source, "heuristic (%s profile, native float vector width %d)",
+             cpu ? "CPU" : "GPU", nv);
+}
+
+/* Turns the tiled kernel off (the plan then runs qk_scores) on the CPU profile (set by hand there:
+ * its scratch layouts differ) and where the device cannot run its shape: more work-items than CL_DEVICE_MAX_WORK_GROUP_SIZE, or local arrays beyond 48 KiB (RQ_LOCAL_CAP)
+ * or CL_DEVICE_LOCAL_MEM_SIZE. Says why in the configuration source. */
+static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
+{
+    if (t->tile <= 0)
+        return;
+    size_t tw = (size_t)(t->tile / t->rb), nt = tw * tw, local = RQ_TILED_LOCAL_BYTES((size_t)t->tile, (size_t)t->tk);
+    size_t cap = dev->local_mem > 0 && dev->local_mem < RQ_LOCAL_CAP ? dev->local_mem : RQ_LOCAL_CAP;
+    char why[128] = "";
+    if (t->profile == ROPEQK_PROFILE_CPU) /* it reads Qr rows and Kt as [d][key]: the GPU layouts */
+        snprintf(why, sizeof why, "GPU profile only: the CPU profile keeps Qr and Kt in panels");
+    else if (dev->max_wg > 0 && nt > dev->max_wg)
+        snprintf(why, sizeof why, "%zu work-items > device limit %zu", nt, dev->max_wg);
+    else if (local > cap)
+        snprintf(why, sizeof why, "%zu local bytes > %zu", local, cap);
+    if (!why[0])
+        return;
+    rq_tuning_note(t, "tiled kernel off (tile %d, rb %d, tk %d: %s)", t->tile, t->rb, t->tk, why);
+    t->tile = 0;
+}
+
+
+void rq_cl_tuning_fit(const rq_devinfo *dev, rq_tuning *t)
+{
+    /* work-group sizes never beyond the device's limit */
+    if (dev->max_wg > 0) {
+        if ((size_t)t->wg > dev->max_wg)
+            t->wg = (int)dev->max_wg;
+        if ((size_t)t->dwg > dev->max_wg)
+            t->dwg = (int)dev->max_wg;
+        if ((size_t)t->rot_uwg > dev->max_wg)
+            t->rot_uwg = (int)dev->max_wg;
+        if ((size_t)t->awg > dev->max_wg)
+            t->awg = (int)dev->max_wg;
+    }
+    fit_tiled(dev, t);
+}
+
+/* ---- the tuner's hooks (src/core/tune.c drives them) ---- */
+
+bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
+{
+    k--; /* k = 0 is the configuration in effect: the core never asks for it */
+    if (f == RQ_FAM_SCORES) {
+        /* CPU: (tq, nv) pairs; 16 rows of two vectors would not fit 32 zmm registers */
+        static const int ctq[] = {8, 12, 16}, cnv[] = {2, 2, 1}, cvk[] = {8, 16}, cwg[] = {8, 16};
+        static const int gtq[] = {1, 2, 4, 8}, gvk[] = {1, 4}, gwg[] = {32, 64, 128};
+        /* GPU: qk_scores_tiled shapes {tile, rb, tk} first (the prefill kernel: they come first
+         * under a short budget), then qk_scores alone (tiled kernel off). The shapes are from
+         * the range of CLBlast's NVIDIA XGEMM configurations: 64x64 tiles of 16x16 work-items with
+         * 4x4 blocks (the default), deeper or shallower steps, 8x8 blocks (fewer, busier work-items:
+         * 64 or 256), 128x128 tiles, and 32x32 tiles for shapes with few tiles per compute unit */
+        static const int gtiled[][3] = {{64, 4, 16}, {64, 4, 8}, {64, 4, 32}, {64, 8, 16},
+                                        {64, 8, 32}, {128, 8, 16}, {128, 8, 8}, {32, 4, 16}};
+        int ntiled = (int)(sizeof gtiled / sizeof gtiled[0]);
+        if (cpu ? k >= 12 : k >= 24 + ntiled)
+            return false;
+        if (!cpu && k < ntiled) { /* qk_scores' knobs stay those in effect: its fallback configuration */
+            t->tile = gtiled[k][0];
+            t->rb = gtiled[k][1];
+            t->tk = gtiled[k][2];
+            return true;
+        }
+        if (!cpu)
+            k -= ntiled;
+        t->tq = cpu ? ctq[k % 3] : gtq[k % 4];
+        t->nv = cpu ? cnv[k % 3] : 1;
+        t->vk = cpu ? cvk[(k / 3) % 2] : gvk[(k / 4) % 2];
+        t->wg = cpu ? cwg[k / 6] : gwg[k / 8];
+        if (!cpu)
+            t->tile = 0;
+    } else if (f == RQ_FAM_DECODE) {
+        static const int dkb[] = {32, 64, 128}, dwg[] = {1, 2};
+        if (!cpu) { /* GPU: the decode kernel (cl/decode_gpu.cl) against the two-pass path */
+            if (k >= 1)
+                return false;
+            t->decode = !t->decode;
+            return true;
+        }
+        if (k >= 6)
+            return false;
+        t->dkb = dkb[k % 3];
+        t->dwg = dwg[k / 3];
+    } else {
+        static const int catq[] = {2, 4, 8}, cavk[] = {8, 16};
+        static const int gatq[] = {1, 2}, gavk[] = {1, 4}, gawg[] = {32, 64};
+        if (cpu ? k >= 6 : k >= 8)
+            return false;
+        t->atq = cpu ? catq[k % 3] : gatq[k % 2];
+        t->avk = cpu ? cavk[k / 3] : gavk[(k / 2) % 2];
+        if (!cpu)
+            t->awg = gawg[k / 4];
+    }
+    return true;
+}
+
+bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D)
+{
+    (void)ctx, (void)f, (void)t, (void)D; /* plans fall back by themselves (kernel_fits, plan.c) */
+    return true;
+}
+
+void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n)
+{
+    /* a tiled winner keeps the best qk_scores knobs for what it falls back to (plans with few rows,
+     * devices where the tiled shape does not fit) */
+    if (f != RQ_FAM_SCORES || best->tile <= 0)
+        return;
+    int plain = -1;
+    for (int i = 0; i < n; i++)
+        if (ok[i].tile == 0 && (plain < 0 || ms[i] < ms[plain]))
+            plain = i;
+    if (plain >= 0) {
+        best->tq = ok[plain].tq;
+        best->vk = ok[plain].vk;
+        best->wg = ok[plain].wg;
+    }
+}
+
+ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out)
+{
+    ropeqk_opencl_ctx_params cp = {.context = rq_cl(ctx)->context, .queue = rq_cl(ctx)->queue};
+    rq_tuning_to_api(t, &cp.tuning);
+    return ropeqk_opencl_ctx_create(&cp, out);
+}
+
+void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len)
+{
+    snprintf(buf, len, "tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d", t->tq,
+             t->vk, t->nv, t->wg, t->tile, t->rb, t->tk, t->dkb, t->dwg, t->atq, t->avk, t->awg);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ropeqk_status rq_cl_time_plan(ropeqk_plan *pl, int runs, double *seconds)
+{
+    ropeqk_ctx *c = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    bool attn = pl->op == ROPEQK_OP_ATTENTION;
+    cl_int e = CL_SUCCESS;
+    ropeqk_status st = ROPEQK_SUCCESS;
+    cl_mem b[4] = {NULL, NULL, NULL, NULL};
+    size_t bytes[4] = {pb->q_extent, pb->k_extent, attn ? pb->o_extent : pb->out_extent, attn ? pb->v_extent : 0};
+    for (int i = 0; i < 4 && !e; i++) {
+        if (!bytes[i])
+            continue;
+        b[i] = clCreateBuffer(rq_cl(c)->context, CL_MEM_READ_WRITE, bytes[i], NULL, &e);
+        float z = 0.01f; /* a normal value: no denormal slow paths */
+        if (!e && i != 2)
+            e = clEnqueueFillBuffer(rq_cl(c)->queue, b[i], &z, 4, 0, bytes[i], 0, NULL, NULL);
+    }
+    ropeqk_opencl_args a = {.q = {b[0], 0}, .k = {b[1], 0}, .out = {b[2], 0}, .v = {b[3], 0}};
+    for (int r = 0; r < runs && !e && !st; r++) {
+        double t0 = now_s();
+        st = ropeqk_opencl_plan_enqueue(pl, rq_cl(c)->queue, &a, NULL, 0, NULL, NULL);
+        e = clFinish(rq_cl(c)->queue);
+        seconds[r] = now_s() - t0;
+    }
+    if (!st && e)
+        st = rq_cl_fail(c, e);
+    for (int i = 0; i < 4; i++)
+        if (b[i])
+            clReleaseMemObject(b[i]);
+    return st;
+}

@@ -1,0 +1,28 @@
+/* The Vulkan backend's table (src/core/backend.h): how the core reaches everything in src/vulkan. */
+#include "vk.h"
+
+static const char *vk_error_name(int32_t code) { return rq_vk_result_name((VkResult)code); }
+
+const rq_backend rq_vulkan_backend = {
+    .name = "Vulkan",
+    .prefix = "vulkan",
+    .access_unit = 4, /* 16-bit views are read and written as 32-bit words (no 16-bit storage needed) */
+    .open = rq_vk_open,
+    .close = rq_vk_close,
+    .error_name = vk_error_name,
+    .warmup = rq_vk_warmup,
+    .tuning_base = rq_vk_tuning_base,
+    .tuning_fit = rq_vk_tuning_fit,
+    .build_options = rq_vk_build_options,
+    .plan_init = rq_vk_plan_init,
+    .plan_free = rq_vk_plan_free,
+    .host_run = rq_vk_host_run,
+    .tune_families = (1u << RQ_FAM_SCORES) | (1u << RQ_FAM_ATTN), /* scores_few.comp has a fixed shape */
+    .tune_candidate = rq_vk_tune_candidate,
+    .tune_fits = rq_vk_tune_fits,
+    .tune_clone = rq_vk_tune_clone,
+    .time_plan = rq_vk_time_plan,
+    .tune_lock = rq_vk_tune_lock,
+    .tune_finish = NULL,
+    .tune_describe = rq_vk_tune_describe,
+};

@@ -1,0 +1,77 @@
+/* The Vulkan side of the kernel configuration and of the tuner: the shaders read the vk_* knobs only
+ * (specialization constants: scores.comp's tile, vk_block x vk_tk; attention.comp's rows per
+ * work-group, vk_rows); which shapes a device takes is the plans' own fit test (vk_plan.c,
+ * vk_attn.c). The decode-shaped scores and the paged shaders have fixed shapes so far. */
+#include "vk.h"
+
+#include <stdio.h>
+
+void rq_vk_tuning_base(const rq_devinfo *dev, rq_tuning *t)
+{
+    snprintf(t->config_source, sizeof t->config_source, "defaults (Vulkan %s device; `ropeqk tune` searches)",
+             dev->cpu ? "CPU" : "GPU");
+}
+
+void rq_vk_tuning_fit(const rq_devinfo *dev, rq_tuning *t)
+{
+    /* the plans fit each shape to the device when they make their pipelines (rq_vk_scores_shape,
+     * rq_vk_attn_rows), falling back to the defaults every device takes */
+    (void)dev, (void)t;
+}
+
+ropeqk_status rq_vk_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
+{
+    const rq_tuning *t = &ctx->tune;
+    snprintf(buf, len,
+             "spirv (glslc); specialization: per plan dtypes; scores block %d (tile %d), %d dims a stage; "
+             "attention %d rows a work-group",
+             t->vk_block, RQ_VK_SC_SIDE * t->vk_block, t->vk_tk, t->vk_rows);
+    return ROPEQK_SUCCESS;
+}
+
+bool rq_vk_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
+{
+    (void)cpu; /* the same shapes on either profile: the device's limits decide (rq_vk_tune_fits) */
+    static const int vb[] = {2, 4, 8}, vtk[] = {8, 16, 32}, vrows[] = {32, 64, 128};
+    k--; /* k = 0 is the configuration in effect: the core never asks for it */
+    if (f == RQ_FAM_SCORES && k < 9) {
+        t->vk_block = vb[k % 3];
+        t->vk_tk = vtk[k / 3];
+        return true;
+    }
+    if (f == RQ_FAM_ATTN && k < 3) {
+        t->vk_rows = vrows[k];
+        return true;
+    }
+    return false;
+}
+
+bool rq_vk_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D)
+{
+    /* a shape the device does not take would run as the default and be timed under the wrong name */
+    return f == RQ_FAM_SCORES ? rq_vk_scores_fits(ctx, t->vk_block, t->vk_tk, D) : rq_vk_attn_rows_fit(ctx, t->vk_rows, D);
+}
+
+ropeqk_status rq_vk_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out)
+{
+    const struct rq_vk_ctx *vk = rq_vk(ctx);
+    ropeqk_vulkan_ctx_params vp = {.instance = vk->instance, .physical_device = vk->phys, .device = vk->device,
+                                   .queue_family = vk->qfam, .queue = vk->queue};
+    rq_tuning_to_api(t, &vp.tuning);
+    return ropeqk_vulkan_ctx_create(&vp, out);
+}
+
+void rq_vk_tune_lock(ropeqk_ctx *ctx, bool lock)
+{
+    /* the candidates submit to this context's queue: the search holds its lock, as the context's own
+     * host calls do (another thread's calls on ctx wait) */
+    if (lock)
+        pthread_mutex_lock(&rq_vk(ctx)->qlock);
+    else
+        pthread_mutex_unlock(&rq_vk(ctx)->qlock);
+}
+
+void rq_vk_tune_describe(const rq_tuning *t, char *buf, size_t len)
+{
+    snprintf(buf, len, "vk_block=%d vk_tk=%d vk_rows=%d", t->vk_block, t->vk_tk, t->vk_rows);
+}
