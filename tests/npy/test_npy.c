@@ -1,4 +1,4 @@
-/* Tests for tools/npy: NumPy-written fixtures, save/load round trips, and the small API pieces.
+/* Tests for support/npy: NumPy-written fixtures, save/load round trips, and the small API pieces.
  * Fixture values are regenerated here; keep them in sync with scripts/gen_npy_fixtures.py.
  * Hostile input is tested in test_npy_malformed.c. */
 #ifndef _POSIX_C_SOURCE
