@@ -1,10 +1,11 @@
 /* The demo's picture: layout shared by both formats, the colour map, and the SVG writer.
  * The PNG raster is in png.c. */
 #include "plot.h"
-#include "cli.h"
+#include "atomic_file.h"
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -345,7 +346,7 @@ static int write_svg(const char *path, const plot_data *pd, char *err, size_t er
     if (s.oom)
         snprintf(err, errlen, "%s: out of memory", path);
     else
-        rc = cli_write_file_atomic(path, s.buf, s.len, err, errlen);
+        rc = rqs_write_atomic(path, &(rqs_span){s.buf, s.len}, 1, err, errlen);
     free(s.buf);
     return rc;
 }
