@@ -1,7 +1,7 @@
 /* ropeqk-bench: times the fused op against the unfused baselines, in one run, on the same inputs.
  *
  *   ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME]]
- *                [--csv FILE] [--plot FILE.svg] [--no-first-call] [--ref-max-gflop X]
+ *                [--csv FILE] [--plot FILE.svg|.png] [--no-first-call] [--ref-max-gflop X]
  *                [--attention | --no-attention] [--attn-budget S] [--attn-max-run S] [--vulkan]
  *
  * Per shape and implementation: warm-up runs, then the median of the timed runs. Wall time is from
@@ -23,6 +23,7 @@
  * (and cblas / copy yardsticks), outputs cross-checked; it runs without OpenCL too. */
 #define _XOPEN_SOURCE 700
 #include "bench.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <math.h>
@@ -265,7 +266,7 @@ static int open_opencl(benv *e, const char *spec, char *why, size_t why_len, con
 static void usage(void)
 {
     puts("usage: ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME...]]\n"
-         "                    [--csv FILE] [--plot FILE.svg] [--no-first-call] [--ref-max-gflop X]\n"
+         "                    [--csv FILE] [--plot FILE.svg|.png] [--no-first-call] [--ref-max-gflop X]\n"
          "                    [--host-cost [N]] [--paged [LEN]] [--attention | --no-attention]\n"
          "                    [--attn-budget S] [--attn-max-run S] [--vulkan]\n"
          "  --host-cost: host time per decode-shaped enqueue over N calls (default 10000), one-shot vs plan\n"
@@ -324,6 +325,11 @@ int main(int argc, char **argv)
     }
     if (runs < 1 || runs > MAX_RUNS || warmup < 0) {
         usage();
+        return 2;
+    }
+    char perr[512];
+    if (plot && rqs_plot_check_path(plot, perr, sizeof perr)) { /* now, not after the whole run */
+        fprintf(stderr, "ropeqk-bench: --plot: %s\n", perr);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -462,9 +468,6 @@ int main(int argc, char **argv)
                fc[0][0] + fc[0][1], fc[2][0] + fc[2][2], fc[1][0] + fc[1][1]);
 
     if (plot) {
-        size_t pl = strlen(plot);
-        if (pl < 4 || strcmp(plot + pl - 4, ".svg"))
-            fprintf(stderr, "ropeqk-bench: note: --plot writes SVG, whatever the file name\n");
         const char *snames[2 * MAX_SHAPES], *inames[IMPL_COUNT];
         char ibuf[IMPL_COUNT][32];
         static double vals[2 * MAX_SHAPES * IMPL_COUNT];
@@ -483,8 +486,10 @@ int main(int argc, char **argv)
             for (int i = 0; i < ni; i++)
                 vals[(ns + s) * ni + i] = arows[s].gflops[i];
         }
-        if (plot_svg(plot, ns + nar, snames, ni, inames, vals))
-            fprintf(stderr, "ropeqk-bench: cannot write %s\n", plot);
+        rqs_bar_plot bp = {.title = "ropeqk-bench: GFLOP/s (log scale, higher is better)", .unit = "GFLOP/s",
+                           .ngroups = ns + nar, .nseries = ni, .groups = snames, .series = inames, .values = vals};
+        if (rqs_plot_bars(plot, &bp, perr, sizeof perr))
+            fprintf(stderr, "ropeqk-bench: --plot: %s\n", perr);
     }
     close_opencl(&e);
     return check_failed || arc == 3 ? 3 : 0;

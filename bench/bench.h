@@ -163,8 +163,4 @@ float bench_frand(void);
  * or when e has no OpenCL context (--vulkan without OpenCL: bcase/acase then hold host data only). */
 cl_mem bench_mkbuf(benv *e, size_t bytes, const void *host, cl_int *err);
 
-/* Minimal SVG bar chart: values[shape][impl] (<= 0: no bar), log-scale GFLOP/s. */
-int plot_svg(const char *path, int nshapes, const char *const *shape_names, int nimpl,
-             const char *const *impl_names, const double *values);
-
 #endif

@@ -14,7 +14,6 @@
  *   verify.c   scalar-path verification (threaded), shared by scores/attention --check, check and demo
  *   check.c    the `check` subcommand (randomized sweep)
  *   demo.c     the `demo` subcommand (demo_attn.c: its attention part)
- *   plot.c     PNG/SVG plot writer (font.c: the bitmap font it uses)
  */
 #ifndef ROPEQK_CLI_H
 #define ROPEQK_CLI_H

@@ -116,7 +116,7 @@ static int write_plot(cli_device *dev, const demo_args *a, const ropeqk_params *
     snprintf(heat_title, sizeof heat_title, "scores of head 0 (random q, k; seed %" PRId64 ")", a->seed);
     snprintf(note, sizeof note, "%" PRId64 " tokens, head dim %d, scale 1/sqrt(%d); computed on %s", T, DEMO_D,
              DEMO_D, dev->name);
-    plot_data pd = {
+    rqs_heat_plot pd = {
         .title = title,
         .heat = scores, /* head 0 of batch 0: the first T x T block */
         .rows = T,
@@ -133,7 +133,7 @@ static int write_plot(cli_device *dev, const demo_args *a, const ropeqk_params *
     };
     char err[512];
     int rc = CLI_OK;
-    if (plot_write(a->plot, &pd, err, sizeof err) != 0) {
+    if (rqs_plot_heat(a->plot, &pd, err, sizeof err) != 0) {
         cli_err("demo: --plot: %s", err);
         rc = CLI_RUNTIME;
     } else {
@@ -180,9 +180,9 @@ int cmd_demo(int argc, char **argv)
     }
     if (a.plot) {
         char err[512];
-        if (plot_check_path(a.plot, err, sizeof err) != 0) {
+        if (rqs_plot_check_path(a.plot, err, sizeof err) != 0) {
             cli_err("demo: --plot: %s", err);
-            return plot_have_png() || !strstr(err, "libpng") ? CLI_USAGE : CLI_RUNTIME;
+            return rqs_plot_have_png() || !strstr(err, "libpng") ? CLI_USAGE : CLI_RUNTIME;
         }
     }
     const int64_t T = a.tokens;
