@@ -301,6 +301,32 @@ int npy_save(const char *path, const npy_array *a, char *err, size_t errlen)
     return rqs_write_atomic(path, parts, 2, err, errlen);
 }
 
+int64_t npy_int_at(const npy_array *a, int64_t i)
+{
+    const unsigned char *p = (const unsigned char *)a->data + (size_t)i * npy_dtype_size(a->dtype);
+    int32_t i32;
+    int64_t i64;
+    uint16_t u16;
+    switch (a->dtype) { /* memcpy: the data of an array loaded from memory need not be aligned */
+    case NPY_I32: memcpy(&i32, p, 4); return i32;
+    case NPY_I64: memcpy(&i64, p, 8); return i64;
+    case NPY_U16: memcpy(&u16, p, 2); return u16;
+    default: return 0;
+    }
+}
+
+double npy_real_at(const npy_array *a, int64_t i)
+{
+    const unsigned char *p = (const unsigned char *)a->data + (size_t)i * npy_dtype_size(a->dtype);
+    float f;
+    double d;
+    switch (a->dtype) {
+    case NPY_F32: memcpy(&f, p, 4); return f;
+    case NPY_F64: memcpy(&d, p, 8); return d;
+    default: return 0.0;
+    }
+}
+
 void npy_free(npy_array *a)
 {
     if (!a)

@@ -96,14 +96,7 @@ static int load_positions(const char *cmd, const char *flag, const char *path, i
     } else {
         rc = CLI_OK;
         for (int64_t i = 0; i < n; i++) {
-            int64_t v;
-            if (a.dtype == NPY_I32) {
-                int32_t x;
-                memcpy(&x, (const char *)a.data + 4 * i, 4);
-                v = x;
-            } else {
-                memcpy(&v, (const char *)a.data + 8 * i, 8);
-            }
+            int64_t v = npy_int_at(&a, i);
             if (v < INT32_MIN || v > INT32_MAX) {
                 cli_err("%s: %s: %s: position %" PRId64 " at index %" PRId64 " does not fit int32", cmd, flag, path,
                         v, i);

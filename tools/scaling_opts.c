@@ -99,14 +99,7 @@ static int load_factors(const char *cmd, const char *flag, const char *path, int
     } else {
         rc = CLI_OK;
         for (int64_t i = 0; i < want; i++) {
-            double v;
-            if (a.dtype == NPY_F32) {
-                float f;
-                memcpy(&f, (const char *)a.data + 4 * i, 4);
-                v = f;
-            } else {
-                memcpy(&v, (const char *)a.data + 8 * i, 8);
-            }
+            double v = npy_real_at(&a, i);
             if (!(isfinite(v) && v > 0.0)) {
                 cli_err("%s: %s: %s: factor %g at index %" PRId64 " is not a positive finite number", cmd, flag,
                         path, v, i);
