@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "npy.h"
 #include "ropeqk_opencl.h"
 
 /* ---- exit codes ----------------------------------------------------------------------------- */
@@ -87,6 +88,8 @@ void cli_lib_err(const char *what, int status, const ropeqk_ctx *ctx);
 void cli_fmt_double(char *buf, size_t len, double v);
 /* Default seed: time and pid mixed. */
 uint64_t cli_default_seed(void);
+/* npy_load, and on failure "<cmd>: <flag>: <why, naming the file>" on stderr: CLI_OK or CLI_RUNTIME. */
+int cli_load_npy(const char *cmd, const char *flag, const char *path, npy_array *a);
 
 /* ---- device.c ------------------------------------------------------------------------------- */
 typedef struct {

@@ -1,4 +1,5 @@
-/* Small helpers shared by the subcommands: messages, number formatting, the default seed. */
+/* Small helpers shared by the subcommands: messages, number formatting, the default seed, loading
+ * an input file with a message that names the flag. */
 #include "cli.h"
 #include "rng.h"
 
@@ -56,4 +57,13 @@ uint64_t cli_default_seed(void)
     /* mixed through the generator so that runs a nanosecond apart get unrelated seeds */
     uint64_t r = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
     return rqs_rand(&r) % 1000000000ull; /* short enough to retype */
+}
+
+int cli_load_npy(const char *cmd, const char *flag, const char *path, npy_array *a)
+{
+    char err[512];
+    if (npy_load(path, a, err, sizeof err) == 0)
+        return CLI_OK;
+    cli_err("%s: %s: %s", cmd, flag, err);
+    return CLI_RUNTIME;
 }

@@ -30,11 +30,8 @@ const char *cli_npy_dtype_str(const npy_array *a)
 int cli_load_tensor(const char *cmd, const char *flag, const char *path, bool bshd, bool bf16, npy_array *a,
                     ropeqk_tensor *t)
 {
-    char err[512];
-    if (npy_load(path, a, err, sizeof err) != 0) {
-        cli_err("%s: %s: %s", cmd, flag, err);
+    if (cli_load_npy(cmd, flag, path, a) != CLI_OK)
         return CLI_RUNTIME;
-    }
     char shp[160];
     cli_shape_str(a, shp, sizeof shp);
     if (bf16 && a->dtype != NPY_U16) {
@@ -76,12 +73,9 @@ int cli_load_tensor(const char *cmd, const char *flag, const char *path, bool bs
 static int load_positions(const char *cmd, const char *flag, const char *path, int64_t n, const char *what,
                           int32_t **out)
 {
-    char err[512];
     npy_array a;
-    if (npy_load(path, &a, err, sizeof err) != 0) {
-        cli_err("%s: %s: %s", cmd, flag, err);
+    if (cli_load_npy(cmd, flag, path, &a) != CLI_OK)
         return CLI_RUNTIME;
-    }
     int rc = CLI_RUNTIME;
     char shp[160];
     cli_shape_str(&a, shp, sizeof shp);
