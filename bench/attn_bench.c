@@ -12,13 +12,16 @@
  * GFLOP/s count 4*B*Hq*Sq*Sk*D (Dv = D), halved for causal Sq = Sk: the useful work, whatever an
  * implementation computes (the unfused paths compute all of S). GB/s count K and V bytes in the
  * storage dtype, read once: the decode figure. */
-#define _POSIX_C_SOURCE 200809L
-#include "bench.h"
+#include "attn_bench.h"
+
+#include "attn_impl.h"
+#include "clock.h"
+#include "cpu.h"
+#include "values.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_ARUNS 1000
 #define TOL_FP64 1e-4 /* max |O - O64| on the check shapes (|V| < 0.5) */
@@ -55,51 +58,6 @@ static double kv_bytes(const ashape *s, bimpl i)
     return (i == IMPL_FUSED_F16 ? 2.0 : 4.0) * s->B * s->Hkv * (double)s->Sk * (s->D + s->Dv);
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0.0;
-    for (size_t j = 0; j < n; j++) {
-        double d = fabs((double)a[j] - (double)b[j]);
-        if (!(d <= m))
-            m = isnan(d) ? INFINITY : d;
-    }
-    return m;
-}
-
-/* "model name" and the avx* flags of /proc/cpuinfo (the host path's instruction sets). */
-void bench_print_cpu(void)
-{
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[4096], model[256] = "?", flags[1024] = "";
-    bool got_flags = false;
-    while (f && fgets(line, sizeof line, f)) {
-        char *v = strchr(line, ':');
-        if (!v)
-            continue;
-        v += v[1] == ' ' ? 2 : 1;
-        v[strcspn(v, "\n")] = '\0';
-        if (!strncmp(line, "model name", 10) && model[0] == '?')
-            snprintf(model, sizeof model, "%s", v);
-        if (!strncmp(line, "flags", 5) && !got_flags) {
-            got_flags = true; /* tokens starting with avx, in sorted order (as `sort -u` would) */
-            char *tok[256];
-            int n = 0;
-            for (char *t = strtok(v, " "); t && n < 256; t = strtok(NULL, " "))
-                if (!strncmp(t, "avx", 3))
-                    tok[n++] = t;
-            for (int a = 1; a < n; a++)
-                for (int b = a; b > 0 && strcmp(tok[b - 1], tok[b]) > 0; b--) {
-                    char *x = tok[b]; tok[b] = tok[b - 1]; tok[b - 1] = x;
-                }
-            for (int a = 0; a < n; a++)
-                snprintf(flags + strlen(flags), sizeof flags - strlen(flags), "%s%s", a ? " " : "", tok[a]);
-        }
-    }
-    if (f)
-        fclose(f);
-    printf("host CPU: %s; %ld online; flags: %s\n", model, sysconf(_SC_NPROCESSORS_ONLN), flags[0] ? flags : "(no avx)");
-}
-
 /* fp64 check of every enabled impl on one small shape; disables the impls that fail. */
 static int check_shape(benv *e, const ashape *s, bool *on, bool *failed)
 {
@@ -124,7 +82,7 @@ static int check_shape(benv *e, const ashape *s, bool *on, bool *failed)
         memset(got, 0xff, n * 4); /* NaN: an impl that writes nothing cannot pass */
         if (!(err = aimpl_run(e, &c, i)) && !(err = clFinish(e->queue)))
             err = aimpl_fetch(e, &c, i, got);
-        double d = err ? INFINITY : max_abs_diff(got, ref, n);
+        double d = err ? INFINITY : bench_max_abs_diff(got, ref, n);
         bool ok = d <= TOL_FP64;
         printf("  check %-30s %-16s %s  max|O - O64| %.3g  %s\n", s->name, bimpl_name[i], bimpl_dtype[i], d,
                ok ? "ok" : "FAILED: not timed");
@@ -162,7 +120,7 @@ static int one_run(benv *e, acase *c, bimpl i, double *wall, double *dev, double
         clReleaseEvent(c->last_ev);
     c->last_ev = NULL;
     cl_event m0 = NULL, m1 = NULL;
-    double t0 = bench_now();
+    double t0 = rqs_now();
     if (!host)
         clEnqueueMarkerWithWaitList(e->queue, 0, NULL, &m0);
     int err = aimpl_run(e, c, i);
@@ -170,7 +128,7 @@ static int one_run(benv *e, acase *c, bimpl i, double *wall, double *dev, double
         clEnqueueMarkerWithWaitList(e->queue, 0, NULL, &m1);
     if (!err)
         err = clFinish(e->queue);
-    *wall = (bench_now() - t0) * 1e3;
+    *wall = (rqs_now() - t0) * 1e3;
     *dev = ev_span(m0, CL_PROFILING_COMMAND_END, m1, CL_PROFILING_COMMAND_END);
     *kern = c->last_ev ? ev_span(c->last_ev, CL_PROFILING_COMMAND_START, c->last_ev, CL_PROFILING_COMMAND_END) : NAN;
     if (m0) clReleaseEvent(m0);
@@ -183,10 +141,10 @@ static double median_or_nan(double *v, int n) /* NaN if any entry is */
     for (int j = 0; j < n; j++)
         if (isnan(v[j]))
             return NAN;
-    return n ? bench_median(v, n) : NAN;
+    return n ? rqs_median(v, (size_t)n) : NAN;
 }
 
-int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows, int *nrows)
+int bench_attention(benv *e, const aopts *o, FILE *csv, brow *rows, int max_rows, int *nrows)
 {
     bool on[IMPL_COUNT], failed = false;
     for (int i = 0; i < IMPL_COUNT; i++)
@@ -234,7 +192,7 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
         const ashape *s = &sh[si];
         if (o->shape_filter && !strstr(s->name, o->shape_filter))
             continue;
-        arow *row = *nrows < max_rows ? &rows[(*nrows)++] : NULL;
+        brow *row = *nrows < max_rows ? &rows[(*nrows)++] : NULL;
         if (row) {
             memset(row, 0, sizeof *row);
             memcpy(row->name, s->name, sizeof row->name);
@@ -275,16 +233,16 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
             if (!(outs[i] = malloc(n * 4)))
                 return 1;
             memset(outs[i], 0xff, n * 4);
-            double t0 = bench_now();
+            double t0 = rqs_now();
             if (!(err = aimpl_run(e, &c, i)) && !(err = clFinish(e->queue)))
                 err = aimpl_fetch(e, &c, i, outs[i]);
-            first_s[i] = bench_now() - t0;
+            first_s[i] = rqs_now() - t0;
             if (err) {
                 NOTE(i, "failed: %d (%s)", err, ropeqk_status_string(err));
                 free(outs[i]), outs[i] = NULL;
                 continue;
             }
-            res[i].diff = i == IMPL_FUSED_F32 ? 0.0 : max_abs_diff(outs[i], outs[IMPL_FUSED_F32], n);
+            res[i].diff = i == IMPL_FUSED_F32 ? 0.0 : bench_max_abs_diff(outs[i], outs[IMPL_FUSED_F32], n);
             if (res[i].diff > (i == IMPL_FUSED_F16 ? TOL_F16 : TOL_F32)) {
                 NOTE(i, "DISAGREES with fused f32: max|dO| %.3g: not timed", res[i].diff);
                 failed = true;
@@ -340,7 +298,7 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
             bimpl i = order[k];
             ares *r = &res[i];
             if (r->runs > 0) {
-                r->wall_ms = bench_median(wall[i], r->runs);
+                r->wall_ms = rqs_median(wall[i], (size_t)r->runs);
                 r->dev_ms = median_or_nan(dev[i], r->runs);
                 r->kern_ms = median_or_nan(kern[i], r->runs);
                 r->valid = true;
@@ -365,7 +323,7 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, arow *rows, int max_rows
         if (outs[IMPL_UNFUSED_CLBLAST] && outs[IMPL_CBLAS] &&
             (!res[IMPL_UNFUSED_CLBLAST].valid || !res[IMPL_CBLAS].valid))
             printf("%-36s unfused-clblast vs cblas: max|dO| %.3g\n", s->name,
-                   max_abs_diff(outs[IMPL_UNFUSED_CLBLAST], outs[IMPL_CBLAS], n));
+                   bench_max_abs_diff(outs[IMPL_UNFUSED_CLBLAST], outs[IMPL_CBLAS], n));
         if (c.has[IMPL_UNFUSED_CLBLAST] || c.has[IMPL_CBLAS])
             printf("%-36s S/P materialised by the unfused paths: %.1f MiB f32\n", s->name,
                    (double)s->B * s->Hq * s->Sq * (double)s->Sk * 4.0 / 1048576.0);

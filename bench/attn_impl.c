@@ -1,4 +1,4 @@
-/* The attention implementations ropeqk-bench --attention compares, all on the same inputs
+/* The attention implementations (attn_impl.h), all on the same inputs
  * (O = softmax(S) V, S = scale * RoPE(Q) RoPE(K)^T with the causal / window masks):
  *   fused            one ROPEQK_OP_ATTENTION plan per dtype (f32, and f16 Q/K/V), made once per shape,
  *                    enqueued per run; S never leaves the kernel.
@@ -13,7 +13,11 @@
  * Both unfused paths compute every entry of S, masked or not, as unfused code does; their softmax
  * finds a row's unmasked keys as one range (no mask tensor is materialised). */
 #define _POSIX_C_SOURCE 200809L
-#include "bench.h"
+#include "attn_impl.h"
+
+#include "baseline.h"
+#include "half.h"
+#include "values.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -27,7 +31,6 @@
 #ifdef HAVE_CBLAS
 #include <cblas.h>
 #endif
-
 
 /* n_* element counts of Q, K, V, O and S */
 static void counts(const ashape *s, size_t *nq, size_t *nk, size_t *nv, size_t *no, size_t *ns)
@@ -62,13 +65,10 @@ int acase_init(benv *e, acase *c, const ashape *s, const bool *want)
     c->hq16 = malloc(nq * 2), c->hk16 = malloc(nk * 2), c->hv16 = malloc(nv * 2);
     if (!c->hq || !c->hk || !c->hv || !c->hq16 || !c->hk16 || !c->hv16)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    bench_rng_seed(12345u); /* the scores bench's Q and K values, then V */
-    for (size_t i = 0; i < nq; i++)
-        c->hq16[i] = bench_f2h(c->hq[i] = bench_frand());
-    for (size_t i = 0; i < nk; i++)
-        c->hk16[i] = bench_f2h(c->hk[i] = bench_frand());
-    for (size_t i = 0; i < nv; i++)
-        c->hv16[i] = bench_f2h(c->hv[i] = bench_frand());
+    uint64_t rng = BENCH_SEED; /* the scores bench's Q and K values, then V */
+    bench_fill(&rng, c->hq, c->hq16, nq);
+    bench_fill(&rng, c->hk, c->hk16, nk);
+    bench_fill(&rng, c->hv, c->hv16, nv);
     cl_int err = CL_SUCCESS;
     c->q[0] = bench_mkbuf(e, nq * 4, c->hq, &err), c->k[0] = bench_mkbuf(e, nk * 4, c->hk, &err);
     c->v[0] = bench_mkbuf(e, nv * 4, c->hv, &err), c->q[1] = bench_mkbuf(e, nq * 2, c->hq16, &err);
@@ -97,11 +97,9 @@ int acase_init(benv *e, acase *c, const ashape *s, const bool *want)
         if (ns * 4 > max_alloc) {
             c->why_not[IMPL_UNFUSED_CLBLAST] = "S exceeds the device's allocation limit";
         } else {
-            float *inv = malloc((size_t)s->D / 2 * sizeof *inv);
+            float *inv = baseline_inv_freq(c->p.base, s->D);
             if (!inv)
                 return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-            for (int i = 0; i < s->D / 2; i++) /* HF style: inv_freq = 1 / base^(2i/D), then fp32 */
-                inv[i] = (float)(1.0 / pow(c->p.base, 2.0 * i / s->D));
             c->qr = bench_mkbuf(e, nq * 4, NULL, &err), c->kr = bench_mkbuf(e, nk * 4, NULL, &err);
             c->inv = bench_mkbuf(e, (size_t)s->D / 2 * 4, inv, &err), c->sp = bench_mkbuf(e, ns * 4, NULL, &err);
             free(inv);
@@ -138,34 +136,25 @@ void acase_free(acase *c)
     memset(c, 0, sizeof *c);
 }
 
-/* The unmasked keys of query row i: [lo, hi) (offset positions make the mask one range). */
-static void row_range(const ashape *s, int i, int64_t *lo, int64_t *hi)
+#if defined(HAVE_CLBLAST) || defined(HAVE_CBLAS)
+static bqk problem(const acase *c)
 {
-    int64_t pq = s->q_off + i;
-    *lo = 0, *hi = s->Sk;
-    if (s->causal && pq - s->k_off + 1 < *hi)
-        *hi = pq - s->k_off + 1;
-    if (s->window > 0 && pq - s->k_off - s->window + 1 > *lo)
-        *lo = pq - s->k_off - s->window + 1;
-    if (*hi < *lo)
-        *hi = *lo;
+    const ashape *s = &c->s;
+    return (bqk){s->B, s->Hq, s->Hkv, s->Sq, s->Sk, s->D, s->q_off, s->k_off, c->p.base, c->p.scale};
 }
+#endif
 
 #ifdef HAVE_CLBLAST
+/* S on the device (baseline.c), the softmax_rows kernel in place (S -> P), then O = P V. */
 static int run_unfused(benv *e, acase *c)
 {
     const ashape *s = &c->s;
-    int err = run_rope_plain(e, c->q[0], c->qr, c->inv, s->B * s->Hq, s->Sq, s->D, (int)s->q_off);
-    if (!err)
-        err = run_rope_plain(e, c->k[0], c->kr, c->inv, s->B * s->Hkv, s->Sk, s->D, (int)s->k_off);
+    bqk qk = problem(c);
+    int err = baseline_device_scores(e, &qk, c->q[0], c->k[0], c->inv, c->qr, c->kr, c->sp);
     if (err)
         return err;
-    size_t G = (size_t)(s->Hq / s->Hkv), m = G * s->Sq, Sk = (size_t)s->Sk, D = (size_t)s->D, Dv = (size_t)s->Dv;
+    size_t G = (size_t)(s->Hq / s->Hkv), m = G * s->Sq, Sk = (size_t)s->Sk, Dv = (size_t)s->Dv;
     size_t nb = (size_t)s->B * s->Hkv;
-    if ((err = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, Sk, D,
-                                          (float)c->p.scale, c->qr, 0, D, m * D, c->kr, 0, D, Sk * D, 0.0f, c->sp,
-                                          0, Sk, m * Sk, nb, &e->queue, NULL)))
-        return err;
     int a[6] = {s->Sq, s->Sk, (int)s->q_off, (int)s->k_off, s->causal, (int)s->window};
     err = clSetKernelArg(e->softmax, 0, sizeof(cl_mem), &c->sp);
     for (int i = 0; i < 6; i++)
@@ -182,6 +171,19 @@ static int run_unfused(benv *e, acase *c)
 #endif
 
 #ifdef HAVE_CBLAS
+/* The unmasked keys of query row i: [lo, hi) (offset positions make the mask one range). */
+static void row_range(const ashape *s, int i, int64_t *lo, int64_t *hi)
+{
+    int64_t pq = s->q_off + i;
+    *lo = 0, *hi = s->Sk;
+    if (s->causal && pq - s->k_off + 1 < *hi)
+        *hi = pq - s->k_off + 1;
+    if (s->window > 0 && pq - s->k_off - s->window + 1 > *lo)
+        *lo = pq - s->k_off - s->window + 1;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
 typedef struct {
     const acase *c;
     size_t r0, r1;
@@ -210,16 +212,13 @@ static void *host_softmax_rows(void *arg)
     return NULL;
 }
 
+/* S on the host (baseline.c), the softmax over row ranges on all cores, then O = P V. */
 static int run_cblas(acase *c)
 {
     const ashape *s = &c->s;
-    host_rope(c->hq, c->hqr, c->cs_q, s->B * s->Hq, s->Sq, s->D, s->q_off, c->p.base);
-    host_rope(c->hk, c->hkr, c->cs_k, s->B * s->Hkv, s->Sk, s->D, s->k_off, c->p.base);
-    int G = s->Hq / s->Hkv, m = G * s->Sq;
-    for (int bk = 0; bk < s->B * s->Hkv; bk++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, s->Sk, s->D, (float)c->p.scale,
-                    c->hqr + (size_t)bk * m * s->D, s->D, c->hkr + (size_t)bk * s->Sk * s->D, s->D, 0.0f,
-                    c->hsp + (size_t)bk * m * s->Sk, s->Sk);
+    bqk qk = problem(c);
+    baseline_host_scores(&qk, c->hq, c->hk, c->hqr, c->hkr, c->cs_q, c->cs_k, c->hsp);
+    int m = s->Hq / s->Hkv * s->Sq;
     /* softmax: one thread per online CPU (at most 16), contiguous row ranges */
     long nt = sysconf(_SC_NPROCESSORS_ONLN);
     size_t rows = (size_t)s->B * s->Hq * s->Sq;
@@ -283,14 +282,6 @@ int aimpl_fetch(benv *e, acase *c, bimpl i, float *out)
     return clEnqueueReadBuffer(e->queue, c->out, CL_TRUE, 0, n * 4, out, 0, NULL, NULL);
 }
 
-/* IEEE half -> f32 (all finite values, subnormals included). */
-static float h2f(uint16_t h)
-{
-    int e = (h >> 10) & 31, m = h & 1023;
-    float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
 int aref_run(acase *c, bool f16, double *out)
 {
     const ashape *s = &c->s;
@@ -321,7 +312,7 @@ int aref_run(acase *c, bool f16, double *out)
             l += p;
             for (int d = 0; d < s->Dv; d++) {
                 size_t vi = vb + (size_t)k * s->Dv + d;
-                out[r * (size_t)s->Dv + d] += p * (f16 ? (double)h2f(c->hv16[vi]) : (double)c->hv[vi]);
+                out[r * (size_t)s->Dv + d] += p * (f16 ? (double)rqs_half_to_float(c->hv16[vi]) : (double)c->hv[vi]);
             }
         }
         for (int d = 0; d < s->Dv; d++)

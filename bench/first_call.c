@@ -2,7 +2,10 @@
  * child processes of the bench: with an empty POCL_CACHE_DIR (cold) and with it populated (warm),
  * prefill-shaped call first and, in a second cold child, decode-shaped call first. */
 #define _XOPEN_SOURCE 700
-#include "bench.h"
+#include "first_call.h"
+
+#include "benv.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -13,42 +16,35 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int die(const char *what, int err)
-{
-    fprintf(stderr, "ropeqk-bench: %s: %d (%s)\n", what, err, ropeqk_status_string(err));
-    return 1;
-}
-
-/* ---- first-call latency ---------------------------------------------------------------------- */
-
 /* Child mode: a new process, as a user's program would be. Prints create, first prefill-shaped call,
  * first decode-shaped call (seconds), in that order; decode_first runs the decode-shaped call first. */
 int first_call_child(bool decode_first)
 {
-    bshape sp = {"p", 1, 4, 2, 33, 65, 64, 32, 0}, sd = {"d", 1, 8, 1, 1, 300, 128, 299, 0};
-    const bshape *sh[2] = {&sp, &sd};
+    /* the scores checks' shapes (scores_bench.c): prefill-shaped and decode-shaped */
+    static const struct {
+        int Hq, Hkv, Sq, Sk, D, q_off;
+    } sh[2] = {{4, 2, 33, 65, 64, 32}, {8, 1, 1, 300, 128, 299}};
     float *q = calloc(8 * 300 * 128, 4), *k = calloc(8 * 300 * 128, 4), *o = calloc(8 * 33 * 300, 4);
     if (!q || !k || !o)
         return 1;
     ropeqk_params p;
     ropeqk_default_params(&p);
-    double t0 = bench_now();
+    double t0 = rqs_now();
     ropeqk_ctx *ctx;
     int st = ropeqk_ctx_create(NULL, &ctx);
     if (st)
-        return die("ropeqk_ctx_create", st);
-    double t[3] = {bench_now() - t0, 0, 0};
+        return bench_fail("ropeqk_ctx_create", st);
+    double t[3] = {rqs_now() - t0, 0, 0};
     for (int n = 0; n < 2; n++) {
         int i = decode_first ? 1 - n : n;
-        const bshape *s = sh[i];
-        ropeqk_tensor tq = ropeqk_tensor_bhsd(ROPEQK_F32, 1, s->Hq, s->Sq, s->D);
-        ropeqk_tensor tk = ropeqk_tensor_bhsd(ROPEQK_F32, 1, s->Hkv, s->Sk, s->D);
-        ropeqk_tensor to = ropeqk_tensor_bhsd(ROPEQK_F32, 1, s->Hq, s->Sq, s->Sk);
-        p.q_pos_offset = s->q_off;
-        double t1 = bench_now();
+        ropeqk_tensor tq = ropeqk_tensor_bhsd(ROPEQK_F32, 1, sh[i].Hq, sh[i].Sq, sh[i].D);
+        ropeqk_tensor tk = ropeqk_tensor_bhsd(ROPEQK_F32, 1, sh[i].Hkv, sh[i].Sk, sh[i].D);
+        ropeqk_tensor to = ropeqk_tensor_bhsd(ROPEQK_F32, 1, sh[i].Hq, sh[i].Sq, sh[i].Sk);
+        p.q_pos_offset = sh[i].q_off;
+        double t1 = rqs_now();
         if ((st = ropeqk_scores(ctx, &p, &tq, q, &tk, k, NULL, NULL, &to, o)))
-            return die("ropeqk_scores", st);
-        t[i + 1] = bench_now() - t1;
+            return bench_fail("ropeqk_scores", st);
+        t[i + 1] = rqs_now() - t1;
     }
     printf("%.6f %.6f %.6f\n", t[0], t[1], t[2]);
     ropeqk_ctx_destroy(ctx);

@@ -7,25 +7,13 @@
  * plan (all of that once; per call only the step and buffer checks, scratch, arguments, enqueues).
  * Measured on the 2-core dev machine (pocl 3.1, AVX-512), 10,000 calls, CPU profile: before plans
  * (ropeqk_enqueue at 284a5d7) median 197-204 us, mean 508-696 us; see the README for the plan. */
-#include "bench.h"
+#include "host_cost.h"
+
+#include "clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct {
     benv *e;
@@ -64,9 +52,9 @@ static int measure(hc_state *s, const char *name, hc_call call, int n)
     clFinish(s->e->queue);
     double sum = 0;
     for (int i = 0; i < n; i++) {
-        double t0 = now_us();
+        double t0 = rqs_now();
         int st = call(s);
-        t[i] = now_us() - t0;
+        t[i] = (rqs_now() - t0) * 1e6;
         if (st) {
             printf("host-cost %s: call %d failed: %s\n", name, i, ropeqk_status_string(st));
             free(t);
@@ -77,7 +65,7 @@ static int measure(hc_state *s, const char *name, hc_call call, int n)
             clFinish(s->e->queue);
     }
     clFinish(s->e->queue);
-    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    rqs_sort(t, (size_t)n);
     printf("host-cost %-9s %6d calls: median %7.2f us, mean %7.2f us, p90 %7.2f us, p99 %7.2f us per call\n", name,
            n, t[n / 2], sum / n, t[n * 9 / 10], t[n * 99 / 100]);
     free(t);

@@ -4,25 +4,15 @@
  * clFinish) over the runs, and the bandwidth of the K+V bytes the call must read; next to it, in the
  * same run and on the same buffers, the copy kernel (float16 per work-item) moving the same K+V bytes
  * (read + write), the yardstick the README's decode row uses. */
-#include "bench.h"
+#include "paged.h"
+
+#include "baseline.h"
+#include "clock.h"
+#include "values.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 enum { HQ = 32, HKV = 8, D = 128, PS = 16, RUNS = 9, WARMUP = 2 };
 
@@ -33,15 +23,15 @@ static int time_it(benv *e, timed_fn fn, void *ctx, double *median, double *best
 {
     double t[RUNS];
     for (int i = 0; i < WARMUP + RUNS; i++) {
-        double t0 = now_ms();
+        double t0 = rqs_now();
         int err = fn(e, ctx);
         if (err)
             return err;
         clFinish(e->queue);
         if (i >= WARMUP)
-            t[i - WARMUP] = now_ms() - t0;
+            t[i - WARMUP] = (rqs_now() - t0) * 1e3;
     }
-    qsort(t, RUNS, sizeof t[0], cmp_d);
+    rqs_sort(t, RUNS);
     *median = t[RUNS / 2];
     *best = t[0];
     return 0;
@@ -64,14 +54,10 @@ static int run_paged(benv *e, void *v)
 static int run_copy(benv *e, void *v)
 {
     pstate *s = v;
-    for (int i = 0; i < 2; i++) {
-        cl_int err = clSetKernelArg(e->copy16, 0, sizeof(cl_mem), &s->src[i]);
-        err |= clSetKernelArg(e->copy16, 1, sizeof(cl_mem), &s->dst[i]);
-        size_t g = s->bytes[i] / 64;
-        if (err || (err = clEnqueueNDRangeKernel(e->queue, e->copy16, 1, NULL, &g, NULL, 0, NULL, NULL)))
-            return err;
-    }
-    return 0;
+    int err = 0;
+    for (int i = 0; i < 2 && !err; i++)
+        err = baseline_copy(e, s->src[i], s->dst[i], s->bytes[i]);
+    return err;
 }
 
 static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len)
@@ -93,37 +79,20 @@ static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len)
         fprintf(stderr, "paged plan: %s: %s\n", ropeqk_status_string(err), ropeqk_last_error());
         return err;
     }
-    size_t kv = ropeqk_tensor_extent(&d.k), es = ropeqk_dtype_size(dt);
-    unsigned char *h = malloc(kv);
-    float *hq = malloc(HQ * D * sizeof *hq);
+    size_t kv = ropeqk_tensor_extent(&d.k), n = kv / ropeqk_dtype_size(dt);
+    float *f = malloc(n * sizeof *f), *hq = malloc(HQ * D * sizeof *hq);
+    uint16_t *h16 = dt == ROPEQK_F16 ? malloc(n * 2) : NULL;
     int32_t *table = malloc((size_t)np * sizeof *table);
     cl_mem q = NULL, o = NULL;
-    if (!h || !hq || !table) {
+    if (!f || !hq || !table || (dt == ROPEQK_F16 && !h16)) {
         err = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
         goto done;
     }
-    uint64_t r = 12345;
-    for (size_t i = 0; i < kv / es; i++) { /* sign, exponent 2^-6..2^-1, mantissa: exact in f16 */
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t b = (uint32_t)(r >> 33);
-        uint16_t hb = (uint16_t)(((b & 1) << 15) | ((9 + (b >> 1) % 6) << 10) | ((b >> 8) & 0x3ff));
-        float f = (float)((b >> 8) & 0xFFFF) / 65536.0f - 0.5f;
-        if (dt == ROPEQK_F16)
-            memcpy(h + i * 2, &hb, 2);
-        else
-            memcpy(h + i * 4, &f, 4);
-    }
-    for (int i = 0; i < HQ * D; i++)
-        hq[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
-    for (int64_t i = 0; i < np; i++)
-        table[i] = (int32_t)i;
-    for (int64_t i = np - 1; i > 0; i--) { /* shuffled pages */
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        int64_t j = (int64_t)((r >> 33) % (uint64_t)(i + 1));
-        int32_t t = table[i];
-        table[i] = table[j];
-        table[j] = t;
-    }
+    uint64_t rng = BENCH_SEED; /* the cache values (f16: rounded), Q, the page order */
+    bench_fill(&rng, f, h16, n);
+    bench_fill(&rng, hq, NULL, HQ * D);
+    bench_shuffle_pages(&rng, table, np);
+    const void *h = h16 ? (const void *)h16 : f;
     cl_int cerr = CL_SUCCESS;
     q = bench_mkbuf(e, HQ * D * sizeof *hq, hq, &cerr);
     if (!cerr)
@@ -163,7 +132,7 @@ done:
     if (q) clReleaseMemObject(q);
     if (o) clReleaseMemObject(o);
     ropeqk_plan_destroy(s.plan);
-    free(h), free(hq), free(table);
+    free(f), free(h16), free(hq), free(table);
     return err;
 }
 

@@ -16,8 +16,13 @@
  * the wait: the same clock for both APIs. GFLOP/s and GB/s as the other modes define them: scores
  * 2*Hq*Sq*Sk*D and Q + K + S bytes; attention 4*Hq*Sq*Sk*D (halved causal) and Q + K + V + O bytes;
  * paged decode 4*Hq*len*D and the K + V bytes read (--paged's figure). */
-#define _POSIX_C_SOURCE 200809L
-#include "bench.h"
+#include "vk_bench.h"
+
+#include "attn_impl.h"
+#include "clock.h"
+#include "cpu.h"
+#include "scores_impl.h"
+#include "values.h"
 #include "vk.h"
 
 #include <math.h>
@@ -68,7 +73,7 @@ typedef struct {
     double plan_ms[2], first_ms[2], rec_ms;
 } vstate;
 
-static double t_ms(void) { return bench_now() * 1e3; }
+static double t_ms(void) { return rqs_now() * 1e3; }
 
 static double flops(const vshape *s)
 {
@@ -124,20 +129,15 @@ static int host_init(benv *e, vstate *v, const vshape *s)
         v->table = malloc((size_t)np * sizeof *v->table);
         if (!v->pq || !v->pk || !v->pv || !v->table)
             return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-        bench_rng_seed(12345u);
-        for (size_t i = 0; i < nq; i++)
-            v->pq[i] = bench_frand();
-        for (size_t i = 0; i < nkv; i++)
-            v->pk[i] = bench_f2h(bench_frand());
-        for (size_t i = 0; i < nkv; i++)
-            v->pv[i] = bench_f2h(bench_frand());
-        for (int64_t i = 0; i < np; i++)
-            v->table[i] = (int32_t)i;
-        for (int64_t i = np - 1; i > 0; i--) {
-            int64_t j = (int64_t)((bench_frand() + 0.5f) * (float)(i + 1)) % (i + 1);
-            int32_t t = v->table[i];
-            v->table[i] = v->table[j], v->table[j] = t;
-        }
+        float *f = malloc(nkv * sizeof *f); /* the f32 values the f16 caches are rounded from */
+        if (!f)
+            return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        uint64_t rng = BENCH_SEED;
+        bench_fill(&rng, v->pq, NULL, nq);
+        bench_fill(&rng, f, v->pk, nkv);
+        bench_fill(&rng, f, v->pv, nkv);
+        free(f);
+        bench_shuffle_pages(&rng, v->table, np);
         v->len[0] = s->Sk, v->qpos[0] = s->Sk - 1;
         v->batch = (ropeqk_paged_batch){.n_seqs = 1, .page_table = v->table, .seq_lens = v->len, .q_pos = v->qpos};
         v->host[0] = v->pq, v->host[1] = v->pk, v->host[2] = v->pv;
@@ -288,19 +288,6 @@ static void state_free(benv *e, bvk *vk, vstate *v)
     (void)e;
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0.0;
-    for (size_t j = 0; j < n; j++) {
-        if (a[j] == b[j]) /* equal infinities (masked scores) included */
-            continue;
-        double d = fabs((double)a[j] - (double)b[j]);
-        if (!(d <= m))
-            m = isnan(d) ? INFINITY : d;
-    }
-    return m;
-}
-
 /* "a/b x" for two median times (a ratio of throughputs), "-" when either is missing */
 static const char *ratio(char *buf, double a_ms, double b_ms)
 {
@@ -389,7 +376,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
             v.has[V_CL] = false;
         if (v.has[V_VK] && bvk_buf_read(&vk, &v.vm[3], out[1]))
             v.has[V_VK] = false;
-        if (v.has[V_CL] && v.has[V_VK] && !((diff = max_abs_diff(out[0], out[1], n)) <= TOL)) {
+        if (v.has[V_CL] && v.has[V_VK] && !((diff = bench_max_abs_diff(out[0], out[1], n)) <= TOL)) {
             printf("%-28s MISMATCH: max |vulkan - opencl| = %.3g > %.0e: neither is timed\n", s->name, diff, TOL);
             v.has[V_CL] = v.has[V_VK] = false;
             bad = true;
@@ -399,7 +386,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
                                                                      : bimpl_fetch(e, &v.bc, IMPL_CBLAS, out[2])))
                 v.has[V_CBLAS] = false;
             else
-                cdiff = max_abs_diff(out[2], out[v.has[V_CL] ? 0 : 1], n);
+                cdiff = bench_max_abs_diff(out[2], out[v.has[V_CL] ? 0 : 1], n);
         }
         free(out[0]), free(out[1]), free(out[2]);
 
@@ -421,7 +408,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
         for (int i = 0; i < V_N; i++) {
             if (!v.has[i] || !nt[i])
                 continue;
-            med[i] = bench_median(tm[i], nt[i]);
+            med[i] = rqs_median(tm[i], (size_t)nt[i]);
             bool copy = i == V_CLCOPY || i == V_VKCOPY;
             double gb = copy ? copy_bytes(&v) : bytes_moved(&v);
             double gf = copy ? NAN : flops(s) / (med[i] * 1e6), gbs = gb / (med[i] * 1e6);

@@ -1,4 +1,4 @@
-/* libFuzzer target: the .npy reader (tools/npy) on arbitrary bytes.
+/* libFuzzer target: the .npy reader (support/npy.c, support/npy_header.c) on arbitrary bytes.
  *
  * The input is the file image itself. Whatever it is, npy_load_mem() must either load something
  * self-consistent or fail with a one-line message naming the input and leave *out zeroed; ASan,

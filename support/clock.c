@@ -17,6 +17,8 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void rqs_sort(double *v, size_t n) { qsort(v, n, sizeof *v, cmp_double); }
+
 double rqs_median(double *v, size_t n)
 {
     if (n == 0)
@@ -26,6 +28,6 @@ double rqs_median(double *v, size_t n)
         memcpy(copy, v, n * sizeof *v);
         s = copy;
     }
-    qsort(s, n, sizeof *s, cmp_double);
+    rqs_sort(s, n);
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }

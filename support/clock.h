@@ -6,6 +6,8 @@
 
 /* CLOCK_MONOTONIC in seconds. */
 double rqs_now(void);
+/* Sorts v[0..n) ascending (percentiles, best of n). */
+void rqs_sort(double *v, size_t n);
 /* The median of n values (n >= 1; sorts a copy of at most 64 values, else v itself in place);
  * 0 for n == 0. */
 double rqs_median(double *v, size_t n);

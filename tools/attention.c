@@ -1,6 +1,7 @@
 /* The `attention` subcommand: Q, K and V from .npy files, O = softmax(S) V (and optionally the
  * row LSEs) to .npy files, S exactly as `scores` computes it but never materialised. */
 #include "qk_inputs.h"
+#include "clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -99,10 +100,10 @@ int cmd_attention(int argc, char **argv)
     rc = cli_device_open("attention", a.device, true, &dev);
     if (rc != CLI_OK)
         goto done;
-    double t0 = cli_now();
+    double t0 = rqs_now();
     ropeqk_status st = cli_device_attention(&dev, p, &in.qt, in.qa.data, &in.kt, in.ka.data, &vt, va.data, in.qpos,
                                             in.kpos, &ot, o, want_lse ? &lt : NULL, lse);
-    double t1 = cli_now();
+    double t1 = rqs_now();
     if (st != ROPEQK_SUCCESS) {
         char what[800];
         snprintf(what, sizeof what, "attention: on %s", dev.name);

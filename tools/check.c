@@ -2,6 +2,9 @@
  * Every case derives its parameters from (seed, case index) alone, so a failing case is
  * reproduced by the same --seed whatever --cases is. */
 #include "cli.h"
+#include "clock.h"
+#include "half.h"
+#include "rng.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -40,18 +43,18 @@ static void describe(const check_case *c, char *buf, size_t len)
 /* Random frequency scaling, variant v: 0..4 linear, dynamic, yarn, llama3, longrope; 5 none with
  * freq_factors; 6 any type with freq_factors. Optional parameters are left to their defaults in about
  * half the cases. */
-static void draw_scaling(check_case *c, cli_rng *r, int v)
+static void draw_scaling(check_case *c, uint64_t *r, int v)
 {
     static const int64_t l0s[] = {2048, 4096, 8192, 32768};
     ropeqk_scaling *s = &c->p.scaling;
     const int64_t R = c->p.rotary_dim ? c->p.rotary_dim : c->D, half = R / 2;
-    int t = v < 5 ? v + 1 : v == 5 ? ROPEQK_SCALING_NONE : (int)cli_rng_range(r, 0, 5);
+    int t = v < 5 ? v + 1 : v == 5 ? ROPEQK_SCALING_NONE : (int)rqs_range(r, 0, 5);
     if (t == ROPEQK_SCALING_DYNAMIC && R <= 2)
         t = ROPEQK_SCALING_LINEAR; /* dynamic needs R > 2 */
     s->type = (ropeqk_scaling_type)t;
-    int64_t l0 = cli_rng_uniform(r) < 0.7 ? l0s[cli_rng_range(r, 0, 3)] : cli_rng_range(r, 64, 65536);
-    double factor = 1.0 + 39.0 * cli_rng_uniform(r);
-    bool opt = cli_rng_uniform(r) < 0.5;
+    int64_t l0 = rqs_unit(r) < 0.7 ? l0s[rqs_range(r, 0, 3)] : rqs_range(r, 64, 65536);
+    double factor = 1.0 + 39.0 * rqs_unit(r);
+    bool opt = rqs_unit(r) < 0.5;
     switch (s->type) {
     case ROPEQK_SCALING_NONE:
         break;
@@ -66,41 +69,41 @@ static void draw_scaling(check_case *c, cli_rng *r, int v)
         s->factor = factor;
         s->original_max_position = l0;
         if (opt) {
-            s->beta_fast = 8.0 + 56.0 * cli_rng_uniform(r);
-            s->beta_slow = 0.5 + 3.5 * cli_rng_uniform(r);
+            s->beta_fast = 8.0 + 56.0 * rqs_unit(r);
+            s->beta_slow = 0.5 + 3.5 * rqs_unit(r);
         }
-        if (cli_rng_uniform(r) < 0.3)
-            s->attention_factor = 0.8 + 0.7 * cli_rng_uniform(r);
+        if (rqs_unit(r) < 0.3)
+            s->attention_factor = 0.8 + 0.7 * rqs_unit(r);
         break;
     case ROPEQK_SCALING_LLAMA3:
         if (opt) {
             s->factor = factor;
             s->original_max_position = l0;
-            s->low_freq_factor = 0.5 + 1.5 * cli_rng_uniform(r);
-            s->high_freq_factor = s->low_freq_factor + 0.5 + 5.5 * cli_rng_uniform(r);
+            s->low_freq_factor = 0.5 + 1.5 * rqs_unit(r);
+            s->high_freq_factor = s->low_freq_factor + 0.5 + 5.5 * rqs_unit(r);
         }
         break;
     case ROPEQK_SCALING_LONGROPE:
         s->original_max_position = l0;
         for (int64_t i = 0; i < half; i++) {
-            c->long_f[i] = 1.0 + 63.0 * cli_rng_uniform(r);
-            c->short_f[i] = 1.0 + 2.0 * cli_rng_uniform(r);
+            c->long_f[i] = 1.0 + 63.0 * rqs_unit(r);
+            c->short_f[i] = 1.0 + 2.0 * rqs_unit(r);
         }
         s->long_factor = c->long_f;
         s->short_factor = c->short_f;
         s->n_long_factor = s->n_short_factor = (int32_t)half;
         if (opt)
             s->factor = factor;
-        if (cli_rng_uniform(r) < 0.2)
-            s->attention_factor = 0.8 + 0.7 * cli_rng_uniform(r);
+        if (rqs_unit(r) < 0.2)
+            s->attention_factor = 0.8 + 0.7 * rqs_unit(r);
         break;
     }
     /* the length: either side of L0 (required with per-token positions), else offset + rows */
-    if ((t == ROPEQK_SCALING_DYNAMIC || t == ROPEQK_SCALING_LONGROPE) && (c->per_token || cli_rng_uniform(r) < 0.5))
-        s->seq_len = cli_rng_uniform(r) < 0.5 ? cli_rng_range(r, 1, l0) : cli_rng_range(r, l0 + 1, 4 * l0);
-    if (v >= 5 || cli_rng_uniform(r) < 0.15) {
+    if ((t == ROPEQK_SCALING_DYNAMIC || t == ROPEQK_SCALING_LONGROPE) && (c->per_token || rqs_unit(r) < 0.5))
+        s->seq_len = rqs_unit(r) < 0.5 ? rqs_range(r, 1, l0) : rqs_range(r, l0 + 1, 4 * l0);
+    if (v >= 5 || rqs_unit(r) < 0.15) {
         for (int64_t i = 0; i < half; i++)
-            c->freq[i] = 1.0 + 7.0 * cli_rng_uniform(r);
+            c->freq[i] = 1.0 + 7.0 * rqs_unit(r);
         s->freq_factors = c->freq;
         s->n_freq_factors = (int32_t)half;
     }
@@ -111,10 +114,10 @@ static const double bases[] = {10000.0, 500000.0, 1000000.0, 100.0, 10.0};
 
 /* Parameters of case i. Layout and dtype cycle; the other features recur with fixed periods so
  * that a short sweep still covers all of them, their sizes drawn at random. */
-static void make_case(uint64_t seed, int64_t i, cli_rng *r, check_case *c)
+static void make_case(uint64_t seed, int64_t i, uint64_t *r, check_case *c)
 {
-    cli_rng_seed(r, seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)));
-    cli_rng_next(r);
+    *r = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
+    rqs_rand(r);
     memset(c, 0, sizeof *c);
     ropeqk_default_params(&c->p);
     c->p.layout = i % 2 ? ROPEQK_HALF_SPLIT : ROPEQK_INTERLEAVED;
@@ -122,27 +125,27 @@ static void make_case(uint64_t seed, int64_t i, cli_rng *r, check_case *c)
     c->bshd = (i / 4) % 2 == 1;
     bool large = i % 3 == 2, partial = i % 5 == 1 || i % 5 == 3;
     c->per_token = i % 7 == 4 || i % 7 == 6;
-    c->B = cli_rng_range(r, 1, 2);
-    c->Hkv = cli_rng_range(r, 1, 3);
-    c->Hq = c->Hkv * (i % 4 == 0 ? 1 : cli_rng_range(r, 2, 4)); /* GQA in 3 cases of 4 */
-    c->D = dims[cli_rng_range(r, 0, (int64_t)(sizeof dims / sizeof dims[0]) - 1)];
-    c->Sq = cli_rng_uniform(r) < 0.2 ? 1 : cli_rng_range(r, 1, 40); /* decode-like Sq = 1 often */
-    c->Sk = cli_rng_range(r, 1, 80);
-    c->p.rotary_dim = partial && c->D > 2 ? (int32_t)(2 * cli_rng_range(r, 1, c->D / 2 - 1)) : 0;
-    c->p.base = cli_rng_uniform(r) < 0.7 ? bases[cli_rng_range(r, 0, 4)] : exp(cli_rng_uniform(r) * 16.0 + 1.0);
-    c->p.causal = cli_rng_uniform(r) < 0.5;
-    c->p.conjugate = cli_rng_uniform(r) < 0.25;
-    double u = cli_rng_uniform(r);
-    c->p.scale = u < 0.5 ? 0.0 : u < 0.9 ? 0.05 + 2.0 * cli_rng_uniform(r) : -0.3;
+    c->B = rqs_range(r, 1, 2);
+    c->Hkv = rqs_range(r, 1, 3);
+    c->Hq = c->Hkv * (i % 4 == 0 ? 1 : rqs_range(r, 2, 4)); /* GQA in 3 cases of 4 */
+    c->D = dims[rqs_range(r, 0, (int64_t)(sizeof dims / sizeof dims[0]) - 1)];
+    c->Sq = rqs_unit(r) < 0.2 ? 1 : rqs_range(r, 1, 40); /* decode-like Sq = 1 often */
+    c->Sk = rqs_range(r, 1, 80);
+    c->p.rotary_dim = partial && c->D > 2 ? (int32_t)(2 * rqs_range(r, 1, c->D / 2 - 1)) : 0;
+    c->p.base = rqs_unit(r) < 0.7 ? bases[rqs_range(r, 0, 4)] : exp(rqs_unit(r) * 16.0 + 1.0);
+    c->p.causal = rqs_unit(r) < 0.5;
+    c->p.conjugate = rqs_unit(r) < 0.25;
+    double u = rqs_unit(r);
+    c->p.scale = u < 0.5 ? 0.0 : u < 0.9 ? 0.05 + 2.0 * rqs_unit(r) : -0.3;
     int64_t lim = large ? (int64_t)1 << 20 : 4096;
     if (!c->per_token) {
-        c->p.k_pos_offset = cli_rng_range(r, large ? lim - 4096 : 0, lim - c->Sk);
+        c->p.k_pos_offset = rqs_range(r, large ? lim - 4096 : 0, lim - c->Sk);
         if (c->Sq == 1) /* decode: the query at the last key position */
             c->p.q_pos_offset = c->p.k_pos_offset + c->Sk - 1;
         else if (c->p.causal) /* a chunk of queries inside the keys' range: every row sees some keys */
-            c->p.q_pos_offset = c->p.k_pos_offset + cli_rng_range(r, 0, c->Sk > c->Sq ? c->Sk - c->Sq : 0);
+            c->p.q_pos_offset = c->p.k_pos_offset + rqs_range(r, 0, c->Sk > c->Sq ? c->Sk - c->Sq : 0);
         else
-            c->p.q_pos_offset = cli_rng_range(r, large ? lim - 4096 : 0, lim - c->Sq);
+            c->p.q_pos_offset = rqs_range(r, large ? lim - 4096 : 0, lim - c->Sq);
         int64_t mq = c->p.q_pos_offset + c->Sq - 1, mk = c->p.k_pos_offset + c->Sk - 1;
         c->max_pos = mq > mk ? mq : mk;
     } else {
@@ -153,23 +156,23 @@ static void make_case(uint64_t seed, int64_t i, cli_rng *r, check_case *c)
         draw_scaling(c, r, (int)(((i / 6) * 3 + i % 3) % 7));
     /* a sliding window in one case of 5 (both layouts) */
     if (i % 5 == 2) {
-        c->p.window = cli_rng_range(r, 1, c->Sq + c->Sk + 4);
+        c->p.window = rqs_range(r, 1, c->Sq + c->Sk + 4);
         if (!c->per_token && c->Sq > 1) { /* queries among the keys, so that the window cuts inside */
-            c->p.q_pos_offset = c->p.k_pos_offset + cli_rng_range(r, 0, c->Sk > c->Sq ? c->Sk - c->Sq : 0);
+            c->p.q_pos_offset = c->p.k_pos_offset + rqs_range(r, 0, c->Sk > c->Sq ? c->Sk - c->Sq : 0);
             int64_t mq = c->p.q_pos_offset + c->Sq - 1, mk = c->p.k_pos_offset + c->Sk - 1;
             c->max_pos = mq > mk ? mq : mk;
         }
     }
 }
 
-static void fill_input(cli_rng *r, ropeqk_dtype dt, void *data, size_t n)
+static void fill_input(uint64_t *r, ropeqk_dtype dt, void *data, size_t n)
 {
     for (size_t x = 0; x < n; x++) {
-        float v = (float)cli_rng_normal(r);
+        float v = (float)rqs_normal(r);
         if (dt == ROPEQK_F16)
-            ((uint16_t *)data)[x] = cli_float_to_half(v);
+            ((uint16_t *)data)[x] = rqs_float_to_half(v);
         else if (dt == ROPEQK_BF16)
-            ((uint16_t *)data)[x] = cli_float_to_bf16(v);
+            ((uint16_t *)data)[x] = rqs_float_to_bf16(v);
         else
             ((float *)data)[x] = v;
     }
@@ -181,7 +184,7 @@ typedef struct {
 } tally;
 
 /* Runs one case; returns CLI_OK, CLI_CHECK_FAILED (counted) or CLI_RUNTIME (printed). */
-static int run_case(cli_device *dev, const check_case *c, cli_rng *r, double *err_out, int64_t *mism_out)
+static int run_case(cli_device *dev, const check_case *c, uint64_t *r, double *err_out, int64_t *mism_out)
 {
     ropeqk_tensor qt = c->bshd ? ropeqk_tensor_bshd(c->dtype, c->B, c->Sq, c->Hq, c->D)
                                : ropeqk_tensor_bhsd(c->dtype, c->B, c->Hq, c->Sq, c->D);
@@ -206,10 +209,10 @@ static int run_case(cli_device *dev, const check_case *c, cli_rng *r, double *er
     fill_input(r, c->dtype, kd, kb / es);
     if (c->per_token) { /* unsorted, with repeats: the mask must follow positions, not rows */
         for (int64_t j = 0; j < c->Sk; j++)
-            kpos[j] = (int32_t)cli_rng_range(r, 0, c->max_pos);
+            kpos[j] = (int32_t)rqs_range(r, 0, c->max_pos);
         for (int64_t i = 0; i < c->Sq; i++)
-            qpos[i] = cli_rng_uniform(r) < 0.3 ? kpos[cli_rng_range(r, 0, c->Sk - 1)]
-                                               : (int32_t)cli_rng_range(r, 0, c->max_pos);
+            qpos[i] = rqs_unit(r) < 0.3 ? kpos[rqs_range(r, 0, c->Sk - 1)]
+                                               : (int32_t)rqs_range(r, 0, c->max_pos);
     }
     ropeqk_status st = cli_device_scores(dev, &c->p, &qt, qd, &kt, kd, qpos, kpos, &ot, od);
     if (st != ROPEQK_SUCCESS) {
@@ -278,8 +281,8 @@ int cmd_check(int argc, char **argv)
     memset(t, 0, sizeof t);
     bool tty = isatty(2);
     int64_t fails = 0;
-    double t0 = cli_now();
-    cli_rng r;
+    double t0 = rqs_now();
+    uint64_t r;
     rc = CLI_OK;
     for (int64_t i = 0; i < ncases; i++) {
         check_case c;
@@ -319,7 +322,7 @@ int cmd_check(int argc, char **argv)
     }
     if (tty)
         fprintf(stderr, "\r\033[K");
-    double secs = cli_now() - t0;
+    double secs = rqs_now() - t0;
     cli_device_close(&dev);
     printf("\n%-12s %-5s %7s %11s %9s\n", "layout", "dtype", "cases", "max error", "failures");
     double all_err = 0.0;

@@ -2,7 +2,8 @@
  *
  *   main.c     dispatch, top-level help and version
  *   opts.c     the table-driven option parser and strict number parsing
- *   common.c   messages, random numbers, timing, half-precision conversion, small file helpers
+ *   common.c   messages, number formatting, the default seed (random numbers, clock, f16/bf16
+ *              conversion, .npy files, plots, atomic writes: the support library, support/)
  *   device.c   the `devices` subcommand, opening a device (or the scalar path) by spec
  *   qk_inputs.c  what scores and attention share: options, Q/K/V and position files (qk_inputs.h)
  *   scores.c   the `scores` subcommand (inputs from .npy files, output to .npy)
@@ -13,7 +14,6 @@
  *   verify.c   scalar-path verification (threaded), shared by scores/attention --check, check and demo
  *   check.c    the `check` subcommand (randomized sweep)
  *   demo.c     the `demo` subcommand (demo_attn.c: its attention part)
- *   plot.c     PNG/SVG plot writer (font.c: the bitmap font it uses)
  */
 #ifndef ROPEQK_CLI_H
 #define ROPEQK_CLI_H
@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "npy.h"
 #include "ropeqk_opencl.h"
 
 /* ---- exit codes ----------------------------------------------------------------------------- */
@@ -83,24 +84,12 @@ int cli_parse_f64(const char *s, double *out);
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "what: <status string>" (+ the build log on ROPEQK_ERR_BUILD) on stderr. */
 void cli_lib_err(const char *what, int status, const ropeqk_ctx *ctx);
-double cli_now(void); /* monotonic seconds */
-
-typedef struct { uint64_t s; } cli_rng;
-void cli_rng_seed(cli_rng *r, uint64_t seed);
-uint64_t cli_rng_next(cli_rng *r);
-double cli_rng_uniform(cli_rng *r);          /* [0, 1) */
-double cli_rng_normal(cli_rng *r);           /* N(0, 1) */
-int64_t cli_rng_range(cli_rng *r, int64_t lo, int64_t hi); /* [lo, hi] */
-uint16_t cli_float_to_half(float f);         /* round to nearest even */
-uint16_t cli_float_to_bf16(float f);         /* round to nearest even (NaN stays NaN) */
 /* Shortest "%.Ng" (N = 1..17) that reads back as v; integers up to 2^53 without exponent. */
 void cli_fmt_double(char *buf, size_t len, double v);
 /* Default seed: time and pid mixed. */
 uint64_t cli_default_seed(void);
-/* Median of n doubles (sorts v). */
-double cli_median(double *v, size_t n);
-/* Writes `len` bytes to path through "<path>.tmp.<pid>" + rename; nothing at path on error. */
-int cli_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* npy_load, and on failure "<cmd>: <flag>: <why, naming the file>" on stderr: CLI_OK or CLI_RUNTIME. */
+int cli_load_npy(const char *cmd, const char *flag, const char *path, npy_array *a);
 
 /* ---- device.c ------------------------------------------------------------------------------- */
 typedef struct {

@@ -3,6 +3,8 @@
  * tokens (demo_attn.c). */
 #include "cli.h"
 #include "plot.h"
+#include "clock.h"
+#include "rng.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -38,7 +40,7 @@ static ropeqk_status time_resident(cli_device *dev, const ropeqk_params *p, cons
     ropeqk_opencl_mem none = {NULL, 0};
     for (int64_t r = 0; r < runs && st == ROPEQK_SUCCESS; r++) {
         cl_event ev = NULL;
-        double t0 = cli_now();
+        double t0 = rqs_now();
         st = ropeqk_opencl_enqueue(dev->ctx, NULL, p, qt, (ropeqk_opencl_mem){qm, 0}, kt, (ropeqk_opencl_mem){km, 0}, none, none, ot,
                             (ropeqk_opencl_mem){om, 0}, 0, NULL, &ev);
         if (st == ROPEQK_SUCCESS) {
@@ -47,11 +49,11 @@ static ropeqk_status time_resident(cli_device *dev, const ropeqk_params *p, cons
             if (err != CL_SUCCESS)
                 st = (ropeqk_status)err;
         }
-        t[r] = cli_now() - t0;
+        t[r] = rqs_now() - t0;
     }
     clFinish(qu);
     if (st == ROPEQK_SUCCESS)
-        *median = cli_median(t, (size_t)runs);
+        *median = rqs_median(t, (size_t)runs);
     free(t);
     if (qm)
         clReleaseMemObject(qm);
@@ -114,7 +116,7 @@ static int write_plot(cli_device *dev, const demo_args *a, const ropeqk_params *
     snprintf(heat_title, sizeof heat_title, "scores of head 0 (random q, k; seed %" PRId64 ")", a->seed);
     snprintf(note, sizeof note, "%" PRId64 " tokens, head dim %d, scale 1/sqrt(%d); computed on %s", T, DEMO_D,
              DEMO_D, dev->name);
-    plot_data pd = {
+    rqs_heat_plot pd = {
         .title = title,
         .heat = scores, /* head 0 of batch 0: the first T x T block */
         .rows = T,
@@ -131,7 +133,7 @@ static int write_plot(cli_device *dev, const demo_args *a, const ropeqk_params *
     };
     char err[512];
     int rc = CLI_OK;
-    if (plot_write(a->plot, &pd, err, sizeof err) != 0) {
+    if (rqs_plot_heat(a->plot, &pd, err, sizeof err) != 0) {
         cli_err("demo: --plot: %s", err);
         rc = CLI_RUNTIME;
     } else {
@@ -178,9 +180,9 @@ int cmd_demo(int argc, char **argv)
     }
     if (a.plot) {
         char err[512];
-        if (plot_check_path(a.plot, err, sizeof err) != 0) {
+        if (rqs_plot_check_path(a.plot, err, sizeof err) != 0) {
             cli_err("demo: --plot: %s", err);
-            return plot_have_png() || !strstr(err, "libpng") ? CLI_USAGE : CLI_RUNTIME;
+            return rqs_plot_have_png() || !strstr(err, "libpng") ? CLI_USAGE : CLI_RUNTIME;
         }
     }
     const int64_t T = a.tokens;
@@ -196,23 +198,22 @@ int cmd_demo(int argc, char **argv)
         rc = CLI_RUNTIME;
         goto done;
     }
-    cli_rng r;
-    cli_rng_seed(&r, (uint64_t)a.seed);
+    uint64_t r = (uint64_t)a.seed;
     for (size_t x = 0; x < nq; x++)
-        q[x] = (float)cli_rng_normal(&r);
+        q[x] = (float)rqs_normal(&r);
     for (size_t x = 0; x < nk; x++)
-        k[x] = (float)cli_rng_normal(&r);
+        k[x] = (float)rqs_normal(&r);
     ropeqk_params p;
     ropeqk_default_params(&p);
     p.layout = ROPEQK_HALF_SPLIT;
     p.base = DEMO_BASE;
     p.causal = 1;
 
-    double t0 = cli_now();
+    double t0 = rqs_now();
     rc = cli_device_open("demo", a.device, true, &dev);
     if (rc != CLI_OK)
         goto done;
-    double t_ctx = cli_now() - t0;
+    double t_ctx = rqs_now() - t0;
     printf("ropeqk %s demo: RoPE fused with attention scores\n", ropeqk_version());
     printf("device      : %s [%s]\n", dev.name, dev.why);
     printf("shapes      : Q [1,%d,%" PRId64 ",%d] f32, K [1,%d,%" PRId64 ",%d] f32 (GQA %d:1) -> scores [1,%d,%" PRId64
@@ -226,9 +227,9 @@ int cmd_demo(int argc, char **argv)
     fflush(stdout);
 
     double flop = 2.0 * DEMO_HQ * (double)T * (double)T * DEMO_D;
-    t0 = cli_now();
+    t0 = rqs_now();
     ropeqk_status st = cli_device_scores(&dev, &p, &qt, q, &kt, k, NULL, NULL, &ot, s);
-    double t_first = cli_now() - t0;
+    double t_first = rqs_now() - t0;
     if (st != ROPEQK_SUCCESS) {
         cli_lib_err("demo: first call", st, dev.ctx);
         rc = CLI_RUNTIME;
@@ -242,11 +243,11 @@ int cmd_demo(int argc, char **argv)
         goto done;
     }
     for (int64_t i = 0; i < a.runs && st == ROPEQK_SUCCESS; i++) {
-        t0 = cli_now();
+        t0 = rqs_now();
         st = cli_device_scores(&dev, &p, &qt, q, &kt, k, NULL, NULL, &ot, s);
-        t[i] = cli_now() - t0;
+        t[i] = rqs_now() - t0;
     }
-    double t_warm = cli_median(t, (size_t)a.runs);
+    double t_warm = rqs_median(t, (size_t)a.runs);
     free(t);
     double t_res = 0.0;
     if (st == ROPEQK_SUCCESS && !dev.ref)
@@ -266,7 +267,7 @@ int cmd_demo(int argc, char **argv)
 
     double err = 0.0;
     int64_t mism = 0;
-    t0 = cli_now();
+    t0 = rqs_now();
     st = cli_verify(&p, &qt, q, &kt, k, NULL, NULL, &ot, s, &err, &mism);
     if (st != ROPEQK_SUCCESS) {
         cli_lib_err("demo: scalar path", st, NULL);
@@ -276,7 +277,7 @@ int cmd_demo(int argc, char **argv)
     bool pass = err <= CLI_TOLERANCE && mism == 0;
     printf("check       : max error %.3g (conventions metric, tolerance %g), mask mismatches %" PRId64
            " vs the scalar fp64 path (%.1f s)\n",
-           err, CLI_TOLERANCE, mism, cli_now() - t0);
+           err, CLI_TOLERANCE, mism, rqs_now() - t0);
     if (a.plot) {
         rc = write_plot(&dev, &a, &p, s);
         if (rc != CLI_OK)

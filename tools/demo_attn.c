@@ -3,6 +3,9 @@
  * the materialised f32 scores would need, and a sample of query rows checked against the fp64
  * scalar path (those rows only: their own Q rows with their positions, all keys). */
 #include "cli.h"
+#include "clock.h"
+#include "half.h"
+#include "rng.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -15,16 +18,11 @@
 #define D 128
 #define BASE 500000.0
 
-/* N(0,1) halves, two per Box-Muller draw. */
-static void fill_half(cli_rng *r, uint16_t *x, size_t n)
+/* N(0,1) values stored as f16. */
+static void fill_half(uint64_t *r, uint16_t *x, size_t n)
 {
-    for (size_t i = 0; i < n; i += 2) {
-        double u1 = cli_rng_uniform(r), u2 = cli_rng_uniform(r);
-        double rad = sqrt(-2.0 * log(u1 < 1e-300 ? 1e-300 : u1)), a = 6.283185307179586 * u2;
-        x[i] = cli_float_to_half((float)(rad * cos(a)));
-        if (i + 1 < n)
-            x[i + 1] = cli_float_to_half((float)(rad * sin(a)));
-    }
+    for (size_t i = 0; i < n; i++)
+        x[i] = rqs_float_to_half((float)rqs_normal(r));
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -34,7 +32,7 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 /* n distinct query rows of T, sorted: the first, the last, the rest at random. */
-static void pick_rows(cli_rng *r, int64_t T, int64_t n, int32_t *rows)
+static void pick_rows(uint64_t *r, int64_t T, int64_t n, int32_t *rows)
 {
     int64_t m = 0;
     if (n >= T) {
@@ -46,7 +44,7 @@ static void pick_rows(cli_rng *r, int64_t T, int64_t n, int32_t *rows)
     if (n > 1)
         rows[m++] = (int32_t)(T - 1);
     while (m < n) {
-        int32_t c = (int32_t)cli_rng_range(r, 1, T - 2);
+        int32_t c = (int32_t)rqs_range(r, 1, T - 2);
         bool dup = false;
         for (int64_t i = 0; i < m && !dup; i++)
             dup = rows[i] == c;
@@ -86,8 +84,7 @@ int cli_demo_attention(cli_device *dev, int64_t T, int64_t nrows, int64_t seed)
         cli_err("demo: attention at %" PRId64 " tokens: out of memory", T);
         goto done;
     }
-    cli_rng r;
-    cli_rng_seed(&r, (uint64_t)seed ^ 0x5bd1e995u);
+    uint64_t r = (uint64_t)seed ^ 0x5bd1e995u;
     fill_half(&r, q, nq);
     fill_half(&r, k, nk);
     fill_half(&r, v, nk);
@@ -102,9 +99,9 @@ int cli_demo_attention(cli_device *dev, int64_t T, int64_t nrows, int64_t seed)
            dev->ref ? " on the scalar path" : " fused", HQ, T, D, HKV, T, D, HQ, T, D);
     fflush(stdout);
 
-    double t0 = cli_now();
+    double t0 = rqs_now();
     ropeqk_status st = cli_device_attention(dev, &p, &qt, q, &kt, k, &kt, v, NULL, NULL, &ot, o, &lt, lse);
-    double t = cli_now() - t0;
+    double t = rqs_now() - t0;
     if (st != ROPEQK_SUCCESS) {
         cli_lib_err("demo: attention", st, dev->ctx);
         goto done;
@@ -135,7 +132,7 @@ int cli_demo_attention(cli_device *dev, int64_t T, int64_t nrows, int64_t seed)
         }
     double err = 0.0, lerr = 0.0;
     int64_t mism = 0;
-    t0 = cli_now();
+    t0 = rqs_now();
     st = cli_verify_attention(&p, &qst, qs, &kt, k, &kt, v, rows, NULL, &ost, os, &lst, ls, &err, &lerr, &mism);
     if (st != ROPEQK_SUCCESS) {
         cli_lib_err("demo: attention check: scalar path", st, NULL);
@@ -149,7 +146,7 @@ int cli_demo_attention(cli_device *dev, int64_t T, int64_t nrows, int64_t seed)
         snprintf(which, sizeof which, "%" PRId64 " query rows (first, last, %" PRId64 " at random)", n, n - 2);
     printf("attn check  : %s x %d heads vs the scalar fp64 path: O max error %.3g, LSE max relative error %.3g "
            "(tolerance %g each), row mismatches %" PRId64 " (%.1f s): %s\n",
-           which, HQ, err, lerr, CLI_TOLERANCE, mism, cli_now() - t0, pass ? "PASS" : "FAIL");
+           which, HQ, err, lerr, CLI_TOLERANCE, mism, rqs_now() - t0, pass ? "PASS" : "FAIL");
     rc = pass ? CLI_OK : CLI_CHECK_FAILED;
 done:
     free(q);

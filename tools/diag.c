@@ -1,6 +1,7 @@
 /* Per-device diagnostics of `ropeqk devices`: the kernel configuration the library picks for a
  * device and why, the exact program text and build options (--dump-program), and a test build
  * (--build). What a user runs first on a new machine, and attaches to a driver bug report. */
+#include "atomic_file.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -18,7 +19,7 @@ static int dump_program(const char *dir, int p, int d, const char *options)
         return -1;
     }
     snprintf(path, sizeof path, "%s/%d-%d.cl", dir, p, d);
-    if (cli_write_file_atomic(path, src, len, err, sizeof err) != 0) {
+    if (rqs_write_atomic(path, &(rqs_span){src, len}, 1, err, sizeof err) != 0) {
         cli_err("devices: --dump-program: %s", err);
         return -1;
     }
@@ -26,7 +27,7 @@ static int dump_program(const char *dir, int p, int d, const char *options)
     snprintf(path, sizeof path, "%s/%d-%d.options", dir, p, d);
     char line[1024];
     int n = snprintf(line, sizeof line, "%s\n", options);
-    if (cli_write_file_atomic(path, line, (size_t)n, err, sizeof err) != 0) {
+    if (rqs_write_atomic(path, &(rqs_span){line, (size_t)n}, 1, err, sizeof err) != 0) {
         cli_err("devices: --dump-program: %s", err);
         return -1;
     }

@@ -30,11 +30,8 @@ const char *cli_npy_dtype_str(const npy_array *a)
 int cli_load_tensor(const char *cmd, const char *flag, const char *path, bool bshd, bool bf16, npy_array *a,
                     ropeqk_tensor *t)
 {
-    char err[512];
-    if (npy_load(path, a, err, sizeof err) != 0) {
-        cli_err("%s: %s: %s", cmd, flag, err);
+    if (cli_load_npy(cmd, flag, path, a) != CLI_OK)
         return CLI_RUNTIME;
-    }
     char shp[160];
     cli_shape_str(a, shp, sizeof shp);
     if (bf16 && a->dtype != NPY_U16) {
@@ -76,12 +73,9 @@ int cli_load_tensor(const char *cmd, const char *flag, const char *path, bool bs
 static int load_positions(const char *cmd, const char *flag, const char *path, int64_t n, const char *what,
                           int32_t **out)
 {
-    char err[512];
     npy_array a;
-    if (npy_load(path, &a, err, sizeof err) != 0) {
-        cli_err("%s: %s: %s", cmd, flag, err);
+    if (cli_load_npy(cmd, flag, path, &a) != CLI_OK)
         return CLI_RUNTIME;
-    }
     int rc = CLI_RUNTIME;
     char shp[160];
     cli_shape_str(&a, shp, sizeof shp);
@@ -96,14 +90,7 @@ static int load_positions(const char *cmd, const char *flag, const char *path, i
     } else {
         rc = CLI_OK;
         for (int64_t i = 0; i < n; i++) {
-            int64_t v;
-            if (a.dtype == NPY_I32) {
-                int32_t x;
-                memcpy(&x, (const char *)a.data + 4 * i, 4);
-                v = x;
-            } else {
-                memcpy(&v, (const char *)a.data + 8 * i, 8);
-            }
+            int64_t v = npy_int_at(&a, i);
             if (v < INT32_MIN || v > INT32_MAX) {
                 cli_err("%s: %s: %s: position %" PRId64 " at index %" PRId64 " does not fit int32", cmd, flag, path,
                         v, i);

@@ -77,12 +77,9 @@ static void type_list(unsigned mask, char *buf, size_t len)
 static int load_factors(const char *cmd, const char *flag, const char *path, int64_t want, int64_t R,
                         bool rotary_dim_given, double **out)
 {
-    char err[512];
     npy_array a;
-    if (npy_load(path, &a, err, sizeof err) != 0) {
-        cli_err("%s: %s: %s", cmd, flag, err);
+    if (cli_load_npy(cmd, flag, path, &a) != CLI_OK)
         return CLI_RUNTIME;
-    }
     int rc = CLI_RUNTIME;
     if (a.dtype != NPY_F32 && a.dtype != NPY_F64) {
         cli_err("%s: %s: %s: dtype '%s' is not supported (need '<f4' or '<f8')", cmd, flag, path,
@@ -99,14 +96,7 @@ static int load_factors(const char *cmd, const char *flag, const char *path, int
     } else {
         rc = CLI_OK;
         for (int64_t i = 0; i < want; i++) {
-            double v;
-            if (a.dtype == NPY_F32) {
-                float f;
-                memcpy(&f, (const char *)a.data + 4 * i, 4);
-                v = f;
-            } else {
-                memcpy(&v, (const char *)a.data + 8 * i, 8);
-            }
+            double v = npy_real_at(&a, i);
             if (!(isfinite(v) && v > 0.0)) {
                 cli_err("%s: %s: %s: factor %g at index %" PRId64 " is not a positive finite number", cmd, flag,
                         path, v, i);

@@ -1,5 +1,6 @@
 /* The `scores` subcommand: Q and K from .npy files, scores to a .npy file. */
 #include "qk_inputs.h"
+#include "clock.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -66,9 +67,9 @@ int cmd_scores(int argc, char **argv)
     rc = cli_device_open("scores", a.device, true, &dev);
     if (rc != CLI_OK)
         goto done;
-    double t0 = cli_now();
+    double t0 = rqs_now();
     ropeqk_status st = cli_device_scores(&dev, p, &in.qt, in.qa.data, &in.kt, in.ka.data, in.qpos, in.kpos, &ot, out);
-    double t1 = cli_now();
+    double t1 = rqs_now();
     if (st != ROPEQK_SUCCESS) {
         char what[800];
         snprintf(what, sizeof what, "scores: on %s", dev.name);

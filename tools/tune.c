@@ -2,6 +2,7 @@
  * winners in the per-user cache that contexts load at creation. */
 #include "cli.h"
 #include "ropeqk_vulkan.h"
+#include "clock.h"
 
 #include <string.h>
 
@@ -51,7 +52,7 @@ int cmd_tune(int argc, char **argv)
     ropeqk_tune_params p = {.budget_seconds = budget, .no_write = dry, .progress = progress};
     ropeqk_tuning best;
     char path[4096] = "";
-    double t0 = cli_now();
+    double t0 = rqs_now();
     ropeqk_status st = ropeqk_tune(dev.ctx, &p, &best, path, sizeof path);
     if (st) {
         cli_lib_err("tune", st, dev.ctx);
@@ -60,11 +61,11 @@ int cmd_tune(int argc, char **argv)
     }
     if (ropeqk_vulkan_device(dev.ctx) != VK_NULL_HANDLE)
         printf("best: vk_block=%d vk_tk=%d vk_rows=%d (%.1f s)\n", best.vk_block, best.vk_tk, best.vk_rows,
-               cli_now() - t0);
+               rqs_now() - t0);
     else
         printf("best: tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq,
                best.vk, best.nv, best.wg, best.tile, best.rb, best.tk, best.dkb, best.dwg, best.atq, best.avk, best.awg,
-               cli_now() - t0);
+               rqs_now() - t0);
     if (dry)
         printf("dry run: cache not written\n");
     else

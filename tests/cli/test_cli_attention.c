@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "half.h"
 #include "npy.h"
+#include "rng.h"
 #include "ropeqk.h"
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -21,8 +23,8 @@
 
 TestSuite(attention, .init = setup, .fini = teardown, .timeout = 300);
 
-/* A random 4-D tensor file: values m/64, m in [-128, 128] (exact in f16 and bf16). dt NPY_U16
- * holds bf16 bits. */
+/* A random 4-D tensor file: values m/64, m in [-128, 128] (exact in f16 and bf16, so every dtype
+ * holds the same numbers). dt NPY_U16 holds bf16 bits. */
 static void save_rand(const char *path, npy_dtype dt, int64_t d0, int64_t d1, int64_t d2, int64_t d3, uint32_t seed)
 {
     npy_array a = {.dtype = dt, .ndim = 4, .shape = {d0, d1, d2, d3}};
@@ -30,23 +32,14 @@ static void save_rand(const char *path, npy_dtype dt, int64_t d0, int64_t d1, in
     a.nbytes = n * es;
     unsigned char *b = malloc(a.nbytes);
     cr_assert(b);
-    uint32_t s = seed * 2654435761u + 1u;
+    uint64_t s = seed;
     for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        float f = (float)((int)(s >> 16) % 257 - 128) / 64.0f;
-        uint32_t x;
-        memcpy(&x, &f, 4);
-        uint16_t h;
+        float f = (float)rqs_range(&s, -128, 128) / 64.0f;
         if (dt == NPY_F32) {
             memcpy(b + 4 * i, &f, 4);
             continue;
-        } else if (dt == NPY_U16) {
-            h = (uint16_t)(x >> 16); /* exact: at most 8 significant bits */
-        } else {               /* f16: normal numbers (|f| >= 2^-6) or zero, exact */
-            h = (uint16_t)((x >> 16) & 0x8000u);
-            if (f != 0.0f)
-                h |= (uint16_t)(((((x >> 23) & 0xffu) - 127u + 15u) << 10) | ((x >> 13) & 0x3ffu));
         }
+        uint16_t h = dt == NPY_U16 ? rqs_float_to_bf16(f) : rqs_float_to_half(f); /* both exact here */
         memcpy(b + 2 * i, &h, 2);
     }
     a.data = b;

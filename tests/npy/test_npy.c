@@ -1,4 +1,4 @@
-/* Tests for tools/npy: NumPy-written fixtures, save/load round trips, and the small API pieces.
+/* Tests for support/npy: NumPy-written fixtures, save/load round trips, and the small API pieces.
  * Fixture values are regenerated here; keep them in sync with scripts/gen_npy_fixtures.py.
  * Hostile input is tested in test_npy_malformed.c. */
 #ifndef _POSIX_C_SOURCE
@@ -380,4 +380,26 @@ Test(api, error_buffer_handling)
     cr_assert(is_zeroed(&a));
     npy_free(NULL);
     npy_free(&a);
+}
+
+Test(api, element_access)
+{
+    int32_t i32[2] = {-7, INT32_MAX};
+    int64_t i64[2] = {INT64_MIN, 3};
+    uint16_t u16[2] = {1, 65535};
+    float f32[2] = {0.5f, -2.0f};
+    double f64[2] = {1e300, -0.25};
+    npy_array a = {.ndim = 1, .shape = {2}};
+    a.dtype = NPY_I32, a.data = i32;
+    cr_assert(npy_int_at(&a, 0) == -7 && npy_int_at(&a, 1) == INT32_MAX);
+    a.dtype = NPY_I64, a.data = i64;
+    cr_assert(npy_int_at(&a, 0) == INT64_MIN && npy_int_at(&a, 1) == 3);
+    a.dtype = NPY_U16, a.data = u16;
+    cr_assert(npy_int_at(&a, 1) == 65535);
+    cr_assert(npy_real_at(&a, 1) == 0.0); /* not a float dtype */
+    a.dtype = NPY_F32, a.data = f32;
+    cr_assert(npy_real_at(&a, 0) == 0.5 && npy_real_at(&a, 1) == -2.0);
+    cr_assert(npy_int_at(&a, 0) == 0); /* not an integer dtype */
+    a.dtype = NPY_F64, a.data = f64;
+    cr_assert(npy_real_at(&a, 0) == 1e300 && npy_real_at(&a, 1) == -0.25);
 }

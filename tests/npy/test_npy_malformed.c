@@ -1,4 +1,4 @@
-/* Tests for tools/npy: malformed and hostile input (bad magic, versions, header syntax, dtypes,
+/* Tests for support/npy: malformed and hostile input (bad magic, versions, header syntax, dtypes,
  * dimensions, sizes), plus truncations and byte mutations of a real file. Every failure must give
  * a one-line message naming the file and leave the output zeroed. */
 #include "npy.h"

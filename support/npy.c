@@ -1,14 +1,15 @@
 /* Strict .npy reader/writer: the file format around the header (magic, version, header length,
- * exact data size), loading from memory or a file, and atomic saving. See npy.h for the contract;
- * the header dict itself is parsed in npy_header.c.
+ * exact data size), loading from memory or a file, and saving (whole or not at all: atomic_file.c).
+ * See npy.h for the contract; the header dict itself is parsed in npy_header.c.
  *
  * The reader treats every byte of input as hostile: all lengths are checked against what
  * is actually present before anything is allocated, all arithmetic on header values is
  * overflow-checked, and every failure returns an error instead of aborting. */
 #ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* pread, fsync, O_CLOEXEC */
+#define _POSIX_C_SOURCE 200809L /* pread, O_CLOEXEC */
 #endif
 
+#include "atomic_file.h"
 #include "npy_internal.h"
 
 #include <errno.h>
@@ -251,21 +252,6 @@ int npy_load(const char *path, npy_array *out, char *err, size_t errlen)
 
 /* ---- saving ---------------------------------------------------------------------------- */
 
-static int write_full(int fd, const void *buf, size_t n)
-{
-    const unsigned char *p = buf;
-    while (n) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 /* Header length as NumPy writes it: dict, space padding so the data starts 64-byte aligned, '\n'. */
 static size_t padded_hlen(size_t pre, size_t dict_len)
 {
@@ -310,43 +296,35 @@ int npy_save(const char *path, const npy_array *a, char *err, size_t errlen)
     memset(hdr + pre + dn, ' ', hlen - (size_t)dn - 1);
     hdr[pre + hlen - 1] = '\n';
 
-    size_t tn = strlen(path) + 32;
-    char *tmp = malloc(tn);
-    if (!tmp)
-        return npyi_fail(&e, "out of memory");
-    snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
-    /* O_EXCL: a planted symlink is never followed, and a concurrent save of the same path from
-       another thread of this process fails here instead of renaming our half-written file. An
-       existing temp is therefore never removed: it may not be ours. */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        int saved = errno;
-        npyi_fail(&e, "cannot create temporary file '%s': %s%s", tmp, strerror(saved),
-                  saved == EEXIST ? " (concurrent save of the same path, or a stale temp file)" : "");
-        free(tmp);
-        return -1;
+    /* the header, then the data, through a temporary file (never a partial .npy at path) */
+    rqs_span parts[2] = {{hdr, pre + hlen}, {a->data, nbytes}};
+    return rqs_write_atomic(path, parts, 2, err, errlen);
+}
+
+int64_t npy_int_at(const npy_array *a, int64_t i)
+{
+    const unsigned char *p = (const unsigned char *)a->data + (size_t)i * npy_dtype_size(a->dtype);
+    int32_t i32;
+    int64_t i64;
+    uint16_t u16;
+    switch (a->dtype) { /* memcpy: the data of an array loaded from memory need not be aligned */
+    case NPY_I32: memcpy(&i32, p, 4); return i32;
+    case NPY_I64: memcpy(&i64, p, 8); return i64;
+    case NPY_U16: memcpy(&u16, p, 2); return u16;
+    default: return 0;
     }
-    const char *what = NULL;
-    errno = 0;
-    if (write_full(fd, hdr, pre + hlen) || write_full(fd, a->data, nbytes))
-        what = "write";
-    else if (fsync(fd) != 0) /* so a crash after the rename cannot expose an empty file */
-        what = "fsync";
-    int saved = errno;
-    if (close(fd) != 0 && !what) {
-        what = "close";
-        saved = errno;
+}
+
+double npy_real_at(const npy_array *a, int64_t i)
+{
+    const unsigned char *p = (const unsigned char *)a->data + (size_t)i * npy_dtype_size(a->dtype);
+    float f;
+    double d;
+    switch (a->dtype) {
+    case NPY_F32: memcpy(&f, p, 4); return f;
+    case NPY_F64: memcpy(&d, p, 8); return d;
+    default: return 0.0;
     }
-    if (!what && rename(tmp, path) != 0) {
-        what = "rename";
-        saved = errno;
-    }
-    if (what) {
-        unlink(tmp);
-        npyi_fail(&e, "%s failed: %s", what, saved ? strerror(saved) : "short write");
-    }
-    free(tmp);
-    return what ? -1 : 0;
 }
 
 void npy_free(npy_array *a)

@@ -1,5 +1,6 @@
-/* A 5x7 bitmap font (plus two descender rows) for the PNG plot's labels, classic LCD-style shapes. */
-#include "plot.h"
+/* A 5x7 bitmap font (plus two descender rows) for the labels of the raster canvas (canvas_raster.c),
+ * classic LCD-style shapes: no font files or font library to depend on. */
+#include "canvas.h"
 
 typedef struct {
     char c;
@@ -94,7 +95,7 @@ static const glyph font[] = {
     {'|', {0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04}},
 };
 
-const uint8_t *plot_glyph(char c)
+const uint8_t *rqs_glyph(char c)
 {
     const uint8_t *unknown = NULL;
     for (size_t i = 0; i < sizeof font / sizeof font[0]; i++) {

@@ -35,6 +35,11 @@ const char *npy_dtype_descr(npy_dtype t);
    a dimension is negative, or the product overflows int64. */
 int64_t npy_numel(const npy_array *a);
 
+/* Element i (C order; 0 <= i < npy_numel(a)) of an integer array (i32, i64, u16) as int64, or of a
+   float array (f32, f64) as double; 0 for another dtype. Unaligned data is fine. */
+int64_t npy_int_at(const npy_array *a, int64_t i);
+double npy_real_at(const npy_array *a, int64_t i);
+
 /* All return 0 on success, non-zero on error with a one-line message in err (if err != NULL)
    that names the file (or "<memory>") and what is wrong, e.g.
    "q.npy: unsupported dtype '>f4' (big-endian)". On error *out is left zeroed and nothing leaks. */
