@@ -26,7 +26,9 @@
 #include "impls.h"
 #include "paged.h"
 #include "scores_bench.h"
+#if RQ_HAVE_VULKAN
 #include "vk_bench.h"
+#endif
 
 #include "clock.h"
 #include "plot.h"
@@ -219,6 +221,12 @@ int main(int argc, char **argv)
     int err = benv_open(&e, cl_spec, why, sizeof why, &what);
     t_cl = (rqs_now() - t_cl) * 1e3;
     if (o.vulkan) { /* without OpenCL, the Vulkan rows still run: e.rq stays NULL */
+#if !RQ_HAVE_VULKAN
+        (void)vk_spec;
+        fprintf(stderr, "ropeqk-bench: --vulkan: this build has no Vulkan backend (meson -Dvulkan)\n");
+        benv_close(&e);
+        return 2;
+#else
         FILE *vf = o.csv ? fopen(o.csv, "w") : NULL;
         if (o.csv && !vf)
             return bench_fail("opening the CSV file", errno);
@@ -227,6 +235,7 @@ int main(int argc, char **argv)
             fclose(vf);
         benv_close(&e);
         return rc;
+#endif
     }
     if (err)
         return bench_fail(what, err);

@@ -24,7 +24,10 @@
 #include <stdio.h>
 
 #include "npy.h"
+#include "ropeqk.h"
+#if RQ_HAVE_OPENCL
 #include "ropeqk_opencl.h"
+#endif
 
 /* ---- exit codes ----------------------------------------------------------------------------- */
 enum {
@@ -102,9 +105,19 @@ typedef struct {
 #define CLI_DEVICE_HELP "P:D (opencl:P:D), vulkan[:N], name substring, or ref = scalar C path (default: $ROPEQK_DEVICE, else first OpenCL)"
 
 int cmd_devices(int argc, char **argv);
+/* devices_vulkan.c (Vulkan builds): lists the Vulkan devices; returns how many. */
+unsigned cli_list_vulkan(void);
+#if RQ_HAVE_OPENCL
+/* devices_opencl.c: lists the OpenCL platforms and devices and the default one, with diag.c's
+ * per-device lines (dump_dir, build as cli_device_diag); nvk Vulkan devices were listed already (no
+ * OpenCL platform is then not an error). A CLI_* status. */
+int cli_list_opencl(const char *dump_dir, bool build, unsigned nvk);
+/* The CLI's name of an OpenCL context's device, "P:D <name> (<platform>)"; false for other backends. */
+bool cli_opencl_name(const ropeqk_ctx *ctx, char *buf, size_t len);
 /* diag.c: prints device P:D's profile (and why) and build options; with dump_dir writes its program
  * text and options there; with build, test-builds it. 0 on success, -1 after printing a failure. */
 int cli_device_diag(int p, int d, const char *dump_dir, bool build);
+#endif
 /* Opens the device named by spec (NULL: $ROPEQK_DEVICE, else the first; "ref": the scalar path).
  * Returns CLI_OK, or CLI_RUNTIME after printing why; with allow_ref false, "ref" is a usage error
  * (CLI_USAGE). */
@@ -121,8 +134,6 @@ ropeqk_status cli_device_attention(cli_device *dev, const ropeqk_params *p, cons
                                    const ropeqk_tensor *k, const void *kd, const ropeqk_tensor *v, const void *vd,
                                    const int32_t *qpos, const int32_t *kpos, const ropeqk_tensor *out, float *outd,
                                    const ropeqk_tensor *lse, float *lsed);
-/* True when no OpenCL platform exists (the ICD loader finds none). */
-bool cli_no_platform(void);
 
 /* ---- verify.c ------------------------------------------------------------------------------- */
 /* Runs the scalar path (fp64) on all of Q/K and compares with `s` by ropeqk_max_error, split into

@@ -21,6 +21,7 @@ typedef struct {
     int64_t tokens, runs, seed, attn_tokens, check_rows;
 } demo_args;
 
+#if RQ_HAVE_OPENCL
 /* Median wall time of `runs` device-resident calls (ropeqk_opencl_enqueue, no host transfers). */
 static ropeqk_status time_resident(cli_device *dev, const ropeqk_params *p, const ropeqk_tensor *qt, const float *q,
                                    const ropeqk_tensor *kt, const float *k, const ropeqk_tensor *ot, int64_t runs,
@@ -63,6 +64,7 @@ static ropeqk_status time_resident(cli_device *dev, const ropeqk_params *p, cons
         clReleaseMemObject(om);
     return st;
 }
+#endif
 
 /* Mean score against relative distance i - j for all-ones q and k (score depends on i - j only),
  * on the same device: RoPE's long-range decay. */
@@ -250,8 +252,12 @@ int cmd_demo(int argc, char **argv)
     double t_warm = rqs_median(t, (size_t)a.runs);
     free(t);
     double t_res = 0.0;
-    if (st == ROPEQK_SUCCESS && !dev.ref)
+    bool resident = false; /* device-resident timing: OpenCL contexts */
+#if RQ_HAVE_OPENCL
+    resident = !dev.ref && ropeqk_opencl_context(dev.ctx) != NULL;
+    if (st == ROPEQK_SUCCESS && resident)
         st = time_resident(&dev, &p, &qt, q, &kt, k, &ot, a.runs, &t_res);
+#endif
     if (st != ROPEQK_SUCCESS) {
         cli_lib_err("demo: timed runs", st, dev.ctx);
         rc = CLI_RUNTIME;
@@ -259,7 +265,7 @@ int cmd_demo(int argc, char **argv)
     }
     printf("warm call   : %.1f ms median of %" PRId64 " (host in/out included), %.1f GFLOP/s\n", 1e3 * t_warm, a.runs,
            flop / t_warm * 1e-9);
-    if (!dev.ref)
+    if (resident)
         printf("on device   : %.1f ms median of %" PRId64 " (data resident, ropeqk_opencl_enqueue), %.1f GFLOP/s\n",
                1e3 * t_res, a.runs, flop / t_res * 1e-9);
     printf("              (GFLOP/s = 2*B*Hq*Sq*Sk*D / time, masked half included)\n");
