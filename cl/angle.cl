@@ -28,4 +28,7 @@
         t = RQ_RED2(t) + (RQ_RED2(ae) + RQ_RED2(be) + ce + pl * vy + ph * vz);                     \
         return RQ_RED2(t);                                                                         \
     }
-RQ_DEFINE_HALF_TURNS(rq_half_turns16, float16)
+/* Instances: rq_half_turns16 (16 lanes: rope.cl's vector form, scores.cl's CPU decode kernels) and
+ * rq_half_turns1 (one lane: rope.cl's GPU form, decode_gpu.cl, paged.cl), each defined by the first
+ * file of the program that needs it, under #ifndef RQ_HALF_TURNS16 / RQ_HALF_TURNS1 (an unused
+ * static function is a warning, and the clc test makes warnings errors). */

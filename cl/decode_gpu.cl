@@ -25,7 +25,7 @@
 #include "angle.cl"
 #include "load.cl"
 
-/* one angle per work-item; also defined by decode_gpu.cl / paged.cl, whichever comes first in the
+/* one angle per work-item; also defined by rope.cl (GPU form), decode_gpu.cl and paged.cl, whichever comes first in the
  * program (both may be in it, or either alone) */
 #ifndef RQ_HALF_TURNS1
 #define RQ_HALF_TURNS1

@@ -42,7 +42,7 @@
 #include "load.cl"
 #include "scores.cl" /* rq_rot_vectors, the 16-lane permutes and row loads of the decode kernel */
 
-/* one angle per work-item; also defined by decode_gpu.cl / paged.cl, whichever comes first in the
+/* one angle per work-item; also defined by rope.cl (GPU form), decode_gpu.cl and paged.cl, whichever comes first in the
  * program (both may be in it, or either alone) */
 #ifndef RQ_HALF_TURNS1
 #define RQ_HALF_TURNS1
@@ -81,21 +81,6 @@ static inline void rq_paged_group(int gi, int Hkv, int G, int kvpg, int ngc, int
     }
 }
 
-static inline float rq_hmax16(float16 v)
-{
-    float8 a = fmax(v.lo, v.hi);
-    float4 b = fmax(a.lo, a.hi);
-    float2 c = fmax(b.lo, b.hi);
-    return fmax(c.x, c.y);
-}
-
-static inline float rq_hsum16(float16 v)
-{
-    float8 a = v.lo + v.hi;
-    float4 b = a.lo + a.hi;
-    float2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
 
 /* Software prefetch of a row's cache lines: pocl only (RQ_POCL_EXT, see scores.cl); elsewhere the
  * loop that would issue them is compiled out (RQ_PAGED_PF 0). */
@@ -115,7 +100,25 @@ static inline float rq_hsum16(float16 v)
  * 16 frequencies at a time, in lane form) are made once and applied to the key's row in every KV head
  * of the task; each (key, query head) dot product is one float16 of products, summed by halving. The
  * block's 16 scores of a head then form one float16 across keys for the softmax.
- * Host preconditions: D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD (else the host runs the GPU shape). */
+ * Host preconditions: D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD (else the host runs the GPU shape).
+ * CPU profile only (program.cl: RQ_CPU_KERNELS). */
+#if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS
+static inline float rq_hmax16(float16 v)
+{
+    float8 a = fmax(v.lo, v.hi);
+    float4 b = fmax(a.lo, a.hi);
+    float2 c = fmax(b.lo, b.hi);
+    return fmax(c.x, c.y);
+}
+
+static inline float rq_hsum16(float16 v)
+{
+    float8 a = v.lo + v.hi;
+    float4 b = a.lo + a.hi;
+    float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global const int *meta,
                     __global const float4 *vfreq, __global const float *qr, __global float *part, rq_paged_args a)
@@ -320,6 +323,7 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
             part[a.ml_off + 2 * row + 1] = l[y * ng + g];
         }
 }
+#endif
 
 /* ---- pass 1, GPU shape --------------------------------------------------------------------------- */
 __kernel __attribute__((reqd_work_group_size(RQ_PWG, 1, 1)))
@@ -329,6 +333,7 @@ void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc, __global
     __local float red[RQ_PGH][RQ_PWG]; /* the tile's scores, then their max (tree) */
     __local float pt[RQ_PGH][RQ_PWG];  /* e^(S - m) of the tile */
     __local long vrow[RQ_PWG];         /* byte offset of each tile key's V row (head included) */
+    __local float ml[2][RQ_PGH];       /* running max and sum of each query head (work-item 0's) */
     const int lid = get_local_id(0), sp = get_group_id(0);
     const int gd = get_global_id(1), s = get_global_id(2);
     const int gi = gd / a.ndvc, dvc = gd % a.ndvc;
@@ -348,10 +353,17 @@ void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc, __global
     const long hk_k = (long)hk0 * a.knb1, hk_v = (long)hk0 * a.vnb1;
     __global const float *q = qr + ((long)s * Hq + (long)hk0 * G + g0) * D;
     const int dv0 = dvc * RQ_PWG * RQ_PVT + lid;
-    float m[RQ_PGH], l[RQ_PGH], acc[RQ_PGH][RQ_PVT];
+    /* The running max and sum live in local memory, written by work-item 0 only: in registers
+     * they were 16 more for every work-item over the whole kernel (tests/gpucc) */
+    float acc[RQ_PGH][RQ_PVT];
+    if (lid == 0)
+        for (int g = 0; g < RQ_PGH; g++) {
+            ml[0][g] = -INFINITY;
+            ml[1][g] = 0.0f;
+        }
+#pragma unroll
     for (int g = 0; g < RQ_PGH; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
+#pragma unroll
         for (int i = 0; i < RQ_PVT; i++)
             acc[g][i] = 0.0f;
     }
@@ -401,47 +413,60 @@ void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc, __global
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        float alpha[RQ_PGH], psum[RQ_PGH];
+        /* Every index into acc is a constant (the loops over g and i are unrolled), so it stays in
+         * registers: with the V loop outside the loop over keys, acc was indexed at run time and
+         * lived on the stack (192 bytes on sm_90, tests/gpucc). */
+#pragma unroll
         for (int g = 0; g < RQ_PGH; g++) {
-            float mn = fmax(m[g], red[g][0]);
+            float mo = ml[0][g], mn = fmax(mo, red[g][0]);
             bool none = mn == -INFINITY; /* nothing unmasked yet */
-            alpha[g] = none ? 1.0f : exp(m[g] - mn);
+            float alpha = none ? 1.0f : exp(mo - mn);
             pt[g][lid] = none || msk ? 0.0f : exp(sg[g] - mn);
-            m[g] = mn;
-            psum[g] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < RQ_PVT; i++)
+                acc[g][i] *= alpha;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int i = 0; i < RQ_PVT; i++) {
-            int dv = dv0 + i * RQ_PWG;
-            for (int g = 0; g < RQ_PGH; g++)
-                acc[g][i] *= alpha[g];
-            if (dv < Dv)
-                for (int tt = 0; tt < nt; tt++) {
-                    float v = rq_load_dt(vc, vrow[tt] + (long)dv * esv, vdt);
-                    for (int g = 0; g < RQ_PGH; g++) {
-                        float pv = pt[g][tt];
-                        acc[g][i] = fma(pv, v, acc[g][i]);
-                        if (i == 0)
-                            psum[g] += pv; /* work-item 0 always has dv < Dv here */
-                    }
-                }
+        barrier(CLK_LOCAL_MEM_FENCE); /* pt written, ml read by every work-item */
+        for (int tt = 0; tt < nt; tt++) { /* per (g, i), the same chain of fma over the keys as before */
+            float v[RQ_PVT]; /* dims past Dv: 0, never stored */
+#pragma unroll
+            for (int i = 0; i < RQ_PVT; i++) {
+                int dv = dv0 + i * RQ_PWG;
+                v[i] = dv < Dv ? rq_load_dt(vc, vrow[tt] + (long)dv * esv, vdt) : 0.0f;
+            }
+#pragma unroll
+            for (int g = 0; g < RQ_PGH; g++) {
+                float pv = pt[g][tt];
+#pragma unroll
+                for (int i = 0; i < RQ_PVT; i++)
+                    acc[g][i] = fma(pv, v[i], acc[g][i]);
+            }
         }
-        for (int g = 0; g < RQ_PGH; g++)
-            l[g] = l[g] * alpha[g] + psum[g];
+        if (lid == 0) /* the running max and sum, with the same alpha as above */
+            for (int g = 0; g < RQ_PGH; g++) {
+                float mo = ml[0][g], mn = fmax(mo, red[g][0]), psum = 0.0f;
+                float alpha = mn == -INFINITY ? 1.0f : exp(mo - mn);
+                for (int tt = 0; tt < nt; tt++)
+                    psum += pt[g][tt];
+                ml[1][g] = ml[1][g] * alpha + psum;
+                ml[0][g] = mn;
+            }
         barrier(CLK_LOCAL_MEM_FENCE); /* before the next tile rewrites red, pt and vrow */
     }
     long row0 = ((long)s * Hq + (long)hk0 * G + g0) * a.nsplit + sp;
+#pragma unroll
     for (int g = 0; g < RQ_PGH; g++) {
         if (g < ng) {
             long row = row0 + (long)g * a.nsplit;
+#pragma unroll
             for (int i = 0; i < RQ_PVT; i++) {
                 int dv = dv0 + i * RQ_PWG;
                 if (dv < Dv)
                     part[row * Dv + dv] = acc[g][i];
             }
             if (lid == 0 && dvc == 0) {
-                part[a.ml_off + 2 * row] = m[g];
-                part[a.ml_off + 2 * row + 1] = l[g];
+                part[a.ml_off + 2 * row] = ml[0][g];
+                part[a.ml_off + 2 * row + 1] = ml[1][g];
             }
         }
     }

@@ -203,6 +203,23 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
      * cblas 0.54-0.76x before, 0.61-1.17x after, interleaved runs: no loss beyond the noise). The
      * accumulators are copied out once with constant indices, so they stay in registers in the d
      * loop above. */
+    /* On the GPU profile (no Kt panels) the epilogue's loops are unrolled: res and the lane
+     * arrays are then indexed by constants and stay in registers (a loop indexed them at run time,
+     * on the stack: 16-368 bytes on sm_90 for TQ 2/8 and VK 4/16, tests/gpucc). */
+#if RQ_KP == 0
+#define RQ_EPI_UNROLL _Pragma("unroll")
+/* and the lanes of a vector are named, not stored to a private array and indexed */
+#if RQ_VK == 4
+#define RQ_LANES(F) F(0, s0) F(1, s1) F(2, s2) F(3, s3)
+#elif RQ_VK == 8
+#define RQ_LANES(F) F(0, s0) F(1, s1) F(2, s2) F(3, s3) F(4, s4) F(5, s5) F(6, s6) F(7, s7)
+#elif RQ_VK == 16
+#define RQ_LANES(F) F(0, s0) F(1, s1) F(2, s2) F(3, s3) F(4, s4) F(5, s5) F(6, s6) F(7, s7) \
+    F(8, s8) F(9, s9) F(10, sA) F(11, sB) F(12, sC) F(13, sD) F(14, sE) F(15, sF)
+#endif
+#else
+#define RQ_EPI_UNROLL
+#endif
     if (!direct) {
 #pragma unroll
         for (int r = 0; r < RQ_TQ; r++) {
@@ -212,13 +229,17 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #endif
         }
     }
-    for (int v = 0; v < RQ_NV; v++) {
+    RQ_EPI_UNROLL for (int v = 0; v < RQ_NV; v++) {
         int jv = j0 + v * RQ_VK;
         if (jv >= Sk)
             break;
         /* key positions of the vector; lanes past Sk repeat the last key (their results are not stored) */
         RQ_IT pj;
         if (use_kpos) {
+#if RQ_VK > 1 && defined(RQ_LANES)
+#define RQ_PJ_LANE(l, c) pj.c = kpos[kpos_off + min(jv + (l), Sk - 1)];
+            RQ_LANES(RQ_PJ_LANE)
+#else
             int t[RQ_VK > 1 ? RQ_VK : 1];
             for (int l = 0; l < RQ_VK; l++)
                 t[l] = kpos[kpos_off + min(jv + l, Sk - 1)];
@@ -227,11 +248,12 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #else
             pj = RQ_CAT(vload, RQ_VK)(0, t);
 #endif
+#endif
         } else {
             pj = (RQ_IT)(k_base + jv) + RQ_IOTA;
         }
         bool vec_store = jv + RQ_VK <= Sk && onb3 == (long)sizeof(float);
-        for (int r = 0; r < RQ_TQ && m0 + r < M; r++) {
+        RQ_EPI_UNROLL for (int r = 0; r < RQ_TQ && m0 + r < M; r++) {
             int m = m0 + r;
             int g = m / Sq, i = m - g * Sq;
             int pi = use_qpos ? qpos[qpos_off + i] : q_base + i;
@@ -246,6 +268,12 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
             if (vec_store) {
                 RQ_OSTORE(x, (__global float *)(out + o));
             } else {
+#if RQ_VK > 1 && defined(RQ_LANES)
+#define RQ_ST_LANE(l, c)                                                                           \
+    if (jv + (l) < Sk)                                                                             \
+        *(__global float *)(out + o + (long)(l) * onb3) = x.c;
+                RQ_LANES(RQ_ST_LANE)
+#else
                 float t[RQ_VK > 1 ? RQ_VK : 1];
 #if RQ_VK == 1
                 t[0] = x;
@@ -254,6 +282,7 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #endif
                 for (int l = 0; l < RQ_VK && jv + l < Sk; l++)
                     *(__global float *)(out + o + (long)l * onb3) = t[l];
+#endif
             }
         }
     }
@@ -316,6 +345,13 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #define RQ_HI2(x) RQ_SH1(x, RQ_IDX16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15))
 #define RQ_SWAP2(x) RQ_SH1(x, RQ_IDX16(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14))
 
+/* The CPU decode kernels' helpers (paged_attn_cpu's too): CPU-profile programs only. */
+#if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS
+#ifndef RQ_HALF_TURNS16
+#define RQ_HALF_TURNS16
+RQ_DEFINE_HALF_TURNS(rq_half_turns16, float16)
+#endif
+
 /* cos and sin (times mul) of one position at 16 frequencies (angle.cl's accurate angle). */
 static inline void rq_cossin16(int p, float16 vx, float16 vy, float16 vz, float mul, float16 *c, float16 *s)
 {
@@ -365,6 +401,7 @@ static inline float16 rq_sum16x16(const float16 *v)
     return RQ_SHUF(c[0], c[1], RQ_IDX16(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)) +
            RQ_SHUF(c[0], c[1], RQ_IDX16(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));
 }
+#endif
 
 /* Chunk c (16 elements) of a row of each storage type, as f32. On pocl, f32 is a direct 64-byte load
  * through a 4-byte-aligned type (pocl builds vload16 from two 32-byte halves); lowering a vector
@@ -496,6 +533,9 @@ void NAME(__global const uchar *k, __global const int *kpos, __global const floa
     }                                                                                              \
 }
 
+/* CPU profile only (program.cl: RQ_CPU_KERNELS); its helpers above serve paged.cl too */
+#if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS
 RQ_DECODE_KERNEL(qk_decode_f32, RQ_LD16_F32, 4)
 RQ_DECODE_KERNEL(qk_decode_f16, RQ_LD16_F16, 2)
 RQ_DECODE_KERNEL(qk_decode_bf16, RQ_LD16_BF16, 2)
+#endif

@@ -11,6 +11,10 @@ packages=(
   pocl-opencl-icd clinfo                        # a CPU OpenCL device (CI, laptops without a GPU)
   libcriterion-dev                              # tests
   clang                                         # strict OpenCL C check of the kernels (tests/clc)
+  clang-15 llvm-15 libclc-15                    # GPU compilers' check (tests/gpucc): NVIDIA PTX (+ ptxas
+  rocm-device-libs intel-opencl-icd             # of the CUDA toolkit, where present), AMD gfx90a/gfx1030,
+                                                # Intel dg2 (ocloc)
+  oclgrind                                      # GPU-profile kernels under a simulator (data races, tests/gpucc)
   libclblast-dev libopenblas-dev                # benchmark baselines
   libpng-dev                                    # PNG plots
   libcjson-dev                                  # Hugging Face config.json reader
@@ -18,6 +22,18 @@ packages=(
   mesa-vulkan-drivers vulkan-validationlayers   # lavapipe (a CPU Vulkan device) and the validation layer
 )
 scripts/install-missing.sh "${packages[@]}"
+
+# intel-opencl-icd is here for its offline compiler (ocloc, which needs no ICD file). Its OpenCL
+# runtime, registered by /etc/OpenCL/vendors/intel.icd, crashes the sanitizer suite on a machine
+# without an Intel GPU, so the ICD file is diverted out of the vendors directory (dpkg-divert: a
+# package upgrade installs it at the diverted name too). Set ROPEQK_KEEP_INTEL_ICD=1 to keep it.
+intel_icd=/etc/OpenCL/vendors/intel.icd
+if [ -z "${ROPEQK_KEEP_INTEL_ICD:-}" ] && ! dpkg-divert --list "$intel_icd" | grep -q .; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo dpkg-divert --local --rename --divert /etc/OpenCL/intel.icd.disabled-by-ropeqk --add "$intel_icd" >/dev/null
+  echo "moved $intel_icd aside (/etc/OpenCL/intel.icd.disabled-by-ropeqk): Intel's OpenCL runtime is not used"
+fi
 
 if [ ! -f build/build.ninja ]; then
   meson setup build "$@"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs
 #   1. the test suite on the default OpenCL device (pocl on a machine without a GPU), including the
-#      strict-compiler check of the OpenCL program (tests/clc);
+#      strict-compiler check of the OpenCL program (tests/clc) and suite gpucc (tests/gpucc: the
+#      GPU drivers' compilers with per-kernel budgets, and the GPU-profile kernels under oclgrind);
 #   2. the same suite again with ROPEQK_PROFILE=gpu: the GPU kernel configuration (work-group
-#      shapes, vector widths, no CPU decode kernel) checked against fp64 on the CPU device;
+#      shapes, vector widths, no CPU decode kernel) checked against fp64 on the CPU device (less
+#      suite gpucc, which sets its profiles itself: the same result twice);
 #   3. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer runs
 #      after every test; pocl's own allocations are suppressed by tests/lsan.supp);
 #   4. short libFuzzer runs of the .npy parser and the API's argument validation (scripts/fuzz.sh),
@@ -14,7 +16,7 @@ scripts/setup.sh
 meson test -C build --print-errorlogs
 
 echo "== the same suite under the GPU profile (ROPEQK_PROFILE=gpu) =="
-ROPEQK_PROFILE=gpu meson test -C build --print-errorlogs
+ROPEQK_PROFILE=gpu meson test -C build --print-errorlogs --no-suite gpucc
 
 echo "== sanitizer build (address, undefined) =="
 if [ ! -f build-asan/build.ninja ]; then
