@@ -248,7 +248,7 @@ Test(attn_ref, equals_softmax_of_scores_ref_times_v_random_sweep)
     int64_t masked_rows = 0, open_rows = 0, n_pos = 0, n_scaled = 0, n_gqa = 0, n_dv = 0, n_half = 0, n_win = 0;
     for (int c = 0; c < N; c++) {
         uint64_t rng = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(c + 1));
-#define R(n) ((int64_t)(th_rand(&rng) % (uint64_t)(n)))
+#define R(n) ((int64_t)(rqs_rand(&rng) % (uint64_t)(n)))
         int64_t B = 1 + R(2), Hkv = 1 + R(2), G = 1 + R(3), Hq = Hkv * G, Sq = 1 + R(6), Sk = 1 + R(9);
         int64_t D = 2 * (1 + R(8)), Dv = 1 + R(7);
         ropeqk_params p;

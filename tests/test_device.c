@@ -1,6 +1,9 @@
 /* Device path: named edge cases, the enqueue API with offsets/events/borrowed objects, and the
  * status of every invalid argument (with the output left untouched). */
 #include "harness.h"
+#if RQS_HAVE_OPENCL
+#include "ropeqk_opencl.h"
+#endif
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -123,6 +126,7 @@ Test(device, second_call_reuses_the_program)
     cr_expect_eq(a.max_err, b.max_err);
 }
 
+#if RQS_HAVE_OPENCL
 /* ---- the enqueue API with device buffers, offsets, positions and events -------------------- */
 
 typedef struct {
@@ -162,12 +166,12 @@ static void free_dev(dev_setup *s)
 
 Test(device, enqueue_with_offsets_positions_and_events)
 {
-    TH_SKIP_ON_VULKAN(ctx);
+    TH_SKIP_ON_VULKAN(ctx, "ropeqk_opencl_enqueue with cl_event wait lists");
     float qd[80], kd[48];
     int32_t qp[5] = {900, 3, 77, 5, 1 << 20}, kp[6] = {0, 5, 77, 1 << 20, 2, 901};
     uint64_t rng = 11;
-    for (int i = 0; i < 80; i++) qd[i] = (float)th_uniform(&rng);
-    for (int i = 0; i < 48; i++) kd[i] = (float)th_uniform(&rng);
+    for (int i = 0; i < 80; i++) qd[i] = (float)rqs_uniform(&rng);
+    for (int i = 0; i < 48; i++) kd[i] = (float)rqs_uniform(&rng);
     dev_setup s;
     make_dev(&s, ropeqk_opencl_context(ctx), qd, kd, qp, kp);
     ropeqk_params p;
@@ -202,7 +206,7 @@ Test(device, enqueue_with_offsets_positions_and_events)
 
 Test(device, borrowed_context_and_queue_survive_destroy)
 {
-    TH_SKIP_ON_VULKAN(ctx);
+    TH_SKIP_ON_VULKAN(ctx, "a borrowed cl_context and queue (test_vulkan.c borrows Vulkan objects)");
     cl_platform_id pl;
     cl_device_id dev;
     cr_assert_eq(ropeqk_opencl_select_device(NULL, &pl, &dev, NULL, 0), ROPEQK_SUCCESS);
@@ -253,7 +257,7 @@ Test(device, device_spec_selection)
 
 Test(device, build_failure_returns_status_and_log)
 {
-    TH_SKIP_ON_VULKAN(ctx);
+    TH_SKIP_ON_VULKAN(ctx, "OpenCL program build failures (ROPEQK_BUILD_OPTIONS)");
     setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
     ropeqk_ctx *x = NULL;
     cr_assert_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_SUCCESS);
@@ -268,6 +272,8 @@ Test(device, build_failure_returns_status_and_log)
     ropeqk_ctx_destroy(x);
 }
 
+#endif
+
 /* ---- device limits: scratch past CL_DEVICE_MAX_MEM_ALLOC_SIZE is split, not refused ------- */
 
 static ropeqk_ctx *small_ctx(const char *limit)
@@ -281,7 +287,7 @@ static ropeqk_ctx *small_ctx(const char *limit)
 
 Test(device, huge_requests_are_split_to_fit_the_allocation_limit)
 {
-    TH_SKIP_ON_VULKAN(ctx);
+    TH_SKIP_ON_VULKAN(ctx, "the split of requests past CL_DEVICE_MAX_MEM_ALLOC_SIZE (ROPEQK_MAX_ALLOC)");
     ropeqk_ctx *x = small_ctx("16384"); /* 4096 floats of scratch at most */
     th_case c = base_case();
     c.Sq = 127; c.Sk = 512; c.D = 64; c.Hq = 4; c.Hkv = 2; c.p.causal = 1;
