@@ -12,6 +12,7 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,84 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
         return NULL;
     }
     return ctx;
+}
+
+typedef struct {
+    ropeqk_ctx *ctx;
+    rqs_devbuf *out;
+    int iters;
+    th_loop_fn run;
+    void *user;
+    ropeqk_status st;
+    char why[256];
+} loop_arg;
+
+static void *loop_thread(void *v)
+{
+    loop_arg *a = v;
+    rqs_stream *s = NULL;
+    a->st = rqs_stream_create(a->ctx, &s);
+    if (!a->st)
+        a->st = a->run(s, a->out, a->iters, a->user);
+    if (a->st)
+        snprintf(a->why, sizeof a->why, "%s %s", ropeqk_last_error(), rqs_devbuf_error());
+    rqs_stream_destroy(s);
+    return NULL;
+}
+
+void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int iters, th_loop_fn run, void *user)
+{
+    unsigned char *expect = malloc(out_bytes), *got = malloc(out_bytes);
+    cr_assert(expect && got);
+    loop_arg one = {.ctx = ctx, .iters = 1, .run = run, .user = user};
+    cr_assert_eq(rqs_devbuf_create(ctx, out_bytes, NULL, true, &one.out), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+    loop_thread(&one);
+    cr_assert_eq(one.st, ROPEQK_SUCCESS, "a lone run: %s: %s", ropeqk_status_string(one.st), one.why);
+    cr_assert_eq(rqs_devbuf_read(one.out, expect), ROPEQK_SUCCESS);
+    pthread_t th[4];
+    loop_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (loop_arg){.ctx = ctx, .iters = iters, .run = run, .user = user};
+        cr_assert_eq(rqs_devbuf_create(ctx, out_bytes, NULL, true, &args[i].out), ROPEQK_SUCCESS);
+        cr_assert_eq(pthread_create(&th[i], NULL, loop_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        cr_expect_eq(args[i].st, ROPEQK_SUCCESS, "thread %d: %s: %s", i, ropeqk_status_string(args[i].st),
+                     args[i].why);
+        cr_assert_eq(rqs_devbuf_read(args[i].out, got), ROPEQK_SUCCESS);
+        cr_expect(memcmp(got, expect, out_bytes) == 0, "thread %d: last result differs from a lone run", i);
+        bool intact = false;
+        cr_expect(rqs_devbuf_check(args[i].out, NULL, &intact) == ROPEQK_SUCCESS && intact,
+                  "thread %d: a canary around the output changed", i);
+        rqs_devbuf_free(args[i].out);
+    }
+    rqs_devbuf_free(one.out);
+    free(expect);
+    free(got);
+}
+
+ropeqk_ctx *th_ctx_tuned(const ropeqk_tuning *t)
+{
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    if (t)
+        cp.tuning = *t;
+    ropeqk_ctx *x = NULL;
+    ropeqk_status st = ropeqk_ctx_create(&cp, &x);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "ropeqk_ctx_create: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
+    return x;
+}
+
+th_case th_case_small(void)
+{
+    th_case c;
+    memset(&c, 0, sizeof c);
+    c.B = 1, c.Hq = 2, c.Hkv = 1, c.Sq = 6, c.Sk = 5, c.D = 8;
+    ropeqk_default_params(&c.p);
+    c.dtype = ROPEQK_F32;
+    return c;
 }
 
 ropeqk_ctx *th_ctx;

@@ -53,10 +53,19 @@ typedef struct {
     int64_t masked;  /* -inf entries in the reference */
 } th_result;
 
+/* A small case: B 1, Hq 2, Hkv 1, Sq 6, Sk 5, D 8, f32, default parameters. */
+th_case th_case_small(void);
 /* Runs a case on the device and on the scalar path, compares with the metric of docs/conventions.md. */
 th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed);
 /* One line describing a case, for failure messages. */
 void th_describe(const th_case *c, char *buf, size_t len);
+
+/* One plan run from four threads at once, each on a stream and an output buffer of its own
+ * (support/devbuf.h), against a lone run: run(stream, out, iters, user) runs the plan iters times
+ * into out, the full problem last; every thread's status must be success, its output bitwise equal
+ * to the lone run's (iters 1) and the canaries around it intact. */
+typedef ropeqk_status (*th_loop_fn)(rqs_stream *stream, rqs_devbuf *out, int iters, void *user);
+void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int iters, th_loop_fn run, void *user);
 
 /* In a sanitizer build: run LeakSanitizer now and abort the test worker if anything leaked (Criterion
  * workers exit without running LSan's own exit-time check). On Vulkan (ROPEQK_VULKAN_VALIDATION=1):
@@ -70,6 +79,8 @@ void th_cache_home_remove(const char *dir);
 
 /* A context on the default device ($ROPEQK_DEVICE), or NULL (with the reason printed) when there is none. */
 ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len);
+/* A context on the default device with this tuning (NULL: defaults); the test fails without one. */
+ropeqk_ctx *th_ctx_tuned(const ropeqk_tuning *t);
 
 /* A suite's shared context: th_ctx_init (a suite's .init) creates th_ctx or skips the test;
  * th_ctx_fini (its .fini) destroys it and runs th_leak_check. */

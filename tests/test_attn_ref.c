@@ -12,25 +12,19 @@
 
 TestSuite(attn_ref, .fini = th_leak_check);
 
-/* The test's own decoder (not the library's rq_load_elem), so V enters the expected values by a
- * separate path. */
+/* The test's own decoder (support/half.h, not the library's rq_load_elem), so V enters the expected
+ * values by a separate path. */
 static double elem(const th_buf *b, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
 {
     const unsigned char *p = b->data + i0 * b->t.nb[0] + i1 * b->t.nb[1] + i2 * b->t.nb[2] + i3 * b->t.nb[3];
     uint16_t h;
-    uint32_t u;
     float f;
     double d;
     switch (b->t.dtype) {
     case ROPEQK_F32: memcpy(&f, p, 4); return f;
     case ROPEQK_F64: memcpy(&d, p, 8); return d;
-    case ROPEQK_BF16: memcpy(&h, p, 2); u = (uint32_t)h << 16; memcpy(&f, &u, 4); return f;
-    case ROPEQK_F16: {
-        memcpy(&h, p, 2);
-        int e = (h >> 10) & 31, m = h & 1023;
-        double mag = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
-        return (h >> 15) ? -mag : mag;
-    }
+    case ROPEQK_BF16: memcpy(&h, p, 2); return rqs_bf16_to_float(h);
+    case ROPEQK_F16: memcpy(&h, p, 2); return rqs_half_to_float(h);
     }
     return NAN;
 }

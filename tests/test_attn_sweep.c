@@ -15,22 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static ropeqk_ctx *ctx;
-
-static void setup(void)
-{
-    char why[256];
-    ctx = th_ctx_or_skip_reason(why, sizeof why);
-    if (!ctx)
-        cr_skip_test("%s", why);
-}
-static void teardown(void)
-{
-    ropeqk_ctx_destroy(ctx);
-    th_leak_check();
-}
-
-TestSuite(attn_sweep, .init = setup, .fini = teardown, .timeout = 600);
+TestSuite(attn_sweep, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 600);
 
 #define N_CASES 208
 #define N_CHUNKS 4
@@ -199,7 +184,7 @@ static void run_case(int idx, uint64_t seed)
     ropeqk_status st = ropeqk_attention_ref(&c.p, &q, qd, &k, kd, &v, vd, qp, kp, &o64, o64d, &l64, l64d);
     cr_assert_eq(st, ROPEQK_SUCCESS, "reference: %s: %s", ropeqk_status_string(st), d);
     if (!c.plan) {
-        st = ropeqk_attention(ctx, &c.p, &q, qd, &k, kd, &v, vd, qp, kp, &o, od, c.lse ? &l : NULL, c.lse ? ld : NULL);
+        st = ropeqk_attention(th_ctx, &c.p, &q, qd, &k, kd, &v, vd, qp, kp, &o, od, c.lse ? &l : NULL, c.lse ? ld : NULL);
         cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
     } else { /* device buffers with NaN canaries before and after every view */
         const void *host[7] = {qd, kd, vd, NULL, qp, kp, NULL};
@@ -209,17 +194,17 @@ static void run_case(int idx, uint64_t seed)
         rqs_devbuf *m[7] = {NULL};
         for (int i = 0; i < 7; i++)
             if (used[i])
-                cr_assert_eq(rqs_devbuf_create(ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s: %s",
+                cr_assert_eq(rqs_devbuf_create(th_ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s: %s",
                              rqs_devbuf_error(), d);
         ropeqk_plan_desc pd = {.op = ROPEQK_OP_ATTENTION, .params = c.p, .q = q, .k = k, .v = v, .out = o,
                                .lse = l, .with_lse = c.lse,
                                .positions = c.per_token ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
         ropeqk_plan *pl = NULL;
-        st = ropeqk_plan_create(ctx, &pd, &pl);
+        st = ropeqk_plan_create(th_ctx, &pd, &pl);
         cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
         rqs_args a = {.q = rqs_whole(m[0]), .k = rqs_whole(m[1]), .v = rqs_whole(m[2]), .out = rqs_whole(m[3]),
                       .q_pos = rqs_whole(m[4]), .k_pos = rqs_whole(m[5]), .lse = rqs_whole(m[6])};
-        st = rqs_plan_run(ctx, NULL, pl, &a, NULL);
+        st = rqs_plan_run(th_ctx, NULL, pl, &a, NULL);
         cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
                      rqs_devbuf_error(), d);
         cr_assert_eq(rqs_devbuf_read(m[3], od), ROPEQK_SUCCESS);
@@ -275,16 +260,16 @@ Test(attn_sweep, chunk3) { run_chunk(3); }
  * are offset per pass. */
 Test(attn_sweep, query_passes)
 {
-    ropeqk_ctx *whole = ctx;
+    ropeqk_ctx *whole = th_ctx;
     setenv("ROPEQK_ATTN_PASS_BYTES", "4096", 1);
-    ropeqk_status st = ropeqk_ctx_create(NULL, &ctx);
+    ropeqk_status st = ropeqk_ctx_create(NULL, &th_ctx);
     unsetenv("ROPEQK_ATTN_PASS_BYTES");
     cr_assert_eq(st, ROPEQK_SUCCESS);
     uint64_t seed = seed0();
     for (int i = 0; i < N_CASES; i += 3)
         run_case(i, seed);
-    ropeqk_ctx_destroy(ctx);
-    ctx = whole;
+    ropeqk_ctx_destroy(th_ctx);
+    th_ctx = whole;
 }
 
 /* The sweep really holds what its header promises. */

@@ -24,24 +24,12 @@ static void no_platform_skip(void)
 
 TestSuite(config, .init = no_platform_skip, .fini = th_leak_check);
 
-static ropeqk_ctx *make(const ropeqk_tuning *t)
-{
-    ropeqk_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    if (t)
-        cp.tuning = *t;
-    ropeqk_ctx *x = NULL;
-    ropeqk_status st = ropeqk_ctx_create(&cp, &x);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "ropeqk_ctx_create: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
-    return x;
-}
-
 Test(config, profile_from_env_param_and_device)
 {
     ropeqk_tuning t, got;
     const char *why = NULL;
     unsetenv("ROPEQK_PROFILE");
-    ropeqk_ctx *x = make(NULL);
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
     cr_assert_eq(ropeqk_ctx_tuning(x, &got, &why), ROPEQK_SUCCESS);
     cr_expect_neq(got.profile, ROPEQK_PROFILE_AUTO, "auto must resolve to cpu or gpu");
     cr_expect(strncmp(why, "auto: ", 6) == 0, "source '%s'", why);
@@ -49,7 +37,7 @@ Test(config, profile_from_env_param_and_device)
 
     memset(&t, 0, sizeof t);
     t.profile = ROPEQK_PROFILE_GPU;
-    x = make(&t);
+    x = th_ctx_tuned(&t);
     ropeqk_ctx_tuning(x, &got, &why);
     cr_expect_eq(got.profile, ROPEQK_PROFILE_GPU);
     cr_expect_str_eq(why, "parameter");
@@ -59,7 +47,7 @@ Test(config, profile_from_env_param_and_device)
     ropeqk_ctx_destroy(x);
 
     setenv("ROPEQK_PROFILE", "cpu", 1); /* the environment wins over the parameter */
-    x = make(&t);
+    x = th_ctx_tuned(&t);
     ropeqk_ctx_tuning(x, &got, &why);
     cr_expect_eq(got.profile, ROPEQK_PROFILE_CPU);
     cr_expect_str_eq(why, "ROPEQK_PROFILE=cpu");
@@ -78,7 +66,7 @@ Test(config, knobs_from_api_with_env_override)
     t.decode = -1;
     setenv("ROPEQK_TQ", "3", 1);
     setenv("ROPEQK_NV", "1", 1);
-    ropeqk_ctx *x = make(&t);
+    ropeqk_ctx *x = th_ctx_tuned(&t);
     ropeqk_ctx_tuning(x, &got, NULL);
     cr_expect_eq(got.tq, 3);
     cr_expect_eq(got.vk, 4);
@@ -110,7 +98,7 @@ Test(config, malformed_environment_is_an_error)
         {"ROPEQK_POOL_BYTES", "lots", 1}, {"ROPEQK_ATTN_PASS_BYTES", "-5", 1}, {"ROPEQK_MAX_ALLOC", "-1", 1},
         {"ROPEQK_MAX_ALLOC", "99999999999999999999999", 1},
     };
-    ropeqk_ctx *probe = make(NULL);
+    ropeqk_ctx *probe = th_ctx_tuned(NULL);
     bool vk = th_is_vulkan(probe);
     ropeqk_ctx_destroy(probe);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -158,7 +146,7 @@ Test(config, decode_kernel_portable_forms_match_fp64)
     t.profile = ROPEQK_PROFILE_CPU;
     t.decode = 1;
     t.vendor_ext = -1;
-    ropeqk_ctx *x = make(&t);
+    ropeqk_ctx *x = th_ctx_tuned(&t);
     if (th_is_vulkan(x)) {
         ropeqk_ctx_destroy(x);
         cr_skip_test("OpenCL only: the decode kernel's portable forms (vendor_ext) are OpenCL C");
@@ -214,7 +202,7 @@ Test(config, vulkan_knobs_refused_and_overridden)
     cr_expect_null(x);
     cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VK_BLOCK"), "%s", ropeqk_last_error());
     setenv("ROPEQK_VK_BLOCK", "2", 1);
-    x = make(NULL);
+    x = th_ctx_tuned(NULL);
     ropeqk_tuning got;
     cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
     cr_expect_eq(got.vk_block, 2);
@@ -230,16 +218,24 @@ Test(config, vulkan_knobs_refused_and_overridden)
 }
 
 #if RQS_HAVE_OPENCL
+/* A context whose program build fails (ROPEQK_BUILD_OPTIONS); skips on Vulkan, whose SPIR-V is built
+ * with the library. */
+static ropeqk_ctx *failing_build_ctx(void)
+{
+    setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
+    if (th_is_vulkan(x)) {
+        ropeqk_ctx_destroy(x);
+        cr_skip_test("OpenCL only: a program build failure (ROPEQK_BUILD_OPTIONS)");
+    }
+    return x;
+}
+
 /* A failed build names the device and its driver and quotes the log's first lines; the whole log
  * stays in ropeqk_ctx_build_log(). */
 Test(config, build_failure_message_names_device_driver_and_log)
 {
-    setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
-    ropeqk_ctx *x = make(NULL);
-    if (th_is_vulkan(x)) {
-        ropeqk_ctx_destroy(x);
-        cr_skip_test("OpenCL only: a program build failure (ROPEQK_BUILD_OPTIONS); SPIR-V is built with the library");
-    }
+    ropeqk_ctx *x = failing_build_ctx();
     cr_assert_eq(ropeqk_ctx_warmup(x), ROPEQK_ERR_BUILD);
     char name[256] = "", driver[128] = "";
     clGetDeviceInfo(ropeqk_opencl_device(x), CL_DEVICE_NAME, sizeof name - 1, name, NULL);
@@ -278,12 +274,7 @@ static void *read_logs(void *v)
 
 Test(config, build_log_read_during_failing_builds)
 {
-    setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
-    ropeqk_ctx *x = make(NULL);
-    if (th_is_vulkan(x)) {
-        ropeqk_ctx_destroy(x);
-        cr_skip_test("OpenCL only: program build failures (ROPEQK_BUILD_OPTIONS)");
-    }
+    ropeqk_ctx *x = failing_build_ctx();
     log_reader r = {x, 20000, 0};
     pthread_t th;
     pthread_create(&th, NULL, read_logs, &r);

@@ -5,7 +5,6 @@
  * is ROPEQK_TEST_SEED (default 20261201). */
 #include "paged_fixture.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,29 +325,20 @@ Test(paged, invalid_appends_write_nothing)
 }
 
 /* ---- one plan, several threads ----------------------------------------------------------------- */
-typedef struct {
-    pfix *f;
-    rqs_devbuf *out;
-    int iters;
-    ropeqk_status st;
-} pthr;
-
-/* Runs the plan on a stream of its own with batches of 1..IS sequences (the kernels' arguments and,
+/* Runs the plan on the thread's stream with batches of 1..IS sequences (the kernels' arguments and,
  * on Vulkan, the recorded metadata change every call), the full batch last. */
-static void *paged_loop(void *v)
+static ropeqk_status paged_loop(rqs_stream *stream, rqs_devbuf *out, int iters, void *user)
 {
-    pthr *t = v;
-    rqs_stream *stream = NULL;
-    t->st = rqs_stream_create(th_ctx, &stream);
-    ropeqk_paged_batch b = batch_of(&t->f->c, &t->f->d);
-    rqs_paged_args a = args_of(&t->f->c, &t->f->b); /* a plan without LSE: no lse */
-    a.out = rqs_whole(t->out);
-    for (int i = 0; i < t->iters && !t->st; i++) {
-        b.n_seqs = i == t->iters - 1 ? IS : 1 + i % IS;
-        t->st = rqs_paged_run(th_ctx, stream, t->f->pl, &a, &b);
+    pfix *f = user;
+    ropeqk_paged_batch b = batch_of(&f->c, &f->d);
+    rqs_paged_args a = args_of(&f->c, &f->b); /* a plan without LSE: no lse */
+    a.out = rqs_whole(out);
+    ropeqk_status st = ROPEQK_SUCCESS;
+    for (int i = 0; i < iters && !st; i++) {
+        b.n_seqs = i == iters - 1 ? IS : 1 + i % IS;
+        st = rqs_paged_run(th_ctx, stream, f->pl, &a, &b);
     }
-    rqs_stream_destroy(stream);
-    return NULL;
+    return st;
 }
 
 Test(paged, one_plan_enqueued_from_four_threads)
@@ -360,34 +350,7 @@ Test(paged, one_plan_enqueued_from_four_threads)
     f.c.with_lse = false;
     ropeqk_plan_desc desc = desc_of(&f.c, &f.d);
     cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &f.pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    size_t bytes = f.d.ob;
-    unsigned char *expect = malloc(bytes), *got = malloc(bytes);
-    cr_assert(expect && got);
-    pthr one = {&f, NULL, 1, 0};
-    cr_assert_eq(rqs_devbuf_create(th_ctx, bytes, NULL, true, &one.out), ROPEQK_SUCCESS);
-    paged_loop(&one);
-    cr_assert_eq(one.st, ROPEQK_SUCCESS, "%s %s", ropeqk_status_string(one.st), rqs_devbuf_error());
-    cr_assert_eq(rqs_devbuf_read(one.out, expect), ROPEQK_SUCCESS);
-    pthread_t th[4];
-    pthr args[4];
-    for (int i = 0; i < 4; i++) {
-        args[i] = (pthr){&f, NULL, 40, 0};
-        cr_assert_eq(rqs_devbuf_create(th_ctx, bytes, NULL, true, &args[i].out), ROPEQK_SUCCESS);
-        cr_assert_eq(pthread_create(&th[i], NULL, paged_loop, &args[i]), 0);
-    }
-    for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < 4; i++) {
-        cr_expect_eq(args[i].st, ROPEQK_SUCCESS, "thread %d: %s", i, ropeqk_status_string(args[i].st));
-        cr_assert_eq(rqs_devbuf_read(args[i].out, got), ROPEQK_SUCCESS);
-        cr_expect(memcmp(got, expect, bytes) == 0, "thread %d: last result differs from a lone run", i);
-        bool intact = false;
-        cr_expect(rqs_devbuf_check(args[i].out, NULL, &intact) == ROPEQK_SUCCESS && intact,
-                  "thread %d: output canaries changed", i);
-        rqs_devbuf_free(args[i].out);
-    }
-    rqs_devbuf_free(one.out);
-    free(expect), free(got);
+    th_expect_threads_match_lone_run(th_ctx, f.d.ob, 40, paged_loop, &f);
     pfix_free(&f);
 }
 

@@ -12,7 +12,6 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,28 +262,23 @@ Test(plan, plan_outlives_its_description)
 typedef struct {
     ropeqk_plan *pl;
     dproblem *p;
-    rqs_devbuf *out;
-    int iters;
-    ropeqk_status st;
 } tharg;
 
-/* Runs the plan on a stream of its own (OpenCL: its own queue; Vulkan: its own command buffers),
+/* Runs the plan on the thread's stream (OpenCL: its own queue; Vulkan: its own command buffers),
  * with key counts changing every call, the full MAXK last. */
-static void *enqueue_loop(void *v)
+static ropeqk_status enqueue_loop(rqs_stream *stream, rqs_devbuf *out, int iters, void *user)
 {
-    tharg *t = v;
-    rqs_stream *stream = NULL;
-    t->st = rqs_stream_create(th_ctx, &stream);
+    tharg *t = user;
     rqs_args a = dargs(t->p);
-    a.out = rqs_whole(t->out);
-    for (int i = 0; i < t->iters && !t->st; i++) {
+    a.out = rqs_whole(out);
+    ropeqk_status st = ROPEQK_SUCCESS;
+    for (int i = 0; i < iters && !st; i++) {
         ropeqk_step s = {.n_keys = 1 + (i * 37) % MAXK, .q_pos_offset = 5000, .k_pos_offset = 4800};
-        if (i == t->iters - 1)
+        if (i == iters - 1)
             s.n_keys = MAXK;
-        t->st = rqs_plan_run(th_ctx, stream, t->pl, &a, &s);
+        st = rqs_plan_run(th_ctx, stream, t->pl, &a, &s);
     }
-    rqs_stream_destroy(stream);
-    return NULL;
+    return st;
 }
 
 Test(plan, one_plan_enqueued_from_four_threads)
@@ -294,33 +288,10 @@ Test(plan, one_plan_enqueued_from_four_threads)
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .q = p.tq, .k = p.tk, .out = p.to, .max_keys = MAXK};
     ropeqk_default_params(&d.params);
     d.params.causal = 1;
-    ropeqk_plan *pl = NULL;
-    cr_assert_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_SUCCESS);
-    size_t bytes = (size_t)B * HQ * MAXK * 4;
-    static float expect[B * HQ * MAXK], got[B * HQ * MAXK];
-    tharg one = {pl, &p, p.bo, 1, 0};
-    enqueue_loop(&one);
-    cr_assert_eq(one.st, ROPEQK_SUCCESS, "%s %s", ropeqk_status_string(one.st), rqs_devbuf_error());
-    cr_assert_eq(rqs_devbuf_read(p.bo, expect), ROPEQK_SUCCESS);
-    pthread_t th[4];
-    tharg args[4];
-    for (int i = 0; i < 4; i++) {
-        args[i] = (tharg){pl, &p, NULL, 150, 0};
-        cr_assert_eq(rqs_devbuf_create(th_ctx, bytes, NULL, true, &args[i].out), ROPEQK_SUCCESS);
-        cr_assert_eq(pthread_create(&th[i], NULL, enqueue_loop, &args[i]), 0);
-    }
-    for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < 4; i++) {
-        cr_expect_eq(args[i].st, ROPEQK_SUCCESS, "thread %d: %s", i, ropeqk_status_string(args[i].st));
-        cr_assert_eq(rqs_devbuf_read(args[i].out, got), ROPEQK_SUCCESS);
-        cr_expect(memcmp(got, expect, bytes) == 0, "thread %d: last result differs from a lone run", i);
-        bool intact = false;
-        cr_expect(rqs_devbuf_check(args[i].out, NULL, &intact) == ROPEQK_SUCCESS && intact,
-                  "thread %d: output canaries changed", i);
-        rqs_devbuf_free(args[i].out);
-    }
-    ropeqk_plan_destroy(pl);
+    tharg t = {NULL, &p};
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &d, &t.pl), ROPEQK_SUCCESS);
+    th_expect_threads_match_lone_run(th_ctx, (size_t)B * HQ * MAXK * 4, 150, enqueue_loop, &t);
+    ropeqk_plan_destroy(t.pl);
     dproblem_free(&p);
 }
 

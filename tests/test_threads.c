@@ -185,23 +185,13 @@ typedef struct {
     char first[512];
 } host_worker;
 
-static th_case small_case(void)
-{
-    th_case c;
-    memset(&c, 0, sizeof c);
-    c.B = 1, c.Hq = 2, c.Hkv = 1, c.Sq = 6, c.Sk = 5, c.D = 8;
-    ropeqk_default_params(&c.p);
-    c.dtype = ROPEQK_F32;
-    return c;
-}
-
 /* ropeqk_scores (host memory: upload, plan, run, download under the context's own locks) on mixed
  * dtypes and layouts, each against the fp64 path */
 static void *host_work(void *arg)
 {
     host_worker *w = arg;
     for (int i = 0; i < 6; i++) {
-        th_case c = small_case();
+        th_case c = th_case_small();
         c.Sq = 17 + w->id;
         c.Sk = 33 + i;
         c.D = 32;

@@ -35,17 +35,6 @@ static void teardown(void)
 
 TestSuite(tune, .init = setup, .fini = teardown, .timeout = 600);
 
-static ropeqk_ctx *make(const ropeqk_tuning *t)
-{
-    ropeqk_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    if (t)
-        cp.tuning = *t;
-    ropeqk_ctx *x = NULL;
-    cr_assert_eq(ropeqk_ctx_create(&cp, &x), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    return x;
-}
-
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -93,7 +82,7 @@ static void count(void *u, const char *line)
 
 Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignored)
 {
-    ropeqk_ctx *x = make(NULL);
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
     const char *fresh = vk ? "defaults (Vulkan" : "heuristic"; /* the source without a cache */
     cr_expect(strncmp(ropeqk_ctx_config_source(x), fresh, strlen(fresh)) == 0, "%s", ropeqk_ctx_config_source(x));
     ropeqk_tune_params p = {.budget_seconds = 0.01, .progress = count}; /* the first candidate of each family */
@@ -115,7 +104,7 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     char edited[4096];
     snprintf(edited, sizeof edited, "%s", with_line(original, "tq", "3"));
     put(path, with_line(edited, "vk_block", "8"));
-    x = make(NULL);
+    x = th_ctx_tuned(NULL);
     char want[4200];
     snprintf(want, sizeof want, "cache (%s)", path);
     cr_expect_str_eq(ropeqk_ctx_config_source(x), want);
@@ -141,13 +130,13 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     ropeqk_tuning t;
     memset(&t, 0, sizeof t);
     t.tq = 5;
-    x = make(&t);
+    x = th_ctx_tuned(&t);
     cr_expect_eq(tq_of(x), 5);
     cr_expect(vk || strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=5 "), "%s", ropeqk_ctx_build_options(x));
     cr_expect(strstr(ropeqk_ctx_config_source(x), "overrides: TQ"), "%s", ropeqk_ctx_config_source(x));
     ropeqk_ctx_destroy(x);
     setenv("ROPEQK_TQ", "6", 1);
-    x = make(&t);
+    x = th_ctx_tuned(&t);
     cr_expect_eq(tq_of(x), 6);
     cr_expect(vk || strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=6 "), "%s", ropeqk_ctx_build_options(x));
     /* ... and a set knob makes the tuner refuse (it would override every candidate) */
@@ -170,7 +159,7 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put(path, with_line(original, bad[i].key, bad[i].value));
-        x = make(NULL);
+        x = th_ctx_tuned(NULL);
         const char *src = ropeqk_ctx_config_source(x);
         cr_expect(strncmp(src, fresh, strlen(fresh)) == 0 && strstr(src, bad[i].note), "%s %s: %s", bad[i].key,
                   bad[i].value, src);
@@ -178,20 +167,20 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
         ropeqk_ctx_destroy(x);
     }
     put(path, with_line(original, "ropeqk-tune", "1"));
-    x = make(NULL);
+    x = th_ctx_tuned(NULL);
     cr_expect(strstr(ropeqk_ctx_config_source(x), "older file format"), "%s", ropeqk_ctx_config_source(x));
     ropeqk_ctx_destroy(x);
     static const char *const garbage[] = {"", "ropeqk-tune 2\n", "\x01\x02 binary", "ropeqk-tune 2\nlibrary"};
     for (size_t i = 0; i < 4; i++) {
         put(path, garbage[i]);
-        x = make(NULL);
+        x = th_ctx_tuned(NULL);
         cr_expect(strstr(ropeqk_ctx_config_source(x), "ignored corrupt"), "garbage %zu: %s", i,
                   ropeqk_ctx_config_source(x));
         ropeqk_ctx_destroy(x);
     }
     /* a file for the other profile is not used */
     put(path, with_line(original, "profile", strstr(original, "profile cpu") ? "gpu" : "cpu"));
-    x = make(NULL);
+    x = th_ctx_tuned(NULL);
     cr_expect(strstr(ropeqk_ctx_config_source(x), "other profile"), "%s", ropeqk_ctx_config_source(x));
     ropeqk_ctx_destroy(x);
 }
@@ -205,7 +194,7 @@ Test(tune, unwritable_cache_is_an_error_of_the_tuner_only)
     snprintf(file, sizeof file, "%s/not-a-dir", dir);
     put(file, "x");
     setenv("XDG_CACHE_HOME", file, 1);
-    ropeqk_ctx *x = make(NULL);
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
     cr_expect(strncmp(ropeqk_ctx_config_source(x), vk ? "defaults (Vulkan" : "heuristic", vk ? 16 : 9) == 0, "%s",
               ropeqk_ctx_config_source(x));
     ropeqk_tune_params p = {.budget_seconds = 0.01};

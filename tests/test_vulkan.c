@@ -29,16 +29,6 @@ static ropeqk_ctx *vk_ctx(const char *spec)
     return ctx;
 }
 
-static th_case small_case(void)
-{
-    th_case c;
-    memset(&c, 0, sizeof c);
-    c.B = 1, c.Hq = 2, c.Hkv = 1, c.Sq = 6, c.Sk = 5, c.D = 8;
-    ropeqk_default_params(&c.p);
-    c.dtype = ROPEQK_F32;
-    return c;
-}
-
 Test(vulkan, device_list_and_specs)
 {
     uint32_t n = 0;
@@ -81,7 +71,7 @@ Test(vulkan, device_list_and_specs)
 Test(vulkan, record_path_buffer_checks)
 {
     ropeqk_ctx *ctx = vk_ctx("vulkan");
-    th_case c = small_case();
+    th_case c = th_case_small();
     th_buf q, k, o;
     const int64_t qe[4] = {1, 2, 6, 8}, ke[4] = {1, 1, 5, 8}, oe[4] = {1, 2, 6, 5};
     cr_assert(th_alloc(&q, ROPEQK_F32, qe, TH_BHSD) && th_alloc(&k, ROPEQK_F32, ke, TH_BHSD) &&
@@ -153,7 +143,7 @@ Test(vulkan, opencl_plan_refused_by_the_vulkan_record)
     if (ropeqk_ctx_create(&cp, &ctx) != ROPEQK_SUCCESS)
         cr_skip_test("no OpenCL device");
     cr_expect_null(ropeqk_vulkan_device(ctx));
-    th_case c = small_case();
+    th_case c = th_case_small();
     ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 6, 8), k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 5, 8);
     ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 6, 5);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = c.p, .q = q, .k = k, .out = o};
@@ -179,7 +169,7 @@ Test(vulkan, borrowed_objects_outlive_the_borrowing_context)
     bp.queue = ropeqk_vulkan_queue(owner, &bp.queue_family);
     ropeqk_ctx *b = NULL;
     cr_assert_eq(ropeqk_vulkan_ctx_create(&bp, &b), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    th_case c = small_case();
+    th_case c = th_case_small();
     c.p.causal = 1;
     th_result r = th_run(b, &c, 3);
     cr_expect_eq(r.status, ROPEQK_SUCCESS);
@@ -261,7 +251,7 @@ Test(vulkan, attention_long_rows_wide_heads)
 Test(vulkan, scores_long_rows)
 {
     ropeqk_ctx *ctx = vk_ctx("vulkan");
-    th_case c = small_case();
+    th_case c = th_case_small();
     c.Hq = 4, c.Hkv = 2, c.Sq = 33, c.Sk = 8195, c.D = 256;
     for (int causal = 0; causal < 2; causal++) {
         c.p.causal = causal;
