@@ -1,5 +1,4 @@
 #include "harness.h"
-#include "harness_vk.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -11,22 +10,20 @@
 #endif
 #endif
 
+#include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define GUARD 0xFFu /* all-ones bytes are NaN as f32, f16 and bf16: a stray read poisons a score */
 
-uint64_t th_rand(uint64_t *s)
+uint64_t th_seed(uint64_t dflt)
 {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const char *e = getenv("ROPEQK_TEST_SEED");
+    return e && *e ? strtoull(e, NULL, 0) : dflt;
 }
-
-double th_uniform(uint64_t *s) { return (double)(th_rand(s) >> 11) * 0x1.0p-52 - 1.0; }
 
 bool th_alloc(th_buf *b, ropeqk_dtype dt, const int64_t ne[4], th_layout lay)
 {
@@ -65,11 +62,22 @@ static size_t off(const ropeqk_tensor *t, int64_t a, int64_t b, int64_t c, int64
     return (size_t)(a * t->nb[0] + b * t->nb[1] + c * t->nb[2] + d * t->nb[3]);
 }
 
-/* A random half in [-1, 1): sign, exponent 2^-6..2^-1, random mantissa. */
-static uint16_t rand_half(uint64_t *rng)
+void th_put_random(void *p, ropeqk_dtype dt, uint64_t *rng)
 {
-    uint64_t r = th_rand(rng);
-    return (uint16_t)(((r & 1) << 15) | ((9 + (r >> 1) % 6) << 10) | ((r >> 8) & 0x3ff));
+    if (dt == ROPEQK_F16) { /* sign, exponent 2^-6..2^-1, random mantissa */
+        uint64_t r = rqs_rand(rng);
+        uint16_t h = (uint16_t)(((r & 1) << 15) | ((9 + (r >> 1) % 6) << 10) | ((r >> 8) & 0x3ff));
+        memcpy(p, &h, 2);
+    } else if (dt == ROPEQK_BF16) { /* a uniform float truncated to its upper half */
+        float f = (float)rqs_uniform(rng);
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        uint16_t h = (uint16_t)(bits >> 16);
+        memcpy(p, &h, 2);
+    } else {
+        float f = (float)rqs_uniform(rng);
+        memcpy(p, &f, 4);
+    }
 }
 
 void th_fill_random(th_buf *b, uint64_t *rng)
@@ -78,22 +86,8 @@ void th_fill_random(th_buf *b, uint64_t *rng)
     for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
         for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
             for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
-                for (int64_t i3 = 0; i3 < t->ne[3]; i3++) {
-                    unsigned char *p = b->data + off(t, i0, i1, i2, i3);
-                    if (t->dtype == ROPEQK_F16) {
-                        uint16_t h = rand_half(rng);
-                        memcpy(p, &h, 2);
-                    } else if (t->dtype == ROPEQK_BF16) {
-                        float f = (float)th_uniform(rng);
-                        uint32_t bits;
-                        memcpy(&bits, &f, 4);
-                        uint16_t h = (uint16_t)(bits >> 16);
-                        memcpy(p, &h, 2);
-                    } else {
-                        float f = (float)th_uniform(rng);
-                        memcpy(p, &f, 4);
-                    }
-                }
+                for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+                    th_put_random(b->data + off(t, i0, i1, i2, i3), t->dtype, rng);
 }
 
 bool th_guards_intact(const th_buf *b)
@@ -130,85 +124,38 @@ void th_describe(const th_case *c, char *buf, size_t len)
              (long long)c->pos_max);
 }
 
-/* Canary bytes around every device buffer: a quiet-NaN float pattern, so a stray read that ends up
- * in a score shows as NaN, and a stray write shows as a changed canary. */
-#define CANARY_BYTES 256
-static const uint32_t canary_word = 0x7FC0DEADu;
-
-typedef struct {
-    cl_mem mem;
-    size_t bytes;  /* payload bytes, placed at offset CANARY_BYTES */
-    size_t padded; /* payload rounded up to whole canary words */
-} guarded;
-
-static cl_int guarded_upload(cl_context cx, cl_command_queue qu, const void *data, size_t bytes, guarded *g)
+/* The device-buffer path: every buffer (Q, K, positions, scores) sits between NaN canaries, at an
+ * offset into its backend buffer; inputs must come back unchanged, canaries intact. */
+static ropeqk_status run_devbuf(ropeqk_ctx *ctx, const th_case *c, th_buf *q, th_buf *k, const int32_t *qp,
+                                const int32_t *kp, th_buf *o, bool *guards_ok)
 {
-    cl_int err;
-    g->bytes = bytes;
-    g->padded = (bytes + 3) / 4 * 4;
-    g->mem = clCreateBuffer(cx, CL_MEM_READ_WRITE, g->padded + 2 * CANARY_BYTES, NULL, &err);
-    if (err)
-        return err;
-    err = clEnqueueFillBuffer(qu, g->mem, &canary_word, 4, 0, g->padded + 2 * CANARY_BYTES, 0, NULL, NULL);
-    if (!err)
-        err = clEnqueueWriteBuffer(qu, g->mem, CL_TRUE, CANARY_BYTES, bytes, data, 0, NULL, NULL);
-    return err;
-}
-
-/* Reads the payload back into data (if non-NULL) and checks the canaries, or when expect is
- * non-NULL that the whole payload equals it bit for bit. */
-static bool guarded_check(cl_command_queue qu, guarded *g, void *data, const void *expect)
-{
-    size_t total = g->padded + 2 * CANARY_BYTES;
-    unsigned char *all = malloc(total);
-    if (!all || clEnqueueReadBuffer(qu, g->mem, CL_TRUE, 0, total, all, 0, NULL, NULL) != CL_SUCCESS) {
-        free(all);
-        return false;
+    rqs_devbuf *g[5] = {NULL, NULL, NULL, NULL, NULL};
+    const void *src[5] = {q->data, k->data, o->data, qp, kp};
+    const size_t n[5] = {q->bytes, k->bytes, o->bytes, (size_t)c->Sq * 4, (size_t)c->Sk * 4};
+    ropeqk_status st = ROPEQK_SUCCESS;
+    for (int i = 0; i < 5 && !st; i++)
+        if (src[i])
+            st = rqs_devbuf_create(ctx, n[i], src[i], true, &g[i]);
+    if (!st) {
+        rqs_args a = {.q = rqs_whole(g[0]), .k = rqs_whole(g[1]), .out = rqs_whole(g[2]), .q_pos = rqs_whole(g[3]),
+                      .k_pos = rqs_whole(g[4])};
+        st = rqs_scores_oneshot(ctx, NULL, &c->p, &q->t, &k->t, &o->t, &a);
     }
-    bool ok = true;
-    for (size_t i = 0; i < CANARY_BYTES; i += 4)
-        ok = ok && memcmp(all + i, &canary_word, 4) == 0 &&
-             memcmp(all + CANARY_BYTES + g->padded + i, &canary_word, 4) == 0;
-    if (expect)
-        ok = ok && memcmp(all + CANARY_BYTES, expect, g->bytes) == 0;
-    if (data)
-        memcpy(data, all + CANARY_BYTES, g->bytes);
-    free(all);
-    clReleaseMemObject(g->mem);
-    g->mem = NULL;
-    return ok;
-}
-
-/* The enqueue path: every buffer (Q, K, positions, scores) sits between canaries at an offset. */
-static ropeqk_status run_enqueue(ropeqk_ctx *ctx, const th_case *c, th_buf *q, th_buf *k, const int32_t *qp,
-                                 const int32_t *kp, th_buf *o, bool *guards_ok)
-{
-    cl_context cx = ropeqk_opencl_context(ctx);
-    cl_command_queue qu = ropeqk_opencl_queue(ctx);
-    guarded g[5];
-    memset(g, 0, sizeof g);
-    cl_int err = guarded_upload(cx, qu, q->data, q->bytes, &g[0]);
-    if (!err)
-        err = guarded_upload(cx, qu, k->data, k->bytes, &g[1]);
-    if (!err)
-        err = guarded_upload(cx, qu, o->data, o->bytes, &g[2]);
-    if (!err && qp)
-        err = guarded_upload(cx, qu, qp, (size_t)c->Sq * 4, &g[3]);
-    if (!err && kp)
-        err = guarded_upload(cx, qu, kp, (size_t)c->Sk * 4, &g[4]);
-    ropeqk_status st = (ropeqk_status)err;
-    if (!err) {
-        ropeqk_opencl_mem none = {NULL, 0};
-        st = ropeqk_opencl_enqueue(ctx, NULL, &c->p, &q->t, (ropeqk_opencl_mem){g[0].mem, CANARY_BYTES}, &k->t,
-                            (ropeqk_opencl_mem){g[1].mem, CANARY_BYTES}, qp ? (ropeqk_opencl_mem){g[3].mem, CANARY_BYTES} : none,
-                            kp ? (ropeqk_opencl_mem){g[4].mem, CANARY_BYTES} : none, &o->t,
-                            (ropeqk_opencl_mem){g[2].mem, CANARY_BYTES}, 0, NULL, NULL);
-    }
+    if (st)
+        fprintf(stderr, "th_run: device-buffer path: %s (%s%s%s)\n", ropeqk_status_string(st), ropeqk_last_error(),
+                rqs_devbuf_error()[0] ? "; " : "", rqs_devbuf_error());
     *guards_ok = true;
     const void *expect[5] = {q->data, k->data, NULL, qp, kp};
-    for (int i = 0; i < 5; i++)
-        if (g[i].mem)
-            *guards_ok &= guarded_check(qu, &g[i], i == 2 ? o->data : NULL, expect[i]);
+    for (int i = 0; i < 5; i++) {
+        if (!g[i])
+            continue;
+        bool intact = false;
+        if (i == 2 && rqs_devbuf_read(g[i], o->data))
+            *guards_ok = false;
+        if (rqs_devbuf_check(g[i], expect[i], &intact) || !intact)
+            *guards_ok = false;
+        rqs_devbuf_free(g[i]);
+    }
     return st;
 }
 
@@ -233,19 +180,17 @@ th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed)
         qp = malloc((size_t)c->Sq * sizeof *qp);
         kp = malloc((size_t)c->Sk * sizeof *kp);
         for (int64_t i = 0; i < c->Sq; i++)
-            qp[i] = (int32_t)(th_rand(&rng) % (uint64_t)(c->pos_max + 1));
+            qp[i] = (int32_t)(rqs_rand(&rng) % (uint64_t)(c->pos_max + 1));
         for (int64_t j = 0; j < c->Sk; j++)
-            kp[j] = (int32_t)(th_rand(&rng) % (uint64_t)(c->pos_max + 1));
+            kp[j] = (int32_t)(rqs_rand(&rng) % (uint64_t)(c->pos_max + 1));
     }
     q_copy = malloc(q.bytes);
     k_copy = malloc(k.bytes);
     memcpy(q_copy, q.data, q.bytes);
     memcpy(k_copy, k.data, k.bytes);
     bool device_guards = true;
-    if (c->enqueue && th_is_vulkan(ctx))
-        r.status = th_vk_run_scores(ctx, c, &q, &k, qp, kp, &o, &device_guards);
-    else if (c->enqueue)
-        r.status = run_enqueue(ctx, c, &q, &k, qp, kp, &o, &device_guards);
+    if (c->enqueue)
+        r.status = run_devbuf(ctx, c, &q, &k, qp, kp, &o, &device_guards);
     else
         r.status = ropeqk_scores(ctx, &c->p, &q.t, q.data, &k.t, k.data, qp, kp, &o.t, (float *)(void *)o.data);
     if (r.status)
@@ -283,10 +228,107 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
     return ctx;
 }
 
+typedef struct {
+    ropeqk_ctx *ctx;
+    rqs_devbuf *out;
+    int iters;
+    th_loop_fn run;
+    void *user;
+    ropeqk_status st;
+    char why[256];
+} loop_arg;
+
+static void *loop_thread(void *v)
+{
+    loop_arg *a = v;
+    rqs_stream *s = NULL;
+    a->st = rqs_stream_create(a->ctx, &s);
+    if (!a->st)
+        a->st = a->run(s, a->out, a->iters, a->user);
+    if (a->st)
+        snprintf(a->why, sizeof a->why, "%s %s", ropeqk_last_error(), rqs_devbuf_error());
+    rqs_stream_destroy(s);
+    return NULL;
+}
+
+void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int iters, th_loop_fn run, void *user)
+{
+    unsigned char *expect = malloc(out_bytes), *got = malloc(out_bytes);
+    cr_assert(expect && got);
+    loop_arg one = {.ctx = ctx, .iters = 1, .run = run, .user = user};
+    cr_assert_eq(rqs_devbuf_create(ctx, out_bytes, NULL, true, &one.out), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+    loop_thread(&one);
+    cr_assert_eq(one.st, ROPEQK_SUCCESS, "a lone run: %s: %s", ropeqk_status_string(one.st), one.why);
+    cr_assert_eq(rqs_devbuf_read(one.out, expect), ROPEQK_SUCCESS);
+    pthread_t th[4];
+    loop_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (loop_arg){.ctx = ctx, .iters = iters, .run = run, .user = user};
+        cr_assert_eq(rqs_devbuf_create(ctx, out_bytes, NULL, true, &args[i].out), ROPEQK_SUCCESS);
+        cr_assert_eq(pthread_create(&th[i], NULL, loop_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        cr_expect_eq(args[i].st, ROPEQK_SUCCESS, "thread %d: %s: %s", i, ropeqk_status_string(args[i].st),
+                     args[i].why);
+        cr_assert_eq(rqs_devbuf_read(args[i].out, got), ROPEQK_SUCCESS);
+        cr_expect(memcmp(got, expect, out_bytes) == 0, "thread %d: last result differs from a lone run", i);
+        bool intact = false;
+        cr_expect(rqs_devbuf_check(args[i].out, NULL, &intact) == ROPEQK_SUCCESS && intact,
+                  "thread %d: a canary around the output changed", i);
+        rqs_devbuf_free(args[i].out);
+    }
+    rqs_devbuf_free(one.out);
+    free(expect);
+    free(got);
+}
+
+ropeqk_ctx *th_ctx_tuned(const ropeqk_tuning *t)
+{
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    if (t)
+        cp.tuning = *t;
+    ropeqk_ctx *x = NULL;
+    ropeqk_status st = ropeqk_ctx_create(&cp, &x);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "ropeqk_ctx_create: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
+    return x;
+}
+
+th_case th_case_small(void)
+{
+    th_case c;
+    memset(&c, 0, sizeof c);
+    c.B = 1, c.Hq = 2, c.Hkv = 1, c.Sq = 6, c.Sk = 5, c.D = 8;
+    ropeqk_default_params(&c.p);
+    c.dtype = ROPEQK_F32;
+    return c;
+}
+
+ropeqk_ctx *th_ctx;
+
+void th_ctx_init(void)
+{
+    char why[256];
+    th_ctx = th_ctx_or_skip_reason(why, sizeof why);
+    if (!th_ctx)
+        cr_skip_test("%s", why);
+}
+
+void th_ctx_fini(void)
+{
+    ropeqk_ctx_destroy(th_ctx);
+    th_ctx = NULL;
+    th_leak_check();
+}
+
+bool th_is_vulkan(const ropeqk_ctx *ctx) { return rqs_ctx_backend(ctx) == RQS_BACKEND_VULKAN; }
+
 void th_leak_check(void)
 {
     char first[512];
-    uint32_t n = ropeqk_vulkan_validation_messages(NULL, first, sizeof first);
+    uint32_t n = rqs_validation_messages(first, sizeof first);
     if (n) {
         fprintf(stderr, "Khronos validation layer: %u message(s) in this test, the first: %s\n", n, first);
         abort();

@@ -1,13 +1,17 @@
-/* Test harness: strided views with guard bytes, seeded random data, device-vs-reference runs. */
+/* Test harness: strided views with guard bytes, seeded random data, device-vs-reference runs on
+ * either backend (device buffers through support/devbuf.h). Backend-neutral: only ropeqk.h. */
 #ifndef ROPEQK_TEST_HARNESS_H
 #define ROPEQK_TEST_HARNESS_H
 
-#include "ropeqk_opencl.h"
+#include "devbuf.h"
+#include "half.h"
+#include "rng.h"
+#include "ropeqk.h"
+
 #include <stdbool.h>
 
-/* splitmix64: small, seedable, the same on every platform */
-uint64_t th_rand(uint64_t *s);
-double th_uniform(uint64_t *s); /* [-1, 1) */
+/* ROPEQK_TEST_SEED, else dflt: the seed of a randomised test (print it with every failure). */
+uint64_t th_seed(uint64_t dflt);
 
 typedef enum { TH_BHSD = 0, TH_BSHD = 1, TH_PADDED = 2 } th_layout;
 
@@ -22,7 +26,9 @@ typedef struct {
  * spare elements after each row and after each head, so strides are not the packed ones. */
 bool th_alloc(th_buf *b, ropeqk_dtype dt, const int64_t ne[4], th_layout lay);
 void th_free(th_buf *b);
-/* Random values in the view (f16/bf16 storage get exactly representable values). */
+/* A random value in [-1, 1) exactly representable in dt, stored at p (f16: exponents 2^-6..2^-1). */
+void th_put_random(void *p, ropeqk_dtype dt, uint64_t *rng);
+/* Random values in the view (th_put_random). */
 void th_fill_random(th_buf *b, uint64_t *rng);
 /* True when every byte outside the view still holds the guard pattern. */
 bool th_guards_intact(const th_buf *b);
@@ -33,7 +39,9 @@ typedef struct {
     ropeqk_dtype dtype;
     th_layout in_layout, out_layout;
     bool per_token_pos;   /* random int32 positions instead of offsets */
-    bool enqueue;         /* device buffers with NaN canaries through ropeqk_opencl_enqueue, not ropeqk_scores */
+    bool enqueue;         /* device buffers with NaN canaries through a one-shot plan (rqs_scores_oneshot:
+                           * ropeqk_opencl_enqueue, or a plan recorded with ropeqk_vulkan_plan_record),
+                           * not ropeqk_scores */
     int64_t pos_max;      /* per-token positions drawn from [0, pos_max] */
 } th_case;
 
@@ -41,14 +49,23 @@ typedef struct {
     ropeqk_status status;
     double max_err;
     int64_t mismatch;
-    bool guards_ok;  /* output padding untouched, inputs unchanged */
+    bool guards_ok;  /* output padding untouched, inputs unchanged, device canaries intact */
     int64_t masked;  /* -inf entries in the reference */
 } th_result;
 
+/* A small case: B 1, Hq 2, Hkv 1, Sq 6, Sk 5, D 8, f32, default parameters. */
+th_case th_case_small(void);
 /* Runs a case on the device and on the scalar path, compares with the metric of docs/conventions.md. */
 th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed);
 /* One line describing a case, for failure messages. */
 void th_describe(const th_case *c, char *buf, size_t len);
+
+/* One plan run from four threads at once, each on a stream and an output buffer of its own
+ * (support/devbuf.h), against a lone run: run(stream, out, iters, user) runs the plan iters times
+ * into out, the full problem last; every thread's status must be success, its output bitwise equal
+ * to the lone run's (iters 1) and the canaries around it intact. */
+typedef ropeqk_status (*th_loop_fn)(rqs_stream *stream, rqs_devbuf *out, int iters, void *user);
+void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int iters, th_loop_fn run, void *user);
 
 /* In a sanitizer build: run LeakSanitizer now and abort the test worker if anything leaked (Criterion
  * workers exit without running LSan's own exit-time check). On Vulkan (ROPEQK_VULKAN_VALIDATION=1):
@@ -60,27 +77,35 @@ void th_leak_check(void);
 bool th_cache_home_make(char *dir, size_t len);
 void th_cache_home_remove(const char *dir);
 
-/* A context on the default device, or NULL (with the reason printed) when there is none. */
+/* A context on the default device ($ROPEQK_DEVICE), or NULL (with the reason printed) when there is none. */
 ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len);
-/* Whether ctx is a Vulkan context (ROPEQK_DEVICE=vulkan): tests of OpenCL-only API skip there. */
+/* A context on the default device with this tuning (NULL: defaults); the test fails without one. */
+ropeqk_ctx *th_ctx_tuned(const ropeqk_tuning *t);
+
+/* A suite's shared context: th_ctx_init (a suite's .init) creates th_ctx or skips the test;
+ * th_ctx_fini (its .fini) destroys it and runs th_leak_check. */
+extern ropeqk_ctx *th_ctx;
+void th_ctx_init(void);
+void th_ctx_fini(void);
+
+/* Whether ctx is a Vulkan context (ROPEQK_DEVICE=vulkan). */
 bool th_is_vulkan(const ropeqk_ctx *ctx);
-/* In a test of OpenCL-only API: on a Vulkan context, destroy it and skip (test_vulkan.c covers the
- * Vulkan counterparts). */
+/* In a test of an OpenCL-only concept: on a Vulkan context, destroy it and skip. */
 #define TH_SKIP_IF_VULKAN(ctx)                                                                     \
     do {                                                                                           \
         if (th_is_vulkan(ctx)) {                                                                   \
             ropeqk_ctx_destroy(ctx);                                                               \
-            cr_skip_test("OpenCL API; the Vulkan record path is tested in test_vulkan.c");         \
+            cr_skip_test("OpenCL API (ropeqk_opencl.h): nothing to test on Vulkan");               \
         }                                                                                          \
     } while (0)
 /* The same for a suite's shared context (a pointer variable its .fini destroys, NULL-safe): a
  * skipped test's .fini does not run, so the context is destroyed here and the variable cleared. */
-#define TH_SKIP_ON_VULKAN(ctx)                                                                     \
+#define TH_SKIP_ON_VULKAN(ctx, why)                                                                \
     do {                                                                                           \
         if (th_is_vulkan(ctx)) {                                                                   \
             ropeqk_ctx_destroy(ctx);                                                               \
             (ctx) = NULL;                                                                          \
-            cr_skip_test("OpenCL API; the Vulkan record path is tested in test_vulkan.c");         \
+            cr_skip_test("OpenCL only: %s", why);                                                  \
         }                                                                                          \
     } while (0)
 

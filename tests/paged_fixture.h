@@ -1,17 +1,14 @@
-/* The paged-KV-cache tests' fixture (test_paged.c: decode and append against fp64;
- * test_paged_invalid.c: refusals and threads): problems over shuffled pages with ragged lengths,
- * their device buffers on the suite's context, and the fp64 reference. */
+/* The paged-KV-cache tests' one problem and one reference (test_paged.c: decode and append against
+ * fp64; test_paged_invalid.c: refusals and threads; test_vk_paged.c: what only lavapipe needs), on
+ * either backend: problems over shuffled pages with ragged lengths, their device buffers on the
+ * suite's context (th_ctx), and the check against ropeqk_attention_ref on each sequence's pages
+ * gathered into a dense K/V. */
 #ifndef ROPEQK_TEST_PAGED_FIXTURE_H
 #define ROPEQK_TEST_PAGED_FIXTURE_H
 
 #include "harness.h"
 
 #include <criterion/criterion.h>
-
-/* The suite's context (pf_setup, pf_teardown: the suites' .init and .fini). */
-extern ropeqk_ctx *ctx;
-void pf_setup(void);
-void pf_teardown(void);
 
 #define MAXS 8
 
@@ -36,31 +33,36 @@ typedef struct {
     int32_t *table, lens[MAXS], qpos[MAXS], kpos0[MAXS];
 } pdata;
 
+/* A problem's device buffers (support/devbuf.h) on th_ctx. */
 typedef struct {
-    cl_mem q, k, v, o, l;
+    rqs_devbuf *q, *k, *v, *o, *l;
 } pbufs;
 
-/* The helpers (each documented in paged_fixture.c). */
-uint64_t test_seed(void);
-float half_to_float(uint16_t h);
-float bf16_to_float(uint16_t b);
-double load(const void *base, size_t off, ropeqk_dtype t);
-void put_random(void *p, ropeqk_dtype t, uint64_t *rng);
+/* ROPEQK_TEST_SEED, else 20261201: print it with every failure. */
+uint64_t pf_seed(void);
 size_t off4(const ropeqk_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d);
-cl_mem make_buffer(size_t bytes, const void *init);
-void fill_bytes(cl_mem m, size_t bytes, unsigned char byte);
-void read_buffer(cl_mem m, size_t bytes, void *dst);
+/* The K or V cache view: [num_pages, Hkv, ps, dim], BHSD or BSHD memory. */
 ropeqk_tensor cache_view(const pcase *c, ropeqk_dtype dt, int64_t num_pages, int64_t dim);
+/* Lengths, shuffled pages (every sequence's pages distinct, spare pages unused), positions, data.
+ * Every cache byte outside the sequences' tokens is 0xFF (NaN in every dtype). */
 void pdata_make(const pcase *c, pdata *d, uint64_t *rng);
 void pdata_free(pdata *d);
 ropeqk_paged_batch batch_of(const pcase *c, pdata *d);
 ropeqk_plan_desc desc_of(const pcase *c, const pdata *d);
-void rotate(const ropeqk_params *p, int64_t D, const double *inv, double attn, int64_t pos, double *x);
-void reference(const pcase *c, const pdata *d, double *o64, double *lse64, double *vmax);
-void pbufs_make(const pdata *d, pbufs *b);
+/* Device copies of q, k, v (between canaries when `canaries`), out and lse filled with 0x5A. */
+void pbufs_make(const pdata *d, pbufs *b, bool canaries);
 void pbufs_free(pbufs *b);
-ropeqk_opencl_paged_args args_of(const pcase *c, const pbufs *b);
+rqs_paged_args args_of(const pcase *c, const pbufs *b);
+/* out [max_seqs, Hq, 1, Dv] (c->odt) and lse [max_seqs, Hq, 1, 1] (NULL without with_lse), host copies
+ * of the device's, against ropeqk_attention_ref sequence by sequence (keys and values gathered from
+ * the pages into dense [1, Hkv, len, D] views, key j at position k_pos0 + j) with the metric of
+ * docs/conventions.md section 10 (ropeqk_attention_max_error); rows whose every key is masked must
+ * be exactly 0 (LSE -inf). */
+void pf_check(const pcase *c, const pdata *d, const unsigned char *out, const float *lse, uint64_t seed);
+/* Decode on the device, then pf_check; rows past n_seqs, the LSE without with_lse, the inputs and the
+ * canaries untouched. */
 void run_case(const pcase *c, uint64_t seed);
+/* f32, Hq 8 / Hkv 2, D = Dv = 64, pages of 16, 5 of 6 sequences up to 5000 tokens, LSE. */
 pcase base_case(const char *name);
 
 #endif

@@ -12,25 +12,19 @@
 
 TestSuite(attn_ref, .fini = th_leak_check);
 
-/* The test's own decoder (not the library's rq_load_elem), so V enters the expected values by a
- * separate path. */
+/* The test's own decoder (support/half.h, not the library's rq_load_elem), so V enters the expected
+ * values by a separate path. */
 static double elem(const th_buf *b, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
 {
     const unsigned char *p = b->data + i0 * b->t.nb[0] + i1 * b->t.nb[1] + i2 * b->t.nb[2] + i3 * b->t.nb[3];
     uint16_t h;
-    uint32_t u;
     float f;
     double d;
     switch (b->t.dtype) {
     case ROPEQK_F32: memcpy(&f, p, 4); return f;
     case ROPEQK_F64: memcpy(&d, p, 8); return d;
-    case ROPEQK_BF16: memcpy(&h, p, 2); u = (uint32_t)h << 16; memcpy(&f, &u, 4); return f;
-    case ROPEQK_F16: {
-        memcpy(&h, p, 2);
-        int e = (h >> 10) & 31, m = h & 1023;
-        double mag = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
-        return (h >> 15) ? -mag : mag;
-    }
+    case ROPEQK_BF16: memcpy(&h, p, 2); return rqs_bf16_to_float(h);
+    case ROPEQK_F16: memcpy(&h, p, 2); return rqs_half_to_float(h);
     }
     return NAN;
 }
@@ -248,7 +242,7 @@ Test(attn_ref, equals_softmax_of_scores_ref_times_v_random_sweep)
     int64_t masked_rows = 0, open_rows = 0, n_pos = 0, n_scaled = 0, n_gqa = 0, n_dv = 0, n_half = 0, n_win = 0;
     for (int c = 0; c < N; c++) {
         uint64_t rng = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(c + 1));
-#define R(n) ((int64_t)(th_rand(&rng) % (uint64_t)(n)))
+#define R(n) ((int64_t)(rqs_rand(&rng) % (uint64_t)(n)))
         int64_t B = 1 + R(2), Hkv = 1 + R(2), G = 1 + R(3), Hq = Hkv * G, Sq = 1 + R(6), Sk = 1 + R(9);
         int64_t D = 2 * (1 + R(8)), Dv = 1 + R(7);
         ropeqk_params p;

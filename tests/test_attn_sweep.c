@@ -2,12 +2,12 @@
  * rotary, GQA/MQA, Dv != D, causal with offsets, sliding windows, fully masked rows, positions up to
  * 2^20 (offsets and per-token arrays), every frequency-scaling variant, f32/f16/bf16 inputs and
  * outputs, scores of magnitude near 100, Sk up to 4096. Half of it runs through an attention plan on
- * device buffers with NaN canaries around every view, half through ropeqk_attention(). O within
+ * device buffers with NaN canaries around every view (support/devbuf.c: ropeqk_opencl_plan_enqueue or
+ * ropeqk_vulkan_plan_record), half through ropeqk_attention(). O within
  * 1e-5 of the fp64 path by the attention metric (plus the rounding of an f16/bf16 output), LSE within
  * 1e-5 relative, -inf LSE exactly where the reference has it.
  * Seed: ROPEQK_TEST_SEED or 20261123, named in every failure message. */
 #include "harness.h"
-#include "ropeqk_vulkan.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -15,22 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static ropeqk_ctx *ctx;
-
-static void setup(void)
-{
-    char why[256];
-    ctx = th_ctx_or_skip_reason(why, sizeof why);
-    if (!ctx)
-        cr_skip_test("%s", why);
-}
-static void teardown(void)
-{
-    ropeqk_ctx_destroy(ctx);
-    th_leak_check();
-}
-
-TestSuite(attn_sweep, .init = setup, .fini = teardown, .timeout = 600);
+TestSuite(attn_sweep, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 600);
 
 #define N_CASES 208
 #define N_CHUNKS 4
@@ -74,36 +59,36 @@ static acase make_case(int idx, uint64_t seed)
     memset(&c, 0, sizeof c);
     ropeqk_default_params(&c.p);
     c.D = Ds[idx % 4];
-    c.Dv = idx % 3 == 0 ? c.D : Dvs[th_rand(&rng) % 6];
+    c.Dv = idx % 3 == 0 ? c.D : Dvs[rqs_rand(&rng) % 6];
     c.p.layout = (idx / 4) % 2 ? ROPEQK_HALF_SPLIT : ROPEQK_INTERLEAVED;
     if (idx % 5 == 2)
-        c.p.rotary_dim = (int32_t)(2 + 2 * (th_rand(&rng) % (uint64_t)(c.D / 2)));
+        c.p.rotary_dim = (int32_t)(2 + 2 * (rqs_rand(&rng) % (uint64_t)(c.D / 2)));
     c.in_dt = idx % 7 == 1 ? ROPEQK_F16 : idx % 7 == 4 ? ROPEQK_BF16 : ROPEQK_F32;
     c.out_dt = idx % 9 == 2 ? ROPEQK_F16 : idx % 9 == 6 ? ROPEQK_BF16 : ROPEQK_F32;
-    c.Sq = Ss[th_rand(&rng) % 4];
-    c.Sk = Ss[th_rand(&rng) % 4];
+    c.Sq = Ss[rqs_rand(&rng) % 4];
+    c.Sk = Ss[rqs_rand(&rng) % 4];
     if (idx % 26 == 13) { /* long key ranges, few query rows */
         c.Sk = idx % 52 == 13 ? 4096 : 1500;
         c.Sq = 3;
     }
-    c.Hkv = 1 + (int64_t)(th_rand(&rng) % 2);
-    c.Hq = c.Hkv * (int64_t[]){1, 2, 4, 8}[th_rand(&rng) % 4];
-    c.B = 1 + (int64_t)(th_rand(&rng) % 2);
-    c.p.base = th_rand(&rng) % 2 ? 10000.0 : 500000.0;
-    c.p.causal = th_rand(&rng) % 3 != 0;
+    c.Hkv = 1 + (int64_t)(rqs_rand(&rng) % 2);
+    c.Hq = c.Hkv * (int64_t[]){1, 2, 4, 8}[rqs_rand(&rng) % 4];
+    c.B = 1 + (int64_t)(rqs_rand(&rng) % 2);
+    c.p.base = rqs_rand(&rng) % 2 ? 10000.0 : 500000.0;
+    c.p.causal = rqs_rand(&rng) % 3 != 0;
     c.p.conjugate = idx % 17 == 5;
     /* positions: aligned (last query sees every key), early queries fully masked, near 2^20 */
     int64_t far = (int64_t)1 << 20;
-    switch (th_rand(&rng) % 4) {
+    switch (rqs_rand(&rng) % 4) {
     case 0: c.p.k_pos_offset = 0; c.p.q_pos_offset = c.Sk - c.Sq; break;
     case 1: c.p.k_pos_offset = 50; c.p.q_pos_offset = 20; break; /* rows before position 50: all masked */
     case 2: c.p.k_pos_offset = far - c.Sk; c.p.q_pos_offset = far - c.Sq; break;
-    default: c.p.k_pos_offset = (int64_t)(th_rand(&rng) % 1000); c.p.q_pos_offset = c.p.k_pos_offset + c.Sk / 2;
+    default: c.p.k_pos_offset = (int64_t)(rqs_rand(&rng) % 1000); c.p.q_pos_offset = c.p.k_pos_offset + c.Sk / 2;
     }
     if (c.p.q_pos_offset < 0)
         c.p.q_pos_offset = 0;
     if (idx % 6 == 3)
-        c.p.window = 1 + (int64_t)(th_rand(&rng) % 40);
+        c.p.window = 1 + (int64_t)(rqs_rand(&rng) % 40);
     c.per_token = idx % 8 == 5;
     c.plan = idx % 2 == 1;
     c.lse = idx % 3 != 1;
@@ -192,74 +177,48 @@ static void run_case(int idx, uint64_t seed)
         qp = malloc((size_t)c.Sq * 4);
         kp = malloc((size_t)c.Sk * 4);
         for (int64_t j = 0; j < c.Sk; j++)
-            kp[j] = (int32_t)(th_rand(&rng) % (1u << 20));
+            kp[j] = (int32_t)(rqs_rand(&rng) % (1u << 20));
         for (int64_t i = 0; i < c.Sq; i++)
-            qp[i] = (int32_t)(th_rand(&rng) % (1u << 20));
+            qp[i] = (int32_t)(rqs_rand(&rng) % (1u << 20));
     }
     ropeqk_status st = ropeqk_attention_ref(&c.p, &q, qd, &k, kd, &v, vd, qp, kp, &o64, o64d, &l64, l64d);
     cr_assert_eq(st, ROPEQK_SUCCESS, "reference: %s: %s", ropeqk_status_string(st), d);
-    /* the plan half uses OpenCL buffers: on a Vulkan context those cases go through the host call,
-     * which records the same plan with ropeqk_vulkan_plan_record (no canaries around the views) */
-    bool vk = ropeqk_vulkan_device(ctx) != VK_NULL_HANDLE;
-    if (!c.plan || vk) {
-        st = ropeqk_attention(ctx, &c.p, &q, qd, &k, kd, &v, vd, qp, kp, &o, od, c.lse ? &l : NULL, c.lse ? ld : NULL);
+    if (!c.plan) {
+        st = ropeqk_attention(th_ctx, &c.p, &q, qd, &k, kd, &v, vd, qp, kp, &o, od, c.lse ? &l : NULL, c.lse ? ld : NULL);
         cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
     } else { /* device buffers with NaN canaries before and after every view */
-        cl_context cx = ropeqk_opencl_context(ctx);
-        cl_command_queue qu = ropeqk_opencl_queue(ctx);
-        const size_t pad = 256;
-        const void *host[6] = {qd, kd, vd, NULL, qp, kp};
-        size_t bytes[6] = {ropeqk_tensor_extent(&q), ropeqk_tensor_extent(&k), ropeqk_tensor_extent(&v), ob,
-                           (size_t)c.Sq * 4, (size_t)c.Sk * 4};
-        cl_mem m[7] = {NULL};
-        cl_int e;
-        for (int i = 0; i < 6; i++) {
-            if (i >= 4 && !c.per_token)
-                continue;
-            m[i] = clCreateBuffer(cx, CL_MEM_READ_WRITE, bytes[i] + 2 * pad, NULL, &e);
-            float nan = NAN;
-            clEnqueueFillBuffer(qu, m[i], &nan, 4, 0, bytes[i] + 2 * pad, 0, NULL, NULL);
-            if (host[i])
-                clEnqueueWriteBuffer(qu, m[i], CL_TRUE, pad, bytes[i], host[i], 0, NULL, NULL);
-        }
-        m[6] = clCreateBuffer(cx, CL_MEM_READ_WRITE, lb + 2 * pad, NULL, &e);
-        float nan = NAN;
-        clEnqueueFillBuffer(qu, m[6], &nan, 4, 0, lb + 2 * pad, 0, NULL, NULL);
+        const void *host[7] = {qd, kd, vd, NULL, qp, kp, NULL};
+        const size_t bytes[7] = {ropeqk_tensor_extent(&q), ropeqk_tensor_extent(&k), ropeqk_tensor_extent(&v), ob,
+                                 (size_t)c.Sq * 4, (size_t)c.Sk * 4, lb};
+        const bool used[7] = {true, true, true, true, c.per_token, c.per_token, c.lse};
+        rqs_devbuf *m[7] = {NULL};
+        for (int i = 0; i < 7; i++)
+            if (used[i])
+                cr_assert_eq(rqs_devbuf_create(th_ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s: %s",
+                             rqs_devbuf_error(), d);
         ropeqk_plan_desc pd = {.op = ROPEQK_OP_ATTENTION, .params = c.p, .q = q, .k = k, .v = v, .out = o,
                                .lse = l, .with_lse = c.lse,
                                .positions = c.per_token ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
         ropeqk_plan *pl = NULL;
-        st = ropeqk_plan_create(ctx, &pd, &pl);
+        st = ropeqk_plan_create(th_ctx, &pd, &pl);
         cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
-        ropeqk_opencl_args a = {.q = {m[0], pad}, .k = {m[1], pad}, .v = {m[2], pad}, .out = {m[3], pad},
-                                .q_pos = {m[4], m[4] ? pad : 0}, .k_pos = {m[5], m[5] ? pad : 0},
-                                .lse = {c.lse ? m[6] : NULL, c.lse ? pad : 0}};
-        cl_event ev = NULL;
-        st = ropeqk_opencl_plan_enqueue(pl, NULL, &a, NULL, 0, NULL, &ev);
-        cr_assert_eq(st, ROPEQK_SUCCESS, "enqueue: %s: %s", ropeqk_status_string(st), d);
-        clWaitForEvents(1, &ev);
-        clReleaseEvent(ev);
-        unsigned char *back = malloc(ob + 2 * pad);
-        clEnqueueReadBuffer(qu, m[3], CL_TRUE, 0, ob + 2 * pad, back, 0, NULL, NULL);
-        memcpy(od, back + pad, ob);
-        unsigned char canary[4];
-        float fn = NAN;
-        memcpy(canary, &fn, 4);
-        for (size_t i = 0; i < pad; i++)
-            cr_assert(back[i] == canary[i % 4] && back[pad + ob + i] == canary[(ob + i) % 4],
-                      "output canary overwritten: %s", d);
-        free(back);
-        if (c.lse) {
-            float *lb2 = malloc(lb + 2 * pad);
-            clEnqueueReadBuffer(qu, m[6], CL_TRUE, 0, lb + 2 * pad, lb2, 0, NULL, NULL);
-            memcpy(ld, (unsigned char *)lb2 + pad, lb);
-            cr_assert(isnan(lb2[0]) && isnan(lb2[(lb + 2 * pad) / 4 - 1]), "LSE canary overwritten: %s", d);
-            free(lb2);
+        rqs_args a = {.q = rqs_whole(m[0]), .k = rqs_whole(m[1]), .v = rqs_whole(m[2]), .out = rqs_whole(m[3]),
+                      .q_pos = rqs_whole(m[4]), .k_pos = rqs_whole(m[5]), .lse = rqs_whole(m[6])};
+        st = rqs_plan_run(th_ctx, NULL, pl, &a, NULL);
+        cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
+                     rqs_devbuf_error(), d);
+        cr_assert_eq(rqs_devbuf_read(m[3], od), ROPEQK_SUCCESS);
+        if (c.lse)
+            cr_assert_eq(rqs_devbuf_read(m[6], ld), ROPEQK_SUCCESS);
+        static const char *const name[7] = {"Q", "K", "V", "output", "q positions", "k positions", "LSE"};
+        for (int i = 0; i < 7; i++) {
+            bool intact = false;
+            if (m[i])
+                cr_assert(rqs_devbuf_check(m[i], host[i], &intact) == ROPEQK_SUCCESS && intact,
+                          "%s: a canary%s changed: %s", name[i], host[i] ? " or the input" : "", d);
+            rqs_devbuf_free(m[i]);
         }
         ropeqk_plan_destroy(pl);
-        for (int i = 0; i < 7; i++)
-            if (m[i])
-                clReleaseMemObject(m[i]);
     }
     double err = 0, lerr = 0;
     int64_t mism = 0;
@@ -301,16 +260,16 @@ Test(attn_sweep, chunk3) { run_chunk(3); }
  * are offset per pass. */
 Test(attn_sweep, query_passes)
 {
-    ropeqk_ctx *whole = ctx;
+    ropeqk_ctx *whole = th_ctx;
     setenv("ROPEQK_ATTN_PASS_BYTES", "4096", 1);
-    ropeqk_status st = ropeqk_ctx_create(NULL, &ctx);
+    ropeqk_status st = ropeqk_ctx_create(NULL, &th_ctx);
     unsetenv("ROPEQK_ATTN_PASS_BYTES");
     cr_assert_eq(st, ROPEQK_SUCCESS);
     uint64_t seed = seed0();
     for (int i = 0; i < N_CASES; i += 3)
         run_case(i, seed);
-    ropeqk_ctx_destroy(ctx);
-    ctx = whole;
+    ropeqk_ctx_destroy(th_ctx);
+    th_ctx = whole;
 }
 
 /* The sweep really holds what its header promises. */

@@ -1,7 +1,12 @@
-/* Kernel configuration of a context: profiles and where they come from, tuning through the API and
- * the environment (strictly parsed), the vendor switch, and the message of a failed build. Each
- * Criterion test runs in its own process, so setenv() here touches no other test. */
+/* Kernel configuration of a context, on either backend: profiles and where they come from, tuning
+ * through the API and the environment (strictly parsed, the same rules for both backends: the OpenCL
+ * knobs and the Vulkan ones), out-of-range values. OpenCL only: the build options a profile or knob
+ * gives, the vendor switch's portable decode kernel, and the message and log of a failed program
+ * build. Each Criterion test runs in its own process, so setenv() here touches no other test. */
 #include "harness.h"
+#if RQS_HAVE_OPENCL
+#include "ropeqk_opencl.h"
+#endif
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -19,24 +24,12 @@ static void no_platform_skip(void)
 
 TestSuite(config, .init = no_platform_skip, .fini = th_leak_check);
 
-static ropeqk_ctx *make(const ropeqk_tuning *t)
-{
-    ropeqk_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    if (t)
-        cp.tuning = *t;
-    ropeqk_ctx *x = NULL;
-    ropeqk_status st = ropeqk_ctx_create(&cp, &x);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "ropeqk_ctx_create: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
-    return x;
-}
-
 Test(config, profile_from_env_param_and_device)
 {
     ropeqk_tuning t, got;
     const char *why = NULL;
     unsetenv("ROPEQK_PROFILE");
-    ropeqk_ctx *x = make(NULL);
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
     cr_assert_eq(ropeqk_ctx_tuning(x, &got, &why), ROPEQK_SUCCESS);
     cr_expect_neq(got.profile, ROPEQK_PROFILE_AUTO, "auto must resolve to cpu or gpu");
     cr_expect(strncmp(why, "auto: ", 6) == 0, "source '%s'", why);
@@ -44,20 +37,21 @@ Test(config, profile_from_env_param_and_device)
 
     memset(&t, 0, sizeof t);
     t.profile = ROPEQK_PROFILE_GPU;
-    x = make(&t);
+    x = th_ctx_tuned(&t);
     ropeqk_ctx_tuning(x, &got, &why);
     cr_expect_eq(got.profile, ROPEQK_PROFILE_GPU);
     cr_expect_str_eq(why, "parameter");
-    cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_VK=1 ") != NULL, "%s", ropeqk_ctx_build_options(x));
+    bool vk = th_is_vulkan(x); /* the Vulkan shaders take specialization constants, not -D options */
+    cr_expect(vk || strstr(ropeqk_ctx_build_options(x), "-DRQ_VK=1 ") != NULL, "%s", ropeqk_ctx_build_options(x));
     cr_expect_eq(got.decode, -1, "the GPU profile's decode kernel is off by default");
     ropeqk_ctx_destroy(x);
 
     setenv("ROPEQK_PROFILE", "cpu", 1); /* the environment wins over the parameter */
-    x = make(&t);
+    x = th_ctx_tuned(&t);
     ropeqk_ctx_tuning(x, &got, &why);
     cr_expect_eq(got.profile, ROPEQK_PROFILE_CPU);
     cr_expect_str_eq(why, "ROPEQK_PROFILE=cpu");
-    cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_VK=16 ") != NULL, "%s", ropeqk_ctx_build_options(x));
+    cr_expect(vk || strstr(ropeqk_ctx_build_options(x), "-DRQ_VK=16 ") != NULL, "%s", ropeqk_ctx_build_options(x));
     ropeqk_ctx_destroy(x);
 }
 
@@ -72,37 +66,54 @@ Test(config, knobs_from_api_with_env_override)
     t.decode = -1;
     setenv("ROPEQK_TQ", "3", 1);
     setenv("ROPEQK_NV", "1", 1);
-    ropeqk_ctx *x = make(&t);
+    ropeqk_ctx *x = th_ctx_tuned(&t);
     ropeqk_ctx_tuning(x, &got, NULL);
     cr_expect_eq(got.tq, 3);
     cr_expect_eq(got.vk, 4);
     cr_expect_eq(got.nv, 1);
     cr_expect_eq(got.decode, -1);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "overrides:") && strstr(ropeqk_ctx_config_source(x), "ROPEQK_TQ"),
+              "%s", ropeqk_ctx_config_source(x));
     const char *o = ropeqk_ctx_build_options(x);
-    cr_expect(strstr(o, "-DRQ_TQ=3 ") && strstr(o, "-DRQ_VK=4 ") && strstr(o, "-DRQ_DECODE=0") && strstr(o, "-DRQ_NV=1"),
+    cr_expect(th_is_vulkan(x) || (strstr(o, "-DRQ_TQ=3 ") && strstr(o, "-DRQ_VK=4 ") && strstr(o, "-DRQ_DECODE=0") &&
+                                  strstr(o, "-DRQ_NV=1")),
               "%s", o);
     ropeqk_ctx_destroy(x);
 }
 
-/* Every malformed value is refused with a message naming the variable; nothing is created. */
+/* Every malformed value is refused with a message naming the variable; nothing is created. The
+ * knobs' variables on every backend; the OpenCL context's limits (scratch pool, attention pass, the
+ * allocation limit that forces split runs) only where a context reads them: a Vulkan context does
+ * not read ROPEQK_POOL_BYTES, ROPEQK_ATTN_PASS_BYTES or ROPEQK_MAX_ALLOC at all. */
 Test(config, malformed_environment_is_an_error)
 {
-    static const char *const cases[][2] = {
-        {"ROPEQK_PROFILE", "GPU"}, {"ROPEQK_PROFILE", ""},   {"ROPEQK_TQ", "abc"},     {"ROPEQK_TQ", "12x"},
-        {"ROPEQK_TQ", "0"},        {"ROPEQK_TQ", "33"},      {"ROPEQK_TQ", ""},        {"ROPEQK_WG", "-4"},
-        {"ROPEQK_VK", "3"},        {"ROPEQK_NV", "3"},       {"ROPEQK_DKB", "7"},      {"ROPEQK_DWG", "1e2"},    {"ROPEQK_DECODE", "yes"},
-        {"ROPEQK_ROT_UWG", " 8"},  {"ROPEQK_POOL_BYTES", "lots"}, {"ROPEQK_ATTN_PASS_BYTES", "-5"}, {"ROPEQK_MAX_ALLOC", "-1"},
-        {"ROPEQK_MAX_ALLOC", "99999999999999999999999"},
+    static const struct {
+        const char *name, *value;
+        bool opencl_only;
+    } cases[] = {
+        {"ROPEQK_PROFILE", "GPU", 0}, {"ROPEQK_PROFILE", "", 0},   {"ROPEQK_TQ", "abc", 0},     {"ROPEQK_TQ", "12x", 0},
+        {"ROPEQK_TQ", "0", 0},        {"ROPEQK_TQ", "33", 0},      {"ROPEQK_TQ", "", 0},        {"ROPEQK_WG", "-4", 0},
+        {"ROPEQK_VK", "3", 0},        {"ROPEQK_NV", "3", 0},       {"ROPEQK_DKB", "7", 0},      {"ROPEQK_DWG", "1e2", 0},
+        {"ROPEQK_DECODE", "yes", 0},  {"ROPEQK_ROT_UWG", " 8", 0}, {"ROPEQK_VK_BLOCK", "x", 0}, {"ROPEQK_VK_ROWS", "-32", 0},
+        {"ROPEQK_POOL_BYTES", "lots", 1}, {"ROPEQK_ATTN_PASS_BYTES", "-5", 1}, {"ROPEQK_MAX_ALLOC", "-1", 1},
+        {"ROPEQK_MAX_ALLOC", "99999999999999999999999", 1},
     };
+    ropeqk_ctx *probe = th_ctx_tuned(NULL);
+    bool vk = th_is_vulkan(probe);
+    ropeqk_ctx_destroy(probe);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        setenv(cases[i][0], cases[i][1], 1);
+        if (vk && cases[i].opencl_only)
+            continue;
+        setenv(cases[i].name, cases[i].value, 1);
         ropeqk_ctx *x = (ropeqk_ctx *)1;
         ropeqk_status st = ropeqk_ctx_create(NULL, &x);
-        cr_expect_eq(st, ROPEQK_ERR_BAD_CONFIG, "%s='%s': status %d", cases[i][0], cases[i][1], st);
-        cr_expect_null(x, "%s='%s'", cases[i][0], cases[i][1]);
-        cr_expect(strstr(ropeqk_last_error(), cases[i][0]) != NULL, "%s='%s': message '%s'", cases[i][0],
-                  cases[i][1], ropeqk_last_error());
-        unsetenv(cases[i][0]);
+        cr_expect_eq(st, ROPEQK_ERR_BAD_CONFIG, "%s='%s': status %d", cases[i].name, cases[i].value, st);
+        cr_expect_null(x, "%s='%s'", cases[i].name, cases[i].value);
+        cr_expect(strstr(ropeqk_last_error(), cases[i].name) != NULL, "%s='%s': message '%s'", cases[i].name,
+                  cases[i].value, ropeqk_last_error());
+        if (st == ROPEQK_SUCCESS)
+            ropeqk_ctx_destroy(x);
+        unsetenv(cases[i].name);
     }
 }
 
@@ -135,7 +146,11 @@ Test(config, decode_kernel_portable_forms_match_fp64)
     t.profile = ROPEQK_PROFILE_CPU;
     t.decode = 1;
     t.vendor_ext = -1;
-    ropeqk_ctx *x = make(&t);
+    ropeqk_ctx *x = th_ctx_tuned(&t);
+    if (th_is_vulkan(x)) {
+        ropeqk_ctx_destroy(x);
+        cr_skip_test("OpenCL only: the decode kernel's portable forms (vendor_ext) are OpenCL C");
+    }
     cr_expect(strstr(ropeqk_ctx_build_options(x), "RQ_POCL_EXT") == NULL, "%s", ropeqk_ctx_build_options(x));
     for (int lay = 0; lay < 2; lay++)
         for (int dt = 0; dt < 3; dt++) {
@@ -160,12 +175,67 @@ Test(config, decode_kernel_portable_forms_match_fp64)
     ropeqk_ctx_destroy(x);
 }
 
+/* The Vulkan knobs are checked by the same rules on every backend (the OpenCL kernels ignore them,
+ * a malformed value is still an error): out-of-range API values, environment values, an override
+ * noted in the configuration source, and the tuner refusing to run under an override. */
+Test(config, vulkan_knobs_refused_and_overridden)
+{
+    ropeqk_tuning t;
+    memset(&t, 0, sizeof t);
+    static const struct {
+        int block, tk, rows;
+        const char *name;
+    } bad[] = {{3, 0, 0, "ROPEQK_VK_BLOCK"}, {16, 0, 0, "ROPEQK_VK_BLOCK"}, {0, 12, 0, "ROPEQK_VK_TK"},
+               {0, 64, 0, "ROPEQK_VK_TK"},   {0, 0, 48, "ROPEQK_VK_ROWS"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ropeqk_ctx_params cp;
+        memset(&cp, 0, sizeof cp);
+        cp.tuning.vk_block = bad[i].block, cp.tuning.vk_tk = bad[i].tk, cp.tuning.vk_rows = bad[i].rows;
+        ropeqk_ctx *x = (ropeqk_ctx *)1;
+        cr_expect_eq(ropeqk_ctx_create(&cp, &x), ROPEQK_ERR_BAD_CONFIG, "case %zu", i);
+        cr_expect_null(x, "case %zu", i);
+        cr_expect(strstr(ropeqk_last_error(), bad[i].name), "case %zu: %s", i, ropeqk_last_error());
+    }
+    setenv("ROPEQK_VK_BLOCK", "16", 1);
+    ropeqk_ctx *x = (ropeqk_ctx *)1;
+    cr_expect_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_ERR_BAD_CONFIG);
+    cr_expect_null(x);
+    cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VK_BLOCK"), "%s", ropeqk_last_error());
+    setenv("ROPEQK_VK_BLOCK", "2", 1);
+    x = th_ctx_tuned(NULL);
+    ropeqk_tuning got;
+    cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
+    cr_expect_eq(got.vk_block, 2);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "overrides: ROPEQK_VK_BLOCK"), "%s", ropeqk_ctx_config_source(x));
+    if (th_is_vulkan(x))
+        cr_expect(strstr(ropeqk_ctx_build_options(x), "scores block 2 "), "%s", ropeqk_ctx_build_options(x));
+    /* the tuner refuses to run under an override that would win over every candidate */
+    ropeqk_tune_params p = {.budget_seconds = 0.01, .no_write = 1};
+    cr_expect_eq(ropeqk_tune(x, &p, NULL, NULL, 0), ROPEQK_ERR_BAD_CONFIG);
+    cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VK_BLOCK"), "%s", ropeqk_last_error());
+    ropeqk_ctx_destroy(x);
+    unsetenv("ROPEQK_VK_BLOCK");
+}
+
+#if RQS_HAVE_OPENCL
+/* A context whose program build fails (ROPEQK_BUILD_OPTIONS); skips on Vulkan, whose SPIR-V is built
+ * with the library. */
+static ropeqk_ctx *failing_build_ctx(void)
+{
+    setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
+    if (th_is_vulkan(x)) {
+        ropeqk_ctx_destroy(x);
+        cr_skip_test("OpenCL only: a program build failure (ROPEQK_BUILD_OPTIONS)");
+    }
+    return x;
+}
+
 /* A failed build names the device and its driver and quotes the log's first lines; the whole log
  * stays in ropeqk_ctx_build_log(). */
 Test(config, build_failure_message_names_device_driver_and_log)
 {
-    setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
-    ropeqk_ctx *x = make(NULL);
+    ropeqk_ctx *x = failing_build_ctx();
     cr_assert_eq(ropeqk_ctx_warmup(x), ROPEQK_ERR_BUILD);
     char name[256] = "", driver[128] = "";
     clGetDeviceInfo(ropeqk_opencl_device(x), CL_DEVICE_NAME, sizeof name - 1, name, NULL);
@@ -204,8 +274,7 @@ static void *read_logs(void *v)
 
 Test(config, build_log_read_during_failing_builds)
 {
-    setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
-    ropeqk_ctx *x = make(NULL);
+    ropeqk_ctx *x = failing_build_ctx();
     log_reader r = {x, 20000, 0};
     pthread_t th;
     pthread_create(&th, NULL, read_logs, &r);
@@ -215,3 +284,4 @@ Test(config, build_log_read_during_failing_builds)
     cr_expect_eq(r.bad, 0, "%d torn reads", r.bad);
     ropeqk_ctx_destroy(x);
 }
+#endif

@@ -1,28 +1,16 @@
 /* Device path: named edge cases, the enqueue API with offsets/events/borrowed objects, and the
  * status of every invalid argument (with the output left untouched). */
 #include "harness.h"
+#if RQS_HAVE_OPENCL
+#include "ropeqk_opencl.h"
+#endif
 
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static ropeqk_ctx *ctx;
-
-static void setup(void)
-{
-    char why[256];
-    ctx = th_ctx_or_skip_reason(why, sizeof why);
-    if (!ctx)
-        cr_skip_test("%s", why);
-}
-static void teardown(void)
-{
-    ropeqk_ctx_destroy(ctx);
-    th_leak_check();
-}
-
-TestSuite(device, .init = setup, .fini = teardown);
+TestSuite(device, .init = th_ctx_init, .fini = th_ctx_fini);
 
 static th_case base_case(void)
 {
@@ -36,7 +24,7 @@ static th_case base_case(void)
 
 static void expect_ok(const th_case *c, uint64_t seed)
 {
-    th_result r = th_run(ctx, c, seed);
+    th_result r = th_run(th_ctx, c, seed);
     char d[512];
     th_describe(c, d, sizeof d);
     cr_assert_eq(r.status, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(r.status), d);
@@ -86,7 +74,7 @@ Test(device, fully_masked_rows_are_all_minus_inf)
     c.p.causal = 1;
     c.p.q_pos_offset = 0;
     c.p.k_pos_offset = 100; /* every key is in every query's future */
-    th_result r = th_run(ctx, &c, 4);
+    th_result r = th_run(th_ctx, &c, 4);
     cr_assert_eq(r.status, ROPEQK_SUCCESS);
     cr_expect_eq(r.mismatch, 0);
     cr_expect_eq(r.masked, c.B * c.Hq * c.Sq * c.Sk);
@@ -115,14 +103,15 @@ Test(device, second_call_reuses_the_program)
 {
     /* a warm-up builds; enqueueing afterwards must not need the compiler: the program count in the
      * cache is internal, so check the observable part: both calls succeed with equal results */
-    cr_assert_eq(ropeqk_ctx_warmup(ctx), ROPEQK_SUCCESS);
+    cr_assert_eq(ropeqk_ctx_warmup(th_ctx), ROPEQK_SUCCESS);
     th_case c = base_case();
-    th_result a = th_run(ctx, &c, 8), b = th_run(ctx, &c, 8);
+    th_result a = th_run(th_ctx, &c, 8), b = th_run(th_ctx, &c, 8);
     cr_expect_eq(a.status, 0);
     cr_expect_eq(b.status, 0);
     cr_expect_eq(a.max_err, b.max_err);
 }
 
+#if RQS_HAVE_OPENCL
 /* ---- the enqueue API with device buffers, offsets, positions and events -------------------- */
 
 typedef struct {
@@ -145,7 +134,7 @@ static void make_dev(dev_setup *s, cl_context cx, const float *qd, const float *
     s->bo = clCreateBuffer(cx, CL_MEM_READ_WRITE, 4096, NULL, &err);
     s->bqp = clCreateBuffer(cx, CL_MEM_READ_WRITE, 64, NULL, &err);
     s->bkp = clCreateBuffer(cx, CL_MEM_READ_WRITE, 64, NULL, &err);
-    cl_command_queue qu = ropeqk_opencl_queue(ctx);
+    cl_command_queue qu = ropeqk_opencl_queue(th_ctx);
     float fill = -7.0f;
     clEnqueueFillBuffer(qu, s->bo, &fill, sizeof fill, 0, 4096, 0, NULL, NULL);
     clEnqueueWriteBuffer(qu, s->bq, CL_TRUE, s->qoff, 80 * 4, qd, 0, NULL, NULL);
@@ -162,28 +151,28 @@ static void free_dev(dev_setup *s)
 
 Test(device, enqueue_with_offsets_positions_and_events)
 {
-    TH_SKIP_ON_VULKAN(ctx);
+    TH_SKIP_ON_VULKAN(th_ctx, "ropeqk_opencl_enqueue with cl_event wait lists");
     float qd[80], kd[48];
     int32_t qp[5] = {900, 3, 77, 5, 1 << 20}, kp[6] = {0, 5, 77, 1 << 20, 2, 901};
     uint64_t rng = 11;
-    for (int i = 0; i < 80; i++) qd[i] = (float)th_uniform(&rng);
-    for (int i = 0; i < 48; i++) kd[i] = (float)th_uniform(&rng);
+    for (int i = 0; i < 80; i++) qd[i] = (float)rqs_uniform(&rng);
+    for (int i = 0; i < 48; i++) kd[i] = (float)rqs_uniform(&rng);
     dev_setup s;
-    make_dev(&s, ropeqk_opencl_context(ctx), qd, kd, qp, kp);
+    make_dev(&s, ropeqk_opencl_context(th_ctx), qd, kd, qp, kp);
     ropeqk_params p;
     ropeqk_default_params(&p);
     p.causal = 1;
     p.layout = ROPEQK_HALF_SPLIT;
     cl_int err;
-    cl_event gate = clCreateUserEvent(ropeqk_opencl_context(ctx), &err), done = NULL;
-    ropeqk_status st = ropeqk_opencl_enqueue(ctx, NULL, &p, &s.q, (ropeqk_opencl_mem){s.bq, s.qoff}, &s.k, (ropeqk_opencl_mem){s.bk, s.koff},
+    cl_event gate = clCreateUserEvent(ropeqk_opencl_context(th_ctx), &err), done = NULL;
+    ropeqk_status st = ropeqk_opencl_enqueue(th_ctx, NULL, &p, &s.q, (ropeqk_opencl_mem){s.bq, s.qoff}, &s.k, (ropeqk_opencl_mem){s.bk, s.koff},
                                       (ropeqk_opencl_mem){s.bqp, 8}, (ropeqk_opencl_mem){s.bkp, 4}, &s.o,
                                       (ropeqk_opencl_mem){s.bo, s.ooff}, 1, &gate, &done);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s", ropeqk_status_string(st));
     cr_assert_not_null(done);
     clSetUserEventStatus(gate, CL_COMPLETE);
     float out[1024];
-    clEnqueueReadBuffer(ropeqk_opencl_queue(ctx), s.bo, CL_TRUE, 0, 4096, out, 1, &done, NULL);
+    clEnqueueReadBuffer(ropeqk_opencl_queue(th_ctx), s.bo, CL_TRUE, 0, 4096, out, 1, &done, NULL);
     double ref[60];
     ropeqk_tensor o64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, 2, 5, 6);
     cr_assert_eq(ropeqk_scores_ref(&p, &s.q, qd, &s.k, kd, qp, kp, &o64, ref), ROPEQK_SUCCESS);
@@ -202,7 +191,7 @@ Test(device, enqueue_with_offsets_positions_and_events)
 
 Test(device, borrowed_context_and_queue_survive_destroy)
 {
-    TH_SKIP_ON_VULKAN(ctx);
+    TH_SKIP_ON_VULKAN(th_ctx, "a borrowed cl_context and queue (test_vulkan.c borrows Vulkan objects)");
     cl_platform_id pl;
     cl_device_id dev;
     cr_assert_eq(ropeqk_opencl_select_device(NULL, &pl, &dev, NULL, 0), ROPEQK_SUCCESS);
@@ -253,7 +242,7 @@ Test(device, device_spec_selection)
 
 Test(device, build_failure_returns_status_and_log)
 {
-    TH_SKIP_ON_VULKAN(ctx);
+    TH_SKIP_ON_VULKAN(th_ctx, "OpenCL program build failures (ROPEQK_BUILD_OPTIONS)");
     setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
     ropeqk_ctx *x = NULL;
     cr_assert_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_SUCCESS);
@@ -268,6 +257,8 @@ Test(device, build_failure_returns_status_and_log)
     ropeqk_ctx_destroy(x);
 }
 
+#endif
+
 /* ---- device limits: scratch past CL_DEVICE_MAX_MEM_ALLOC_SIZE is split, not refused ------- */
 
 static ropeqk_ctx *small_ctx(const char *limit)
@@ -281,7 +272,7 @@ static ropeqk_ctx *small_ctx(const char *limit)
 
 Test(device, huge_requests_are_split_to_fit_the_allocation_limit)
 {
-    TH_SKIP_ON_VULKAN(ctx);
+    TH_SKIP_ON_VULKAN(th_ctx, "the split of requests past CL_DEVICE_MAX_MEM_ALLOC_SIZE (ROPEQK_MAX_ALLOC)");
     ropeqk_ctx *x = small_ctx("16384"); /* 4096 floats of scratch at most */
     th_case c = base_case();
     c.Sq = 127; c.Sk = 512; c.D = 64; c.Hq = 4; c.Hkv = 2; c.p.causal = 1;

@@ -1,7 +1,8 @@
-/* Paged KV cache (ROPEQK_OP_PAGED_DECODE): decode over shuffled pages and ragged lengths against an
- * fp64 reference (paged_fixture.c: keys gathered from the pages, rotated with fp64 angles from
- * ropeqk_inv_freq, softmax . V in double); append then decode equals decode of a cache written
- * directly. Refusals and threads: test_paged_invalid.c.
+/* Paged KV cache (ROPEQK_OP_PAGED_DECODE), on either backend: decode over shuffled pages and ragged
+ * lengths against the fp64 reference (paged_fixture.c: ropeqk_attention_ref on each sequence's keys
+ * and values gathered from its pages), device buffers between NaN canaries; append then decode equals
+ * decode of a cache written directly (new rows also at a byte offset of 2: 16-bit rows that are not
+ * word-aligned). Refusals and threads: test_paged_invalid.c.
  * Metric (docs/conventions.md): per row max_d |O - O64| / max_j ||V_j||_inf, and
  * |LSE - LSE64| / max(|LSE64|, 1). Cache slots that no sequence uses hold NaN, so a stray read shows.
  * The seed is ROPEQK_TEST_SEED (default 20261201), named in every failure message. */
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-TestSuite(paged, .init = pf_setup, .fini = pf_teardown);
+TestSuite(paged, .init = th_ctx_init, .fini = th_ctx_fini);
 
 /* f32 caches, interleaved, GQA 8/2, pages of 16, ragged lengths 1..5000, causal */
 Test(paged, f32_interleaved_gqa_causal_pages16)
@@ -21,7 +22,7 @@ Test(paged, f32_interleaved_gqa_causal_pages16)
     memcpy(c.lens, lens, sizeof lens);
     c.p.causal = 1;
     c.q_ahead = 3;
-    run_case(&c, test_seed());
+    run_case(&c, pf_seed());
 }
 
 /* half-split, MHA, pages of 64, Dv != D with a tail of dims, partial rotary (the attention factor on
@@ -38,7 +39,7 @@ Test(paged, f32_half_split_partial_rotary_bshd_pages64)
     c.p.scaling.type = ROPEQK_SCALING_YARN;
     c.p.scaling.factor = 8;
     c.p.scaling.original_max_position = 2048;
-    run_case(&c, test_seed() + 1);
+    run_case(&c, pf_seed() + 1);
 }
 
 /* one sequence (many splits), pages of 256, f16 K / bf16 V / f16 Q, sliding window + causal, positions
@@ -55,7 +56,7 @@ Test(paged, f16_bf16_window_near_2p20_pages256)
     c.p.scaling.type = ROPEQK_SCALING_YARN;
     c.p.scaling.factor = 4;
     c.p.scaling.original_max_position = 4096;
-    run_case(&c, test_seed() + 2);
+    run_case(&c, pf_seed() + 2);
 }
 
 /* bf16 K / f16 V, conjugate rotation, Llama 3 scaling, f16 and bf16 outputs (their rounding bounds) */
@@ -71,7 +72,7 @@ Test(paged, bf16_f16_caches_half_outputs)
         c.p.causal = 1;
         c.p.scaling.type = ROPEQK_SCALING_LLAMA3;
         c.p.base = 500000;
-        run_case(&c, test_seed() + 3 + (uint64_t)i);
+        run_case(&c, pf_seed() + 3 + (uint64_t)i);
     }
 }
 
@@ -83,11 +84,11 @@ Test(paged, mqa_40_heads_dv300)
     int64_t lens[] = {700, 3};
     memcpy(c.lens, lens, sizeof lens);
     c.p.causal = 1;
-    run_case(&c, test_seed() + 5);
+    run_case(&c, pf_seed() + 5);
     /* the same heads as MHA: several task groups of whole KV heads */
     c.name = "MHA Hq=Hkv=40 D=32 Dv=24";
     c.Hkv = 40, c.Dv = 24;
-    run_case(&c, test_seed() + 6);
+    run_case(&c, pf_seed() + 6);
 }
 
 /* DYNAMIC scaling with an explicit seq_len, no LSE, a batch smaller than max_seqs */
@@ -100,7 +101,7 @@ Test(paged, dynamic_scaling_without_lse)
     c.p.scaling.original_max_position = 2048;
     c.p.scaling.seq_len = 8192;
     c.kpos_lo = 4000;
-    run_case(&c, test_seed() + 7);
+    run_case(&c, pf_seed() + 7);
 }
 
 /* rows whose every key is masked: O = 0, LSE = -inf (causal with all keys after the query; a window
@@ -111,22 +112,23 @@ Test(paged, fully_masked_rows)
     c.n_seqs = 3, c.len_max = 400;
     c.p.causal = 1;
     c.q_ahead = -1000; /* the query sits before the first key of every sequence */
-    run_case(&c, test_seed() + 8);
+    run_case(&c, pf_seed() + 8);
     c.name = "all keys outside the window";
     c.p.causal = 0;
     c.p.window = 5;
     c.q_ahead = 600;
-    run_case(&c, test_seed() + 9);
+    run_case(&c, pf_seed() + 9);
 }
 
 /* ---- append ------------------------------------------------------------------------------------ */
 /* Appending rows chunk by chunk (a prefill chunk, single tokens, another chunk) into shuffled pages
- * leaves the cache byte for byte as writing it directly, and decode on it gives the same bits. */
-static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, uint64_t seed)
+ * leaves the cache byte for byte as writing it directly, and decode on it gives the same bits.
+ * new_off: byte offset of k_new / v_new in their buffers. */
+static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, int64_t dv, size_t new_off, uint64_t seed)
 {
     pcase c = base_case("append");
     c.n_seqs = 3, c.max_seqs = 3, c.ps = 16, c.maxp = 8, c.spare_pages = 3, c.kdt = kdt, c.vdt = vdt;
-    c.bshd_cache = bshd, c.Dv = 48;
+    c.bshd_cache = bshd, c.Dv = dv;
     c.p.causal = 1;
     int64_t lens[] = {37 + 5 + 20, 37 + 5 + 20, 37 + 5 + 20};
     memcpy(c.lens, lens, sizeof lens);
@@ -135,12 +137,12 @@ static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, uint64_t 
     pdata_make(&c, &d, &rng); /* d.k, d.v: the cache written directly */
     ropeqk_plan_desc desc = desc_of(&c, &d);
     ropeqk_plan *pl = NULL;
-    cr_assert_eq(ropeqk_plan_create(ctx, &desc, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     pbufs direct, app;
-    pbufs_make(&d, &direct);
-    pbufs_make(&d, &app);
-    fill_bytes(app.k, d.kb, 0xFF);
-    fill_bytes(app.v, d.vb, 0xFF);
+    pbufs_make(&d, &direct, true);
+    pbufs_make(&d, &app, true);
+    cr_assert_eq(rqs_devbuf_fill(app.k, 0xFF), ROPEQK_SUCCESS);
+    cr_assert_eq(rqs_devbuf_fill(app.v, 0xFF), ROPEQK_SUCCESS);
     static const int64_t chunks[] = {37, 1, 1, 1, 1, 1, 20};
     int32_t cur[3] = {0, 0, 0};
     for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++) {
@@ -149,50 +151,60 @@ static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, uint64_t 
         ropeqk_tensor tkn = bshd ? ropeqk_tensor_bshd(kdt, 3, nn, c.Hkv, c.D) : ropeqk_tensor_bhsd(kdt, 3, c.Hkv, nn, c.D);
         ropeqk_tensor tvn = ropeqk_tensor_bhsd(vdt, 3, c.Hkv, nn, c.Dv);
         size_t kbn = ropeqk_tensor_extent(&tkn), vbn = ropeqk_tensor_extent(&tvn);
-        unsigned char *kn = malloc(kbn), *vn = malloc(vbn);
+        unsigned char *kn = calloc(1, new_off + kbn), *vn = calloc(1, new_off + vbn);
+        cr_assert(kn && vn);
         size_t kes = ropeqk_dtype_size(kdt), ves = ropeqk_dtype_size(vdt);
         for (int64_t s = 0; s < 3; s++)
             for (int64_t h = 0; h < c.Hkv; h++)
                 for (int64_t t = 0; t < nn; t++) {
                     int64_t j = cur[s] + t, page = d.table[s * c.maxp + j / c.ps], slot = j % c.ps;
-                    memcpy(kn + off4(&tkn, s, h, t, 0), d.k + off4(&d.tk, page, h, slot, 0), (size_t)c.D * kes);
-                    memcpy(vn + off4(&tvn, s, h, t, 0), d.v + off4(&d.tv, page, h, slot, 0), (size_t)c.Dv * ves);
+                    memcpy(kn + new_off + off4(&tkn, s, h, t, 0), d.k + off4(&d.tk, page, h, slot, 0), (size_t)c.D * kes);
+                    memcpy(vn + new_off + off4(&tvn, s, h, t, 0), d.v + off4(&d.tv, page, h, slot, 0), (size_t)c.Dv * ves);
                 }
-        cl_mem bkn = make_buffer(kbn, kn), bvn = make_buffer(vbn, vn);
+        rqs_devbuf *bkn = NULL, *bvn = NULL;
+        cr_assert_eq(rqs_devbuf_create(th_ctx, new_off + kbn, kn, true, &bkn), ROPEQK_SUCCESS);
+        cr_assert_eq(rqs_devbuf_create(th_ctx, new_off + vbn, vn, true, &bvn), ROPEQK_SUCCESS);
         ropeqk_paged_batch b = {.n_seqs = 3, .page_table = d.table, .seq_lens = cur};
-        cl_event ev = NULL;
-        ropeqk_status st = ropeqk_opencl_paged_append(pl, NULL, &tkn, (ropeqk_opencl_mem){bkn, 0}, &tvn,
-                                                      (ropeqk_opencl_mem){bvn, 0}, (ropeqk_opencl_mem){app.k, 0},
-                                                      (ropeqk_opencl_mem){app.v, 0}, &b, 0, NULL, &ev);
-        cr_assert_eq(st, ROPEQK_SUCCESS, "append chunk %zu: %s: %s", ci, ropeqk_status_string(st), ropeqk_last_error());
-        cr_assert(ev);
-        clWaitForEvents(1, &ev);
-        clReleaseEvent(ev);
-        clReleaseMemObject(bkn), clReleaseMemObject(bvn);
+        rqs_view knv = {bkn, new_off, 0}, vnv = {bvn, new_off, 0};
+        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, pl, &tkn, knv, &tvn, vnv, rqs_whole(app.k),
+                                                rqs_whole(app.v), &b);
+        cr_assert_eq(st, ROPEQK_SUCCESS, "append chunk %zu (seed %llu): %s: %s %s", ci, (unsigned long long)seed,
+                     ropeqk_status_string(st), ropeqk_last_error(), rqs_devbuf_error());
+        bool ki = false, vi = false;
+        cr_assert_eq(rqs_devbuf_check(bkn, kn, &ki), ROPEQK_SUCCESS);
+        cr_assert_eq(rqs_devbuf_check(bvn, vn, &vi), ROPEQK_SUCCESS);
+        cr_expect(ki && vi, "append chunk %zu: the new rows or their canaries changed", ci);
+        rqs_devbuf_free(bkn), rqs_devbuf_free(bvn);
         free(kn), free(vn);
         for (int s = 0; s < 3; s++)
             cur[s] += (int32_t)nn;
     }
     unsigned char *kc = malloc(d.kb), *vc = malloc(d.vb);
-    read_buffer(app.k, d.kb, kc);
-    read_buffer(app.v, d.vb, vc);
+    cr_assert(kc && vc);
+    cr_assert_eq(rqs_devbuf_read(app.k, kc), ROPEQK_SUCCESS);
+    cr_assert_eq(rqs_devbuf_read(app.v, vc), ROPEQK_SUCCESS);
     cr_expect(memcmp(kc, d.k, d.kb) == 0, "appended K cache differs from the directly written one (seed %llu)",
               (unsigned long long)seed);
     cr_expect(memcmp(vc, d.v, d.vb) == 0, "appended V cache differs from the directly written one (seed %llu)",
               (unsigned long long)seed);
+    bool ki = false, vi = false;
+    cr_expect(rqs_devbuf_check(app.k, NULL, &ki) == ROPEQK_SUCCESS && ki && rqs_devbuf_check(app.v, NULL, &vi) == 0 &&
+                  vi,
+              "a canary around a cache changed (seed %llu)", (unsigned long long)seed);
     free(kc), free(vc);
     ropeqk_paged_batch batch = batch_of(&c, &d);
     unsigned char *o1 = malloc(d.ob), *o2 = malloc(d.ob);
+    cr_assert(o1 && o2);
     pbufs *bs[2] = {&direct, &app};
     unsigned char *os[2] = {o1, o2};
     for (int i = 0; i < 2; i++) {
-        fill_bytes(bs[i]->o, d.ob, 0);
-        ropeqk_opencl_paged_args a = args_of(&c, bs[i]);
-        cr_assert_eq(ropeqk_opencl_paged_enqueue(pl, NULL, &a, &batch, 0, NULL, NULL), ROPEQK_SUCCESS, "%s",
-                     ropeqk_last_error());
-        read_buffer(bs[i]->o, d.ob, os[i]);
+        cr_assert_eq(rqs_devbuf_fill(bs[i]->o, 0), ROPEQK_SUCCESS);
+        rqs_paged_args a = args_of(&c, bs[i]);
+        cr_assert_eq(rqs_paged_run(th_ctx, NULL, pl, &a, &batch), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        cr_assert_eq(rqs_devbuf_read(bs[i]->o, os[i]), ROPEQK_SUCCESS);
     }
-    cr_expect(memcmp(o1, o2, d.ob) == 0, "decode after append differs from decode of the direct cache");
+    cr_expect(memcmp(o1, o2, d.ob) == 0, "decode after append differs from decode of the direct cache (seed %llu)",
+              (unsigned long long)seed);
     free(o1), free(o2);
     pbufs_free(&direct);
     pbufs_free(&app);
@@ -202,6 +214,9 @@ static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, uint64_t 
 
 Test(paged, append_then_decode_equals_direct_cache)
 {
-    append_case(ROPEQK_F32, ROPEQK_F32, false, test_seed() + 20);
-    append_case(ROPEQK_F16, ROPEQK_BF16, true, test_seed() + 21);
+    append_case(ROPEQK_F32, ROPEQK_F32, false, 48, 0, pf_seed() + 20);
+    append_case(ROPEQK_F16, ROPEQK_BF16, true, 48, 0, pf_seed() + 21);
+    /* 16-bit rows of an odd number of words, and new rows at byte offset 2 (not word-aligned) */
+    append_case(ROPEQK_F16, ROPEQK_BF16, false, 30, 0, pf_seed() + 22);
+    append_case(ROPEQK_F16, ROPEQK_BF16, true, 30, 2, pf_seed() + 23);
 }

@@ -1,14 +1,15 @@
-/* Paged KV cache refusals: every invalid description, batch and append is refused with its status
- * and nothing written; one plan enqueued from four threads gives a lone run's bits. Fixture:
- * paged_fixture.c. The seed is ROPEQK_TEST_SEED (default 20261201). */
+/* Paged KV cache refusals, on either backend: every invalid description, batch and append is refused
+ * with its status and nothing written (a refused call's command buffer is still submitted, so
+ * anything recorded before the refusal would show; OpenCL: no event comes back); one plan run from
+ * four threads, each on its own stream, gives a lone run's bits. Fixture: paged_fixture.c. The seed
+ * is ROPEQK_TEST_SEED (default 20261201). */
 #include "paged_fixture.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-TestSuite(paged, .init = pf_setup, .fini = pf_teardown);
+TestSuite(paged, .init = th_ctx_init, .fini = th_ctx_fini);
 
 /* ---- refusals ---------------------------------------------------------------------------------- */
 enum { IS = 3, IHQ = 4, IHKV = 2, ID = 32, IPS = 16, IMAXP = 4, INP = 12 };
@@ -24,7 +25,7 @@ Test(paged, invalid_descriptions)
                              .with_lse = 1, .paged = {IPS, IMAXP, IS}};
     ropeqk_default_params(&good.params);
     ropeqk_plan *pl = NULL;
-    cr_assert_eq(ropeqk_plan_create(ctx, &good, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &good, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     ropeqk_plan_destroy(pl);
     struct {
         ropeqk_plan_desc d;
@@ -61,7 +62,7 @@ Test(paged, invalid_descriptions)
 #undef CASE
     for (int i = 0; i < n; i++) {
         pl = (ropeqk_plan *)1;
-        ropeqk_status st = ropeqk_plan_create(ctx, &cases[i].d, &pl);
+        ropeqk_status st = ropeqk_plan_create(th_ctx, &cases[i].d, &pl);
         cr_expect_eq(st, cases[i].want, "%s: got %s", cases[i].what, ropeqk_status_string(st));
         cr_expect_null(pl, "%s: a plan for a refused description", cases[i].what);
         cr_expect(st == ROPEQK_SUCCESS || ropeqk_last_error()[0], "%s: no message", cases[i].what);
@@ -73,7 +74,7 @@ Test(paged, invalid_descriptions)
     d.params.scaling.factor = 2;
     d.params.scaling.original_max_position = 64;
     d.params.scaling.seq_len = 1000;
-    cr_expect_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_SUCCESS, "DYNAMIC with seq_len: %s", ropeqk_last_error());
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_SUCCESS, "DYNAMIC with seq_len: %s", ropeqk_last_error());
     ropeqk_plan_destroy(pl);
 }
 
@@ -96,10 +97,8 @@ static void pfix_make(pfix *f)
     uint64_t rng = 3;
     pdata_make(&f->c, &f->d, &rng);
     ropeqk_plan_desc desc = desc_of(&f->c, &f->d);
-    cr_assert_eq(ropeqk_plan_create(ctx, &desc, &f->pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    pbufs_make(&f->d, &f->b);
-    fill_bytes(f->b.o, f->d.ob, 0x5A);
-    fill_bytes(f->b.l, f->d.lb, 0x5A);
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &f->pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    pbufs_make(&f->d, &f->b, false); /* exact sizes: "too small" means the same on both backends */
 }
 
 static void pfix_free(pfix *f)
@@ -109,10 +108,12 @@ static void pfix_free(pfix *f)
     pdata_free(&f->d);
 }
 
-static void expect_untouched(cl_mem m, size_t bytes, unsigned char byte, const char *what)
+static void expect_untouched(const rqs_devbuf *m, unsigned char byte, const char *what)
 {
+    size_t bytes = rqs_devbuf_bytes(m);
     unsigned char *h = malloc(bytes);
-    read_buffer(m, bytes, h);
+    cr_assert(h);
+    cr_assert_eq(rqs_devbuf_read(m, h), ROPEQK_SUCCESS);
     for (size_t i = 0; i < bytes; i++)
         if (h[i] != byte) {
             cr_expect_fail("%s: byte %zu changed by a refused call", what, i);
@@ -127,13 +128,14 @@ Test(paged, invalid_batches_write_nothing)
     pfix_make(&f);
     pdata *d = &f.d;
     ropeqk_paged_batch good = batch_of(&f.c, d);
-    ropeqk_opencl_paged_args ga = args_of(&f.c, &f.b);
-    cl_mem small = make_buffer(16, NULL);
+    rqs_paged_args ga = args_of(&f.c, &f.b);
+    rqs_devbuf *small = NULL;
+    cr_assert_eq(rqs_devbuf_create(th_ctx, 16, NULL, false, &small), ROPEQK_SUCCESS);
     int32_t tab[IS * IMAXP], lens[IS], qpos[IS], kpos[IS];
     enum { N = 32 };
     struct {
         ropeqk_paged_batch b;
-        ropeqk_opencl_paged_args a;
+        rqs_paged_args a;
         ropeqk_status want;
         char what[80];
         int32_t tab[IS * IMAXP], lens[IS], kpos[IS];
@@ -152,7 +154,7 @@ Test(paged, invalid_batches_write_nothing)
         cs[n].a = ga;                                                                              \
         int32_t *T = cs[n].tab, *L = cs[n].lens, *K = cs[n].kpos;                                  \
         ropeqk_paged_batch *B = &cs[n].b;                                                          \
-        ropeqk_opencl_paged_args *A = &cs[n].a;                                                    \
+        rqs_paged_args *A = &cs[n].a;                                                              \
         (void)T, (void)L, (void)K, (void)B, (void)A;                                               \
         EDIT;                                                                                      \
         cs[n].want = (WANT);                                                                       \
@@ -181,35 +183,52 @@ Test(paged, invalid_batches_write_nothing)
     CASE(ROPEQK_ERR_OVERLAP, "out over Q", (A->out.buf = f.b.q));
     CASE(ROPEQK_ERR_OVERLAP, "lse over the V cache", (A->lse.buf = f.b.v));
 #undef CASE
-    cl_event ev = (cl_event)1;
+    /* a refused call: its status; OpenCL hands back no event (devbuf: RQS_ERR_STRAY_EVENT otherwise) */
     for (int i = 0; i < n; i++) {
-        ev = (cl_event)1;
-        ropeqk_status st = ropeqk_opencl_paged_enqueue(f.pl, NULL, &cs[i].a, &cs[i].b, 0, NULL, &ev);
-        cr_expect_eq(st, cs[i].want, "%s: got %s (%s)", cs[i].what, ropeqk_status_string(st), ropeqk_last_error());
-        cr_expect_null(ev, "%s: an event for a refused call", cs[i].what);
+        ropeqk_status st = rqs_paged_run(th_ctx, NULL, f.pl, &cs[i].a, &cs[i].b);
+        cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s%s)", cs[i].what, st, ropeqk_status_string(st),
+                     ropeqk_last_error(), rqs_devbuf_error());
     }
     /* n_seqs past max_seqs, where the output buffer is big enough only for the plan: covered above;
      * the output too small for the batch */
-    ropeqk_opencl_paged_args a = ga;
+    rqs_paged_args a = ga;
     a.out.buf = small;
-    cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, &a, &good, 0, NULL, NULL), ROPEQK_ERR_BUFFER_TOO_SMALL);
-    cr_expect_eq(ropeqk_opencl_paged_enqueue(NULL, NULL, &ga, &good, 0, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, NULL, &good, 0, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, &ga, NULL, 0, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, &ga, &good, 1, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
-    /* a paged plan through the generic enqueue, and a scores plan through the paged one */
-    ropeqk_opencl_args sa = {.q = {f.b.q, 0}, .k = {f.b.k, 0}, .out = {f.b.o, 0}};
-    cr_expect_eq(ropeqk_opencl_plan_enqueue(f.pl, NULL, &sa, NULL, 0, NULL, NULL), ROPEQK_ERR_BAD_PARAM);
+    cr_expect_eq(rqs_paged_run(th_ctx, NULL, f.pl, &a, &good), ROPEQK_ERR_BUFFER_TOO_SMALL);
+    cr_expect_eq(rqs_paged_run(th_ctx, NULL, NULL, &ga, &good), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(rqs_paged_run(th_ctx, NULL, f.pl, &ga, NULL), ROPEQK_ERR_NULL_POINTER);
+    /* each backend's entry point with no arguments at all (and OpenCL's with a wait list missing) */
+#if RQS_HAVE_OPENCL
+    if (!th_is_vulkan(th_ctx)) {
+        ropeqk_opencl_paged_args oa = {.q = rqs_view_opencl(ga.q), .k_cache = rqs_view_opencl(ga.k_cache),
+                                       .v_cache = rqs_view_opencl(ga.v_cache), .out = rqs_view_opencl(ga.out),
+                                       .lse = rqs_view_opencl(ga.lse)};
+        cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, NULL, &good, 0, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
+        cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, &oa, &good, 1, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (th_is_vulkan(th_ctx)) { /* refused before the command buffer is touched: a fake handle is enough */
+        ropeqk_vulkan_paged_args va = {.q = rqs_view_vulkan(ga.q), .k_cache = rqs_view_vulkan(ga.k_cache),
+                                       .v_cache = rqs_view_vulkan(ga.v_cache), .out = rqs_view_vulkan(ga.out),
+                                       .lse = rqs_view_vulkan(ga.lse)};
+        VkCommandBuffer fake = (VkCommandBuffer)(uintptr_t)0x3000;
+        cr_expect_eq(ropeqk_vulkan_paged_record(f.pl, fake, NULL, &good), ROPEQK_ERR_NULL_POINTER);
+        cr_expect_eq(ropeqk_vulkan_paged_record(f.pl, VK_NULL_HANDLE, &va, &good), ROPEQK_ERR_NULL_POINTER);
+    }
+#endif
+    /* a paged plan through the generic run, and a scores plan through the paged one */
+    rqs_args sa = {.q = rqs_whole(f.b.q), .k = rqs_whole(f.b.k), .out = rqs_whole(f.b.o)};
+    cr_expect_eq(rqs_plan_run(th_ctx, NULL, f.pl, &sa, NULL), ROPEQK_ERR_BAD_PARAM);
     ropeqk_plan_desc sd = {.op = ROPEQK_OP_SCORES, .q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, ID),
                            .k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 4, ID),
                            .out = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, 4)};
     ropeqk_default_params(&sd.params);
     ropeqk_plan *scores = NULL;
-    cr_assert_eq(ropeqk_plan_create(ctx, &sd, &scores), ROPEQK_SUCCESS);
-    cr_expect_eq(ropeqk_opencl_paged_enqueue(scores, NULL, &ga, &good, 0, NULL, NULL), ROPEQK_ERR_BAD_PARAM);
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &sd, &scores), ROPEQK_SUCCESS);
+    cr_expect_eq(rqs_paged_run(th_ctx, NULL, scores, &ga, &good), ROPEQK_ERR_BAD_PARAM);
     ropeqk_plan_destroy(scores);
-    expect_untouched(f.b.o, d->ob, 0x5A, "out");
-    expect_untouched(f.b.l, d->lb, 0x5A, "lse");
+    expect_untouched(f.b.o, 0x5A, "out");
+    expect_untouched(f.b.l, 0x5A, "lse");
 
     /* the legal edges: the last key exactly at INT32_MAX, garbage past the used page-table entries,
      * a page shared by two sequences (a common prefix) */
@@ -224,13 +243,12 @@ Test(paged, invalid_batches_write_nothing)
     tab[IMAXP + 2] = INT32_MAX;
     tab[2 * IMAXP] = tab[IMAXP];
     ropeqk_paged_batch edge = {.n_seqs = IS, .page_table = tab, .seq_lens = lens, .q_pos = qpos, .k_pos0 = kpos};
-    ropeqk_status st = ropeqk_opencl_paged_enqueue(f.pl, NULL, &ga, &edge, 0, NULL, NULL);
+    ropeqk_status st = rqs_paged_run(th_ctx, NULL, f.pl, &ga, &edge);
     cr_expect_eq(st, ROPEQK_SUCCESS, "legal edges: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
     edge.k_pos0 = NULL; /* NULL k_pos0: every sequence starts at position 0 */
-    cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, &ga, &edge, 0, NULL, NULL), ROPEQK_SUCCESS);
-    clFinish(ropeqk_opencl_queue(ctx));
+    cr_expect_eq(rqs_paged_run(th_ctx, NULL, f.pl, &ga, &edge), ROPEQK_SUCCESS);
     free(cs);
-    clReleaseMemObject(small);
+    rqs_devbuf_free(small);
     pfix_free(&f);
 }
 
@@ -240,22 +258,24 @@ Test(paged, invalid_appends_write_nothing)
     pfix_make(&f);
     pdata *d = &f.d;
     const pcase *c = &f.c;
-    fill_bytes(f.b.k, d->kb, 0xA5);
-    fill_bytes(f.b.v, d->vb, 0xA5);
+    cr_assert_eq(rqs_devbuf_fill(f.b.k, 0xA5), ROPEQK_SUCCESS);
+    cr_assert_eq(rqs_devbuf_fill(f.b.v, 0xA5), ROPEQK_SUCCESS);
     int64_t nn = 3;
     ropeqk_tensor tkn = ropeqk_tensor_bhsd(c->kdt, IS, IHKV, nn, ID), tvn = ropeqk_tensor_bhsd(c->vdt, IS, IHKV, nn, ID);
-    cl_mem bkn = make_buffer(ropeqk_tensor_extent(&tkn), NULL), bvn = make_buffer(ropeqk_tensor_extent(&tvn), NULL);
-    cl_mem small = make_buffer(16, NULL);
+    rqs_devbuf *bkn = NULL, *bvn = NULL, *small = NULL;
+    cr_assert_eq(rqs_devbuf_create(th_ctx, ropeqk_tensor_extent(&tkn), NULL, false, &bkn), ROPEQK_SUCCESS);
+    cr_assert_eq(rqs_devbuf_create(th_ctx, ropeqk_tensor_extent(&tvn), NULL, false, &bvn), ROPEQK_SUCCESS);
+    cr_assert_eq(rqs_devbuf_create(th_ctx, 16, NULL, false, &small), ROPEQK_SUCCESS);
     int32_t lens[IS] = {0, IPS - 1, 5}, tab[IS * IMAXP];
     memcpy(tab, d->table, sizeof tab);
     ropeqk_paged_batch good = {.n_seqs = IS, .page_table = tab, .seq_lens = lens};
-    ropeqk_opencl_mem kn = {bkn, 0}, vn = {bvn, 0}, kc = {f.b.k, 0}, vc = {f.b.v, 0};
+    rqs_view kn = rqs_whole(bkn), vn = rqs_whole(bvn), kc = rqs_whole(f.b.k), vc = rqs_whole(f.b.v);
     struct {
         ropeqk_status want;
         const char *what;
         int32_t l[IS], t[IS * IMAXP];
         ropeqk_tensor tk, tv;
-        ropeqk_opencl_mem kn, vn, kc, vc;
+        rqs_view kn, vn, kc, vc;
         int64_t n_seqs;
     } cs[16];
     int n = 0;
@@ -288,52 +308,37 @@ Test(paged, invalid_appends_write_nothing)
         b.page_table = cs[i].t;
         b.seq_lens = cs[i].l;
         b.n_seqs = cs[i].n_seqs;
-        cl_event ev = (cl_event)1;
-        ropeqk_status st = ropeqk_opencl_paged_append(f.pl, NULL, &cs[i].tk, cs[i].kn, &cs[i].tv, cs[i].vn,
-                                                      cs[i].kc, cs[i].vc, &b, 0, NULL, &ev);
-        cr_expect_eq(st, cs[i].want, "%s: got %s (%s)", cs[i].what, ropeqk_status_string(st), ropeqk_last_error());
-        cr_expect_null(ev, "%s: an event for a refused call", cs[i].what);
+        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, f.pl, &cs[i].tk, cs[i].kn, &cs[i].tv, cs[i].vn,
+                                                cs[i].kc, cs[i].vc, &b);
+        cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s%s)", cs[i].what, st, ropeqk_status_string(st),
+                     ropeqk_last_error(), rqs_devbuf_error());
     }
-    cr_expect_eq(ropeqk_opencl_paged_append(f.pl, NULL, &tkn, kn, &tvn, vn, kc, vc, NULL, 0, NULL, NULL),
-                 ROPEQK_ERR_NULL_POINTER);
-    expect_untouched(f.b.k, d->kb, 0xA5, "K cache");
-    expect_untouched(f.b.v, d->vb, 0xA5, "V cache");
+    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, kc, vc, NULL), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, NULL, &tkn, kn, &tvn, vn, kc, vc, &good), ROPEQK_ERR_NULL_POINTER);
+    expect_untouched(f.b.k, 0xA5, "K cache");
+    expect_untouched(f.b.v, 0xA5, "V cache");
     /* and the good one goes through */
-    cr_expect_eq(ropeqk_opencl_paged_append(f.pl, NULL, &tkn, kn, &tvn, vn, kc, vc, &good, 0, NULL, NULL),
-                 ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    clFinish(ropeqk_opencl_queue(ctx));
-    clReleaseMemObject(bkn), clReleaseMemObject(bvn), clReleaseMemObject(small);
+    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, kc, vc, &good), ROPEQK_SUCCESS, "%s",
+                 ropeqk_last_error());
+    rqs_devbuf_free(bkn), rqs_devbuf_free(bvn), rqs_devbuf_free(small);
     pfix_free(&f);
 }
 
 /* ---- one plan, several threads ----------------------------------------------------------------- */
-typedef struct {
-    pfix *f;
-    cl_mem out;
-    int iters;
-    ropeqk_status st;
-} pthr;
-
-/* Enqueues the plan on its own queue with batches of 1..IS sequences (the kernels' arguments change
- * every call), the full batch last. */
-static void *paged_loop(void *v)
+/* Runs the plan on the thread's stream with batches of 1..IS sequences (the kernels' arguments and,
+ * on Vulkan, the recorded metadata change every call), the full batch last. */
+static ropeqk_status paged_loop(rqs_stream *stream, rqs_devbuf *out, int iters, void *user)
 {
-    pthr *t = v;
-    cl_int e;
-    cl_command_queue qu = clCreateCommandQueue(ropeqk_opencl_context(ctx), ropeqk_opencl_device(ctx), 0, &e);
-    t->st = e ? ROPEQK_ERR_BACKEND : ROPEQK_SUCCESS;
-    ropeqk_paged_batch b = batch_of(&t->f->c, &t->f->d);
-    ropeqk_opencl_paged_args a = args_of(&t->f->c, &t->f->b); /* a plan without LSE: lse NULL */
-    a.out.buf = t->out;
-    for (int i = 0; i < t->iters && !t->st; i++) {
-        b.n_seqs = i == t->iters - 1 ? IS : 1 + i % IS;
-        t->st = ropeqk_opencl_paged_enqueue(t->f->pl, qu, &a, &b, 0, NULL, NULL);
+    pfix *f = user;
+    ropeqk_paged_batch b = batch_of(&f->c, &f->d);
+    rqs_paged_args a = args_of(&f->c, &f->b); /* a plan without LSE: no lse */
+    a.out = rqs_whole(out);
+    ropeqk_status st = ROPEQK_SUCCESS;
+    for (int i = 0; i < iters && !st; i++) {
+        b.n_seqs = i == iters - 1 ? IS : 1 + i % IS;
+        st = rqs_paged_run(th_ctx, stream, f->pl, &a, &b);
     }
-    if (qu) {
-        clFinish(qu);
-        clReleaseCommandQueue(qu);
-    }
-    return NULL;
+    return st;
 }
 
 Test(paged, one_plan_enqueued_from_four_threads)
@@ -344,29 +349,8 @@ Test(paged, one_plan_enqueued_from_four_threads)
     ropeqk_plan_destroy(f.pl);
     f.c.with_lse = false;
     ropeqk_plan_desc desc = desc_of(&f.c, &f.d);
-    cr_assert_eq(ropeqk_plan_create(ctx, &desc, &f.pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    size_t bytes = f.d.ob;
-    unsigned char *expect = malloc(bytes), *got = malloc(bytes);
-    pthr one = {&f, make_buffer(bytes, NULL), 1, 0};
-    paged_loop(&one);
-    cr_assert_eq(one.st, ROPEQK_SUCCESS, "%s", ropeqk_status_string(one.st));
-    read_buffer(one.out, bytes, expect);
-    pthread_t th[4];
-    pthr args[4];
-    for (int i = 0; i < 4; i++) {
-        args[i] = (pthr){&f, make_buffer(bytes, NULL), 40, 0};
-        pthread_create(&th[i], NULL, paged_loop, &args[i]);
-    }
-    for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < 4; i++) {
-        cr_expect_eq(args[i].st, ROPEQK_SUCCESS, "thread %d: %s", i, ropeqk_status_string(args[i].st));
-        read_buffer(args[i].out, bytes, got);
-        cr_expect(memcmp(got, expect, bytes) == 0, "thread %d: last result differs from a lone run", i);
-        clReleaseMemObject(args[i].out);
-    }
-    clReleaseMemObject(one.out);
-    free(expect), free(got);
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &f.pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    th_expect_threads_match_lone_run(th_ctx, f.d.ob, 40, paged_loop, &f);
     pfix_free(&f);
 }
 

@@ -1,80 +1,77 @@
-/* Plans: a decode plan serving a whole generation loop (keys and offsets per enqueue) against the
- * fp64 path, every invalid description and step (nothing enqueued, output untouched), a plan that
- * outlives the arrays its description pointed to, one plan enqueued from several threads, and the
- * host-kernel contract (argument names of the compiled kernels). */
+/* Plans, on either backend: a decode plan serving a whole generation loop (keys and offsets per run)
+ * against the fp64 path, device buffers between NaN canaries; every invalid description and step
+ * (nothing run, output untouched); a plan that outlives the arrays its description pointed to; one
+ * plan run from four threads (each on its own stream: an OpenCL queue, a Vulkan command pool and
+ * fence) bitwise equal to a lone run. OpenCL only: the host-kernel contract (argument names of the
+ * compiled kernels against cl/contract.h). */
 #include "harness.h"
+#if RQS_HAVE_OPENCL
+#include "ropeqk_opencl.h"
 #include "../cl/contract.h"
+#endif
 
 #include <criterion/criterion.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static ropeqk_ctx *ctx;
 
-static void setup(void)
-{
-    char why[256];
-    ctx = th_ctx_or_skip_reason(why, sizeof why);
-    if (!ctx)
-        cr_skip_test("%s", why);
-}
-static void teardown(void)
-{
-    ropeqk_ctx_destroy(ctx);
-    th_leak_check();
-}
-
-TestSuite(plan, .init = setup, .fini = teardown);
+TestSuite(plan, .init = th_ctx_init, .fini = th_ctx_fini);
 
 enum { B = 2, HQ = 8, HKV = 2, D = 64, MAXK = 300 };
 
-/* Host data of a decode problem: Q [B,HQ,1,D], a K cache [B,HKV,MAXK,D] (both f32, BHSD). */
+/* Host data of a decode problem: Q [B,HQ,1,D], a K cache [B,HKV,MAXK,D] (both f32, BHSD), their
+ * device buffers (between canaries) and the output's. */
 typedef struct {
     float q[B * HQ * D], k[B * HKV * MAXK * D];
     ropeqk_tensor tq, tk, to;
-    cl_mem bq, bk, bo;
+    rqs_devbuf *bq, *bk, *bo;
 } dproblem;
 
 static void dproblem_make(dproblem *p, uint64_t seed)
 {
-    for (size_t i = 0; i < sizeof p->q / 4; i++) p->q[i] = (float)th_uniform(&seed);
-    for (size_t i = 0; i < sizeof p->k / 4; i++) p->k[i] = (float)th_uniform(&seed);
+    cr_log_info("decode problem seed %llu", (unsigned long long)seed);
+    for (size_t i = 0; i < sizeof p->q / 4; i++) p->q[i] = (float)rqs_uniform(&seed);
+    for (size_t i = 0; i < sizeof p->k / 4; i++) p->k[i] = (float)rqs_uniform(&seed);
     p->tq = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, 1, D);
     p->tk = ropeqk_tensor_bhsd(ROPEQK_F32, B, HKV, MAXK, D);
     p->to = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, 1, MAXK);
-    cl_context cx = ropeqk_opencl_context(ctx);
-    cl_int e;
-    p->bq = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof p->q, p->q, &e);
-    p->bk = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof p->k, p->k, &e);
-    p->bo = clCreateBuffer(cx, CL_MEM_READ_WRITE, (size_t)B * HQ * MAXK * 4, NULL, &e);
-    cr_assert(p->bq && p->bk && p->bo);
+    cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof p->q, p->q, true, &p->bq), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+    cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof p->k, p->k, true, &p->bk), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+    cr_assert_eq(rqs_devbuf_create(th_ctx, (size_t)B * HQ * MAXK * 4, NULL, true, &p->bo), ROPEQK_SUCCESS, "%s",
+                 rqs_devbuf_error());
 }
 
 static void dproblem_free(dproblem *p)
 {
-    clReleaseMemObject(p->bq);
-    clReleaseMemObject(p->bk);
-    clReleaseMemObject(p->bo);
+    rqs_devbuf_free(p->bq);
+    rqs_devbuf_free(p->bk);
+    rqs_devbuf_free(p->bo);
 }
 
-/* Enqueues one step and checks its n keys against the fp64 path on views of the same memory. */
+static rqs_args dargs(const dproblem *p) { return (rqs_args){.q = rqs_whole(p->bq), .k = rqs_whole(p->bk), .out = rqs_whole(p->bo)}; }
+
+/* Runs one step and checks its n keys against the fp64 path on views of the same memory; keys past
+ * n stay NaN, the inputs and every canary unchanged. */
 static void check_step(ropeqk_plan *pl, dproblem *p, const ropeqk_params *par, int64_t n, int64_t qoff, int64_t koff)
 {
-    cl_command_queue qu = ropeqk_opencl_queue(ctx);
-    float nan = NAN;
-    clEnqueueFillBuffer(qu, p->bo, &nan, 4, 0, (size_t)B * HQ * MAXK * 4, 0, NULL, NULL);
-    ropeqk_opencl_args a = {.q = {p->bq, 0}, .k = {p->bk, 0}, .out = {p->bo, 0}};
+    cr_assert_eq(rqs_devbuf_fill(p->bo, 0xFF), ROPEQK_SUCCESS); /* NaN */
+    rqs_args a = dargs(p);
     ropeqk_step s = {.n_keys = n, .q_pos_offset = qoff, .k_pos_offset = koff};
-    cl_event ev = NULL;
-    ropeqk_status st = ropeqk_opencl_plan_enqueue(pl, NULL, &a, &s, 0, NULL, &ev);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "n %lld: %s: %s", (long long)n, ropeqk_status_string(st), ropeqk_last_error());
+    ropeqk_status st = rqs_plan_run(th_ctx, NULL, pl, &a, &s);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "n %lld: %s: %s %s", (long long)n, ropeqk_status_string(st), ropeqk_last_error(),
+                 rqs_devbuf_error());
     static float out[B * HQ * MAXK];
     static double ref[B * HQ * MAXK];
-    cr_assert_eq(clEnqueueReadBuffer(qu, p->bo, CL_TRUE, 0, sizeof out, out, 1, &ev, NULL), CL_SUCCESS);
-    clReleaseEvent(ev);
+    cr_assert_eq(rqs_devbuf_read(p->bo, out), ROPEQK_SUCCESS);
+    bool intact = false;
+    cr_assert_eq(rqs_devbuf_check(p->bq, p->q, &intact), ROPEQK_SUCCESS);
+    cr_expect(intact, "n %lld: Q or its canaries changed", (long long)n);
+    cr_assert_eq(rqs_devbuf_check(p->bk, p->k, &intact), ROPEQK_SUCCESS);
+    cr_expect(intact, "n %lld: K or its canaries changed", (long long)n);
+    cr_assert_eq(rqs_devbuf_check(p->bo, NULL, &intact), ROPEQK_SUCCESS);
+    cr_expect(intact, "n %lld: a canary around the output changed", (long long)n);
     ropeqk_params rp = *par;
     rp.q_pos_offset = qoff;
     rp.k_pos_offset = koff;
@@ -114,7 +111,7 @@ Test(plan, decode_plan_serves_a_generation_loop)
         ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = par, .q = p.tq, .k = p.tk, .out = p.to,
                               .max_keys = MAXK};
         ropeqk_plan *pl = NULL;
-        cr_assert_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        cr_assert_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
         /* tokens appended one by one at large positions; a shifted context (offsets change) too */
         static const int64_t steps[][3] = {{1, 1000000, 1000000}, {2, 1000001, 1000000}, {37, 1000036, 1000000},
                                            {255, 1000254, 1000000}, {300, 1000299, 1000000}, {300, 299, 0},
@@ -136,49 +133,49 @@ Test(plan, invalid_descriptions_and_steps)
     ropeqk_plan *pl = (ropeqk_plan *)1;
     ropeqk_plan_desc d = good;
     d.op = (ropeqk_op)9;
-    cr_expect_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_ERR_BAD_PARAM);
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_ERR_BAD_PARAM);
     cr_expect_null(pl);
     d = good;
     d.positions = (ropeqk_positions)3;
-    cr_expect_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_ERR_BAD_PARAM);
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_ERR_BAD_PARAM);
     d = good;
     d.max_keys = MAXK - 1;
-    cr_expect_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_ERR_BAD_SHAPE);
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_ERR_BAD_SHAPE);
     d = good;
     d.max_keys = -1;
-    cr_expect_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_ERR_BAD_PARAM);
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_ERR_BAD_PARAM);
     d = good;
     d.params.scaling.type = ROPEQK_SCALING_DYNAMIC;
     d.params.scaling.factor = 2;
     d.params.scaling.original_max_position = 64;
-    cr_expect_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_ERR_BAD_SCALING, "decode plan, DYNAMIC, no seq_len");
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_ERR_BAD_SCALING, "decode plan, DYNAMIC, no seq_len");
     d.params.scaling.seq_len = 1000;
-    cr_expect_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     ropeqk_plan_destroy(pl);
     d = good;
     d.params.rotary_dim = 3;
-    cr_expect_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_ERR_BAD_ROTARY_DIM);
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_ERR_BAD_ROTARY_DIM);
     cr_expect_eq(ropeqk_plan_create(NULL, &good, &pl), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(ropeqk_plan_create(ctx, NULL, &pl), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(ropeqk_plan_create(ctx, &good, NULL), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(ropeqk_plan_create(th_ctx, NULL, &pl), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(ropeqk_plan_create(th_ctx, &good, NULL), ROPEQK_ERR_NULL_POINTER);
 
-    cr_assert_eq(ropeqk_plan_create(ctx, &good, &pl), ROPEQK_SUCCESS);
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &good, &pl), ROPEQK_SUCCESS);
     ropeqk_plan_desc fixed_d = good;
     fixed_d.max_keys = 0;
     ropeqk_plan *fixed = NULL;
-    cr_assert_eq(ropeqk_plan_create(ctx, &fixed_d, &fixed), ROPEQK_SUCCESS);
-    cl_command_queue qu = ropeqk_opencl_queue(ctx);
-    float canary = 12345.0f;
-    clEnqueueFillBuffer(qu, p.bo, &canary, 4, 0, (size_t)B * HQ * MAXK * 4, 0, NULL, NULL);
-    cl_context cx = ropeqk_opencl_context(ctx);
-    cl_int e;
-    cl_mem small = clCreateBuffer(cx, CL_MEM_READ_WRITE, (size_t)B * HKV * 100 * D * 4, NULL, &e);
-    cl_mem pos = clCreateBuffer(cx, CL_MEM_READ_WRITE, 4 * MAXK, NULL, &e);
-    ropeqk_opencl_args a = {.q = {p.bq, 0}, .k = {p.bk, 0}, .out = {p.bo, 0}};
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &fixed_d, &fixed), ROPEQK_SUCCESS);
+    static float canary[B * HQ * MAXK];
+    for (size_t i = 0; i < sizeof canary / 4; i++)
+        canary[i] = 12345.0f;
+    cr_assert_eq(rqs_devbuf_write(p.bo, 0, canary, sizeof canary), ROPEQK_SUCCESS);
+    rqs_devbuf *small = NULL, *pos = NULL;
+    cr_assert_eq(rqs_devbuf_create(th_ctx, (size_t)B * HKV * 100 * D * 4, NULL, false, &small), ROPEQK_SUCCESS);
+    cr_assert_eq(rqs_devbuf_create(th_ctx, 4 * MAXK, NULL, false, &pos), ROPEQK_SUCCESS);
+    rqs_args a = dargs(&p);
     ropeqk_step s = {.n_keys = 10, .q_pos_offset = 9, .k_pos_offset = 0};
     struct {
         ropeqk_plan *pl;
-        ropeqk_opencl_args a;
+        rqs_args a;
         ropeqk_step s;
         bool has_step;
         ropeqk_status want;
@@ -191,37 +188,31 @@ Test(plan, invalid_descriptions_and_steps)
         {pl, a, {10, INT32_MAX, 0}, true, ROPEQK_SUCCESS, "q offset at INT32_MAX (legal)"},
         {pl, a, {10, (int64_t)INT32_MAX + 1, 0}, true, ROPEQK_ERR_POSITION_RANGE, "q offset past int32"},
         {pl, a, {10, 0, (int64_t)INT32_MAX - 8}, true, ROPEQK_ERR_POSITION_RANGE, "last key position past int32"},
-        {pl, {.q = a.q, .k = {small, 0}, .out = a.out}, {101, 200, 100}, true, ROPEQK_ERR_BUFFER_TOO_SMALL,
+        {pl, {.q = a.q, .k = rqs_whole(small), .out = a.out}, {101, 200, 100}, true, ROPEQK_ERR_BUFFER_TOO_SMALL,
          "K cache shorter than n_keys"},
-        {pl, {.q = a.q, .k = a.k, .k_pos = {pos, 0}, .out = a.out}, s, true, ROPEQK_ERR_BAD_PARAM,
+        {pl, {.q = a.q, .k = a.k, .k_pos = rqs_whole(pos), .out = a.out}, s, true, ROPEQK_ERR_BAD_PARAM,
          "positions to an offsets plan"},
-        {pl, {.q = a.q, .k = a.k, .out = {NULL, 0}}, s, true, ROPEQK_ERR_NULL_POINTER, "no output buffer"},
-        {pl, {.q = a.q, .k = a.k, .out = {p.bk, 0}}, s, true, ROPEQK_ERR_OVERLAP, "output over K"},
+        {pl, {.q = a.q, .k = a.k}, s, true, ROPEQK_ERR_NULL_POINTER, "no output buffer"},
+        {pl, {.q = a.q, .k = a.k, .out = rqs_whole(p.bk)}, s, true, ROPEQK_ERR_OVERLAP, "output over K"},
+        {NULL, a, s, true, ROPEQK_ERR_NULL_POINTER, "no plan"},
     };
+    /* a refused call still submits (OpenCL: finishes the queue), and on OpenCL hands back no event */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cl_event ev = NULL;
-        ropeqk_status st = ropeqk_opencl_plan_enqueue(cases[i].pl, NULL, &cases[i].a,
-                                                      cases[i].has_step ? &cases[i].s : NULL, 0, NULL, &ev);
-        cr_expect_eq(st, cases[i].want, "%s: %s", cases[i].what, ropeqk_status_string(st));
-        if (st == ROPEQK_SUCCESS) { /* rewrite the canary the legal call overwrote */
-            clWaitForEvents(1, &ev);
-            clEnqueueFillBuffer(qu, p.bo, &canary, 4, 0, (size_t)B * HQ * MAXK * 4, 0, NULL, NULL);
-        } else {
-            cr_expect_null(ev, "%s: an event for a refused call", cases[i].what);
-        }
-        if (ev)
-            clReleaseEvent(ev);
+        ropeqk_status st = rqs_plan_run(th_ctx, NULL, cases[i].pl, &cases[i].a, cases[i].has_step ? &cases[i].s : NULL);
+        cr_expect_eq(st, cases[i].want, "%s: %d (%s) %s", cases[i].what, st, ropeqk_status_string(st),
+                     rqs_devbuf_error());
+        if (st == ROPEQK_SUCCESS) /* rewrite the canary the legal call overwrote */
+            cr_assert_eq(rqs_devbuf_write(p.bo, 0, canary, sizeof canary), ROPEQK_SUCCESS);
     }
     static float out[B * HQ * MAXK];
-    clEnqueueReadBuffer(qu, p.bo, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
+    cr_assert_eq(rqs_devbuf_read(p.bo, out), ROPEQK_SUCCESS);
     for (size_t i = 0; i < sizeof out / 4; i++)
-        cr_assert_eq(out[i], canary, "output element %zu changed by a refused call", i);
-    cr_expect_eq(ropeqk_opencl_plan_enqueue(NULL, NULL, &a, &s, 0, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
+        cr_assert_eq(out[i], canary[i], "output element %zu changed by a refused call", i);
     ropeqk_plan_destroy(NULL);
     ropeqk_plan_destroy(pl);
     ropeqk_plan_destroy(fixed);
-    clReleaseMemObject(small);
-    clReleaseMemObject(pos);
+    rqs_devbuf_free(small);
+    rqs_devbuf_free(pos);
     dproblem_free(&p);
 }
 
@@ -248,7 +239,7 @@ Test(plan, plan_outlives_its_description)
     *d = (ropeqk_plan_desc){.op = ROPEQK_OP_SCORES, .params = par, .q = p.tq, .k = p.tk, .out = p.to,
                             .max_keys = MAXK};
     ropeqk_plan *pl = NULL;
-    cr_assert_eq(ropeqk_plan_create(ctx, d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_assert_eq(ropeqk_plan_create(th_ctx, d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     memset(d, 0xff, sizeof *d);
     free(d);
     double *keep_l = malloc(D / 2 * sizeof *keep_l), *keep_s = malloc(D / 2 * sizeof *keep_s);
@@ -271,29 +262,23 @@ Test(plan, plan_outlives_its_description)
 typedef struct {
     ropeqk_plan *pl;
     dproblem *p;
-    cl_mem out;
-    int iters;
-    ropeqk_status st;
 } tharg;
 
-static void *enqueue_loop(void *v)
+/* Runs the plan on the thread's stream (OpenCL: its own queue; Vulkan: its own command buffers),
+ * with key counts changing every call, the full MAXK last. */
+static ropeqk_status enqueue_loop(rqs_stream *stream, rqs_devbuf *out, int iters, void *user)
 {
-    tharg *t = v;
-    cl_int e;
-    cl_command_queue qu = clCreateCommandQueue(ropeqk_opencl_context(ctx), ropeqk_opencl_device(ctx), 0, &e);
-    t->st = e ? ROPEQK_ERR_BACKEND : ROPEQK_SUCCESS;
-    ropeqk_opencl_args a = {.q = {t->p->bq, 0}, .k = {t->p->bk, 0}, .out = {t->out, 0}};
-    for (int i = 0; i < t->iters && !t->st; i++) {
+    tharg *t = user;
+    rqs_args a = dargs(t->p);
+    a.out = rqs_whole(out);
+    ropeqk_status st = ROPEQK_SUCCESS;
+    for (int i = 0; i < iters && !st; i++) {
         ropeqk_step s = {.n_keys = 1 + (i * 37) % MAXK, .q_pos_offset = 5000, .k_pos_offset = 4800};
-        if (i == t->iters - 1)
+        if (i == iters - 1)
             s.n_keys = MAXK;
-        t->st = ropeqk_opencl_plan_enqueue(t->pl, qu, &a, &s, 0, NULL, NULL);
+        st = rqs_plan_run(th_ctx, stream, t->pl, &a, &s);
     }
-    if (qu) {
-        clFinish(qu);
-        clReleaseCommandQueue(qu);
-    }
-    return NULL;
+    return st;
 }
 
 Test(plan, one_plan_enqueued_from_four_threads)
@@ -303,34 +288,14 @@ Test(plan, one_plan_enqueued_from_four_threads)
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .q = p.tq, .k = p.tk, .out = p.to, .max_keys = MAXK};
     ropeqk_default_params(&d.params);
     d.params.causal = 1;
-    ropeqk_plan *pl = NULL;
-    cr_assert_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_SUCCESS);
-    size_t bytes = (size_t)B * HQ * MAXK * 4;
-    static float expect[B * HQ * MAXK], got[B * HQ * MAXK];
-    tharg one = {pl, &p, p.bo, 1, 0};
-    enqueue_loop(&one);
-    cr_assert_eq(one.st, ROPEQK_SUCCESS);
-    clEnqueueReadBuffer(ropeqk_opencl_queue(ctx), p.bo, CL_TRUE, 0, bytes, expect, 0, NULL, NULL);
-    pthread_t th[4];
-    tharg args[4];
-    for (int i = 0; i < 4; i++) {
-        cl_int e;
-        args[i] = (tharg){pl, &p, clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE, bytes, NULL, &e), 150, 0};
-        cr_assert(args[i].out);
-        pthread_create(&th[i], NULL, enqueue_loop, &args[i]);
-    }
-    for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < 4; i++) {
-        cr_expect_eq(args[i].st, ROPEQK_SUCCESS, "thread %d: %s", i, ropeqk_status_string(args[i].st));
-        clEnqueueReadBuffer(ropeqk_opencl_queue(ctx), args[i].out, CL_TRUE, 0, bytes, got, 0, NULL, NULL);
-        cr_expect(memcmp(got, expect, bytes) == 0, "thread %d: last result differs from a lone run", i);
-        clReleaseMemObject(args[i].out);
-    }
-    ropeqk_plan_destroy(pl);
+    tharg t = {NULL, &p};
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &d, &t.pl), ROPEQK_SUCCESS);
+    th_expect_threads_match_lone_run(th_ctx, (size_t)B * HQ * MAXK * 4, 150, enqueue_loop, &t);
+    ropeqk_plan_destroy(t.pl);
     dproblem_free(&p);
 }
 
+#if RQS_HAVE_OPENCL
 /* ---- the host-kernel contract ----------------------------------------------------------------- */
 #define ARG_NAME(kern, id, name) #name,
 static const char *const rotate_names[] = {RQ_ROTATE_ARGS(ARG_NAME)};
@@ -344,19 +309,20 @@ static const char *const app_names[] = {RQ_PAPP_ARGS(ARG_NAME)};
 /* Every compiled kernel's argument names (-cl-kernel-arg-info) in the order contract.h gives them. */
 Test(plan, kernel_arguments_follow_the_contract)
 {
+    TH_SKIP_ON_VULKAN(th_ctx, "the kernel argument contract (cl/contract.h) is the OpenCL program's");
     size_t len = 0;
     const char *src = ropeqk_opencl_program_source(&len);
     cl_int e;
-    cl_program prog = clCreateProgramWithSource(ropeqk_opencl_context(ctx), 1, &src, &len, &e);
+    cl_program prog = clCreateProgramWithSource(ropeqk_opencl_context(th_ctx), 1, &src, &len, &e);
     cr_assert_eq(e, CL_SUCCESS);
     char opts[700];
     /* the GPU profile's tiled score and decode kernels are in the program only where a context
      * chose them: ask for them here */
-    const char *o = ropeqk_ctx_build_options(ctx);
+    const char *o = ropeqk_ctx_build_options(th_ctx);
     snprintf(opts, sizeof opts, "%s%s%s -cl-kernel-arg-info", o,
              strstr(o, "-DRQ_TILE=") ? "" : " -DRQ_TILE=16 -DRQ_RB=4 -DRQ_TK=4",
              strstr(o, "-DRQ_DECODE_GPU=") ? "" : " -DRQ_DECODE_GPU=1");
-    cl_device_id dev = ropeqk_opencl_device(ctx);
+    cl_device_id dev = ropeqk_opencl_device(th_ctx);
     cr_assert_eq(clBuildProgram(prog, 1, &dev, opts, NULL, NULL), CL_SUCCESS);
     static const struct {
         const char *kernel;
@@ -390,3 +356,4 @@ Test(plan, kernel_arguments_follow_the_contract)
     }
     clReleaseProgram(prog);
 }
+#endif

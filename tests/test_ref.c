@@ -91,7 +91,7 @@ Test(ref, causal_mask_is_exact_minus_inf)
 static void rnd(float *x, int n, uint64_t seed)
 {
     for (int i = 0; i < n; i++)
-        x[i] = (float)th_uniform(&seed);
+        x[i] = (float)rqs_uniform(&seed);
 }
 
 Test(ref, shifting_all_positions_keeps_scores)

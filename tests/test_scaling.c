@@ -154,8 +154,8 @@ Test(scaling, sliding_window_masks_exactly)
     float q[S * D], k[S * D];
     uint64_t rng = 5;
     for (int i = 0; i < S * D; i++) {
-        q[i] = (float)th_uniform(&rng);
-        k[i] = (float)th_uniform(&rng);
+        q[i] = (float)rqs_uniform(&rng);
+        k[i] = (float)rqs_uniform(&rng);
     }
     ropeqk_params p;
     ropeqk_default_params(&p);

@@ -22,7 +22,7 @@ static uint64_t sweep_seed(void)
     return e ? strtoull(e, NULL, 0) : 20261122ull;
 }
 
-static int64_t pick(uint64_t *rng, const int64_t *v, int n) { return v[th_rand(rng) % (uint64_t)n]; }
+static int64_t pick(uint64_t *rng, const int64_t *v, int n) { return v[rqs_rand(rng) % (uint64_t)n]; }
 
 /* Case idx of the sweep: the systematic parts cycle with idx, the rest is drawn from the seed. */
 static th_case make_case(int idx, uint64_t seed)
@@ -38,36 +38,36 @@ static th_case make_case(int idx, uint64_t seed)
     c.p.layout = (idx / 7) % 2 ? ROPEQK_HALF_SPLIT : ROPEQK_INTERLEAVED;
     c.dtype = idx % 5 == 1 ? ROPEQK_F16 : idx % 11 == 3 ? ROPEQK_BF16 : ROPEQK_F32;
     if (idx % 3 == 2 && c.D > 2)
-        c.p.rotary_dim = (int32_t)(2 + 2 * (th_rand(&rng) % (uint64_t)(c.D / 2)));
+        c.p.rotary_dim = (int32_t)(2 + 2 * (rqs_rand(&rng) % (uint64_t)(c.D / 2)));
     c.Sq = pick(&rng, Ss, 5);
     c.Sk = pick(&rng, Ss, 5);
     /* keep the fp64 reference quick: shrink the larger side of very big cases */
     while (c.Sq * c.Sk * c.D > (1 << 23) && c.Sq > 1)
         c.Sq = c.Sq > 33 ? 33 : 7;
     int64_t G = pick(&rng, Gs, 4);
-    c.Hkv = 1 + (int64_t)(th_rand(&rng) % 2);
+    c.Hkv = 1 + (int64_t)(rqs_rand(&rng) % 2);
     c.Hq = G * c.Hkv;
-    c.B = c.Sq * c.Sk * c.D * c.Hq > (1 << 22) ? 1 : 1 + (int64_t)(th_rand(&rng) % 2);
-    c.p.base = bases[th_rand(&rng) % 3];
-    c.p.causal = th_rand(&rng) % 2;
+    c.B = c.Sq * c.Sk * c.D * c.Hq > (1 << 22) ? 1 : 1 + (int64_t)(rqs_rand(&rng) % 2);
+    c.p.base = bases[rqs_rand(&rng) % 3];
+    c.p.causal = rqs_rand(&rng) % 2;
     c.p.conjugate = idx % 10 == 7;
     if (idx % 4 == 0)
-        c.p.scale = 0.5 + th_uniform(&rng) * 0.25;
+        c.p.scale = 0.5 + rqs_uniform(&rng) * 0.25;
     /* positions: small, decode-aligned, or near 2^20; sometimes per-token arrays */
     int64_t far = (int64_t)1 << 20;
-    switch (th_rand(&rng) % 4) {
+    switch (rqs_rand(&rng) % 4) {
     case 0: c.p.k_pos_offset = 0; break;
-    case 1: c.p.k_pos_offset = (int64_t)(th_rand(&rng) % 4096); break;
+    case 1: c.p.k_pos_offset = (int64_t)(rqs_rand(&rng) % 4096); break;
     default: c.p.k_pos_offset = far - c.Sk; break;
     }
-    c.p.q_pos_offset = c.p.k_pos_offset + c.Sk - c.Sq + (int64_t)(th_rand(&rng) % 3) - 1;
+    c.p.q_pos_offset = c.p.k_pos_offset + c.Sk - c.Sq + (int64_t)(rqs_rand(&rng) % 3) - 1;
     if (c.p.q_pos_offset < 0)
         c.p.q_pos_offset = 0;
     c.per_token_pos = idx % 6 == 5;
     c.pos_max = far;
     c.in_layout = (th_layout)(idx % 3);
     c.enqueue = idx % 2 == 0; /* half through device buffers with canaries */
-    c.out_layout = th_rand(&rng) % 3 == 0 ? TH_PADDED : TH_BHSD;
+    c.out_layout = rqs_rand(&rng) % 3 == 0 ? TH_PADDED : TH_BHSD;
     return c;
 }
 

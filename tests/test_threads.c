@@ -1,10 +1,15 @@
-/* Concurrency (issue 6): one context shared by 2, 4 and 8 threads, each with its own command queue,
- * mixed shapes and layouts, 1,000 calls per thread, every result bitwise equal to the
- * single-threaded one; concurrent first-time program builds; destroy after the threads are done. */
+/* Concurrency (issue 6), on either backend: one context shared by 2, 4 and 8 threads, each with its
+ * own stream (OpenCL: a command queue; Vulkan: a command pool and fence on the context's queue, the
+ * submissions serialised by support/devbuf.c as Vulkan requires), mixed shapes and layouts, one-shot
+ * calls on device buffers (ropeqk_opencl_enqueue; on Vulkan a plan made, recorded and destroyed per
+ * call), every result bitwise equal to the single-threaded one; concurrent first-time program builds
+ * on a second context borrowing the first's objects; host calls (ropeqk_scores) from four threads
+ * against fp64; destroy after the threads are done. */
 #include "harness.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +21,7 @@ TestSuite(threads, .fini = th_leak_check);
 typedef struct {
     ropeqk_params p;
     ropeqk_tensor q, k, o;
-    cl_mem bq, bk;
+    rqs_devbuf *bq, *bk;
     size_t out_bytes;
     float *expect;
 } problem;
@@ -29,7 +34,6 @@ static void make_problems(void)
     static const struct { int Hq, Hkv, Sq, Sk, D, lay, causal, f16; } shapes[N_PROBLEMS] = {
         {4, 2, 7, 33, 64, 0, 1, 0}, {8, 1, 1, 127, 128, 1, 1, 0}, {2, 2, 33, 7, 8, 0, 0, 1},
         {4, 4, 16, 16, 80, 1, 0, 0}, {8, 2, 5, 64, 96, 1, 1, 1}, {1, 1, 1, 1, 2, 0, 0, 0}};
-    cl_context cx = ropeqk_opencl_context(ctx);
     for (int i = 0; i < N_PROBLEMS; i++) {
         problem *pr = &probs[i];
         ropeqk_default_params(&pr->p);
@@ -48,10 +52,8 @@ static void make_problems(void)
         pr->k = k.t;
         pr->o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, shapes[i].Hq, shapes[i].Sq, shapes[i].Sk);
         pr->out_bytes = ropeqk_tensor_extent(&pr->o);
-        cl_int e1, e2;
-        pr->bq = clCreateBuffer(cx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, q.bytes, q.data, &e1);
-        pr->bk = clCreateBuffer(cx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, k.bytes, k.data, &e2);
-        cr_assert(!e1 && !e2);
+        cr_assert_eq(rqs_devbuf_create(ctx, q.bytes, q.data, false, &pr->bq), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+        cr_assert_eq(rqs_devbuf_create(ctx, k.bytes, k.data, false, &pr->bk), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
         pr->expect = malloc(pr->out_bytes);
         cr_assert_eq(ropeqk_scores(ctx, &pr->p, &q.t, q.data, &k.t, k.data, NULL, NULL, &pr->o, pr->expect), 0);
         th_free(&q);
@@ -62,8 +64,8 @@ static void make_problems(void)
 static void free_problems(void)
 {
     for (int i = 0; i < N_PROBLEMS; i++) {
-        clReleaseMemObject(probs[i].bq);
-        clReleaseMemObject(probs[i].bk);
+        rqs_devbuf_free(probs[i].bq);
+        rqs_devbuf_free(probs[i].bk);
         free(probs[i].expect);
     }
 }
@@ -73,39 +75,46 @@ typedef struct {
     pthread_barrier_t *start;
     int failures;
     ropeqk_status first_error;
+    char message[256];
 } worker;
 
 static void *work(void *arg)
 {
     worker *w = arg;
-    cl_int err;
-    cl_command_queue qu = clCreateCommandQueue(ropeqk_opencl_context(ctx), ropeqk_opencl_device(ctx), 0, &err);
-    cl_mem out = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE, 1 << 20, NULL, &err);
+    rqs_stream *stream = NULL;
+    rqs_devbuf *out = NULL;
+    ropeqk_status setup = rqs_stream_create(ctx, &stream);
+    if (!setup)
+        setup = rqs_devbuf_create(ctx, 1 << 20, NULL, true, &out);
     float *host = malloc(1 << 20);
+    if (setup || !host) {
+        w->failures = -1;
+        w->first_error = setup;
+        snprintf(w->message, sizeof w->message, "setup: %s", rqs_devbuf_error());
+    }
     pthread_barrier_wait(w->start);
-    for (int i = 0; i < w->calls && qu && out && host; i++) {
+    for (int i = 0; i < w->calls && w->failures >= 0; i++) {
         problem *pr = &probs[(w->tid * 7 + i) % N_PROBLEMS];
-        ropeqk_opencl_mem none = {NULL, 0};
-        cl_event ev = NULL;
-        ropeqk_status st = ropeqk_opencl_enqueue(ctx, qu, &pr->p, &pr->q, (ropeqk_opencl_mem){pr->bq, 0}, &pr->k,
-                                          (ropeqk_opencl_mem){pr->bk, 0}, none, none, &pr->o, (ropeqk_opencl_mem){out, 0}, 0, NULL, &ev);
+        rqs_args a = {.q = rqs_whole(pr->bq), .k = rqs_whole(pr->bk), .out = rqs_whole(out)};
+        ropeqk_status st = rqs_scores_oneshot(ctx, stream, &pr->p, &pr->q, &pr->k, &pr->o, &a);
         if (!st)
-            st = (ropeqk_status)clEnqueueReadBuffer(qu, out, CL_TRUE, 0, pr->out_bytes, host, 1, &ev, NULL);
-        if (ev)
-            clReleaseEvent(ev);
+            st = rqs_devbuf_read_part(out, 0, pr->out_bytes, host);
         if (st || memcmp(host, pr->expect, pr->out_bytes) != 0) {
-            if (!w->failures)
+            if (!w->failures) {
                 w->first_error = st;
+                snprintf(w->message, sizeof w->message, "call %d: %s %s", i, ropeqk_last_error(), rqs_devbuf_error());
+            }
             w->failures++;
         }
     }
-    if (!qu || !out || !host)
-        w->failures = -1;
+    bool intact = false;
+    if (out && w->failures == 0 && (rqs_devbuf_check(out, NULL, &intact) || !intact)) {
+        w->failures++;
+        snprintf(w->message, sizeof w->message, "the output buffer's canaries changed");
+    }
     free(host);
-    if (out)
-        clReleaseMemObject(out);
-    if (qu)
-        clReleaseCommandQueue(qu);
+    rqs_devbuf_free(out);
+    rqs_stream_destroy(stream);
     return NULL;
 }
 
@@ -121,11 +130,15 @@ static void run_threads(int n, int calls_each)
     }
     for (int i = 0; i < n; i++) {
         pthread_join(th[i], NULL);
-        cr_expect_eq(w[i].failures, 0, "%d threads: thread %d had %d failures (first status %d: %s)", n, i,
-                     w[i].failures, w[i].first_error, ropeqk_status_string(w[i].first_error));
+        cr_expect_eq(w[i].failures, 0, "%d threads: thread %d had %d failures (first status %d: %s; %s)", n, i,
+                     w[i].failures, w[i].first_error, ropeqk_status_string(w[i].first_error), w[i].message);
     }
     pthread_barrier_destroy(&start);
 }
+
+/* lavapipe runs each call's plan creation, recording and submission on 2 shared cores, all
+ * submissions through one VkQueue: a quarter of the calls keeps the suite near a minute */
+static int calls_per_thread(void) { return th_is_vulkan(ctx) ? CALLS_PER_THREAD / 4 : CALLS_PER_THREAD; }
 
 static void shared_context(int n)
 {
@@ -133,8 +146,10 @@ static void shared_context(int n)
     ctx = th_ctx_or_skip_reason(why, sizeof why);
     if (!ctx)
         cr_skip_test("%s", why);
+    cr_log_info("%s context, %d threads, %d calls each", rqs_backend_name(rqs_ctx_backend(ctx)), n,
+                calls_per_thread());
     make_problems();
-    run_threads(n, CALLS_PER_THREAD);
+    run_threads(n, calls_per_thread());
     free_problems();
     ropeqk_ctx_destroy(ctx);
 }
@@ -151,14 +166,67 @@ Test(threads, concurrent_first_builds)
         cr_skip_test("%s", why);
     make_problems(); /* builds on this context: expectations */
     ropeqk_ctx *built = ctx;
-    /* a second library context on the same OpenCL context: its program cache is empty, so 8
-     * threads race to build the program */
-    ropeqk_opencl_ctx_params cp = {.context = ropeqk_opencl_context(built), .queue = ropeqk_opencl_queue(built)};
-    cr_assert_eq(ropeqk_opencl_ctx_create(&cp, &ctx), 0);
+    /* a second library context on the same backend objects: its program (pipeline) cache is empty,
+     * so 8 threads race to build it */
+    ropeqk_status st = rqs_ctx_borrow(built, NULL, &ctx);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_last_error(), rqs_devbuf_error());
     ropeqk_ctx *fresh = ctx;
     run_threads(8, 3);
     ctx = built;
     free_problems();
     ropeqk_ctx_destroy(fresh);
     ropeqk_ctx_destroy(built);
+}
+
+/* ---- host calls from several threads ------------------------------------------------------------ */
+typedef struct {
+    int id;
+    int fails;
+    char first[512];
+} host_worker;
+
+/* ropeqk_scores (host memory: upload, plan, run, download under the context's own locks) on mixed
+ * dtypes and layouts, each against the fp64 path */
+static void *host_work(void *arg)
+{
+    host_worker *w = arg;
+    for (int i = 0; i < 6; i++) {
+        th_case c = th_case_small();
+        c.Sq = 17 + w->id;
+        c.Sk = 33 + i;
+        c.D = 32;
+        c.dtype = (ropeqk_dtype)((w->id + i) % 3);
+        c.p.layout = (ropeqk_layout)(i % 2);
+        uint64_t seed = (uint64_t)(w->id * 100 + i);
+        th_result r = th_run(ctx, &c, seed);
+        if (r.status || r.max_err > 1e-5 || r.mismatch || !r.guards_ok) {
+            if (!w->fails) {
+                char d[400];
+                th_describe(&c, d, sizeof d);
+                snprintf(w->first, sizeof w->first, "seed %llu: %s, error %.3g, %lld mismatches: %s",
+                         (unsigned long long)seed, ropeqk_status_string(r.status), r.max_err, (long long)r.mismatch, d);
+            }
+            w->fails++;
+        }
+    }
+    return NULL;
+}
+
+Test(threads, host_calls_from_four_threads_match_fp64)
+{
+    char why[256];
+    ctx = th_ctx_or_skip_reason(why, sizeof why);
+    if (!ctx)
+        cr_skip_test("%s", why);
+    pthread_t t[4];
+    host_worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (host_worker){.id = i};
+        cr_assert_eq(pthread_create(&t[i], NULL, host_work, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_eq(w[i].fails, 0, "thread %d: %d failed cases, the first: %s", i, w[i].fails, w[i].first);
+    }
+    ropeqk_ctx_destroy(ctx);
 }

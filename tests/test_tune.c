@@ -1,7 +1,9 @@
-/* The tuner and its per-user cache: a search writes a file that the next context loads; a missing,
- * corrupt, stale, foreign or other-profile file is ignored with a note (never an error); caller and
- * environment values win over the cache; an unwritable cache directory and a set ROPEQK_<knob> are
- * errors of ropeqk_tune. XDG_CACHE_HOME points into a fresh folder per test. */
+/* The tuner and its per-user cache, on either backend: a search writes a file that the next context
+ * loads (a hand-edited knob shows in the context's tuning and kernels, and the cached shape still
+ * matches fp64); a missing, corrupt, stale, foreign or other-profile file is ignored with a note
+ * (never an error); caller and environment values win over the cache; an unwritable cache directory
+ * and a set ROPEQK_<knob> are errors of ropeqk_tune. XDG_CACHE_HOME points into a fresh folder per
+ * test. */
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -12,12 +14,15 @@
 
 static char dir[256];
 
+static bool vk; /* a Vulkan context: the shaders read the vk_* knobs, the build options name them */
+
 static void setup(void)
 {
     char why[256];
     ropeqk_ctx *x = th_ctx_or_skip_reason(why, sizeof why);
     if (!x)
         cr_skip_test("%s", why);
+    vk = th_is_vulkan(x);
     ropeqk_ctx_destroy(x);
     cr_assert(th_cache_home_make(dir, sizeof dir), "cannot make %s", dir);
 }
@@ -29,17 +34,6 @@ static void teardown(void)
 }
 
 TestSuite(tune, .init = setup, .fini = teardown, .timeout = 600);
-
-static ropeqk_ctx *make(const ropeqk_tuning *t)
-{
-    ropeqk_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    if (t)
-        cp.tuning = *t;
-    ropeqk_ctx *x = NULL;
-    cr_assert_eq(ropeqk_ctx_create(&cp, &x), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    return x;
-}
 
 static char *slurp(const char *path)
 {
@@ -71,6 +65,13 @@ static char *with_line(const char *text, const char *key, const char *value)
     return out;
 }
 
+static int32_t tq_of(const ropeqk_ctx *x)
+{
+    ropeqk_tuning t;
+    cr_assert_eq(ropeqk_ctx_tuning(x, &t, NULL), ROPEQK_SUCCESS);
+    return t.tq;
+}
+
 static int lines;
 static void count(void *u, const char *line)
 {
@@ -81,39 +82,63 @@ static void count(void *u, const char *line)
 
 Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignored)
 {
-    ropeqk_ctx *x = make(NULL);
-    cr_expect(strncmp(ropeqk_ctx_config_source(x), "heuristic", 9) == 0, "%s", ropeqk_ctx_config_source(x));
-    ropeqk_tune_params p = {.budget_seconds = 0.01, .progress = count};
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
+    const char *fresh = vk ? "defaults (Vulkan" : "heuristic"; /* the source without a cache */
+    cr_expect(strncmp(ropeqk_ctx_config_source(x), fresh, strlen(fresh)) == 0, "%s", ropeqk_ctx_config_source(x));
+    ropeqk_tune_params p = {.budget_seconds = 0.01, .progress = count}; /* the first candidate of each family */
     ropeqk_tuning best;
     char path[4096];
     ropeqk_status st = ropeqk_tune(x, &p, &best, path, sizeof path);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(st), ropeqk_last_error());
     cr_expect(lines >= 2, "%d progress lines", lines); /* the first candidate of each family at least */
     cr_expect(strstr(path, dir) == path && strstr(path, "/ropeqk/"), "%s", path);
+    if (vk) /* the first candidate is the defaults */
+        cr_expect(best.vk_block == 4 && best.vk_tk == 16, "%d %d", best.vk_block, best.vk_tk);
     ropeqk_ctx_destroy(x);
 
-    /* a valid file is loaded: change one knob by hand and see it in the build options */
+    /* a valid file is loaded: change knobs by hand and see them in the context's tuning and kernels,
+     * which still match fp64 */
     char original[4096];
     snprintf(original, sizeof original, "%s", slurp(path));
-    put(path, with_line(original, "tq", "3"));
-    x = make(NULL);
+    cr_assert(strstr(original, vk ? "platform Vulkan\n" : "platform "), "%s", original);
+    char edited[4096];
+    snprintf(edited, sizeof edited, "%s", with_line(original, "tq", "3"));
+    put(path, with_line(edited, "vk_block", "8"));
+    x = th_ctx_tuned(NULL);
     char want[4200];
     snprintf(want, sizeof want, "cache (%s)", path);
     cr_expect_str_eq(ropeqk_ctx_config_source(x), want);
-    cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=3 "), "%s", ropeqk_ctx_build_options(x));
+    ropeqk_tuning got;
+    cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
+    cr_expect(got.tq == 3 && got.vk_block == 8, "tq %d vk_block %d", got.tq, got.vk_block);
+    const char *opt = vk ? "scores block 8 " : "-DRQ_TQ=3 ";
+    cr_expect(strstr(ropeqk_ctx_build_options(x), opt), "%s", ropeqk_ctx_build_options(x));
+    th_case c;
+    memset(&c, 0, sizeof c);
+    ropeqk_default_params(&c.p);
+    c.B = 1, c.Hq = 4, c.Hkv = 2, c.Sq = 133, c.Sk = 70, c.D = 72, c.dtype = ROPEQK_F32;
+    c.p.causal = 1, c.p.q_pos_offset = 70 - 133 + 90;
+    c.enqueue = true;
+    th_result r = th_run(x, &c, 7);
+    cr_expect(r.status == ROPEQK_SUCCESS && r.max_err <= 1e-5 && r.mismatch == 0 && r.guards_ok,
+              "cached knobs: %s, error %.3g, %lld mismatches, guards %d", ropeqk_status_string(r.status), r.max_err,
+              (long long)r.mismatch, r.guards_ok);
     ropeqk_ctx_destroy(x);
+    put(path, with_line(original, "tq", "3"));
 
     /* caller values and the environment win over the cache */
     ropeqk_tuning t;
     memset(&t, 0, sizeof t);
     t.tq = 5;
-    x = make(&t);
-    cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=5 "), "%s", ropeqk_ctx_build_options(x));
+    x = th_ctx_tuned(&t);
+    cr_expect_eq(tq_of(x), 5);
+    cr_expect(vk || strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=5 "), "%s", ropeqk_ctx_build_options(x));
     cr_expect(strstr(ropeqk_ctx_config_source(x), "overrides: TQ"), "%s", ropeqk_ctx_config_source(x));
     ropeqk_ctx_destroy(x);
     setenv("ROPEQK_TQ", "6", 1);
-    x = make(&t);
-    cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=6 "), "%s", ropeqk_ctx_build_options(x));
+    x = th_ctx_tuned(&t);
+    cr_expect_eq(tq_of(x), 6);
+    cr_expect(vk || strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=6 "), "%s", ropeqk_ctx_build_options(x));
     /* ... and a set knob makes the tuner refuse (it would override every candidate) */
     cr_expect_eq(ropeqk_tune(x, &p, NULL, NULL, 0), ROPEQK_ERR_BAD_CONFIG);
     cr_expect(strstr(ropeqk_last_error(), "ROPEQK_TQ"), "%s", ropeqk_last_error());
@@ -134,24 +159,28 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put(path, with_line(original, bad[i].key, bad[i].value));
-        x = make(NULL);
+        x = th_ctx_tuned(NULL);
         const char *src = ropeqk_ctx_config_source(x);
-        cr_expect(strncmp(src, "heuristic", 9) == 0 && strstr(src, bad[i].note), "%s %s: %s", bad[i].key,
+        cr_expect(strncmp(src, fresh, strlen(fresh)) == 0 && strstr(src, bad[i].note), "%s %s: %s", bad[i].key,
                   bad[i].value, src);
-        cr_expect(strstr(ropeqk_ctx_build_options(x), "-DRQ_TQ=3 ") == NULL);
+        cr_expect_neq(tq_of(x), 3, "%s %s: the ignored file's tq is in use", bad[i].key, bad[i].value);
         ropeqk_ctx_destroy(x);
     }
+    put(path, with_line(original, "ropeqk-tune", "1"));
+    x = th_ctx_tuned(NULL);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "older file format"), "%s", ropeqk_ctx_config_source(x));
+    ropeqk_ctx_destroy(x);
     static const char *const garbage[] = {"", "ropeqk-tune 2\n", "\x01\x02 binary", "ropeqk-tune 2\nlibrary"};
     for (size_t i = 0; i < 4; i++) {
         put(path, garbage[i]);
-        x = make(NULL);
+        x = th_ctx_tuned(NULL);
         cr_expect(strstr(ropeqk_ctx_config_source(x), "ignored corrupt"), "garbage %zu: %s", i,
                   ropeqk_ctx_config_source(x));
         ropeqk_ctx_destroy(x);
     }
     /* a file for the other profile is not used */
     put(path, with_line(original, "profile", strstr(original, "profile cpu") ? "gpu" : "cpu"));
-    x = make(NULL);
+    x = th_ctx_tuned(NULL);
     cr_expect(strstr(ropeqk_ctx_config_source(x), "other profile"), "%s", ropeqk_ctx_config_source(x));
     ropeqk_ctx_destroy(x);
 }
@@ -165,8 +194,9 @@ Test(tune, unwritable_cache_is_an_error_of_the_tuner_only)
     snprintf(file, sizeof file, "%s/not-a-dir", dir);
     put(file, "x");
     setenv("XDG_CACHE_HOME", file, 1);
-    ropeqk_ctx *x = make(NULL);
-    cr_expect(strncmp(ropeqk_ctx_config_source(x), "heuristic", 9) == 0);
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
+    cr_expect(strncmp(ropeqk_ctx_config_source(x), vk ? "defaults (Vulkan" : "heuristic", vk ? 16 : 9) == 0, "%s",
+              ropeqk_ctx_config_source(x));
     ropeqk_tune_params p = {.budget_seconds = 0.01};
     ropeqk_tuning best;
     memset(&best, 0, sizeof best);

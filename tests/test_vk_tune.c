@@ -1,15 +1,13 @@
-/* The Vulkan backend's tuning: every shape of the prefill scores shader (vk_block x vk_tk, its
- * specialization constants) against fp64 on awkward cases; the tuner on a Vulkan context writes a
- * cache the next Vulkan context loads, by hand-edited knob; bad knob values are refused. Runs on the
- * first Vulkan device (lavapipe in CI) with the validation layer (th_leak_check); XDG_CACHE_HOME is
- * a fresh folder per test. */
+/* The Vulkan backend's tuning knobs: every shape of the prefill scores shader (vk_block x vk_tk, its
+ * specialization constants) against fp64 on awkward cases. Runs on the first Vulkan device (lavapipe
+ * in CI) with the validation layer (th_leak_check); XDG_CACHE_HOME is a fresh folder, so no cache file
+ * changes the knobs. The tuner's search and cache on Vulkan are test_tune.c's (tune_vulkan), the
+ * knobs' refusals test_config.c's (config_vulkan). */
 #include "harness.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define BOUND 1e-5 /* docs/conventions.md: the device-vs-fp64 metric */
 
@@ -79,7 +77,7 @@ static th_case shape_case(int i)
 Test(vk_tune, every_scores_shape_matches_fp64)
 {
     static const int blocks[] = {2, 4, 8}, tks[] = {8, 16, 32};
-    uint64_t seed = getenv("ROPEQK_TEST_SEED") ? strtoull(getenv("ROPEQK_TEST_SEED"), NULL, 0) : 20261123ull;
+    uint64_t seed = th_seed(20261123ull);
     cr_log_info("seed %llu", (unsigned long long)seed);
     for (int b = 0; b < 3; b++)
         for (int t = 0; t < 3; t++) {
@@ -108,93 +106,4 @@ Test(vk_tune, every_scores_shape_matches_fp64)
             }
             ropeqk_ctx_destroy(ctx);
         }
-}
-
-Test(vk_tune, bad_knobs_are_refused)
-{
-    ropeqk_ctx *ctx;
-    cr_expect_eq(make(3, 0, &ctx), ROPEQK_ERR_BAD_CONFIG);
-    cr_expect_null(ctx);
-    cr_expect_eq(make(0, 12, &ctx), ROPEQK_ERR_BAD_CONFIG);
-    cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VK_TK"), "%s", ropeqk_last_error());
-    setenv("ROPEQK_VK_BLOCK", "16", 1);
-    cr_expect_eq(make(0, 0, &ctx), ROPEQK_ERR_BAD_CONFIG);
-    cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VK_BLOCK"), "%s", ropeqk_last_error());
-    setenv("ROPEQK_VK_BLOCK", "2", 1);
-    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    cr_expect(strstr(ropeqk_ctx_config_source(ctx), "overrides: ROPEQK_VK_BLOCK"), "%s",
-              ropeqk_ctx_config_source(ctx));
-    /* the tuner refuses to run under an override that would win over every candidate */
-    ropeqk_tune_params p = {.budget_seconds = 0.01, .no_write = 1};
-    cr_expect_eq(ropeqk_tune(ctx, &p, NULL, NULL, 0), ROPEQK_ERR_BAD_CONFIG);
-    ropeqk_ctx_destroy(ctx);
-    unsetenv("ROPEQK_VK_BLOCK");
-}
-
-static char *slurp(const char *path)
-{
-    static char buf[4096];
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "cannot read %s", path);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-Test(vk_tune, search_writes_a_cache_the_next_vulkan_context_loads)
-{
-    ropeqk_ctx *ctx;
-    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    cr_expect(strncmp(ropeqk_ctx_config_source(ctx), "defaults (Vulkan", 16) == 0, "%s",
-              ropeqk_ctx_config_source(ctx));
-    ropeqk_tune_params p = {.budget_seconds = 0.01}; /* the first candidate (the defaults) only */
-    ropeqk_tuning best;
-    char path[4096];
-    ropeqk_status st = ropeqk_tune(ctx, &p, &best, path, sizeof path);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(st), ropeqk_last_error());
-    cr_expect(best.vk_block == 4 && best.vk_tk == 16, "%d %d", best.vk_block, best.vk_tk);
-    cr_expect(strstr(path, dir) == path, "%s", path);
-    ropeqk_ctx_destroy(ctx);
-
-    /* the file holds the Vulkan knobs; edit one and a new Vulkan context uses it */
-    char text[4096];
-    snprintf(text, sizeof text, "%s", slurp(path));
-    cr_assert(strstr(text, "platform Vulkan\n") && strstr(text, "vk_block 4\n"), "%s", text);
-    char *at = strstr(text, "vk_block 4\n");
-    at[9] = '8';
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    char want[4200];
-    snprintf(want, sizeof want, "cache (%s)", path);
-    cr_expect_str_eq(ropeqk_ctx_config_source(ctx), want);
-    cr_expect(strstr(ropeqk_ctx_build_options(ctx), "scores block 8"), "%s", ropeqk_ctx_build_options(ctx));
-    th_case c = shape_case(0);
-    th_result r = th_run(ctx, &c, 7);
-    cr_expect(r.status == ROPEQK_SUCCESS && r.max_err <= BOUND && r.mismatch == 0, "cached shape: %s, error %.3g",
-              ropeqk_status_string(r.status), r.max_err);
-    ropeqk_ctx_destroy(ctx);
-
-    /* a value the shader has no shape for, or the previous file format: ignored with a note */
-    at[9] = '3';
-    f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    cr_expect(strstr(ropeqk_ctx_config_source(ctx), "ignored corrupt"), "%s", ropeqk_ctx_config_source(ctx));
-    cr_expect(strstr(ropeqk_ctx_build_options(ctx), "scores block 4"), "%s", ropeqk_ctx_build_options(ctx));
-    ropeqk_ctx_destroy(ctx);
-    at[9] = '8';
-    memcpy(text, "ropeqk-tune 1", 13);
-    f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(make(0, 0, &ctx), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    cr_expect(strstr(ropeqk_ctx_config_source(ctx), "ignored stale") &&
-                  strstr(ropeqk_ctx_config_source(ctx), "older file format"),
-              "%s", ropeqk_ctx_config_source(ctx));
-    ropeqk_ctx_destroy(ctx);
 }

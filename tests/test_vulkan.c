@@ -1,15 +1,15 @@
 /* The Vulkan backend's own API (include/ropeqk_vulkan.h): device list and specs, borrowed objects,
- * the record path's buffer checks, decode steps, threads, backends not mixed up; attention and scores
- * over long rows (lavapipe's loop limit, see attention_long_rows_wide_heads). Runs on the first
- * Vulkan device (lavapipe in CI) with the Khronos validation layer: th_leak_check fails a test that
- * made the layer say anything. The backend-neutral suites (sweep, device, invalid, scaling,
- * attn_sweep) also run on Vulkan (tests/meson.build). */
+ * the record path's buffer checks, backends not mixed up; attention and scores over long rows
+ * (lavapipe's loop limit, see attention_long_rows_wide_heads). Runs on the first Vulkan device
+ * (lavapipe in CI) with the Khronos validation layer: th_leak_check fails a test that made the layer
+ * say anything. The backend-neutral suites (sweep, device, invalid, scaling, attn_sweep, plan,
+ * threads, config, tune, paged, paged_invalid) also run on Vulkan (tests/meson.build): decode plans
+ * over a generation loop and their refused steps are test_plan.c's, one context from several threads
+ * test_threads.c's. */
 #include "harness.h"
-#include "harness_vk.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +27,6 @@ static ropeqk_ctx *vk_ctx(const char *spec)
         cr_skip_test("no Vulkan device: %s", ropeqk_last_error());
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(st), ropeqk_last_error());
     return ctx;
-}
-
-static th_case small_case(void)
-{
-    th_case c;
-    memset(&c, 0, sizeof c);
-    c.B = 1, c.Hq = 2, c.Hkv = 1, c.Sq = 6, c.Sk = 5, c.D = 8;
-    ropeqk_default_params(&c.p);
-    c.dtype = ROPEQK_F32;
-    return c;
 }
 
 Test(vulkan, device_list_and_specs)
@@ -58,7 +48,9 @@ Test(vulkan, device_list_and_specs)
     const char *backend = NULL;
     cr_expect_eq(ropeqk_ctx_backend_error(ctx, &backend), 0);
     cr_expect_str_eq(backend, "Vulkan");
+#if RQS_HAVE_OPENCL
     cr_expect_null(ropeqk_opencl_context(ctx));
+#endif
     ropeqk_ctx_destroy(ctx);
     /* a name substring reaches a Vulkan device when no OpenCL device has that name */
     char needle[16];
@@ -79,7 +71,7 @@ Test(vulkan, device_list_and_specs)
 Test(vulkan, record_path_buffer_checks)
 {
     ropeqk_ctx *ctx = vk_ctx("vulkan");
-    th_case c = small_case();
+    th_case c = th_case_small();
     th_buf q, k, o;
     const int64_t qe[4] = {1, 2, 6, 8}, ke[4] = {1, 1, 5, 8}, oe[4] = {1, 2, 6, 5};
     cr_assert(th_alloc(&q, ROPEQK_F32, qe, TH_BHSD) && th_alloc(&k, ROPEQK_F32, ke, TH_BHSD) &&
@@ -130,10 +122,12 @@ Test(vulkan, record_path_buffer_checks)
     cr_expect_eq(ropeqk_vulkan_plan_record(pl, fake_cmd, &ok, &step), ROPEQK_ERR_BAD_PARAM, "fixed plan, step");
     cr_expect_eq(ropeqk_vulkan_plan_record(pl, VK_NULL_HANDLE, &ok, NULL), ROPEQK_ERR_NULL_POINTER);
     cr_expect_eq(ropeqk_vulkan_plan_record(NULL, fake_cmd, &ok, NULL), ROPEQK_ERR_NULL_POINTER);
+#if RQS_HAVE_OPENCL
     /* the other backend's calls refuse a Vulkan plan */
     ropeqk_opencl_args oa;
     memset(&oa, 0, sizeof oa);
     cr_expect_eq(ropeqk_opencl_plan_enqueue(pl, NULL, &oa, NULL, 0, NULL, NULL), ROPEQK_ERR_BAD_PARAM);
+#endif
     ropeqk_plan_destroy(pl);
     th_free(&q);
     th_free(&k);
@@ -141,6 +135,7 @@ Test(vulkan, record_path_buffer_checks)
     ropeqk_ctx_destroy(ctx);
 }
 
+#if RQS_HAVE_OPENCL
 Test(vulkan, opencl_plan_refused_by_the_vulkan_record)
 {
     ropeqk_ctx_params cp = {.device = "opencl:0:0"};
@@ -148,7 +143,7 @@ Test(vulkan, opencl_plan_refused_by_the_vulkan_record)
     if (ropeqk_ctx_create(&cp, &ctx) != ROPEQK_SUCCESS)
         cr_skip_test("no OpenCL device");
     cr_expect_null(ropeqk_vulkan_device(ctx));
-    th_case c = small_case();
+    th_case c = th_case_small();
     ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 6, 8), k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 5, 8);
     ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 6, 5);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = c.p, .q = q, .k = k, .out = o};
@@ -161,6 +156,8 @@ Test(vulkan, opencl_plan_refused_by_the_vulkan_record)
     ropeqk_ctx_destroy(ctx);
 }
 
+#endif
+
 Test(vulkan, borrowed_objects_outlive_the_borrowing_context)
 {
     ropeqk_ctx *owner = vk_ctx("vulkan");
@@ -172,7 +169,7 @@ Test(vulkan, borrowed_objects_outlive_the_borrowing_context)
     bp.queue = ropeqk_vulkan_queue(owner, &bp.queue_family);
     ropeqk_ctx *b = NULL;
     cr_assert_eq(ropeqk_vulkan_ctx_create(&bp, &b), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    th_case c = small_case();
+    th_case c = th_case_small();
     c.p.causal = 1;
     th_result r = th_run(b, &c, 3);
     cr_expect_eq(r.status, ROPEQK_SUCCESS);
@@ -184,94 +181,6 @@ Test(vulkan, borrowed_objects_outlive_the_borrowing_context)
     cr_expect_eq(ropeqk_vulkan_ctx_create(&bp, &b), ROPEQK_ERR_NULL_POINTER);
     cr_expect_eq(ropeqk_vulkan_ctx_create(NULL, &b), ROPEQK_ERR_NULL_POINTER);
     ropeqk_ctx_destroy(owner);
-}
-
-/* A decode plan (max_keys) recorded for growing key counts and moving offsets. */
-typedef struct {
-    ropeqk_plan *pl;
-    ropeqk_vulkan_args a;
-    ropeqk_step step;
-} rec_step;
-
-Test(vulkan, decode_plan_steps)
-{
-    ropeqk_ctx *ctx = vk_ctx("vulkan");
-    th_case c = small_case();
-    c.Sq = 1;
-    c.Hq = 8;
-    c.Hkv = 2;
-    c.D = 64;
-    c.enqueue = true;
-    /* the same steps as a generation loop, each checked against fp64 through the canaried path */
-    for (int64_t n = 1; n <= 300; n += 37) {
-        c.Sk = n;
-        c.p.q_pos_offset = n - 1 + 100000;
-        c.p.k_pos_offset = 100000;
-        c.p.causal = 1;
-        th_result r = th_run(ctx, &c, (uint64_t)n);
-        cr_expect_eq(r.status, ROPEQK_SUCCESS, "n %lld: %s", (long long)n, ropeqk_last_error());
-        cr_expect(r.guards_ok);
-        cr_expect_leq(r.max_err, 1e-5, "n %lld: %g", (long long)n, r.max_err);
-    }
-    /* and one plan made for 300 keys, stepped: a refused step records nothing */
-    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = c.p, .max_keys = 300,
-                          .q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 8, 1, 64), .k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 300, 64),
-                          .out = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 8, 1, 300)};
-    rec_step r = {0};
-    cr_assert_eq(ropeqk_plan_create(ctx, &d, &r.pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    r.step = (ropeqk_step){301, 0, 0};
-    cr_expect_eq(ropeqk_vulkan_plan_record(r.pl, (VkCommandBuffer)(uintptr_t)0x3000, &r.a, &r.step),
-                 ROPEQK_ERR_NULL_POINTER); /* no buffers */
-    r.a.q = r.a.k = r.a.out = (ropeqk_vulkan_mem){(VkBuffer)(uintptr_t)0x1000, 0, 1 << 20};
-    r.a.out.buf = (VkBuffer)(uintptr_t)0x2000;
-    cr_expect_eq(ropeqk_vulkan_plan_record(r.pl, (VkCommandBuffer)(uintptr_t)0x3000, &r.a, &r.step),
-                 ROPEQK_ERR_BAD_PARAM);
-    cr_expect_eq(ropeqk_vulkan_plan_record(r.pl, (VkCommandBuffer)(uintptr_t)0x3000, &r.a, NULL),
-                 ROPEQK_ERR_NULL_POINTER);
-    r.step = (ropeqk_step){10, (int64_t)INT32_MAX + 1, 0};
-    cr_expect_eq(ropeqk_vulkan_plan_record(r.pl, (VkCommandBuffer)(uintptr_t)0x3000, &r.a, &r.step),
-                 ROPEQK_ERR_POSITION_RANGE);
-    ropeqk_plan_destroy(r.pl);
-    ropeqk_ctx_destroy(ctx);
-}
-
-typedef struct {
-    ropeqk_ctx *ctx;
-    int id;
-    int fails;
-} worker;
-
-static void *work(void *arg)
-{
-    worker *w = arg;
-    for (int i = 0; i < 6; i++) {
-        th_case c = small_case();
-        c.Sq = 17 + w->id;
-        c.Sk = 33 + i;
-        c.D = 32;
-        c.dtype = (ropeqk_dtype)((w->id + i) % 3);
-        c.p.layout = (ropeqk_layout)(i % 2);
-        th_result r = th_run(w->ctx, &c, (uint64_t)(w->id * 100 + i));
-        if (r.status || r.max_err > 1e-5 || !r.guards_ok)
-            w->fails++;
-    }
-    return NULL;
-}
-
-Test(vulkan, one_context_from_four_threads)
-{
-    ropeqk_ctx *ctx = vk_ctx("vulkan");
-    pthread_t t[4];
-    worker w[4];
-    for (int i = 0; i < 4; i++) {
-        w[i] = (worker){ctx, i, 0};
-        cr_assert_eq(pthread_create(&t[i], NULL, work, &w[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-        cr_expect_eq(w[i].fails, 0, "thread %d: %d failed cases", i, w[i].fails);
-    }
-    ropeqk_ctx_destroy(ctx);
 }
 
 /* Long rows with wide heads, against fp64. lavapipe (llvmpipe) ends every loop of a shader
@@ -299,11 +208,11 @@ static void long_attention(ropeqk_ctx *ctx, int64_t Sk, int64_t D, int64_t Dv, i
     uint64_t rng = (uint64_t)(Sk * 1000 + Dv + causal);
     /* scores of magnitude ~10: the running max moves across chunks */
     for (int64_t i = 0; i < B * Hq * Sq * D; i++)
-        qd[i] = (float)(th_uniform(&rng) * 2.0);
+        qd[i] = (float)(rqs_uniform(&rng) * 2.0);
     for (int64_t i = 0; i < B * Hkv * Sk * D; i++)
-        kd[i] = (float)(th_uniform(&rng) * 2.0);
+        kd[i] = (float)(rqs_uniform(&rng) * 2.0);
     for (int64_t i = 0; i < B * Hkv * Sk * Dv; i++)
-        vd[i] = (float)th_uniform(&rng);
+        vd[i] = (float)rqs_uniform(&rng);
     ropeqk_status st = ropeqk_attention(ctx, &p, &q, qd, &k, kd, &v, vd, NULL, NULL, &o, od, &l, ld);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(st), ropeqk_last_error());
     cr_assert_eq(ropeqk_attention_ref(&p, &q, qd, &k, kd, &v, vd, NULL, NULL, &o64, o64d, &l64, l64d), ROPEQK_SUCCESS);
@@ -342,7 +251,7 @@ Test(vulkan, attention_long_rows_wide_heads)
 Test(vulkan, scores_long_rows)
 {
     ropeqk_ctx *ctx = vk_ctx("vulkan");
-    th_case c = small_case();
+    th_case c = th_case_small();
     c.Hq = 4, c.Hkv = 2, c.Sq = 33, c.Sk = 8195, c.D = 256;
     for (int causal = 0; causal < 2; causal++) {
         c.p.causal = causal;

@@ -1,7 +1,5 @@
 #include "shim.h"
 
-#define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -47,6 +45,10 @@ void *__real_realloc(void *, size_t);
 void *__wrap_malloc(size_t n) { return fault_hit(F_MALLOC) ? NULL : __real_malloc(n); }
 void *__wrap_calloc(size_t a, size_t b) { return fault_hit(F_MALLOC) ? NULL : __real_calloc(a, b); }
 void *__wrap_realloc(void *p, size_t n) { return fault_hit(F_MALLOC) ? NULL : __real_realloc(p, n); }
+
+#if RQS_HAVE_OPENCL
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
 
 cl_mem __real_clCreateBuffer(cl_context, cl_mem_flags, size_t, void *, cl_int *);
 cl_mem __wrap_clCreateBuffer(cl_context c, cl_mem_flags f, size_t n, void *p, cl_int *err)
@@ -101,3 +103,4 @@ cl_int __wrap_clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool b, size
 {
     return fault_hit(F_ENQUEUE_WRITE) ? CL_OUT_OF_RESOURCES : __real_clEnqueueWriteBuffer(q, m, b, o, n, p, nw, w, e);
 }
+#endif

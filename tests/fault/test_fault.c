@@ -36,13 +36,13 @@ static void make(problem *pr)
     pr->o = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, SK);
     pr->o64 = ropeqk_tensor_bhsd(ROPEQK_F64, B, HQ, SQ, SK);
     uint64_t rng = 77;
-    for (size_t i = 0; i < sizeof pr->qd / 4; i++) pr->qd[i] = (float)th_uniform(&rng);
-    for (size_t i = 0; i < sizeof pr->kd / 4; i++) pr->kd[i] = (float)th_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->qd / 4; i++) pr->qd[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->kd / 4; i++) pr->kd[i] = (float)rqs_uniform(&rng);
     for (int j = 0; j < SK; j++) pr->kpos[j] = j;
     pr->v = ropeqk_tensor_bhsd(ROPEQK_F32, B, HKV, SK, D);
     pr->ao = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, D);
     pr->al = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, 1);
-    for (size_t i = 0; i < sizeof pr->vd / 4; i++) pr->vd[i] = (float)th_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->vd / 4; i++) pr->vd[i] = (float)rqs_uniform(&rng);
 }
 
 /* Device buffers for the enqueue step, made before any fault is armed. */

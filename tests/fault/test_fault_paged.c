@@ -44,9 +44,9 @@ static void make(pproblem *pr)
     pr->kn = ropeqk_tensor_bhsd(ROPEQK_F16, S, HKV, NNEW, D);
     pr->vn = ropeqk_tensor_bhsd(ROPEQK_F32, S, HKV, NNEW, DV);
     uint64_t rng = 99;
-    for (size_t i = 0; i < sizeof pr->qd / 4; i++) pr->qd[i] = (float)th_uniform(&rng);
-    for (size_t i = 0; i < sizeof pr->knd / 4; i++) pr->knd[i] = (float)th_uniform(&rng);
-    for (size_t i = 0; i < sizeof pr->vnd / 4; i++) pr->vnd[i] = (float)th_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->qd / 4; i++) pr->qd[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->knd / 4; i++) pr->knd[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->vnd / 4; i++) pr->vnd[i] = (float)rqs_uniform(&rng);
     static const int32_t table[S * MAXP] = {4, 0, 6, 2, 5, 1};
     memcpy(pr->table, table, sizeof table);
     pr->qpos[0] = 2 * NNEW - 1;

@@ -32,8 +32,8 @@ static void make(problem *pr)
     pr->k = ropeqk_tensor_bhsd(ROPEQK_F32, B, HKV, SK, D);
     pr->o = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, SK);
     uint64_t rng = 78;
-    for (size_t i = 0; i < sizeof pr->qd / 4; i++) pr->qd[i] = (float)th_uniform(&rng);
-    for (size_t i = 0; i < sizeof pr->kd / 4; i++) pr->kd[i] = (float)th_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->qd / 4; i++) pr->qd[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->kd / 4; i++) pr->kd[i] = (float)rqs_uniform(&rng);
     for (int j = 0; j < SK; j++) pr->kpos[j] = 3 * j;
 }
 

@@ -21,6 +21,7 @@
  *
  * Exit status: 0 pass, 1 fail (an error over its bound or any validation message), 77 skip (no Vulkan
  * loader/device or no validation layer installed). */
+#include "rng.h"
 #include <vulkan/vulkan.h>
 
 #include <inttypes.h>
@@ -385,13 +386,7 @@ static void split3(double inv_freq, float v[3])
 /* ---------------------------------------------------------------- inputs */
 
 static uint64_t rng_state;
-static uint64_t rng(void) /* splitmix64 */
-{
-    uint64_t z = (rng_state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
+static uint64_t rng(void) { return rqs_rand(&rng_state); } /* splitmix64 (support/rng.h) */
 
 enum { CAT_DENSE, CAT_RAND, CAT_NEAR_MAX, CAT_NEAR_MIN, CAT_NEG, CAT_FULL, CAT_TINY, CAT_LARGE, NCAT };
 static const char *cat_name[NCAT] = {"every p in 0..2^20",  "random p in 0..2^20", "p near INT32_MAX",

@@ -1,0 +1,760 @@
+/* Device buffers and plan runs on either backend (devbuf.h), through libropeqk's public API only. */
+#include "devbuf.h"
+
+#if RQS_HAVE_OPENCL
+#include "ropeqk_opencl.h"
+#endif
+#if RQS_HAVE_VULKAN
+#include "ropeqk_vulkan.h"
+#endif
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char err_msg[256];
+
+static ropeqk_status fail(ropeqk_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *rqs_devbuf_error(void) { return err_msg; }
+
+rqs_backend rqs_ctx_backend(const ropeqk_ctx *ctx)
+{
+    const char *name = NULL;
+    if (!ctx)
+        return RQS_BACKEND_NONE;
+    ropeqk_ctx_backend_error(ctx, &name);
+#if RQS_HAVE_OPENCL
+    if (name && !strcmp(name, "OpenCL"))
+        return RQS_BACKEND_OPENCL;
+#endif
+#if RQS_HAVE_VULKAN
+    if (name && !strcmp(name, "Vulkan"))
+        return RQS_BACKEND_VULKAN;
+#endif
+    return RQS_BACKEND_NONE;
+}
+
+const char *rqs_backend_name(rqs_backend b)
+{
+    return b == RQS_BACKEND_OPENCL ? "OpenCL" : b == RQS_BACKEND_VULKAN ? "Vulkan" : "none";
+}
+
+struct rqs_devbuf {
+    ropeqk_ctx *ctx;
+    rqs_backend be;
+    size_t bytes;  /* payload */
+    size_t padded; /* payload rounded up to whole words */
+    size_t lead;   /* canary bytes before (and after) the payload: 0 or RQS_CANARY_BYTES */
+    size_t total;  /* the backend buffer: lead + padded + lead */
+#if RQS_HAVE_OPENCL
+    cl_mem mem;
+#endif
+#if RQS_HAVE_VULKAN
+    VkBuffer buf;
+    VkDeviceMemory dm;
+    unsigned char *map;
+#endif
+};
+
+struct rqs_stream {
+    ropeqk_ctx *ctx;
+    rqs_backend be;
+#if RQS_HAVE_OPENCL
+    cl_command_queue queue;
+#endif
+#if RQS_HAVE_VULKAN
+    VkCommandPool pool;
+    VkFence fence;
+#endif
+};
+
+static ropeqk_status no_backend(const char *what)
+{
+    return fail(ROPEQK_ERR_BAD_PARAM, "%s: the context's backend is not built into the support library", what);
+}
+
+/* ---- Vulkan ------------------------------------------------------------------------------------ */
+#if RQS_HAVE_VULKAN
+/* Every submission of this module (and rqs_plan_create) holds it: one VkQueue, many threads. */
+static pthread_mutex_t vk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ropeqk_status vk_fail(VkResult r, const char *what)
+{
+    return fail(ROPEQK_ERR_BACKEND, "%s: VkResult %d", what, (int)r);
+}
+
+static void vk_buf_free(rqs_devbuf *b)
+{
+    VkDevice dev = ropeqk_vulkan_device(b->ctx);
+    if (b->map)
+        vkUnmapMemory(dev, b->dm);
+    if (b->buf)
+        vkDestroyBuffer(dev, b->buf, NULL);
+    if (b->dm)
+        vkFreeMemory(dev, b->dm, NULL);
+    b->map = NULL, b->buf = VK_NULL_HANDLE, b->dm = VK_NULL_HANDLE;
+}
+
+static ropeqk_status vk_buf_make(rqs_devbuf *b, const unsigned char *image)
+{
+    VkDevice dev = ropeqk_vulkan_device(b->ctx);
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = b->total,
+                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkResult r = vkCreateBuffer(dev, &bci, NULL, &b->buf);
+    if (r != VK_SUCCESS) {
+        b->buf = VK_NULL_HANDLE;
+        return vk_fail(r, "vkCreateBuffer");
+    }
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dev, b->buf, &req);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(ropeqk_vulkan_physical_device(b->ctx), &mp);
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    uint32_t t = 0;
+    while (t < mp.memoryTypeCount &&
+           !((req.memoryTypeBits & (1u << t)) && (mp.memoryTypes[t].propertyFlags & want) == want))
+        t++;
+    if (t == mp.memoryTypeCount) {
+        vk_buf_free(b);
+        return fail(ROPEQK_ERR_BACKEND, "no host-visible, host-coherent Vulkan memory type for a buffer");
+    }
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                               .memoryTypeIndex = t};
+    const char *what = "vkAllocateMemory";
+    if ((r = vkAllocateMemory(dev, &ai, NULL, &b->dm)) != VK_SUCCESS)
+        b->dm = VK_NULL_HANDLE;
+    else if (what = "vkBindBufferMemory", (r = vkBindBufferMemory(dev, b->buf, b->dm, 0)) != VK_SUCCESS)
+        ;
+    else if (what = "vkMapMemory", (r = vkMapMemory(dev, b->dm, 0, VK_WHOLE_SIZE, 0, (void **)&b->map)) != VK_SUCCESS)
+        b->map = NULL;
+    if (r != VK_SUCCESS) {
+        vk_buf_free(b);
+        return vk_fail(r, what);
+    }
+    memcpy(b->map, image, b->total);
+    return ROPEQK_SUCCESS;
+}
+
+static ropeqk_vulkan_mem vk_view(rqs_view v)
+{
+    ropeqk_vulkan_mem m = {VK_NULL_HANDLE, 0, 0};
+    if (v.buf) {
+        m.buf = v.buf->buf;
+        m.offset = v.buf->lead + v.offset;
+        m.range = v.range ? v.range : v.buf->padded > v.offset ? v.buf->padded - v.offset : 0;
+    }
+    return m;
+}
+
+static ropeqk_status vk_pool_make(ropeqk_ctx *ctx, VkCommandPool *pool, VkFence *fence)
+{
+    VkDevice dev = ropeqk_vulkan_device(ctx);
+    uint32_t fam = 0;
+    ropeqk_vulkan_queue(ctx, &fam);
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = fam};
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    *pool = VK_NULL_HANDLE, *fence = VK_NULL_HANDLE;
+    VkResult r = vkCreateCommandPool(dev, &pci, NULL, pool);
+    if (r != VK_SUCCESS) {
+        *pool = VK_NULL_HANDLE;
+        return vk_fail(r, "vkCreateCommandPool");
+    }
+    if ((r = vkCreateFence(dev, &fci, NULL, fence)) != VK_SUCCESS) {
+        vkDestroyCommandPool(dev, *pool, NULL);
+        *pool = VK_NULL_HANDLE, *fence = VK_NULL_HANDLE;
+        return vk_fail(r, "vkCreateFence");
+    }
+    return ROPEQK_SUCCESS;
+}
+
+typedef ropeqk_status (*vk_record_fn)(VkCommandBuffer cmd, const void *user);
+
+/* Records with `rec` into a new command buffer, adds the caller's barrier (compute and transfer
+ * writes -> host reads), submits under vk_lock and waits. A refused recording is submitted too. */
+static ropeqk_status vk_run(ropeqk_ctx *ctx, rqs_stream *s, vk_record_fn rec, const void *user)
+{
+    VkDevice dev = ropeqk_vulkan_device(ctx);
+    uint32_t fam = 0;
+    VkQueue queue = ropeqk_vulkan_queue(ctx, &fam);
+    VkCommandPool pool = s ? s->pool : VK_NULL_HANDLE;
+    VkFence fence = s ? s->fence : VK_NULL_HANDLE;
+    ropeqk_status st;
+    if (!s && (st = vk_pool_make(ctx, &pool, &fence)))
+        return st;
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkResult r = vkAllocateCommandBuffers(dev, &ai, &cmd);
+    if (r != VK_SUCCESS) {
+        cmd = VK_NULL_HANDLE;
+        st = vk_fail(r, "vkAllocateCommandBuffers");
+    } else if ((r = vkBeginCommandBuffer(cmd, &bi)) != VK_SUCCESS) {
+        st = vk_fail(r, "vkBeginCommandBuffer");
+    } else {
+        st = rec(cmd, user);
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+        ropeqk_status sub = ROPEQK_SUCCESS;
+        if ((r = vkEndCommandBuffer(cmd)) != VK_SUCCESS) {
+            sub = vk_fail(r, "vkEndCommandBuffer");
+        } else {
+            VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                               .pCommandBuffers = &cmd};
+            pthread_mutex_lock(&vk_lock);
+            r = vkQueueSubmit(queue, 1, &si, fence);
+            pthread_mutex_unlock(&vk_lock);
+            if (r != VK_SUCCESS)
+                sub = vk_fail(r, "vkQueueSubmit");
+            else if ((r = vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
+                sub = vk_fail(r, "vkWaitForFences");
+            else if ((r = vkResetFences(dev, 1, &fence)) != VK_SUCCESS)
+                sub = vk_fail(r, "vkResetFences");
+        }
+        if (!st)
+            st = sub;
+    }
+    if (cmd)
+        vkFreeCommandBuffers(dev, pool, 1, &cmd);
+    if (!s) {
+        vkDestroyFence(dev, fence, NULL);
+        vkDestroyCommandPool(dev, pool, NULL);
+    }
+    return st;
+}
+
+typedef struct {
+    ropeqk_plan *plan;
+    ropeqk_vulkan_args a;
+    const ropeqk_step *step;
+} vk_plan_rec;
+
+static ropeqk_status rec_plan(VkCommandBuffer cmd, const void *u)
+{
+    const vk_plan_rec *r = u;
+    return ropeqk_vulkan_plan_record(r->plan, cmd, &r->a, r->step);
+}
+
+typedef struct {
+    ropeqk_plan *plan;
+    ropeqk_vulkan_paged_args a;
+    const ropeqk_paged_batch *batch;
+} vk_paged_rec;
+
+static ropeqk_status rec_paged(VkCommandBuffer cmd, const void *u)
+{
+    const vk_paged_rec *r = u;
+    return ropeqk_vulkan_paged_record(r->plan, cmd, &r->a, r->batch);
+}
+
+typedef struct {
+    ropeqk_plan *plan;
+    const ropeqk_tensor *k_new, *v_new;
+    ropeqk_vulkan_mem kn, vn, kc, vc;
+    const ropeqk_paged_batch *batch;
+} vk_append_rec;
+
+static ropeqk_status rec_append(VkCommandBuffer cmd, const void *u)
+{
+    const vk_append_rec *r = u;
+    return ropeqk_vulkan_paged_append(r->plan, cmd, r->k_new, r->kn, r->v_new, r->vn, r->kc, r->vc, r->batch);
+}
+
+static ropeqk_vulkan_args vk_args(const rqs_args *a)
+{
+    ropeqk_vulkan_args v = {.q = vk_view(a->q), .k = vk_view(a->k), .q_pos = vk_view(a->q_pos),
+                            .k_pos = vk_view(a->k_pos), .out = vk_view(a->out), .v = vk_view(a->v),
+                            .lse = vk_view(a->lse)};
+    return v;
+}
+#endif
+
+/* ---- OpenCL ------------------------------------------------------------------------------------ */
+#if RQS_HAVE_OPENCL
+static ropeqk_status cl_fail(cl_int e, const char *what)
+{
+    const char *name = ropeqk_opencl_error_name(e);
+    return fail(ROPEQK_ERR_BACKEND, "%s: %s (%d)", what, name ? name : "unknown OpenCL error", (int)e);
+}
+
+static ropeqk_opencl_mem cl_view(rqs_view v)
+{
+    ropeqk_opencl_mem m = {NULL, 0};
+    if (v.buf) {
+        m.buf = v.buf->mem;
+        m.offset = v.buf->lead + v.offset;
+    }
+    return m;
+}
+
+static cl_command_queue cl_queue(ropeqk_ctx *ctx, rqs_stream *s) { return s ? s->queue : ropeqk_opencl_queue(ctx); }
+
+/* The paged calls clear *event when they refuse: start from a value that is no event. */
+#define CL_NO_EVENT_YET ((cl_event)(uintptr_t)1)
+
+/* After an enqueue: waits for its event on success; on a refusal finishes the queue (anything
+ * enqueued before the refusal runs) and checks that no event came back. */
+static ropeqk_status cl_after(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_status st, cl_event ev, cl_event start,
+                              const char *what)
+{
+    cl_command_queue q = cl_queue(ctx, s);
+    if (st) {
+        clFinish(q);
+        if (ev != NULL) {
+            if (ev != start)
+                clReleaseEvent(ev);
+            return fail(RQS_ERR_STRAY_EVENT, "%s refused the call (%s) but %s an event", what,
+                        ropeqk_status_string(st), ev == start ? "did not clear" : "returned");
+        }
+        return st;
+    }
+    if (ev == NULL || ev == start)
+        return fail(RQS_ERR_STRAY_EVENT, "%s succeeded without an event", what);
+    cl_int e = clWaitForEvents(1, &ev);
+    clReleaseEvent(ev);
+    return e ? cl_fail(e, "clWaitForEvents") : ROPEQK_SUCCESS;
+}
+
+static ropeqk_opencl_args cl_args(const rqs_args *a)
+{
+    ropeqk_opencl_args c = {.q = cl_view(a->q), .k = cl_view(a->k), .q_pos = cl_view(a->q_pos),
+                            .k_pos = cl_view(a->k_pos), .out = cl_view(a->out), .v = cl_view(a->v),
+                            .lse = cl_view(a->lse)};
+    return c;
+}
+#endif
+
+/* ---- buffers ----------------------------------------------------------------------------------- */
+ropeqk_status rqs_devbuf_create(ropeqk_ctx *ctx, size_t bytes, const void *init, bool canaries, rqs_devbuf **out)
+{
+    if (!out)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_devbuf_create: out is NULL");
+    *out = NULL;
+    if (!ctx)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_devbuf_create: ctx is NULL");
+    if (bytes == 0)
+        return fail(ROPEQK_ERR_BAD_SHAPE, "rqs_devbuf_create: 0 bytes");
+    if (bytes > SIZE_MAX / 2 - 2 * RQS_CANARY_BYTES)
+        return fail(ROPEQK_ERR_OVERFLOW, "rqs_devbuf_create: %zu bytes", bytes);
+    rqs_backend be = rqs_ctx_backend(ctx);
+    if (be == RQS_BACKEND_NONE)
+        return no_backend("rqs_devbuf_create");
+    rqs_devbuf *b = calloc(1, sizeof *b);
+    if (!b)
+        return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_devbuf_create: out of host memory");
+    b->ctx = ctx;
+    b->be = be;
+    b->bytes = bytes;
+    b->padded = (bytes + 3) / 4 * 4;
+    b->lead = canaries ? RQS_CANARY_BYTES : 0;
+    b->total = b->padded + 2 * b->lead;
+    /* the buffer's first contents: the canary word everywhere, the payload over it */
+    unsigned char *image = malloc(b->total);
+    if (!image) {
+        free(b);
+        return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_devbuf_create: out of host memory");
+    }
+    const uint32_t word = RQS_CANARY_WORD;
+    for (size_t i = 0; i < b->total; i += 4)
+        memcpy(image + i, &word, 4);
+    if (init)
+        memcpy(image + b->lead, init, bytes);
+    ropeqk_status st = ROPEQK_SUCCESS;
+#if RQS_HAVE_OPENCL
+    if (be == RQS_BACKEND_OPENCL) {
+        cl_int e = CL_SUCCESS;
+        b->mem = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, b->total, image,
+                                &e);
+        if (e != CL_SUCCESS || !b->mem) {
+            if (b->mem)
+                clReleaseMemObject(b->mem);
+            st = cl_fail(e ? e : CL_OUT_OF_RESOURCES, "clCreateBuffer");
+        }
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (be == RQS_BACKEND_VULKAN)
+        st = vk_buf_make(b, image);
+#endif
+    free(image);
+    if (st) {
+        free(b);
+        return st;
+    }
+    *out = b;
+    return ROPEQK_SUCCESS;
+}
+
+void rqs_devbuf_free(rqs_devbuf *b)
+{
+    if (!b)
+        return;
+#if RQS_HAVE_OPENCL
+    if (b->be == RQS_BACKEND_OPENCL && b->mem)
+        clReleaseMemObject(b->mem);
+#endif
+#if RQS_HAVE_VULKAN
+    if (b->be == RQS_BACKEND_VULKAN)
+        vk_buf_free(b);
+#endif
+    free(b);
+}
+
+size_t rqs_devbuf_bytes(const rqs_devbuf *b) { return b ? b->bytes : 0; }
+
+ropeqk_status rqs_devbuf_write(rqs_devbuf *b, size_t offset, const void *src, size_t n)
+{
+    if (!b || (!src && n))
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_devbuf_write: NULL buffer or source");
+    if (offset > b->bytes || n > b->bytes - offset)
+        return fail(ROPEQK_ERR_BUFFER_TOO_SMALL, "rqs_devbuf_write: %zu bytes at %zu past a payload of %zu", n,
+                    offset, b->bytes);
+    if (n == 0)
+        return ROPEQK_SUCCESS;
+#if RQS_HAVE_OPENCL
+    if (b->be == RQS_BACKEND_OPENCL) {
+        cl_int e = clEnqueueWriteBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, b->lead + offset, n, src, 0,
+                                        NULL, NULL);
+        return e ? cl_fail(e, "clEnqueueWriteBuffer") : ROPEQK_SUCCESS;
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (b->be == RQS_BACKEND_VULKAN) {
+        memcpy(b->map + b->lead + offset, src, n);
+        return ROPEQK_SUCCESS;
+    }
+#endif
+    return no_backend("rqs_devbuf_write");
+}
+
+ropeqk_status rqs_devbuf_fill(rqs_devbuf *b, unsigned char byte)
+{
+    if (!b)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_devbuf_fill: NULL buffer");
+    unsigned char *h = malloc(b->bytes);
+    if (!h)
+        return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_devbuf_fill: out of host memory");
+    memset(h, byte, b->bytes);
+    ropeqk_status st = rqs_devbuf_write(b, 0, h, b->bytes);
+    free(h);
+    return st;
+}
+
+/* The whole backend buffer, canaries included, into dst (b->total bytes). */
+static ropeqk_status read_all(const rqs_devbuf *b, unsigned char *dst)
+{
+#if RQS_HAVE_OPENCL
+    if (b->be == RQS_BACKEND_OPENCL) {
+        cl_int e = clEnqueueReadBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, 0, b->total, dst, 0, NULL, NULL);
+        return e ? cl_fail(e, "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (b->be == RQS_BACKEND_VULKAN) {
+        memcpy(dst, b->map, b->total);
+        return ROPEQK_SUCCESS;
+    }
+#endif
+    (void)dst;
+    return no_backend("rqs_devbuf_read");
+}
+
+ropeqk_status rqs_devbuf_read_part(const rqs_devbuf *b, size_t offset, size_t n, void *dst)
+{
+    if (!b || (!dst && n))
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_devbuf_read: NULL buffer or destination");
+    if (offset > b->bytes || n > b->bytes - offset)
+        return fail(ROPEQK_ERR_BUFFER_TOO_SMALL, "rqs_devbuf_read: %zu bytes at %zu past a payload of %zu", n,
+                    offset, b->bytes);
+    if (n == 0)
+        return ROPEQK_SUCCESS;
+#if RQS_HAVE_OPENCL
+    if (b->be == RQS_BACKEND_OPENCL) {
+        cl_int e = clEnqueueReadBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, b->lead + offset, n, dst, 0,
+                                       NULL, NULL);
+        return e ? cl_fail(e, "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (b->be == RQS_BACKEND_VULKAN) {
+        memcpy(dst, b->map + b->lead + offset, n);
+        return ROPEQK_SUCCESS;
+    }
+#endif
+    return no_backend("rqs_devbuf_read");
+}
+
+ropeqk_status rqs_devbuf_read(const rqs_devbuf *b, void *dst)
+{
+    return rqs_devbuf_read_part(b, 0, b ? b->bytes : 0, dst);
+}
+
+ropeqk_status rqs_devbuf_check(const rqs_devbuf *b, const void *expect, bool *intact)
+{
+    if (!b || !intact)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_devbuf_check: NULL buffer or result");
+    *intact = false;
+    unsigned char *all = malloc(b->total);
+    if (!all)
+        return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_devbuf_check: out of host memory");
+    ropeqk_status st = read_all(b, all);
+    if (!st) {
+        const uint32_t word = RQS_CANARY_WORD;
+        bool ok = true;
+        for (size_t i = 0; i < b->lead && ok; i += 4)
+            ok = memcmp(all + i, &word, 4) == 0 && memcmp(all + b->lead + b->padded + i, &word, 4) == 0;
+        if (ok && expect)
+            ok = memcmp(all + b->lead, expect, b->bytes) == 0;
+        *intact = ok;
+    }
+    free(all);
+    return st;
+}
+
+/* ---- streams ----------------------------------------------------------------------------------- */
+ropeqk_status rqs_stream_create(ropeqk_ctx *ctx, rqs_stream **out)
+{
+    if (!out || !ctx)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_stream_create: NULL context or out");
+    *out = NULL;
+    rqs_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_stream_create: out of host memory");
+    s->ctx = ctx;
+    s->be = rqs_ctx_backend(ctx);
+    ropeqk_status st = no_backend("rqs_stream_create");
+#if RQS_HAVE_OPENCL
+    if (s->be == RQS_BACKEND_OPENCL) {
+        cl_int e = CL_SUCCESS;
+        s->queue = clCreateCommandQueue(ropeqk_opencl_context(ctx), ropeqk_opencl_device(ctx), 0, &e);
+        st = e || !s->queue ? cl_fail(e ? e : CL_OUT_OF_RESOURCES, "clCreateCommandQueue") : ROPEQK_SUCCESS;
+        if (st && s->queue)
+            clReleaseCommandQueue(s->queue);
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (s->be == RQS_BACKEND_VULKAN)
+        st = vk_pool_make(ctx, &s->pool, &s->fence);
+#endif
+    if (st) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return ROPEQK_SUCCESS;
+}
+
+void rqs_stream_destroy(rqs_stream *s)
+{
+    if (!s)
+        return;
+#if RQS_HAVE_OPENCL
+    if (s->be == RQS_BACKEND_OPENCL) {
+        clFinish(s->queue);
+        clReleaseCommandQueue(s->queue);
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (s->be == RQS_BACKEND_VULKAN) { /* every run waited for its fence: nothing is in flight */
+        VkDevice dev = ropeqk_vulkan_device(s->ctx);
+        vkDestroyFence(dev, s->fence, NULL);
+        vkDestroyCommandPool(dev, s->pool, NULL);
+    }
+#endif
+    free(s);
+}
+
+/* ---- runs -------------------------------------------------------------------------------------- */
+ropeqk_status rqs_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, ropeqk_plan **out)
+{
+#if RQS_HAVE_VULKAN
+    if (rqs_ctx_backend(ctx) == RQS_BACKEND_VULKAN) {
+        pthread_mutex_lock(&vk_lock);
+        ropeqk_status st = ropeqk_plan_create(ctx, desc, out);
+        pthread_mutex_unlock(&vk_lock);
+        return st;
+    }
+#endif
+    return ropeqk_plan_create(ctx, desc, out);
+}
+
+ropeqk_status rqs_plan_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, const rqs_args *a,
+                           const ropeqk_step *step)
+{
+    if (!ctx || !a)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_plan_run: NULL context or arguments");
+    rqs_backend be = rqs_ctx_backend(ctx);
+#if RQS_HAVE_OPENCL
+    if (be == RQS_BACKEND_OPENCL) {
+        ropeqk_opencl_args c = cl_args(a);
+        cl_event ev = NULL;
+        ropeqk_status st = ropeqk_opencl_plan_enqueue(plan, s ? s->queue : NULL, &c, step, 0, NULL, &ev);
+        return cl_after(ctx, s, st, ev, NULL, "ropeqk_opencl_plan_enqueue");
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (be == RQS_BACKEND_VULKAN) {
+        vk_plan_rec r = {plan, vk_args(a), step};
+        return vk_run(ctx, s, rec_plan, &r);
+    }
+#endif
+    (void)be, (void)s, (void)plan, (void)step;
+    return no_backend("rqs_plan_run");
+}
+
+ropeqk_status rqs_scores_oneshot(ropeqk_ctx *ctx, rqs_stream *s, const ropeqk_params *p, const ropeqk_tensor *q,
+                                 const ropeqk_tensor *k, const ropeqk_tensor *out, const rqs_args *a)
+{
+    if (!ctx || !a)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_scores_oneshot: NULL context or arguments");
+    rqs_backend be = rqs_ctx_backend(ctx);
+#if RQS_HAVE_OPENCL
+    if (be == RQS_BACKEND_OPENCL) {
+        cl_event ev = NULL;
+        ropeqk_status st = ropeqk_opencl_enqueue(ctx, s ? s->queue : NULL, p, q, cl_view(a->q), k, cl_view(a->k),
+                                                 cl_view(a->q_pos), cl_view(a->k_pos), out, cl_view(a->out), 0, NULL,
+                                                 &ev);
+        return cl_after(ctx, s, st, ev, NULL, "ropeqk_opencl_enqueue");
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (be == RQS_BACKEND_VULKAN) {
+        if (!p || !q || !k || !out)
+            return fail(ROPEQK_ERR_NULL_POINTER, "rqs_scores_oneshot: NULL parameters or view");
+        ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = *p, .q = *q, .k = *k, .out = *out,
+                              .positions = a->q_pos.buf || a->k_pos.buf ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
+        ropeqk_plan *plan = NULL;
+        ropeqk_status st = rqs_plan_create(ctx, &d, &plan);
+        if (!st)
+            st = rqs_plan_run(ctx, s, plan, a, NULL);
+        ropeqk_plan_destroy(plan);
+        return st;
+    }
+#endif
+    (void)be, (void)s, (void)p, (void)q, (void)k, (void)out;
+    return no_backend("rqs_scores_oneshot");
+}
+
+ropeqk_status rqs_paged_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, const rqs_paged_args *a,
+                            const ropeqk_paged_batch *batch)
+{
+    if (!ctx || !a)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_paged_run: NULL context or arguments");
+    rqs_backend be = rqs_ctx_backend(ctx);
+#if RQS_HAVE_OPENCL
+    if (be == RQS_BACKEND_OPENCL) {
+        ropeqk_opencl_paged_args c = {.q = cl_view(a->q), .k_cache = cl_view(a->k_cache),
+                                      .v_cache = cl_view(a->v_cache), .out = cl_view(a->out), .lse = cl_view(a->lse)};
+        cl_event ev = CL_NO_EVENT_YET;
+        ropeqk_status st = ropeqk_opencl_paged_enqueue(plan, s ? s->queue : NULL, &c, batch, 0, NULL, &ev);
+        return cl_after(ctx, s, st, ev, CL_NO_EVENT_YET, "ropeqk_opencl_paged_enqueue");
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (be == RQS_BACKEND_VULKAN) {
+        vk_paged_rec r = {plan,
+                          {.q = vk_view(a->q), .k_cache = vk_view(a->k_cache), .v_cache = vk_view(a->v_cache),
+                           .out = vk_view(a->out), .lse = vk_view(a->lse)},
+                          batch};
+        return vk_run(ctx, s, rec_paged, &r);
+    }
+#endif
+    (void)be, (void)s, (void)plan, (void)batch;
+    return no_backend("rqs_paged_run");
+}
+
+ropeqk_status rqs_paged_append_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, const ropeqk_tensor *k_new,
+                                   rqs_view k_new_mem, const ropeqk_tensor *v_new, rqs_view v_new_mem,
+                                   rqs_view k_cache, rqs_view v_cache, const ropeqk_paged_batch *batch)
+{
+    if (!ctx)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_paged_append_run: NULL context");
+    rqs_backend be = rqs_ctx_backend(ctx);
+#if RQS_HAVE_OPENCL
+    if (be == RQS_BACKEND_OPENCL) {
+        cl_event ev = CL_NO_EVENT_YET;
+        ropeqk_status st = ropeqk_opencl_paged_append(plan, s ? s->queue : NULL, k_new, cl_view(k_new_mem), v_new,
+                                                      cl_view(v_new_mem), cl_view(k_cache), cl_view(v_cache), batch,
+                                                      0, NULL, &ev);
+        return cl_after(ctx, s, st, ev, CL_NO_EVENT_YET, "ropeqk_opencl_paged_append");
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (be == RQS_BACKEND_VULKAN) {
+        vk_append_rec r = {plan,           k_new,           v_new,          vk_view(k_new_mem), vk_view(v_new_mem),
+                           vk_view(k_cache), vk_view(v_cache), batch};
+        return vk_run(ctx, s, rec_append, &r);
+    }
+#endif
+    (void)be, (void)s, (void)plan, (void)k_new, (void)k_new_mem, (void)v_new, (void)v_new_mem, (void)k_cache,
+        (void)v_cache, (void)batch;
+    return no_backend("rqs_paged_append_run");
+}
+
+/* ---- raw views --------------------------------------------------------------------------------- */
+#if RQS_HAVE_OPENCL
+ropeqk_opencl_mem rqs_view_opencl(rqs_view v) { return cl_view(v); }
+#endif
+#if RQS_HAVE_VULKAN
+ropeqk_vulkan_mem rqs_view_vulkan(rqs_view v) { return vk_view(v); }
+#endif
+
+/* ---- contexts ---------------------------------------------------------------------------------- */
+ropeqk_status rqs_ctx_borrow(const ropeqk_ctx *ctx, const ropeqk_tuning *tuning, ropeqk_ctx **out)
+{
+    if (!ctx || !out)
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_ctx_borrow: NULL context or out");
+    *out = NULL;
+    ropeqk_tuning none;
+    memset(&none, 0, sizeof none);
+    if (!tuning)
+        tuning = &none;
+    rqs_backend be = rqs_ctx_backend(ctx);
+#if RQS_HAVE_OPENCL
+    if (be == RQS_BACKEND_OPENCL) {
+        ropeqk_opencl_ctx_params p = {.context = ropeqk_opencl_context(ctx), .queue = ropeqk_opencl_queue(ctx),
+                                      .tuning = *tuning};
+        return ropeqk_opencl_ctx_create(&p, out);
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (be == RQS_BACKEND_VULKAN) {
+        ropeqk_vulkan_ctx_params p = {.instance = ropeqk_vulkan_instance(ctx),
+                                      .physical_device = ropeqk_vulkan_physical_device(ctx),
+                                      .device = ropeqk_vulkan_device(ctx),
+                                      .tuning = *tuning};
+        p.queue = ropeqk_vulkan_queue(ctx, &p.queue_family);
+        return ropeqk_vulkan_ctx_create(&p, out);
+    }
+#endif
+    (void)be;
+    return no_backend("rqs_ctx_borrow");
+}
+
+uint32_t rqs_validation_messages(char *first, size_t len)
+{
+#if RQS_HAVE_VULKAN
+    return ropeqk_vulkan_validation_messages(NULL, first, len);
+#else
+    if (first && len)
+        first[0] = '\0';
+    return 0;
+#endif
+}
