@@ -3,7 +3,9 @@
 #include "npy.h"
 #include "ropeqk.h"
 
+#if RQ_HAVE_OPENCL
 #include <CL/cl.h>
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -179,8 +181,21 @@ bool write_bytes(const char *path, const void *data, size_t len)
 
 bool no_opencl_platform(void)
 {
+#if RQ_HAVE_OPENCL
     cl_uint n = 0;
     return clGetPlatformIDs(0, NULL, &n) != CL_SUCCESS || n == 0;
+#else
+    return true; /* this build has no OpenCL backend */
+#endif
+}
+
+bool no_device(void)
+{
+    ropeqk_ctx *c = NULL;
+    if (ropeqk_ctx_create(NULL, &c) != ROPEQK_SUCCESS)
+        return true;
+    ropeqk_ctx_destroy(c);
+    return false;
 }
 
 int read_args(const char *path, char ***out)

@@ -29,8 +29,11 @@ bool file_exists(const char *path);
 int dir_entries(const char *dir);
 bool write_bytes(const char *path, const void *data, size_t len);
 
-/* True when the OpenCL ICD loader finds no platform. */
+/* True when the OpenCL ICD loader finds no platform, or the build has no OpenCL backend. */
 bool no_opencl_platform(void);
+/* Whether the library finds no device at all (the default device of `ropeqk_ctx_create`: OpenCL
+ * first, else Vulkan): the CLI's device runs skip then. */
+bool no_device(void);
 
 /* Splits args.txt into tokens (whitespace separated). Returns the count, tokens malloc'd in *out
  * (NULL-terminated); -1 on error. */

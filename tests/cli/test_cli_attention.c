@@ -143,7 +143,7 @@ static void check_problem(const problem *pb, const char *name)
 {
     char what[128];
     for (int device = 0; device < 2; device++) {
-        if (device && no_opencl_platform())
+        if (device && no_device())
             continue;
         const char *o = tpath(device ? "o_dev.npy" : "o_ref.npy"), *l = tpath(device ? "l_dev.npy" : "l_ref.npy");
         run_attention(pb, device, true, o, l);
@@ -237,7 +237,7 @@ Test(attention, check_passes)
     save_rand(ipath("k.npy"), NPY_F32, 1, 2, 10, 32, 15);
     save_rand(ipath("v.npy"), NPY_F16, 1, 2, 10, 48, 16);
     for (int device = 0; device < 2; device++) {
-        if (device && no_opencl_platform())
+        if (device && no_device())
             continue;
         const char *argv[] = {"attention", "--q", ipath("q.npy"), "--k", ipath("k.npy"), "--v", ipath("v.npy"),
                               "--out", tpath("o.npy"), "--causal", "--check", device ? NULL : "--device", "ref",
@@ -329,8 +329,8 @@ Test(attention, demo_attention_part)
                   strstr(r.out, "result      : PASS"),
               "%s", r.out);
     cli_result_free(&r);
-    if (no_opencl_platform())
-        cr_skip_test("no OpenCL platform");
+    if (no_device())
+        cr_skip_test("no device");
     r = run(ARGS("demo", "--tokens", "16", "--runs", "1", "--attention-tokens", "300"));
     cr_expect_eq(r.status, 0, "stdout: %s\nstderr: %s", r.out, r.err);
     cr_expect(strstr(r.out, "O [1,32,300,128] f32") && strstr(r.out, "attn call") &&

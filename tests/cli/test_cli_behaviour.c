@@ -218,9 +218,12 @@ Test(cli, device_selection)
 Test(cli, devices)
 {
     cli_result r = run(ARGS("devices"));
-    if (no_opencl_platform()) {
+    if (no_device()) {
         cr_expect_eq(r.status, 1);
-        cr_expect(strstr(r.err, "no OpenCL platform"), "%s", r.err);
+        cr_expect(strstr(r.err, "no OpenCL platform") || strstr(r.err, "no Vulkan device"), "%s", r.err);
+    } else if (no_opencl_platform()) { /* Vulkan devices only (or a build without OpenCL) */
+        cr_expect_eq(r.status, 0, "%s", r.err);
+        cr_expect(strstr(r.out, "vulkan:0"), "%s", r.out);
     } else {
         cr_expect_eq(r.status, 0, "%s", r.err);
         cr_expect(strstr(r.out, "0:0") && strstr(r.out, "default:") && strstr(r.out, "compute units") &&
@@ -232,8 +235,8 @@ Test(cli, devices)
 
 Test(cli, scores_check_on_device)
 {
-    if (no_opencl_platform())
-        cr_skip_test("no OpenCL platform");
+    if (no_device())
+        cr_skip_test("no device");
     const char *o = tpath("o.npy");
     cli_result r = run(ARGS("scores", "--q", DATA_DIR "/cli/f16_input/q.npy", "--k", DATA_DIR "/cli/f16_input/k.npy",
                             "--out", o, "--layout", "half-split", "--causal", "--check"));
@@ -245,8 +248,8 @@ Test(cli, scores_check_on_device)
 
 Test(cli, check_sweep)
 {
-    if (no_opencl_platform())
-        cr_skip_test("no OpenCL platform");
+    if (no_device())
+        cr_skip_test("no device");
     cli_result r = run(ARGS("check", "--cases", "20", "--seed", "12345"));
     cr_expect_eq(r.status, 0, "stdout: %s\nstderr: %s", r.out, r.err);
     cr_expect(strstr(r.out, "seed 12345") && strstr(r.out, "half-split") && strstr(r.out, "PASS"), "%s", r.out);
@@ -255,8 +258,8 @@ Test(cli, check_sweep)
 
 Test(cli, demo_small_with_png)
 {
-    if (no_opencl_platform())
-        cr_skip_test("no OpenCL platform");
+    if (no_device())
+        cr_skip_test("no device");
     const char *png = tpath("demo.png");
     cli_result r = run(ARGS("demo", "--tokens", "96", "--runs", "2", "--attention-tokens", "128", "--plot", png));
     if (r.status == 1 && strstr(r.err, "libpng")) {

@@ -18,8 +18,8 @@
 static void need_platform(void)
 {
     setup();
-    if (no_opencl_platform())
-        cr_skip_test("no OpenCL platform");
+    if (no_opencl_platform()) /* these are the OpenCL program's diagnostics */
+        cr_skip_test("no OpenCL platform (or no OpenCL backend in this build)");
 }
 
 TestSuite(devices, .init = need_platform, .fini = teardown, .timeout = 300);

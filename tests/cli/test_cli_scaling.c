@@ -152,7 +152,7 @@ Test(scaling_flags, bf16_and_window)
                 1, "--dtype bf16", "'<f4'");
     expect_error(ARGS("scores", "--q", q, "--k", VEC "/k.npy", "--out", o, "--dtype", "bf16", "--device", "ref"), 1,
                 "--dtype bf16", "k.npy");
-    bool dev = !no_opencl_platform();
+    bool dev = !no_device();
     for (int d = 0; d < (dev ? 2 : 1); d++) {
         /* the scalar path (ROPEQK_DEVICE=ref), then the default device */
         const char *env[] = {d ? "ROPEQK_DEVICE=" : "ROPEQK_DEVICE=ref", NULL};
@@ -209,8 +209,8 @@ Test(scaling_flags, help_texts)
 
 Test(scaling_flags, check_draws_scaling_windows_bf16)
 {
-    if (no_opencl_platform())
-        cr_skip_test("no OpenCL platform");
+    if (no_device())
+        cr_skip_test("no device");
     cli_result r = run(ARGS("check", "--cases", "18", "--seed", "7", "--verbose"));
     cr_expect_eq(r.status, 0, "stdout: %s\nstderr: %s", r.out, r.err);
     const char *want[] = {" linear(", " dynamic(", " yarn(", " llama3", " longrope(", "freq_factors", "window=",
