@@ -18,8 +18,8 @@
  *     dot product.
  * Qr rows are RQ_DMAXD floats apart (the decode path's scratch layout, enqueue.c). Host
  * preconditions: D <= RQ_DMAXD, M <= RQ_DM; the host checks the local memory and the work-group
- * size against the device and the compiled kernel (src/plan.c). Portable OpenCL C 1.2.
- * Not measured on a GPU: the tuner compares it with the two-pass path (src/tune.c). */
+ * size against the device and the compiled kernel (src/opencl/plan.c). Portable OpenCL C 1.2.
+ * Not measured on a GPU: the tuner compares it with the two-pass path (src/opencl/tune.c). */
 
 #include "contract.h"
 #include "angle.cl"

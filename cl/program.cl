@@ -7,14 +7,14 @@
 /* The kernels of one profile only: the host creates the CPU profile's one-pass decode kernels
  * (qk_decode_f32/f16/bf16, scores.cl) and paged pass 1 in the CPU shape (paged_attn_cpu, paged.cl)
  * on the CPU profile only, and the GPU profile's qk_scores_tiled and qk_decode_gpu_* on the GPU
- * profile only (src/plan.c, src/paged.c). The latter are built only where their options are set
- * (-DRQ_TILE, -DRQ_DECODE_GPU: never on the CPU profile, src/tuning.c); the former are left out of
+ * profile only (src/opencl/plan.c, src/opencl/paged.c). The latter are built only where their options are set
+ * (-DRQ_TILE, -DRQ_DECODE_GPU: never on the CPU profile, src/core/tuning.c); the former are left out of
  * GPU-profile programs: wide-vector code written for CPUs, which GPU compilers turn into hundreds
  * of registers and kilobytes of stack (tests/gpucc), and a longer first build on a GPU.
  * The options carry the profile: RQ_KP, the Kt panel width, is 0 exactly on the GPU profile
- * (src/ctx.h, rq_kt_panel). -DRQ_CPU_KERNELS=1 (or 0) decides by hand. A program with the GPU
+ * (src/opencl/ocl.h, rq_kt_panel). -DRQ_CPU_KERNELS=1 (or 0) decides by hand. A program with the GPU
  * decode kernel but the decode path off (-DRQ_DECODE=0 -DRQ_DECODE_GPU=1) is none the library
- * builds (src/tuning.c sets RQ_DECODE_GPU only with RQ_DECODE=1): tests/test_plan.c asks for that
+ * builds (src/opencl/tune.c sets RQ_DECODE_GPU only with RQ_DECODE=1): tests/test_plan.c asks for that
  * to check every kernel's arguments, and it gets every kernel. */
 #ifndef RQ_CPU_KERNELS
 #if defined(RQ_KP) && RQ_KP == 0 && !(defined(RQ_DECODE_GPU) && RQ_DECODE_GPU && defined(RQ_DECODE) && !RQ_DECODE)

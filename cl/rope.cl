@@ -49,7 +49,7 @@
 #define RQ_RPF 2
 
 #if RQ_RUB == 1
-/* One unit per work-item (the GPU profile, src/ctx.h rq_rot_units): the form for GPUs. The launch
+/* One unit per work-item (the GPU profile, src/opencl/ocl.h rq_rot_units): the form for GPUs. The launch
  * is the same (a work-item per RQ_RV rows and one unit, work-groups along units), but the RQ_RV rows
  * are taken one at a time: per row one accurate angle (angle.cl, the same reduction per lane as the
  * vector form below), reused by every head, then per head the unit's two elements, the rotation and

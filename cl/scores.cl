@@ -324,7 +324,7 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #endif
 
 /* Permutes of 16 lanes, spelled out (OpenCL C 1.2 has no variadic macros). RQ_POCL_EXT is set by the
- * host only when it has identified pocl (src/tuning.c): then Clang's builtins give one permute
+ * host only when it has identified pocl (src/opencl/tune.c): then Clang's builtins give one permute
  * instruction where pocl's shuffle()/shuffle2() are library calls, __builtin_prefetch is honoured, and
  * a loop pragma stops LLVM from turning the score stores into a slow scatter. Every other compiler
  * gets the portable forms (NVIDIA's defines __clang__ but rejects these builtins). */

@@ -3,7 +3,7 @@
  *
  * The host hands each frequency as v = inv_freq / pi in fp64, split into three floats
  * v = (hi, mid, lo) = (float(x), float(x - hi), float(x - hi - mid)), the same split as the OpenCL
- * path (src/plan.c, split_freqs), negated for the conjugate rotation. The angle is in half-turns,
+ * path (src/core/plan.c, split_freqs), negated for the conjugate rotation. The angle is in half-turns,
  * t = p * v mod 2, so cos(p * inv_freq) = cos(pi * t).
  *
  * What Vulkan guarantees ("Precision and Operation of SPIR-V Instructions") and how this file uses it:

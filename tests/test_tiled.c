@@ -61,7 +61,7 @@ static void expect_tiled(ropeqk_ctx *x, int tile, int rb, int tk)
 Test(tiled, profile_defaults_and_switching_off)
 {
     ropeqk_ctx *x = gpu_ctx(0, 0, 0);
-    expect_tiled(x, 64, 4, 16); /* the GPU profile's defaults (src/tuning.c) */
+    expect_tiled(x, 64, 4, 16); /* the GPU profile's defaults (src/core/tuning.c) */
     ropeqk_ctx_destroy(x);
 
     ropeqk_ctx_params cp;

@@ -4,7 +4,7 @@
 #   -pedantic -Wall -Werror
 # so that no Clang extension (variadic macros, builtins) slips into the portable source: NVIDIA's
 # compiler rejects them although it defines __clang__. The library's own -cl-std and -w (pocl's
-# quiet first build, src/tuning.c) are dropped: here every warning counts.
+# quiet first build, src/core/tuning.c) are dropped: here every warning counts.
 # Sources: tests/clc/clc_variants (no device needed) and, when an OpenCL platform exists,
 # `ropeqk devices --dump-program` under ROPEQK_PROFILE=cpu and gpu (what a user attaches to a bug
 # report). Output: TAP.

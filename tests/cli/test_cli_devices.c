@@ -80,7 +80,7 @@ Test(devices, build_failure_is_reported_with_log)
 }
 
 /* A first build with an empty pocl cache prints nothing on stderr (pocl's Clang used to print
- * "143 warnings generated." there on hosts without AVX-512; see src/tuning.c). */
+ * "143 warnings generated." there on hosts without AVX-512; see src/core/tuning.c). */
 Test(devices, first_build_is_quiet)
 {
     char env[600];

@@ -44,7 +44,7 @@ LIBCLC_NV = '/usr/lib/clc/nvptx64--nvidiacl.bc'  # libclc-15
 ROCM_DIRS = ['/usr/lib/x86_64-linux-gnu/amdgcn/bitcode', '/usr/lib/amdgcn/bitcode',
              '/opt/rocm/amdgcn/bitcode']  # rocm-device-libs
 
-# Kernels the host creates on one profile only (src/plan.c, src/paged.c, src/attn.c): the CPU
+# Kernels the host creates on one profile only (src/opencl/plan.c, src/opencl/paged.c, src/opencl/attn.c): the CPU
 # profile's decode kernels and paged pass 1, the GPU profile's tiled score and decode kernels.
 # paged_attn_gpu is both's (the CPU profile runs it for head dims its vectors do not cover).
 CPU_ONLY = ['qk_decode_f32', 'qk_decode_f16', 'qk_decode_bf16', 'paged_attn_cpu']

@@ -4,7 +4,7 @@
  * usage: test_vk_angle SHADER.spv   (env RQ_SEED=n fixes the random inputs; the seed is printed)
  *
  * The shader (angle_test.comp) gets (p, v.x, v.y, v.z): an int32 position and a frequency
- * v = inv_freq / pi split into three floats exactly as the host does (src/plan.c, split_freqs), and
+ * v = inv_freq / pi split into three floats exactly as the host does (src/core/plan.c, split_freqs), and
  * returns t = rq_half_turns(p, v), rq_cossinpi(t) and rq_rope_cossin(p, v). The reference reduces
  * p * (v.x + v.y + v.z) mod 2 exactly in integers (each float is m * 2^e with a 24-bit m, so p*m fits
  * int64) and evaluates cosl/sinl(pi * t) in long double, so its error (~1e-19) is nothing next to
@@ -374,7 +374,7 @@ static long double ref_half_turns(int32_t p, const float v[3])
     return s;
 }
 
-/* the host's split of inv_freq / pi (src/plan.c) */
+/* the host's split of inv_freq / pi (src/core/plan.c) */
 static void split3(double inv_freq, float v[3])
 {
     double x = inv_freq / 3.14159265358979323846;
