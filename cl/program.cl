@@ -11,17 +11,10 @@
  * (-DRQ_TILE, -DRQ_DECODE_GPU: never on the CPU profile, src/core/tuning.c); the former are left out of
  * GPU-profile programs: wide-vector code written for CPUs, which GPU compilers turn into hundreds
  * of registers and kilobytes of stack (tests/gpucc), and a longer first build on a GPU.
- * The options carry the profile: RQ_KP, the Kt panel width, is 0 exactly on the GPU profile
- * (src/opencl/ocl.h, rq_kt_panel). -DRQ_CPU_KERNELS=1 (or 0) decides by hand. A program with the GPU
- * decode kernel but the decode path off (-DRQ_DECODE=0 -DRQ_DECODE_GPU=1) is none the library
- * builds (src/opencl/tune.c sets RQ_DECODE_GPU only with RQ_DECODE=1): tests/test_plan.c asks for that
- * to check every kernel's arguments, and it gets every kernel. */
+ * The host says which (-DRQ_CPU_KERNELS=1 on the CPU profile, 0 on the GPU profile, src/opencl/tune.c);
+ * without it (a program built by hand) every kernel is in. */
 #ifndef RQ_CPU_KERNELS
-#if defined(RQ_KP) && RQ_KP == 0 && !(defined(RQ_DECODE_GPU) && RQ_DECODE_GPU && defined(RQ_DECODE) && !RQ_DECODE)
-#define RQ_CPU_KERNELS 0
-#else
 #define RQ_CPU_KERNELS 1
-#endif
 #endif
 #include "rope.cl"
 #if !defined(RQ_OPS) || (RQ_OPS & (RQ_OPS_SCORES | RQ_OPS_PAGED))

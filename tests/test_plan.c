@@ -322,6 +322,10 @@ Test(plan, kernel_arguments_follow_the_contract)
     snprintf(opts, sizeof opts, "%s%s%s -cl-kernel-arg-info", o,
              strstr(o, "-DRQ_TILE=") ? "" : " -DRQ_TILE=16 -DRQ_RB=4 -DRQ_TK=4",
              strstr(o, "-DRQ_DECODE_GPU=") ? "" : " -DRQ_DECODE_GPU=1");
+    /* and the CPU profile's own kernels, which a GPU-profile program leaves out (-DRQ_CPU_KERNELS=0) */
+    char *cpu = strstr(opts, "-DRQ_CPU_KERNELS=0");
+    if (cpu)
+        cpu[strlen("-DRQ_CPU_KERNELS=")] = '1';
     cl_device_id dev = ropeqk_opencl_device(th_ctx);
     cr_assert_eq(clBuildProgram(prog, 1, &dev, opts, NULL, NULL), CL_SUCCESS);
     static const struct {

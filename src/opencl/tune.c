@@ -19,11 +19,12 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
         n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
     if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
         snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
+    /* RQ_CPU_KERNELS: whether the program contains the CPU profile's own kernels (cl/program.cl) */
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
-                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d -DRQ_KP=%d -DRQ_RUB=%d -DRQ_NV=%d%s%s",
+                    "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d -DRQ_KP=%d -DRQ_RUB=%d -DRQ_NV=%d -DRQ_CPU_KERNELS=%d%s%s",
                     t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, rq_kt_panel(t),
-                    rq_rot_units(t), t->nv, tiled,
+                    rq_rot_units(t), t->nv, t->profile == ROPEQK_PROFILE_CPU, tiled,
                     t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
 }
 
