@@ -96,13 +96,19 @@
     F(f32, rot_mul)
 #define RQ_VK_PG_WG 64    /* work-group: keys per tile, V dims per pass */
 /* Keys per split, at most: a work-group walks its split's keys in one invocation's loops, and
- * llvmpipe (lavapipe, CI) silently stops an invocation's loops after 65535 iterations in total.
- * Measured there (Hkv 8, D 128, f16 cache, one split): 16384 keys correct, 24576 wrong; 8192 keeps a
- * 2x margin. On a GPU more splits only add parallelism (the combine pass is cheap). */
+ * llvmpipe (lavapipe, CI) silently stops an invocation's loops after 65535 iterations in total; the
+ * host counts paged.comp's loop trips per tile (vk_paged.c) against RQ_VK_AT_TRIPS and never lets a
+ * split run longer than this. On a GPU more splits only add parallelism (the combine pass is cheap). */
 #define RQ_VK_PG_MAX_KEYS 8192
 #define RQ_VK_PG_GH 8     /* query heads per task, at most */
 #define RQ_VK_PG_VT 4     /* V dims per invocation (a task covers RQ_VK_PG_WG * RQ_VK_PG_VT dims) */
 #define RQ_VK_SC_QS 2     /* paged.comp: spec constant 2 = floats of the staged Q (gpg * D) */
+#define RQ_VK_SC_PG_UC RQ_VK_SC_K2 /* paged.comp: rotary units of K staged per chunk (32, 16 or 8) */
+#define RQ_VK_PG_UC_DEF 32
+/* paged.comp's shared memory in bytes, exactly its arrays: Q, a chunk of rotated keys, the max
+ * partials, P, the tile's row indices */
+#define RQ_VK_PG_SHARED(qs, uc)                                                                    \
+    (4 * ((qs) + RQ_VK_PG_WG * (2 * (uc) + 1) + 2 * RQ_VK_PG_GH * RQ_VK_PG_WG + 2 * RQ_VK_PG_WG))
 
 #define RQ_VK_PC_PART 0   /* paged_combine.comp bindings */
 #define RQ_VK_PC_META 1

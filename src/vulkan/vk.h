@@ -17,6 +17,7 @@ typedef enum {
     RQ_VK_SH_SCORES_FEW, /* scores for few query rows per KV head (decode) */
     RQ_VK_SH_ATTENTION, /* fused attention (vk_attn.c) */
     RQ_VK_SH_PAGED, /* paged decode: pass 1, combine, append (vk_paged.c) */
+    RQ_VK_SH_PAGED_SG, /* paged.comp with subgroup reductions (where the device has them) */
     RQ_VK_SH_PAGED_COMBINE,
     RQ_VK_SH_PAGED_APPEND,
     RQ_VK_SH_COUNT

@@ -67,8 +67,8 @@ void rq_vk_attn_spec(const rq_vk_attn_shape *s, int32_t v_dtype, int32_t o_dtype
 }
 
 /* Loop trips of one attention.comp invocation, counted as the loops that glslc leaves in the SPIR-V
- * are written (the [[unroll]]ed register loops are gone: 12 loops in all, checked by the suite's
- * vk_attn_edges test against the embedded module), a loop entered once with n trips counting n + 1:
+ * are written (the [[unroll]]ed register loops are gone: 12 loops in all, checked against the
+ * embedded module by the suite's spirv_val test), a loop entered once with n trips counting n + 1:
  * an upper bound of what llvmpipe's limiter counts whatever its own compiler unrolls. Per tile of BN
  * keys, and per dispatch outside the tiles. Keep in step with glsl/attention.comp. */
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
