@@ -94,8 +94,10 @@ int64_t rq_vk_attn_chunk_keys(int64_t D, const rq_vk_attn_shape *s)
 {
     /* llvmpipe stops every loop of an invocation after 65535 trips in all (LP_MAX_TGSI_LOOP_ITERATIONS)
      * and says nothing: a dispatch runs at most RQ_VK_AT_TRIPS (half of that) by this bound. E.g. the
-     * default shape (64 rows, 64 keys, 256 invocations) at D 128: 60 trips a tile of 64 keys, 546 tiles,
-     * 34944 keys a chunk; D 256, Dv 256: 76 a tile, 27520 keys. */
+     * default shape (64 rows, 64 keys, 256 invocations) at D 128: 83 trips a tile of 64 keys, 25 fixed,
+     * 394 tiles = 25216 keys a chunk; D 256, Dv 256: 123 a tile, 17024 keys. Measured on lavapipe
+     * (Mesa 22.3) with the budget raised so that one dispatch takes every key, D 128: 60000 keys
+     * right, 70000 wrong (about 60-65 real trips a tile, under this count). */
     int64_t tiles = (RQ_VK_AT_TRIPS - attn_fixed_trips(s)) / attn_tile_trips(D, s);
     return (tiles < 1 ? 1 : tiles) * s->bn;
 }
