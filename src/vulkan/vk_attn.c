@@ -48,8 +48,8 @@ bool rq_vk_attn_rows_fit(const ropeqk_ctx *ctx, int32_t rows, int64_t Dv)
 
 bool rq_vk_attn_pick(const ropeqk_ctx *ctx, int64_t Dv, rq_vk_attn_shape *s)
 {
-    /* the tuned rows, else the default, else the smallest (Vulkan's 16 KiB minimum of shared memory
-     * takes 32 rows by 32 keys: 10.6 KiB) */
+    /* the tuned rows, else the default, else the smallest (Vulkan's minimum of 16 KiB of shared
+     * memory takes 64 rows by 32 keys, 15.4 KiB; 32 by 32 need 10.6 KiB) */
     const VkPhysicalDeviceLimits *lim = &rq_vk(ctx)->props.limits;
     return shape_for_rows(lim, ctx->tune.vk_rows, Dv, s) || shape_for_rows(lim, RQ_VK_AT_BM_DEF, Dv, s) ||
            shape_for_rows(lim, 32, Dv, s);
