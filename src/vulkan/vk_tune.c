@@ -17,7 +17,7 @@ void rq_vk_tuning_base(const rq_devinfo *dev, rq_tuning *t)
 void rq_vk_tuning_fit(const rq_devinfo *dev, rq_tuning *t)
 {
     /* the plans fit each shape to the device when they make their pipelines (rq_vk_scores_shape,
-     * rq_vk_attn_rows), falling back to the defaults every device takes */
+     * rq_vk_attn_pick), falling back to the defaults every device takes */
     (void)dev, (void)t;
 }
 
