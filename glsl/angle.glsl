@@ -72,20 +72,25 @@ vec2 rq_split12(float x)
  * frequency below ~2^14 half-turns per position (RoPE frequencies are <= 1/pi). Total error: <= 13
  * roundings of 2^-31 (6e-9 half-turns) plus the split's own error (v.x + v.y + v.z represents an fp64
  * inv_freq/pi exactly, or to ~2^-72 relative). */
+/* The three exact products p0 h, p1 h, p2 h reduced mod 2 (rq_half_turns_fx's terms of one head or
+ * tail h): a function called four times rather than a loop, so that no shader carries a loop here
+ * (llvmpipe counts every loop trip of an invocation against its silent limit, vk_paged.c). */
+uint rq_fx_mod2_3(float p0, float p1, float p2, float h)
+{
+    precise float a = p0 * h;
+    precise float b = p1 * h;
+    precise float c = p2 * h;
+    return rq_fx_mod2(a) + rq_fx_mod2(b) + rq_fx_mod2(c);
+}
+
 uint rq_half_turns_fx(int p, vec3 v)
 {
     precise float p0 = float(p & 0xFFF);
     precise float p1 = float(p & 0xFFF000);
     precise float p2 = float(p - (p & 0xFFFFFF)); /* no overflow: subtracts a value in [0, 2^24) */
     vec2 x = rq_split12(v.x), y = rq_split12(v.y);
-    precise vec4 hv = vec4(x.x, x.y, y.x, y.y);
-    uint acc = 0u;
-    for (int i = 0; i < 4; i++) {
-        precise float a = p0 * hv[i];
-        precise float b = p1 * hv[i];
-        precise float c = p2 * hv[i];
-        acc += rq_fx_mod2(a) + rq_fx_mod2(b) + rq_fx_mod2(c);
-    }
+    uint acc = rq_fx_mod2_3(p0, p1, p2, x.x) + rq_fx_mod2_3(p0, p1, p2, x.y) + rq_fx_mod2_3(p0, p1, p2, y.x) +
+               rq_fx_mod2_3(p0, p1, p2, y.y);
     precise float z = float(p) * v.z; /* the one inexact product, tiny: see above */
     acc += rq_fx_mod2(z);
     return acc;

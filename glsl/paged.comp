@@ -1,21 +1,45 @@
 #version 450
-/* Paged decode, pass 1 (split-K flash-decoding, the OpenCL GPU shape of cl/paged.cl): a work-group per
- * task (split of a sequence's pages, KV head + chunk of its query heads + chunk of V dims, sequence).
- * Keys are read unrotated from their pages in the cache's dtype and rotated with their own position
- * k_pos0[s] + j (angle.glsl), once per key for all the task's query heads; Q comes rotated and scaled
- * from rotate.comp ([h][s][D]) and is staged in shared memory (every invocation reads every element).
- * Per tile of RQ_VK_PG_WG keys: an invocation scores one key, the tile max is a tree in shared memory,
- * the running softmax (m, l) and the unnormalised output advance, and the invocations then run along
- * V's dims (consecutive dims, consecutive invocations) over the tile's keys. The task writes its
- * output and (m, l) to `part` for paged_combine.comp. Branches on tile masks, lengths and splits
- * depend only on work-group-uniform values, so no barrier is skipped by part of a work-group. */
+/* Paged decode, pass 1: split-K flash-decoding. A work-group per task (split of a sequence's pages,
+ * KV head + chunk of its query heads + chunk of V dims, sequence); paged_combine.comp joins the
+ * splits. Keys are read unrotated from their pages in the cache's dtype and rotated with their own
+ * position k_pos0[s] + j (the accurate angle of angle.glsl); Q comes rotated and scaled from
+ * rotate.comp ([h][s][D]) and is staged in shared memory once per task.
+ *
+ * Per tile of KT = RQ_VK_PG_WG keys (one per invocation in the score phase):
+ *   - the tile's K rows go through shared memory in chunks of UC rotary units (a unit: a rotary pair,
+ *     or a pass-through dim): invocation e of a chunk takes unit e % UC of key e / UC, so a
+ *     work-group reads whole runs of each key row (coalesced), evaluates each (key, unit) angle once,
+ *     and stores the rotated pair as f32 into ks[key][2*unit + 0/1] (rows padded to an odd stride);
+ *   - then each invocation scores its own key (its row of ks, conflict-free) against the task's
+ *     query heads (broadcast reads of the staged Q): gpg scores in registers;
+ *   - the tile max of each head over the work-group: subgroupMax per subgroup and one partial per
+ *     subgroup through shared memory where the host found subgroup arithmetic in compute shaders
+ *     (this source compiled with RQ_PG_SUBGROUP=1: paged_sg.spv; a module declaring the capability
+ *     must not reach a device without it, so it is a second module, not a specialization
+ *     constant), else one partial per invocation through shared memory (paged.spv);
+ *   - P = exp(S - m) into shared memory; then the invocations run along V's dims (dims lid + WG*c:
+ *     consecutive dims on consecutive invocations, so each key's V row is read coalesced, straight
+ *     into registers: every V element is used by exactly one invocation, for all the task's heads,
+ *     so a trip through shared memory would buy no reuse) over the tile's keys, every invocation
+ *     adding the same row sums from the shared P.
+ * Masks are the finite sentinel NEGBIG (exp never sees a masked score); a task with nothing unmasked
+ * writes m = NEGBIG, l = 0, o = 0. Branches on tile masks, lengths and splits depend only on
+ * work-group-uniform values, so no barrier is skipped by part of a work-group.
+ * llvmpipe's loop limit: the host bounds a split's keys by its count of this shader's loop trips
+ * (vk_paged.c, pg_tile_trips); keep it in step with the loops below. */
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#if RQ_PG_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 #include "vk_contract.h"
 
 layout(local_size_x = RQ_VK_PG_WG) in;
 layout(constant_id = RQ_VK_SC_DT_A) const int KDT = 0;
 layout(constant_id = RQ_VK_SC_DT_B) const int VDT = 0;
-layout(constant_id = RQ_VK_SC_QS) const int QS = 64;
+layout(constant_id = RQ_VK_SC_QS) const int QS = 64;      /* floats of the staged Q: gpg * D */
+layout(constant_id = RQ_VK_SC_PG_UC) const int UC = RQ_VK_PG_UC_DEF; /* rotary units per K chunk */
 
 layout(std430, binding = RQ_VK_PG_K) readonly buffer Kc { uint kc[]; };
 layout(std430, binding = RQ_VK_PG_V) readonly buffer Vc { uint vc[]; };
@@ -31,19 +55,22 @@ RQ_VK_PC_BLOCK(RQ_VK_PG_PC)
 #define WG RQ_VK_PG_WG
 #define GH RQ_VK_PG_GH
 #define VT RQ_VK_PG_VT
-#define NEG_INF uintBitsToFloat(0xFF800000u)
+const int KS = 2 * UC + 1; /* floats per staged key row: odd, so invocations' rows hit distinct banks */
+const float NEGBIG = -3.4028234663852886e38; /* -FLT_MAX: a masked score */
 
+/* RQ_VK_PG_SHARED (vk_contract.h) counts exactly these arrays, for the host's fit checks */
 shared float qs[QS];        /* the task's query heads, [g][D] */
-shared float red[GH * WG];  /* the tile's scores, then their max (tree) */
-shared float pt[GH * WG];   /* e^(S - m) of the tile */
-shared uint vrow[WG];       /* element index of each tile key's V row (head included) */
+shared float ks[WG * KS];   /* a chunk of the tile's rotated keys, [key][2 * unit + 0/1] */
+shared float red[GH * WG];  /* the tile max partials: [g][invocation] or [g][subgroup] */
+shared float pt[GH * WG];   /* P of the tile, [g][key] */
+shared uint krow[WG], vrow[WG]; /* element index of each tile key's K and V row (head included) */
 
 void main()
 {
     const int lid = int(gl_LocalInvocationID.x), sp = int(gl_WorkGroupID.x), gd = int(gl_WorkGroupID.y);
     const int gi = gd / pc.ndvc, dvc = gd % pc.ndvc;
     const int hk = gi / pc.ngc, g0 = (gi % pc.ngc) * pc.gpg, ng = min(pc.gpg, pc.G - g0);
-    const int h0 = hk * pc.G + g0, half_r = pc.R / 2, D = pc.D, Dv = pc.Dv;
+    const int h0 = hk * pc.G + g0, half_r = pc.R / 2, D = pc.D, Dv = pc.Dv, nu = half_r + (D - pc.R);
     const int dv0 = dvc * WG * VT + lid;
     const bool causal = pc.causal != 0;
     /* sequences past the grid's z extent (more than 65535): strided */
@@ -58,97 +85,128 @@ void main()
         barrier(); /* the previous sequence's readers of qs are done */
         for (int e = lid; e < ng * D; e += WG)
             qs[e] = qr[(uint(h0 + e / D) * uint(pc.n) + uint(s)) * uint(D) + uint(e % D)];
-        barrier();
         float m[GH], l[GH], acc[GH][VT];
-        for (int g = 0; g < GH; g++) {
-            m[g] = NEG_INF;
+        [[unroll]] for (int g = 0; g < GH; g++) {
+            m[g] = NEGBIG;
             l[g] = 0.0;
-            for (int i = 0; i < VT; i++)
-                acc[g][i] = 0.0;
+            [[unroll]] for (int c = 0; c < VT; c++)
+                acc[g][c] = 0.0;
         }
         for (int t0 = jbeg; t0 < jend; t0 += WG) {
             const int nt = min(WG, jend - t0);
             const int pfirst = kp0 + t0, plast = kp0 + t0 + nt - 1; /* <= INT32_MAX: checked on the host */
             if ((causal && pfirst > pq) || (pc.window != 0u && pq >= plast && uint(pq) - uint(plast) >= pc.window))
                 continue; /* every key of the tile masked (positions are consecutive): uniform */
-            const int j = t0 + min(lid, nt - 1);
-            const uint page = uint(meta[pbase + uint(j / pc.ps)]), slot = uint(j % pc.ps);
-            const uint krow = pc.k_off + page * pc.knb0 + uint(hk) * pc.knb1 + slot * pc.knb2;
-            vrow[lid] = pc.v_off + page * pc.vnb0 + uint(hk) * pc.vnb1 + slot * pc.vnb2;
-            const int pk = kp0 + j;
-            const bool msk = lid >= nt || rq_masked(pq, pk, causal, pc.window);
+            barrier(); /* the previous tile's readers of krow, vrow, ks, red and pt are done (and qs is staged) */
+            {
+                const int j = t0 + min(lid, nt - 1);
+                const uint page = uint(meta[pbase + uint(j / pc.ps)]), slot = uint(j % pc.ps);
+                krow[lid] = pc.k_off + page * pc.knb0 + uint(hk) * pc.knb1 + slot * pc.knb2;
+                vrow[lid] = pc.v_off + page * pc.vnb0 + uint(hk) * pc.vnb1 + slot * pc.vnb2;
+            }
             float sg[GH];
-            for (int g = 0; g < GH; g++)
+            [[unroll]] for (int g = 0; g < GH; g++)
                 sg[g] = 0.0;
-            if (!msk) {
-                for (int u = 0; u < half_r; u++) {
-                    vec2 cs = rq_cossinpi(rq_half_turns(pk, vfreq[u].xyz)) * pc.rot_mul;
-                    int i0 = pc.lay != 0 ? u : 2 * u, i1 = pc.lay != 0 ? u + half_r : 2 * u + 1;
-                    float x0 = RQ_LOAD(kc, krow + uint(i0), KDT);
-                    float x1 = RQ_LOAD(kc, krow + uint(i1), KDT);
-                    float y0 = x0 * cs.x - x1 * cs.y, y1 = x0 * cs.y + x1 * cs.x;
-                    for (int g = 0; g < GH; g++)
+            for (int u0 = 0; u0 < nu; u0 += UC) {
+                barrier(); /* krow is written (first chunk); the previous chunk's readers of ks are done */
+                for (int e = lid; e < WG * UC; e += WG) {
+                    const int t = e / UC, uu = e - t * UC, u = u0 + uu;
+                    float y0 = 0.0, y1 = 0.0;
+                    if (t < nt && u < nu) {
+                        const uint kr = krow[t];
+                        if (u < half_r) {
+                            int i0 = pc.lay != 0 ? u : 2 * u, i1 = pc.lay != 0 ? u + half_r : 2 * u + 1;
+                            vec2 cs = rq_rope_cossin(kp0 + t0 + t, vfreq[u].xyz) * pc.rot_mul;
+                            float x0 = RQ_LOAD(kc, kr + uint(i0), KDT);
+                            float x1 = RQ_LOAD(kc, kr + uint(i1), KDT);
+                            y0 = x0 * cs.x - x1 * cs.y;
+                            y1 = x0 * cs.y + x1 * cs.x;
+                        } else { /* pass-through dim */
+                            y0 = RQ_LOAD(kc, kr + uint(pc.R + (u - half_r)), KDT);
+                        }
+                    }
+                    ks[t * KS + 2 * uu] = y0;
+                    ks[t * KS + 2 * uu + 1] = y1;
+                }
+                barrier();
+                const int nuu = min(UC, nu - u0);
+                for (int uu = 0; uu < nuu; uu++) {
+                    const int u = u0 + uu;
+                    const bool rot = u < half_r;
+                    const int i0 = rot ? (pc.lay != 0 ? u : 2 * u) : pc.R + (u - half_r);
+                    const int i1 = rot ? (pc.lay != 0 ? u + half_r : 2 * u + 1) : i0; /* y1 = 0 there */
+                    const float y0 = ks[lid * KS + 2 * uu], y1 = ks[lid * KS + 2 * uu + 1];
+                    [[unroll]] for (int g = 0; g < GH; g++)
                         if (g < ng)
                             sg[g] = fma(qs[g * D + i0], y0, fma(qs[g * D + i1], y1, sg[g]));
                 }
-                for (int i = pc.R; i < D; i++) { /* pass-through dims */
-                    float x0 = RQ_LOAD(kc, krow + uint(i), KDT);
-                    for (int g = 0; g < GH; g++)
-                        if (g < ng)
-                            sg[g] = fma(qs[g * D + i], x0, sg[g]);
+            }
+            const bool msk = lid >= nt || rq_masked(pq, kp0 + t0 + lid, causal, pc.window);
+            [[unroll]] for (int g = 0; g < GH; g++)
+                sg[g] = msk ? NEGBIG : sg[g];
+            /* the tile max of each head */
+            float bm[GH];
+#if RQ_PG_SUBGROUP
+            [[unroll]] for (int g = 0; g < GH; g++) {
+                float x = subgroupMax(sg[g]);
+                if (subgroupElect())
+                    red[g * WG + int(gl_SubgroupID)] = x;
+                bm[g] = NEGBIG;
+            }
+            barrier();
+            for (int i = 0; i < int(gl_NumSubgroups); i++)
+                [[unroll]] for (int g = 0; g < GH; g++)
+                    bm[g] = max(bm[g], red[g * WG + i]);
+#else
+            [[unroll]] for (int g = 0; g < GH; g++) {
+                red[g * WG + lid] = sg[g];
+                bm[g] = NEGBIG;
+            }
+            barrier();
+            for (int i = 0; i < WG; i += 4)
+                [[unroll]] for (int g = 0; g < GH; g++) {
+                    vec4 r4 = vec4(red[g * WG + i], red[g * WG + i + 1], red[g * WG + i + 2], red[g * WG + i + 3]);
+                    bm[g] = max(bm[g], max(max(r4.x, r4.y), max(r4.z, r4.w)));
+                }
+#endif
+            [[unroll]] for (int g = 0; g < GH; g++) {
+                float mn = max(m[g], bm[g]);
+                /* nothing unmasked so far: acc and l are 0, whatever alpha; P of masked keys is 0 */
+                float alpha = m[g] == mn ? 1.0 : m[g] == NEGBIG ? 0.0 : exp(m[g] - mn);
+                pt[g * WG + lid] = sg[g] == NEGBIG ? 0.0 : exp(sg[g] - mn);
+                m[g] = mn;
+                l[g] *= alpha;
+                [[unroll]] for (int c = 0; c < VT; c++)
+                    acc[g][c] *= alpha;
+            }
+            barrier(); /* P and vrow are visible */
+            for (int tt = 0; tt < nt; tt++) {
+                const uint vr = vrow[tt];
+                float v[VT];
+                [[unroll]] for (int c = 0; c < VT; c++) {
+                    const int dv = dv0 + c * WG;
+                    v[c] = dv < Dv ? RQ_LOAD(vc, vr + uint(dv), VDT) : 0.0;
+                }
+                [[unroll]] for (int g = 0; g < GH; g++) { /* heads past ng: computed, never stored */
+                    const float p = pt[g * WG + tt];
+                    l[g] += p;
+                    [[unroll]] for (int c = 0; c < VT; c++)
+                        acc[g][c] = fma(p, v[c], acc[g][c]);
                 }
             }
-            for (int g = 0; g < GH; g++)
-                red[g * WG + lid] = msk ? NEG_INF : sg[g];
-            barrier();
-            for (int st = WG / 2; st > 0; st >>= 1) {
-                if (lid < st)
-                    for (int g = 0; g < GH; g++)
-                        red[g * WG + lid] = max(red[g * WG + lid], red[g * WG + lid + st]);
-                barrier();
-            }
-            float alpha[GH], psum[GH];
-            for (int g = 0; g < GH; g++) {
-                float mn = max(m[g], red[g * WG]);
-                bool none = mn == NEG_INF; /* nothing unmasked yet */
-                alpha[g] = none ? 1.0 : exp(m[g] - mn);
-                pt[g * WG + lid] = none || msk ? 0.0 : exp(sg[g] - mn);
-                m[g] = mn;
-                psum[g] = 0.0;
-            }
-            barrier();
-            for (int i = 0; i < VT; i++) {
-                int dv = dv0 + i * WG;
-                for (int g = 0; g < GH; g++)
-                    acc[g][i] *= alpha[g];
-                if (dv < Dv)
-                    for (int tt = 0; tt < nt; tt++) {
-                        float v = RQ_LOAD(vc, vrow[tt] + uint(dv), VDT);
-                        for (int g = 0; g < GH; g++) {
-                            float pv = pt[g * WG + tt];
-                            acc[g][i] = fma(pv, v, acc[g][i]);
-                            if (i == 0)
-                                psum[g] += pv; /* invocation 0 of V chunk 0 (the one that writes l) has dv < Dv */
-                        }
-                    }
-            }
-            for (int g = 0; g < GH; g++)
-                l[g] = l[g] * alpha[g] + psum[g];
-            barrier(); /* before the next tile rewrites red, pt and vrow */
         }
         uint row0 = (uint(s) * uint(pc.Hq) + uint(h0)) * uint(pc.nsplit) + uint(sp);
-        for (int g = 0; g < GH; g++) {
-            if (g < ng) {
-                uint row = row0 + uint(g) * uint(pc.nsplit);
-                for (int i = 0; i < VT; i++) {
-                    int dv = dv0 + i * WG;
-                    if (dv < Dv)
-                        part[row * uint(Dv) + uint(dv)] = acc[g][i];
-                }
-                if (lid == 0 && dvc == 0) {
-                    part[pc.ml_off + 2u * row] = m[g];
-                    part[pc.ml_off + 2u * row + 1u] = l[g];
-                }
+        /* (no loop below holds a nested loop under a condition: glslc would not unroll it) */
+        [[unroll]] for (int g = 0; g < GH; g++) {
+            uint row = row0 + uint(g) * uint(pc.nsplit);
+            [[unroll]] for (int c = 0; c < VT; c++) {
+                const int dv = dv0 + c * WG;
+                if (g < ng && dv < Dv)
+                    part[row * uint(Dv) + uint(dv)] = acc[g][c];
+            }
+            if (g < ng && lid == 0 && dvc == 0) {
+                part[pc.ml_off + 2u * row] = m[g];
+                part[pc.ml_off + 2u * row + 1u] = l[g];
             }
         }
     }

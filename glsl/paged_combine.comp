@@ -1,7 +1,8 @@
 #version 450
 /* Paged decode, pass 2: the splits of each (sequence, query head) row joined, as cl/paged.cl does:
- * M = max m_i, L = sum l_i e^(m_i - M), O = sum o_i e^(m_i - M) / L, LSE = M + ln L; a row with
- * nothing unmasked gives O = 0, LSE = -inf. An invocation per (V dim, row); splits from
+ * M = max m_i, L = sum l_i e^(m_i - M), O = sum o_i e^(m_i - M) / L, LSE = M + ln L, over the splits
+ * with something unmasked (l_i > 0; paged.comp writes m = -FLT_MAX, l = 0, o = 0 for the others, so
+ * exp() never sees a sentinel); a row with nothing unmasked gives O = 0, LSE = -inf. An invocation per (V dim, row); splits from
  * ceil(len / kps) on were not written by pass 1 and are not read. */
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
@@ -27,17 +28,28 @@ void main()
         int len = meta[pc.lens_off + uint(s)];
         int nsp = (len + pc.kps - 1) / pc.kps;
         uint r0 = uint(row) * uint(pc.nsplit);
-        float M = uintBitsToFloat(0xFF800000u);
-        for (int i = 0; i < nsp; i++)
-            M = max(M, part[pc.ml_off + 2u * (r0 + uint(i))]);
-        bool none = M == uintBitsToFloat(0xFF800000u);
+        /* a split with nothing unmasked has l = 0 (and m = -FLT_MAX, o = 0): it takes no part */
+        float M = 0.0;
+        bool none = true;
+        for (int i = 0; i < nsp; i++) {
+            uint r = r0 + uint(i);
+            if (part[pc.ml_off + 2u * r + 1u] > 0.0) {
+                float mi = part[pc.ml_off + 2u * r];
+                M = none ? mi : max(M, mi);
+                none = false;
+            }
+        }
         float L = 0.0, o = 0.0;
         if (!none)
             for (int i = 0; i < nsp; i++) {
                 uint r = r0 + uint(i);
-                float w = exp(part[pc.ml_off + 2u * r] - M); /* 0 for a split with nothing unmasked */
-                L = fma(part[pc.ml_off + 2u * r + 1u], w, L);
-                o = fma(part[r * uint(pc.Dv) + uint(dv)], w, o);
+                float li = part[pc.ml_off + 2u * r + 1u];
+                if (li > 0.0) {
+                    float mi = part[pc.ml_off + 2u * r];
+                    float w = mi == M ? 1.0 : exp(mi - M);
+                    L = fma(li, w, L);
+                    o = fma(part[r * uint(pc.Dv) + uint(dv)], w, o);
+                }
             }
         float res = none ? 0.0 : o / L;
         uint oi = pc.out_off + uint(s) * pc.onb0 + uint(h) * pc.onb1 + uint(dv) * pc.onb3;

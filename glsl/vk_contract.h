@@ -96,13 +96,19 @@
     F(f32, rot_mul)
 #define RQ_VK_PG_WG 64    /* work-group: keys per tile, V dims per pass */
 /* Keys per split, at most: a work-group walks its split's keys in one invocation's loops, and
- * llvmpipe (lavapipe, CI) silently stops an invocation's loops after 65535 iterations in total.
- * Measured there (Hkv 8, D 128, f16 cache, one split): 16384 keys correct, 24576 wrong; 8192 keeps a
- * 2x margin. On a GPU more splits only add parallelism (the combine pass is cheap). */
+ * llvmpipe (lavapipe, CI) silently stops an invocation's loops after 65535 iterations in total; the
+ * host counts paged.comp's loop trips per tile (vk_paged.c) against RQ_VK_AT_TRIPS and never lets a
+ * split run longer than this. On a GPU more splits only add parallelism (the combine pass is cheap). */
 #define RQ_VK_PG_MAX_KEYS 8192
 #define RQ_VK_PG_GH 8     /* query heads per task, at most */
 #define RQ_VK_PG_VT 4     /* V dims per invocation (a task covers RQ_VK_PG_WG * RQ_VK_PG_VT dims) */
 #define RQ_VK_SC_QS 2     /* paged.comp: spec constant 2 = floats of the staged Q (gpg * D) */
+#define RQ_VK_SC_PG_UC RQ_VK_SC_K2 /* paged.comp: rotary units of K staged per chunk (32, 16 or 8) */
+#define RQ_VK_PG_UC_DEF 32
+/* paged.comp's shared memory in bytes, exactly its arrays: Q, a chunk of rotated keys, the max
+ * partials, P, the tile's row indices */
+#define RQ_VK_PG_SHARED(qs, uc)                                                                    \
+    (4 * ((qs) + RQ_VK_PG_WG * (2 * (uc) + 1) + 2 * RQ_VK_PG_GH * RQ_VK_PG_WG + 2 * RQ_VK_PG_WG))
 
 #define RQ_VK_PC_PART 0   /* paged_combine.comp bindings */
 #define RQ_VK_PC_META 1
@@ -126,7 +132,7 @@
     F(u32, pages_off) F(i32, words)
 #define RQ_VK_PA_WG 64
 
-/* ---- attention.comp: O = softmax(Qr . Kr^T) V with an online softmax (S never stored) --------- */
+/* ---- attention.comp: O = softmax(Qr . Kr^T) V, FlashAttention-2 shaped (S never stored) ------- */
 #define RQ_VK_AT_QR 0
 #define RQ_VK_AT_KR 1
 #define RQ_VK_AT_V 2
@@ -134,10 +140,10 @@
 #define RQ_VK_AT_KPOS 4
 #define RQ_VK_AT_OUT 5
 #define RQ_VK_AT_LSE 6
-#define RQ_VK_AT_ST 7 /* the plan's chunk state: f32 [B*Hkv][M][Dv + 2] */
-/* attention reads Q and K from the f32 scratch only, so id RQ_VK_SC_DT_A (no typed first input)
- * carries the width of its f32 accumulator array instead: Dv rounded up to RQ_VK_AT_DVQ */
-#define RQ_VK_SC_DVMAX RQ_VK_SC_DT_A
+#define RQ_VK_AT_ST 7  /* the plan's chunk state: f32 rows [B*Hkv][M][Dv + 2*ncb] */
+#define RQ_VK_AT_QR4 8 /* Qr and Kr again, read as vec4 where D is a multiple of 4 */
+#define RQ_VK_AT_KR4 9
+#define RQ_VK_AT_NBIND 10
 #define RQ_VK_AT_PC(F)                                                                             \
     F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2) /* V view, elements of V's dtype */       \
     F(u32, o_off) F(u32, onb0) F(u32, onb1) F(u32, onb2) /* O view, elements of O's dtype */       \
@@ -145,22 +151,34 @@
     F(u32, qpos_off) F(u32, kpos_off) F(u32, window) F(i32, M) F(i32, Sq) F(i32, Sk) F(i32, D)    \
     F(i32, Dv) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos)            \
     F(i32, k_base) F(i32, causal) F(i32, with_lse)                                               \
-    F(i32, kc0) F(i32, kc1) /* this dispatch's keys: [kc0, kc1) of [0, Sk) */
-/* query rows per work-group, one per invocation: specialization constant RQ_VK_SC_WG, tuned
- * (ropeqk_tuning vk_rows: 32, 64 or 128; the host checks the device's shared memory, RQ_VK_AT_SHARED) */
-#define RQ_VK_AT_ROWS_DEF 64
-#define RQ_VK_AT_DC 32     /* head dims of Q and K staged per step of the scores */
-#define RQ_VK_AT_DVQ 16    /* accumulator widths come in steps of 16 (one pipeline per step) */
-#define RQ_VK_AT_DVMAX 256 /* largest Dv: the accumulators live in registers */
+    F(i32, kc0) F(i32, kc1) /* this dispatch's keys: [kc0, kc1) of [0, Sk) */                    \
+    F(i32, vec4_qk) /* D % 4 == 0: Q and K steps load vec4 (bindings RQ_VK_AT_QR4/KR4) */
+/* The tile shape (specialization constants; the host's rq_vk_attn_shape, vk_attn.c):
+ *   BM query rows per work-group (RQ_VK_SC_AT_BM; the tuned vk_rows: 32, 64 or 128),
+ *   BN keys per tile (RQ_VK_SC_AT_BN: 64, or 32 where the device's shared memory needs it),
+ *   RM x RN scores per invocation (fixed 4 x 4): TX = BN/4 by TY = BM/4 invocations,
+ *   CV vec4 columns of O per invocation (RQ_VK_SC_AT_CV, 1..RQ_VK_AT_CVMAX): a work-group covers a
+ *   column block of 4*TX*CV dims of V; wider Dv runs ncb = ceil(Dv / (4 TX CV)) column blocks,
+ *   TK head dims per step of S, and keys per step of P V. */
+#define RQ_VK_SC_AT_CV RQ_VK_SC_DT_A /* no typed first input: Q and K come from the f32 scratch */
+#define RQ_VK_SC_AT_BM RQ_VK_SC_K1
+#define RQ_VK_SC_AT_BN RQ_VK_SC_K2
+#define RQ_VK_AT_RM 4
+#define RQ_VK_AT_RN 4
+#define RQ_VK_AT_TK 16
+#define RQ_VK_AT_CVMAX 2   /* O: RM * 4 * CV <= 32 f32 accumulators per invocation, next to 16 of S */
+#define RQ_VK_AT_BM_DEF 64 /* the default rows per work-group (vk_rows) */
+#define RQ_VK_AT_DVMAX 256 /* largest Dv (the API's promise) */
+/* attention.comp's shared memory in bytes, exactly its arrays: the Q/K step tile or (aliased) the P
+ * tile, the V step tile, the row partials, the row and key positions */
+#define RQ_VK_AT_QK4(bm, bn) (((bm) + (bn)) * (RQ_VK_AT_TK / 4 + 1))
+#define RQ_VK_AT_PT4(bm, bn) ((bm) * ((bn) / 4 + 1))
+#define RQ_VK_AT_SHARED(bm, bn, cv)                                                                \
+    (16 * ((RQ_VK_AT_QK4(bm, bn) > RQ_VK_AT_PT4(bm, bn) ? RQ_VK_AT_QK4(bm, bn) : RQ_VK_AT_PT4(bm, bn)) + \
+           RQ_VK_AT_TK * ((bn) / RQ_VK_AT_RN) * (cv)) +                                            \
+     (bm) * (bn) + 4 * ((bm) + (bn)))
 /* loop trips an invocation may run per dispatch, by vk_attn.c's count (an upper bound): half of
  * llvmpipe's 65535, which ends every loop beyond it silently; sets the keys per dispatch */
 #define RQ_VK_AT_TRIPS 32768
-/* keys per shared-memory tile: TK x DVMAX floats of V stay at 16 KiB (32 KiB of shared memory is
- * all Vulkan guarantees) */
-#define RQ_VK_AT_TK(dvmax) ((dvmax) <= 128 ? 32 : 16)
-/* attention.comp's shared memory: qs, ks, vs (vec4), kps, pq_lo/hi */
-#define RQ_VK_AT_SHARED(rows, dvmax)                                                               \
-    (16 * (RQ_VK_AT_DC / 4 * (rows) + RQ_VK_AT_DC * RQ_VK_AT_TK(dvmax) / 4 +                        \
-           RQ_VK_AT_TK(dvmax) * (dvmax) / 4) + 4 * RQ_VK_AT_TK(dvmax) + 8)
 
 #endif

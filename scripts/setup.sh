@@ -19,6 +19,7 @@ packages=(
   libpng-dev                                    # PNG plots
   libcjson-dev                                  # Hugging Face config.json reader
   libvulkan-dev glslc                           # Vulkan backend: loader, headers, GLSL -> SPIR-V
+  spirv-tools                                   # spirv-val: the suite validates every embedded SPIR-V module
   mesa-vulkan-drivers vulkan-validationlayers   # lavapipe (a CPU Vulkan device) and the validation layer
 )
 scripts/install-missing.sh "${packages[@]}"

@@ -21,7 +21,8 @@ TestSuite(vk_paged, .init = setup, .fini = th_ctx_fini);
 
 /* One long sequence (the bench's shape, shortened to 32k): on a 2-core lavapipe it got one split of
  * 32768 keys, past llvmpipe's loop limit, and came out wrong with no error (LSE off by 0.1); splits
- * now stop at RQ_VK_PG_MAX_KEYS keys. */
+ * now stop at RQ_VK_PG_MAX_KEYS keys, or fewer where vk_paged.c's count of paged.comp's loop trips
+ * says so (measured: the count is llvmpipe's own to within a trip a tile). */
 Test(vk_paged, one_long_sequence_32k_keys)
 {
     pcase c = base_case("f16 one sequence of 32768 keys, Hq 32 / Hkv 8, D 128, ps 16");
@@ -47,4 +48,21 @@ Test(vk_paged, positions_to_2_20_and_across_int32)
     c.kpos_span = INT32_MAX - 2100;
     c.qdt = c.kdt = c.vdt = ROPEQK_F16, c.p.layout = ROPEQK_HALF_SPLIT, c.tol = 1e-3;
     run_case(&c, seed + 1);
+}
+
+/* wide heads: paged.comp stages fewer rotary units of K per chunk (16, 8) so that the staged query
+ * heads fit 32 KiB of shared memory, and at D 1000 takes 5 of the 8 heads per task (two head chunks);
+ * partial rotary there, so chunks mix rotary pairs and pass-through dims */
+Test(vk_paged, wide_heads_narrow_key_chunks)
+{
+    pcase c = base_case("GQA 8/1 D=512 ps16");
+    c.Hq = 8, c.Hkv = 1, c.D = 512, c.Dv = 64, c.ps = 16, c.n_seqs = 2, c.max_seqs = 2, c.maxp = 40;
+    int64_t lens[] = {600, 77};
+    memcpy(c.lens, lens, sizeof lens);
+    c.p.causal = 1;
+    uint64_t seed = pf_seed();
+    run_case(&c, seed + 20);
+    c.name = "GQA 8/1 D=1000 R=200 half-split ps16", c.D = 1000, c.Dv = 100;
+    c.p.layout = ROPEQK_HALF_SPLIT, c.p.rotary_dim = 200;
+    run_case(&c, seed + 21);
 }

@@ -17,6 +17,7 @@ typedef enum {
     RQ_VK_SH_SCORES_FEW, /* scores for few query rows per KV head (decode) */
     RQ_VK_SH_ATTENTION, /* fused attention (vk_attn.c) */
     RQ_VK_SH_PAGED, /* paged decode: pass 1, combine, append (vk_paged.c) */
+    RQ_VK_SH_PAGED_SG, /* paged.comp with subgroup reductions (where the device has them) */
     RQ_VK_SH_PAGED_COMBINE,
     RQ_VK_SH_PAGED_APPEND,
     RQ_VK_SH_COUNT
@@ -30,6 +31,13 @@ typedef struct rq_vk_pipe {
     VkPipeline pipeline;
     struct rq_vk_pipe *next;
 } rq_vk_pipe;
+
+/* attention.comp's tile shape (vk_attn.c; the shader's header): BM query rows per work-group, BN keys
+ * per tile, TX x TY invocations of RM x RN scores each, CV vec4 columns of O per invocation, NCB
+ * column blocks of V. */
+typedef struct {
+    int32_t bm, bn, tx, ty, nt, cv, ncb;
+} rq_vk_attn_shape;
 
 /* A buffer and its memory; map is non-NULL for host-visible buffers. */
 typedef struct {
@@ -69,6 +77,7 @@ struct rq_vk_plan {
     bool few;                         /* scores plan: scores_few.comp (decode-shaped) */
     int32_t tile;                     /* scores.comp: scores per work-group side (16 x the block);
                                        * attention.comp: query rows per work-group */
+    rq_vk_attn_shape at;              /* attention.comp's shape (attention plans) */
     rq_vk_buf st;                     /* attention: row state between key chunks (vk_attn.c), or none */
     struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
 };
@@ -164,16 +173,16 @@ ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const rope
 ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl);
 ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                      int64_t q_off, int64_t k_off);
-/* Keys per attention dispatch for head dims D, Dv (a multiple of the shader's tile): the bound on
- * an invocation's loop trips that lavapipe needs (vk_attn.c). */
-int64_t rq_vk_attn_chunk_keys(int64_t D, int64_t Dv, int64_t rows);
-/* The attention pipeline's specialization constants for Dv and the V and O dtypes. */
-void rq_vk_attn_spec(int64_t Dv, int32_t rows, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC]);
-/* attention.comp's rows per work-group for this context and Dv: the tuned value where the device
- * has room for it, else RQ_VK_AT_ROWS_DEF */
-int32_t rq_vk_attn_rows(const ropeqk_ctx *ctx, int64_t Dv);
+/* attention.comp's shape for this context and Dv: the tuned rows per work-group (vk_rows) where the
+ * device has room for them, else the default, else the smallest; false if not even that fits. */
+bool rq_vk_attn_pick(const ropeqk_ctx *ctx, int64_t Dv, rq_vk_attn_shape *s);
 /* Whether the device takes `rows` attention rows per work-group at Dv (else the plan uses the default). */
 bool rq_vk_attn_rows_fit(const ropeqk_ctx *ctx, int32_t rows, int64_t Dv);
+/* The attention pipeline's specialization constants for a shape and the V and O dtypes. */
+void rq_vk_attn_spec(const rq_vk_attn_shape *s, int32_t v_dtype, int32_t o_dtype, int32_t spec[RQ_VK_NSPEC]);
+/* Keys per attention dispatch at head dim D (a multiple of the shape's BN): the bound on an
+ * invocation's loop trips that lavapipe needs (vk_attn.c). */
+int64_t rq_vk_attn_chunk_keys(int64_t D, const rq_vk_attn_shape *s);
 
 /* Makes the pipelines of every operation now (ropeqk_ctx_warmup). */
 ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx);

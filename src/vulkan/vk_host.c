@@ -121,11 +121,13 @@ ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx)
     if (!st)
         st = rq_vk_pipe_get(ctx, RQ_VK_SH_SCORES_FEW, ss, &p);
     /* attention: head dim 128, V and O of one dtype */
-    for (int32_t dt = 0; dt < 3 && !st; dt++) {
-        int32_t sa[RQ_VK_NSPEC];
-        rq_vk_attn_spec(128, rq_vk_attn_rows(ctx, 128), dt, dt, sa);
-        st = rq_vk_pipe_get(ctx, RQ_VK_SH_ATTENTION, sa, &p);
-    }
+    rq_vk_attn_shape ash;
+    if (!st && rq_vk_attn_pick(ctx, 128, &ash))
+        for (int32_t dt = 0; dt < 3 && !st; dt++) {
+            int32_t sa[RQ_VK_NSPEC];
+            rq_vk_attn_spec(&ash, dt, dt, sa);
+            st = rq_vk_pipe_get(ctx, RQ_VK_SH_ATTENTION, sa, &p);
+        }
     return st;
 }
 

@@ -30,10 +30,60 @@ struct rq_vk_paged {
     rq_vk_pipe *pass1, *combine, *append;
     rq_vk_buf meta, part;       /* per-call metadata (int32), split partials (f32) */
     int64_t target, min_pages;  /* tasks that fill the device; pages per split, at least */
-    int64_t max_pps;            /* pages per split, at most (RQ_VK_PG_MAX_KEYS) */
+    int64_t max_pps;            /* pages per split, at most (the loop budget, RQ_VK_PG_MAX_KEYS) */
     int64_t slots;              /* (sequence, split) pairs `part` holds for every head */
     int32_t gpg, ngc, ndvc;     /* query heads per task, query chunks per KV head, V chunks */
+    int32_t uc;                 /* rotary units of K staged per chunk (paged.comp's UC) */
+    bool sg;                    /* subgroup reductions (paged_sg.spv) */
 };
+
+/* Whether paged.comp may use subgroup reductions on this device: subgroupMax and subgroupElect in
+ * compute shaders (VkPhysicalDeviceSubgroupProperties, Vulkan 1.1), unless ROPEQK_VK_SUBGROUPS=0 (the
+ * suite runs the shared-memory path on lavapipe that way). *size receives the subgroup size. */
+static ropeqk_status subgroups_ok(const ropeqk_ctx *ctx, bool *ok, uint32_t *size)
+{
+    *ok = false;
+    *size = 1;
+    const char *e = getenv("ROPEQK_VK_SUBGROUPS");
+    if (e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0) {
+        rq_set_error("ROPEQK_VK_SUBGROUPS='%s': expected 0 (shared-memory reductions) or 1 (subgroups where the "
+                     "device has them)", e);
+        return ROPEQK_ERR_BAD_CONFIG;
+    }
+    const struct rq_vk_ctx *vk = rq_vk(ctx);
+    if ((e && !strcmp(e, "0")) || VK_API_VERSION_MINOR(vk->props.apiVersion) + 10 * VK_API_VERSION_MAJOR(vk->props.apiVersion) < 11)
+        return ROPEQK_SUCCESS;
+    VkPhysicalDeviceSubgroupProperties sp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sp};
+    vkGetPhysicalDeviceProperties2(vk->phys, &p2);
+    const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+    *ok = (sp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sp.supportedOperations & need) == need &&
+          sp.subgroupSize >= 1;
+    *size = sp.subgroupSize ? sp.subgroupSize : 1;
+    return ROPEQK_SUCCESS;
+}
+
+/* Loop trips of one paged.comp invocation, counted as the loops glslc leaves in the SPIR-V are
+ * written (8 loops; the register loops are [[unroll]]ed, angle.glsl has none; the suite's spirv_val
+ * test checks the count), a loop entered once with n trips counting n + 1: per tile of
+ * RQ_VK_PG_WG keys and per (split, sequence) outside the tiles. Keep in step with glsl/paged.comp.
+ * Measured on lavapipe (Mesa 22.3), D 128, f16, with the budget raised: a split of 20096 keys (314
+ * tiles of 210 counted trips: 66000) comes out wrong, one of 18240 keys right, so this count is about
+ * llvmpipe's own, and RQ_VK_AT_TRIPS (half the limit) keeps a 2x margin. */
+static int64_t pg_tile_trips(int64_t D, int64_t R, int64_t uc, int64_t nsg)
+{
+    const int64_t WG = RQ_VK_PG_WG, nu = R / 2 + (D - R), nch = (nu + uc - 1) / uc;
+    int64_t t = 1;                                  /* the tile loop's own trip */
+    t += nch + 1 + nch * ((WG * uc + WG - 1) / WG + 1 /* stage and rotate a chunk */ + uc + 1 /* dot */);
+    t += nsg + 1;                                   /* the max partials: per subgroup or per 4 invocations */
+    t += WG + 1;                                    /* P V over the tile's keys */
+    return t;
+}
+
+static int64_t pg_fixed_trips(int64_t qfloats)
+{
+    return 1 /* the sequence loop */ + (qfloats + RQ_VK_PG_WG - 1) / RQ_VK_PG_WG + 1 /* stage Q */ + 1 /* tile exit */;
+}
 
 /* Vulkan has no portable compute-unit count: a CPU device (lavapipe) runs one work-group per core
  * thread, a GPU is taken to have 64 units (a few tasks per unit either way). */
@@ -71,15 +121,24 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
     int64_t max_seqs = pl->paged.max_seqs;
     pg->target = units * (gpu ? 8 : 4);
     pg->min_pages = ((gpu ? 256 : 512) + ps - 1) / ps; /* no split shorter than a few hundred keys */
-    /* query heads per task: up to RQ_VK_PG_GH, as many as the staged Q leaves room for in shared memory */
-    int64_t shared_fixed = (2 * RQ_VK_PG_GH + 1) * RQ_VK_PG_WG * 4;
-    int64_t qfloats = ((int64_t)lim->maxComputeSharedMemorySize - shared_fixed) / 4;
-    int64_t gpg = pb->G < RQ_VK_PG_GH ? pb->G : RQ_VK_PG_GH;
-    if (gpg * pb->D > qfloats)
-        gpg = qfloats / pb->D;
+    /* query heads per task: up to RQ_VK_PG_GH, as many as shared memory has room for next to the key
+     * chunks, with the widest chunk (32, 16 or 8 rotary units) that still takes them all */
+    static const int32_t ucs[] = {32, 16, 8};
+    int64_t want = pb->G < RQ_VK_PG_GH ? pb->G : RQ_VK_PG_GH, gpg = 0;
+    for (int i = 0; i < 3 && gpg < want; i++) {
+        int64_t room = ((int64_t)lim->maxComputeSharedMemorySize - RQ_VK_PG_SHARED(0, ucs[i])) / 4 / pb->D;
+        if (room > gpg) {
+            gpg = room < want ? room : want;
+            pg->uc = ucs[i];
+        }
+    }
     if (gpg < 1)
-        return too_large("shared memory for one query head", (uint64_t)(pb->D * 4 + shared_fixed),
+        return too_large("shared memory for one query head", (uint64_t)RQ_VK_PG_SHARED(pb->D, 8),
                          lim->maxComputeSharedMemorySize);
+    uint32_t sg_size;
+    ropeqk_status sst = subgroups_ok(ctx, &pg->sg, &sg_size);
+    if (sst)
+        return sst;
     pg->gpg = (int32_t)gpg;
     pg->ngc = (int32_t)((pb->G + gpg - 1) / gpg);
     pg->ndvc = (int32_t)((pb->Dv + RQ_VK_PG_WG * RQ_VK_PG_VT - 1) / (RQ_VK_PG_WG * RQ_VK_PG_VT));
@@ -90,8 +149,20 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
      * n * splits <= min(n * cap, target / groups + n), largest at n = max_seqs */
     int64_t cap = (maxp + pg->min_pages - 1) / pg->min_pages, byload = (pg->target + groups - 1) / groups + max_seqs;
     pg->slots = max_seqs * cap < byload ? max_seqs * cap : byload;
-    /* and at least ceil(maxp / max_pps) splits each, whatever the load */
-    pg->max_pps = RQ_VK_PG_MAX_KEYS / ps > 0 ? RQ_VK_PG_MAX_KEYS / ps : 1;
+    /* and at least ceil(maxp / max_pps) splits each, whatever the load: a split's keys stay within the
+     * loop budget (llvmpipe's limit: RQ_VK_AT_TRIPS by pg_tile_trips' count, every sequence an
+     * invocation may walk when the batch exceeds the grid's 65535) and RQ_VK_PG_MAX_KEYS */
+    int64_t nsg = pg->sg ? (RQ_VK_PG_WG + sg_size - 1) / sg_size : RQ_VK_PG_WG / 4;
+    int64_t rounds = (max_seqs + 65534) / 65535, budget = RQ_VK_AT_TRIPS / rounds - pg_fixed_trips(gpg * pb->D);
+    int64_t keys = budget / pg_tile_trips(pb->D, pb->R, pg->uc, nsg) * RQ_VK_PG_WG;
+    if (keys > RQ_VK_PG_MAX_KEYS)
+        keys = RQ_VK_PG_MAX_KEYS;
+    if (keys < ps) {
+        rq_set_error("ropeqk_plan_create (paged decode, Vulkan): one page of %lld keys at head dim %lld exceeds the "
+                     "shader's loop budget (%lld keys a split)", (long long)ps, (long long)pb->D, (long long)keys);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    pg->max_pps = keys / ps;
     int64_t forced = (maxp + pg->max_pps - 1) / pg->max_pps;
     if (max_seqs * forced > pg->slots)
         pg->slots = max_seqs * forced;
@@ -109,10 +180,11 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
         meta_bytes = range / 4 * 4;
     int32_t sq[RQ_VK_NSPEC] = {pl->q.dtype, 0, 0, RQ_VK_ROT_UNITS};
     int32_t s1[RQ_VK_NSPEC] = {pl->k.dtype, pl->v.dtype, (int32_t)(gpg * pb->D), RQ_VK_PG_WG};
+    s1[RQ_VK_SC_PG_UC] = pg->uc;
     int32_t sc[RQ_VK_NSPEC] = {0, 0, pl->out.dtype, RQ_VK_PC_WG}, sa[RQ_VK_NSPEC] = {0, 0, 0, RQ_VK_PA_WG};
     ropeqk_status st;
     if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
-        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
+        (st = rq_vk_pipe_get(ctx, pg->sg ? RQ_VK_SH_PAGED_SG : RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_COMBINE, sc, &pg->combine)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_APPEND, sa, &pg->append)) ||
         (st = rq_vk_buf_upload(ctx, vfreq4, (VkDeviceSize)(pb->R / 2) * 16, &vp->freq)) ||

@@ -16,7 +16,10 @@ _Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 16 * 4, "r
 _Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 20 * 4, "scores push constants");
 /* the default scores.comp shape fits the 32 KiB of shared memory every Vulkan device has */
 _Static_assert(RQ_VK_SC_SHARED(RQ_VK_SC_T_DEF, RQ_VK_SC_TK_DEF) <= 32768, "scores shared memory");
-_Static_assert(RQ_VK_AT_SHARED(RQ_VK_AT_ROWS_DEF, 128) <= 32768 && RQ_VK_AT_SHARED(RQ_VK_AT_ROWS_DEF, 256) <= 32768,
+/* attention.comp: the default rows (with 64 keys) and every tuned row count (with 32 keys where
+ * needed) fit 32 KiB; 32 rows by 32 keys fit Vulkan's minimum of 16 KiB */
+_Static_assert(RQ_VK_AT_SHARED(RQ_VK_AT_BM_DEF, 64, RQ_VK_AT_CVMAX) <= 32768 &&
+                   RQ_VK_AT_SHARED(128, 32, RQ_VK_AT_CVMAX) <= 32768 && RQ_VK_AT_SHARED(32, 32, RQ_VK_AT_CVMAX) <= 16384,
                "attention shared memory");
 typedef struct {
     RQ_VK_PG_PC(RQ_VK_FIELD)
@@ -30,17 +33,22 @@ typedef struct {
 _Static_assert(sizeof(rq_vk_pg_pc) <= 128 && sizeof(rq_vk_pg_pc) == 29 * 4, "paged push constants");
 _Static_assert(sizeof(rq_vk_pcomb_pc) <= 128 && sizeof(rq_vk_pcomb_pc) == 15 * 4, "paged combine push constants");
 _Static_assert(sizeof(rq_vk_papp_pc) <= 128 && sizeof(rq_vk_papp_pc) == 16 * 4, "paged append push constants");
-extern const uint32_t rq_spv_paged[], rq_spv_paged_combine[], rq_spv_paged_append[];
-extern const size_t rq_spv_paged_size, rq_spv_paged_combine_size, rq_spv_paged_append_size;
+extern const uint32_t rq_spv_paged[], rq_spv_paged_sg[], rq_spv_paged_combine[], rq_spv_paged_append[];
+extern const size_t rq_spv_paged_size, rq_spv_paged_sg_size, rq_spv_paged_combine_size, rq_spv_paged_append_size;
+/* paged.comp: the default key chunk and all eight query heads at D 256 fit 32 KiB */
+_Static_assert(RQ_VK_PG_SHARED(RQ_VK_PG_GH * 256, RQ_VK_PG_UC_DEF) <= 32768, "paged shared memory");
 typedef struct {
     RQ_VK_AT_PC(RQ_VK_FIELD)
 } rq_vk_at_pc;
-_Static_assert(sizeof(rq_vk_at_pc) <= 128 && sizeof(rq_vk_at_pc) == 30 * 4, "attention push constants");
+_Static_assert(sizeof(rq_vk_at_pc) <= 128 && sizeof(rq_vk_at_pc) == 31 * 4, "attention push constants");
 extern const uint32_t rq_spv_attention[];
 extern const size_t rq_spv_attention_size;
 
 extern const uint32_t rq_spv_rotate[], rq_spv_scores[], rq_spv_scores_few[];
 extern const size_t rq_spv_rotate_size, rq_spv_scores_size, rq_spv_scores_few_size;
+
+#define RQ_VK_MAX_BIND 10 /* bindings of a shader, at most (attention.comp) */
+_Static_assert(RQ_VK_AT_NBIND <= RQ_VK_MAX_BIND, "bindings");
 
 static const struct {
     const char *name;
@@ -52,11 +60,13 @@ static const struct {
     [RQ_VK_SH_SCORES] = {"scores", rq_spv_scores, &rq_spv_scores_size, 5, sizeof(rq_vk_sc_pc)},
     [RQ_VK_SH_SCORES_FEW] = {"scores_few", rq_spv_scores_few, &rq_spv_scores_few_size, 5, sizeof(rq_vk_sc_pc)},
     [RQ_VK_SH_PAGED] = {"paged", rq_spv_paged, &rq_spv_paged_size, 6, sizeof(rq_vk_pg_pc)},
+    [RQ_VK_SH_PAGED_SG] = {"paged_sg", rq_spv_paged_sg, &rq_spv_paged_sg_size, 6, sizeof(rq_vk_pg_pc)},
     [RQ_VK_SH_PAGED_COMBINE] = {"paged_combine", rq_spv_paged_combine, &rq_spv_paged_combine_size, 4,
                                 sizeof(rq_vk_pcomb_pc)},
     [RQ_VK_SH_PAGED_APPEND] = {"paged_append", rq_spv_paged_append, &rq_spv_paged_append_size, 3,
                                sizeof(rq_vk_papp_pc)},
-    [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, 8, sizeof(rq_vk_at_pc)},
+    [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, RQ_VK_AT_NBIND,
+                            sizeof(rq_vk_at_pc)},
 };
 
 static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)
@@ -79,7 +89,7 @@ static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t s
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     p->shader = sh;
     memcpy(p->spec, spec, sizeof p->spec);
-    VkDescriptorSetLayoutBinding b[8];
+    VkDescriptorSetLayoutBinding b[RQ_VK_MAX_BIND];
     for (uint32_t i = 0; i < shaders[sh].bindings; i++)
         b[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                               .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
@@ -189,8 +199,8 @@ void rq_vk_dispatch(ropeqk_ctx *ctx, VkCommandBuffer cmd, const rq_vk_pipe *p, c
     VkDeviceSize align = vk->props.limits.minStorageBufferOffsetAlignment;
     if (!align)
         align = 1;
-    VkDescriptorBufferInfo bi[8];
-    VkWriteDescriptorSet w[8];
+    VkDescriptorBufferInfo bi[RQ_VK_MAX_BIND];
+    VkWriteDescriptorSet w[RQ_VK_MAX_BIND];
     for (uint32_t i = 0; i < n; i++) {
         if (b[i].buf) {
             VkDeviceSize base = b[i].offset / align * align;

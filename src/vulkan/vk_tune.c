@@ -1,10 +1,12 @@
 /* The Vulkan side of the kernel configuration and of the tuner: the shaders read the vk_* knobs only
- * (specialization constants: scores.comp's tile, vk_block x vk_tk; attention.comp's rows per
- * work-group, vk_rows); which shapes a device takes is the plans' own fit test (vk_plan.c,
- * vk_attn.c). The decode-shaped scores and the paged shaders have fixed shapes so far. */
+ * (specialization constants: scores.comp's tile, vk_block x vk_tk; attention.comp's tile, vk_rows
+ * query rows per work-group, with the widest key tile, 64 or 32 keys, the device has room for);
+ * which shapes a device takes is the plans' own fit test (vk_plan.c, vk_attn.c). The decode-shaped
+ * scores and the paged shaders fit their shapes to the device themselves (vk_paged.c). */
 #include "vk.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void rq_vk_tuning_base(const rq_devinfo *dev, rq_tuning *t)
 {
@@ -15,7 +17,7 @@ void rq_vk_tuning_base(const rq_devinfo *dev, rq_tuning *t)
 void rq_vk_tuning_fit(const rq_devinfo *dev, rq_tuning *t)
 {
     /* the plans fit each shape to the device when they make their pipelines (rq_vk_scores_shape,
-     * rq_vk_attn_rows), falling back to the defaults every device takes */
+     * rq_vk_attn_pick), falling back to the defaults every device takes */
     (void)dev, (void)t;
 }
 
@@ -26,6 +28,11 @@ ropeqk_status rq_vk_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
              "spirv (glslc); specialization: per plan dtypes; scores block %d (tile %d), %d dims a stage; "
              "attention %d rows a work-group",
              t->vk_block, RQ_VK_SC_SIDE * t->vk_block, t->vk_tk, t->vk_rows);
+    rq_vk_attn_shape s;
+    size_t n = strlen(buf);
+    if (rq_vk_attn_pick(ctx, 128, &s) && n < len)
+        snprintf(buf + n, len - n, " (at Dv 128: %d x %d tile, %d invocations of %d x %d scores, %d column block%s)",
+                 s.bm, s.bn, s.nt, RQ_VK_AT_RM, RQ_VK_AT_RN, s.ncb, s.ncb == 1 ? "" : "s");
     return ROPEQK_SUCCESS;
 }
 
