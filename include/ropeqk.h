@@ -193,6 +193,18 @@ typedef struct {
     int64_t k_pos_offset; /* pk[j] = k_pos_offset + j likewise */
     int64_t window;       /* sliding window (Mistral, Gemma): also S = -inf where pq[i] - pk[j] >= window; 0 = off */
     ropeqk_scaling scaling;
+    /* ---- model-family variants (docs/conventions.md section 11); zero = off ---- */
+    double softcap;       /* > 0: S' = softcap * tanh(S / softcap) on unmasked scores, after scale (Gemma 2: 50) */
+    int32_t rotary_offset;/* N: the rotated dims are [N, N + R), the others pass through (DeepSeek MLA's
+                           * [nope | rope]: N = D - R); rotary_dim 0 then means D - N */
+    int32_t mrope_section[3]; /* M-RoPE (Qwen2-VL and later): T, H, W frequencies taken by the temporal,
+                               * height and width position streams, T + H + W = R/2; all 0 = off. With
+                               * position arrays each is then [3, S] (rows t, h, w); masks still use
+                               * token order, q_pos_offset + i and k_pos_offset + j */
+    int32_t mrope_interleaved; /* Qwen3-VL's assignment of the streams to frequencies (see section 11) */
+    const float *sinks;   /* attention only: one logit s_h per query head joining the softmax's denominator
+                           * and carrying no value (gpt-oss); n_sinks == Hq; copied by plan creation */
+    int32_t n_sinks;
 } ropeqk_params;
 
 /* Fills the defaults (interleaved, R = D, base 10000, scale 1/sqrt(D), no mask, offsets 0, no

@@ -6,12 +6,13 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* softmax(row) V for one query row into acc[0..Dv-1]; returns the row's LSE. */
-static double softmax_v(const rq_problem *pb, const double *row, const ropeqk_tensor *v, const void *v_data,
-                        int64_t b, int64_t hk, double *acc)
+/* softmax(row) V for one query row into acc[0..Dv-1]; returns the row's LSE. `sink` (-inf: none) is
+ * the query head's sink logit: it joins the denominator and carries no value. */
+static double softmax_v(const rq_problem *pb, const double *row, double sink, const ropeqk_tensor *v,
+                        const void *v_data, int64_t b, int64_t hk, double *acc)
 {
     /* A NaN score wins the max, so it poisons O and LSE instead of being silently skipped. */
-    double m = -INFINITY;
+    double m = sink;
     for (int64_t j = 0; j < pb->Sk; j++) {
         if (isnan(row[j])) {
             m = NAN;
@@ -22,7 +23,7 @@ static double softmax_v(const rq_problem *pb, const double *row, const ropeqk_te
     for (int64_t d = 0; d < pb->Dv; d++)
         acc[d] = 0.0;
     if (m == -INFINITY)
-        return -INFINITY; /* fully masked: O = 0 exactly, LSE = -inf */
+        return -INFINITY; /* fully masked, no sink: O = 0 exactly, LSE = -inf */
     /* Subtracting the max keeps every weight in (0, 1] and the sum in [1, Sk]: no overflow for any
      * finite scores, and no all-underflow to 0/0. */
     double sum = 0.0;
@@ -34,6 +35,8 @@ static double softmax_v(const rq_problem *pb, const double *row, const ropeqk_te
         for (int64_t d = 0; d < pb->Dv; d++)
             acc[d] += w * rq_load_elem(v_data, rq_off(v, b, hk, j, d), v->dtype);
     }
+    if (sink > -INFINITY) /* e^{s_h} in the denominator only; a fully masked row: O = 0, LSE = s_h */
+        sum += exp(sink - m);
     for (int64_t d = 0; d < pb->Dv; d++)
         acc[d] /= sum;
     return m + log(sum);
@@ -70,7 +73,8 @@ ropeqk_status ropeqk_attention_ref(const ropeqk_params *p, const ropeqk_tensor *
         for (int64_t h = 0; h < pb.Hq; h++)
             for (int64_t i = 0; i < pb.Sq; i++) {
                 rq_scorer_row(&sc, q, q_data, b, h, i, row);
-                double l = softmax_v(&pb, row, v, v_data, b, h / pb.G, acc);
+                double sink = pb.sinks ? (double)pb.sinks[h] : -INFINITY;
+                double l = softmax_v(&pb, row, sink, v, v_data, b, h / pb.G, acc);
                 for (int64_t d = 0; d < pb.Dv; d++)
                     rq_store_elem(out_data, rq_off(out, b, h, i, d), out->dtype, acc[d]);
                 if (lse)

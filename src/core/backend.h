@@ -11,6 +11,9 @@
 
 #include "object.h"
 
+/* The model-family variants of docs/conventions.md section 11, as a backend's capability bits. */
+enum { RQ_VAR_SOFTCAP = 1, RQ_VAR_ROT_OFFSET = 2, RQ_VAR_MROPE = 4, RQ_VAR_SINKS = 8 };
+
 /* The tuner's kernel families (src/core/tune.c), searched in this order. */
 typedef enum { RQ_FAM_SCORES, RQ_FAM_DECODE, RQ_FAM_ATTN, RQ_FAM_COUNT } rq_family;
 
@@ -20,6 +23,9 @@ typedef struct rq_backend {
     /* Bytes the kernels read and write at a time: a 16-bit view's last element is touched as a whole
      * unit (Vulkan reads 32-bit words: 4; OpenCL: 1), so a view needs that much of its buffer. */
     uint32_t access_unit;
+    /* The model-family variants its kernels implement (RQ_VAR_* bits); plans asking for others are
+     * refused at creation with ROPEQK_ERR_BAD_PARAM and a message naming the variant. */
+    unsigned variants;
 
     /* ---- devices and contexts ---- */
     /* Opens a device into ctx (zeroed, locks made): `spec` is the part after "<prefix>:" when

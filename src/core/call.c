@@ -127,9 +127,10 @@ ropeqk_status rq_call_check(const ropeqk_plan *pl, const ropeqk_step *step, cons
         (st = rq_check_mem(be, &m->k, ropeqk_dtype_size(pl->k.dtype), x->k, fn, "k", &rk)) ||
         (st = rq_check_mem(be, &m->out, ropeqk_dtype_size(pl->out.dtype), x->o, fn, "out", &ro)))
         return st;
-    if (m->q_pos.id && (st = rq_check_mem(be, &m->q_pos, 4, (size_t)pb->Sq * 4, fn, "q_pos", &rqp)))
+    size_t streams = (size_t)rq_pos_streams(pb); /* [3][S] under M-RoPE */
+    if (m->q_pos.id && (st = rq_check_mem(be, &m->q_pos, 4, streams * (size_t)pb->Sq * 4, fn, "q_pos", &rqp)))
         return st;
-    if (m->k_pos.id && (st = rq_check_mem(be, &m->k_pos, 4, (size_t)x->Sk * 4, fn, "k_pos", &rkp)))
+    if (m->k_pos.id && (st = rq_check_mem(be, &m->k_pos, 4, streams * (size_t)x->Sk * 4, fn, "k_pos", &rkp)))
         return st;
     if (attn) {
         if (!m->v.id || (pl->with_lse && !m->lse.id)) {

@@ -31,8 +31,9 @@ static void sizes(const ropeqk_plan *pl, rq_host_io *io)
     io[RQ_IO_Q].bytes = pb->q_extent;
     io[RQ_IO_K].bytes = pb->k_extent;
     io[RQ_IO_V].bytes = attn ? pb->v_extent : 0;
-    io[RQ_IO_QPOS].bytes = io[RQ_IO_QPOS].in ? (size_t)pb->Sq * 4 : 0;
-    io[RQ_IO_KPOS].bytes = io[RQ_IO_KPOS].in ? (size_t)pb->Sk * 4 : 0;
+    size_t streams = (size_t)rq_pos_streams(pb); /* [3][S] under M-RoPE */
+    io[RQ_IO_QPOS].bytes = io[RQ_IO_QPOS].in ? streams * (size_t)pb->Sq * 4 : 0;
+    io[RQ_IO_KPOS].bytes = io[RQ_IO_KPOS].in ? streams * (size_t)pb->Sk * 4 : 0;
     io[RQ_IO_OUT].bytes = attn ? pb->o_extent : pb->out_extent;
     io[RQ_IO_LSE].bytes = attn && pl->with_lse ? pb->lse_extent : 0;
     /* A strided output has gaps the read-back would overwrite: the caller's bytes go up first so the

@@ -36,6 +36,12 @@ typedef struct {
     double factor, beta_fast, beta_slow, low_ff, high_ff;
     double attn; /* attention factor on cos and sin */
     int64_t l0, seq_len;
+    /* model-family variants (docs/conventions.md section 11) */
+    double softcap;                        /* 0 = off */
+    int64_t rot_off;                       /* first rotated dim: dims [rot_off, rot_off + R) rotate */
+    bool mrope, mrope_inter;               /* three position streams (t, h, w) per token */
+    int32_t msec[3];                       /* frequencies per stream (T, H, W) */
+    const float *sinks;                    /* attention: Hq logits or NULL (the caller's memory) */
     /* attention only (rq_validate_attention) */
     int64_t Dv;
     size_t v_extent, o_extent, lse_extent; /* lse_extent 0: no LSE */
@@ -86,6 +92,20 @@ ropeqk_status rq_scorer_init(rq_scorer *sc, const rq_problem *pb, const ropeqk_t
 void rq_scorer_row(const rq_scorer *sc, const ropeqk_tensor *q, const void *q_data, int64_t b, int64_t h, int64_t i,
                    double *row);
 void rq_scorer_free(rq_scorer *sc);
+
+/* Which position stream (0 temporal, 1 height, 2 width) frequency u uses under M-RoPE
+ * (docs/conventions.md section 11); 0 without it. */
+static inline int rq_mrope_stream(const rq_problem *pb, int64_t u)
+{
+    if (!pb->mrope)
+        return 0;
+    if (pb->mrope_inter) /* Qwen3-VL: h at u % 3 == 1 below 3H, w at u % 3 == 2 below 3W, else t */
+        return u % 3 == 1 && u < 3 * (int64_t)pb->msec[1] ? 1 : u % 3 == 2 && u < 3 * (int64_t)pb->msec[2] ? 2 : 0;
+    return u < pb->msec[0] ? 0 : u < pb->msec[0] + pb->msec[1] ? 1 : 2; /* Qwen2-VL: contiguous sections */
+}
+
+/* int32 entries a position array holds per row: 3 (t, h, w) under M-RoPE, else 1. */
+static inline int64_t rq_pos_streams(const rq_problem *pb) { return pb->mrope ? 3 : 1; }
 
 /* The mask of docs/conventions.md: causal (pk > pq) and the sliding window (pq - pk >= W). */
 static inline bool rq_masked(const rq_problem *pb, int64_t pq, int64_t pk)

@@ -34,6 +34,7 @@ struct ropeqk_plan {
     bool dynamic;              /* decode plan: keys and offsets per enqueue */
     bool arrays;               /* per-token positions allowed at enqueue */
     ropeqk_paged_desc paged;
+    float *sinks;              /* the plan's copy of params.sinks (pb.sinks points here), or NULL */
     void *impl;                /* the backend's plan (kernels or pipelines, tables, scratch) */
 };
 

@@ -81,6 +81,20 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
         st = rq_paged_validate(desc, &pb);
     if (st)
         return st;
+    /* the variants this backend's kernels implement */
+    static const struct {
+        unsigned bit;
+        const char *what;
+    } vars[] = {{RQ_VAR_SOFTCAP, "logit soft-capping (softcap)"}, {RQ_VAR_ROT_OFFSET, "rotary_offset"},
+                {RQ_VAR_MROPE, "M-RoPE (mrope_section)"}, {RQ_VAR_SINKS, "attention sinks"}};
+    unsigned want = (pb.softcap > 0.0 ? RQ_VAR_SOFTCAP : 0) | (pb.rot_off ? RQ_VAR_ROT_OFFSET : 0) |
+                    (pb.mrope ? RQ_VAR_MROPE : 0) | (pb.sinks ? RQ_VAR_SINKS : 0);
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if ((want & vars[i].bit) && !(ctx->be->variants & vars[i].bit)) {
+            rq_set_error("ropeqk_plan_create: %s is not implemented by the %s backend's kernels yet (the fp64 "
+                         "reference path has it)", vars[i].what, ctx->be->name);
+            return ROPEQK_ERR_BAD_PARAM;
+        }
     ropeqk_plan *pl = calloc(1, sizeof *pl);
     double *inv = malloc((size_t)(pb.R / 2) * sizeof *inv);
     float *freq4 = malloc((size_t)(pb.R / 2) * 4 * sizeof *freq4);
@@ -101,6 +115,14 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
     pl->paged = desc->paged;
     pl->dynamic = desc->max_keys > 0;
     pl->arrays = arrays;
+    if (pb.sinks) { /* the caller's array need not outlive creation */
+        if (!(pl->sinks = malloc((size_t)pb.Hq * sizeof *pl->sinks))) {
+            st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+            goto done;
+        }
+        memcpy(pl->sinks, pb.sinks, (size_t)pb.Hq * sizeof *pl->sinks);
+        pb.sinks = pl->sinks;
+    }
     rq_inv_freq(&pb, inv);
     pb.scaling = NULL; /* the caller's factor arrays are not needed past this point */
     pl->pb = pb;
@@ -124,5 +146,6 @@ void ropeqk_plan_destroy(ropeqk_plan *pl)
     /* safe with work in flight: each backend keeps what its enqueued or recorded commands use alive
      * (OpenCL's reference counts), or documents that the caller waits (Vulkan) */
     pl->ctx->be->plan_free(pl);
+    free(pl->sinks);
     free(pl);
 }

@@ -6,18 +6,29 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Rotates one row (D values) in place by position `pos`. */
-static void rotate_row(const rq_problem *pb, const double *inv, int64_t pos, double *x)
+/* Rotates one row (D values) in place: pair u of dims [rot_off, rot_off + R) by the position of its
+ * stream, pos[rq_mrope_stream(u)] (one stream without M-RoPE). */
+static void rotate_row(const rq_problem *pb, const double *inv, const int64_t pos[3], double *x)
 {
     for (int64_t u = 0; u < pb->R / 2; u++) {
-        int64_t i0 = pb->layout == ROPEQK_INTERLEAVED ? 2 * u : u;
-        int64_t i1 = pb->layout == ROPEQK_INTERLEAVED ? 2 * u + 1 : u + pb->R / 2;
-        double a = (double)pos * inv[u];
+        int64_t i0 = pb->rot_off + (pb->layout == ROPEQK_INTERLEAVED ? 2 * u : u);
+        int64_t i1 = pb->rot_off + (pb->layout == ROPEQK_INTERLEAVED ? 2 * u + 1 : u + pb->R / 2);
+        double a = (double)pos[rq_mrope_stream(pb, u)] * inv[u];
         double c = cos(a) * pb->attn, s = (pb->conjugate ? -sin(a) : sin(a)) * pb->attn;
         double x0 = x[i0], x1 = x[i1];
         x[i0] = x0 * c - x1 * s;
         x[i1] = x0 * s + x1 * c;
     }
+}
+
+/* The rotary positions of row r of S rows (pos[stream]) from an array ([S], or [3][S] under M-RoPE)
+ * or the offset, and the position masks use: the array's (its only stream) or, under M-RoPE, token
+ * order (offset + r, whatever the three rotary positions). */
+static int64_t row_pos(const rq_problem *pb, const int32_t *arr, int64_t S, int64_t off, int64_t r, int64_t pos[3])
+{
+    for (int s = 0; s < 3; s++)
+        pos[s] = arr ? arr[(pb->mrope ? s : 0) * S + r] : off + r;
+    return pb->mrope || !arr ? off + r : arr[r];
 }
 
 static void load_row(const ropeqk_tensor *t, const void *data, int64_t b, int64_t h, int64_t s, int64_t D,
@@ -51,8 +62,10 @@ ropeqk_status rq_scorer_init(rq_scorer *sc, const rq_problem *pb, const ropeqk_t
         for (int64_t h = 0; h < pb->Hkv; h++)
             for (int64_t j = 0; j < pb->Sk; j++) {
                 double *x = sc->kr + ((b * pb->Hkv + h) * pb->Sk + j) * pb->D;
+                int64_t pos[3];
+                row_pos(pb, k_pos, pb->Sk, pb->k_off, j, pos);
                 load_row(k, k_data, b, h, j, pb->D, x);
-                rotate_row(pb, sc->inv, k_pos ? k_pos[j] : pb->k_off + j, x);
+                rotate_row(pb, sc->inv, pos, x);
             }
     return ROPEQK_SUCCESS;
 }
@@ -61,16 +74,20 @@ void rq_scorer_row(const rq_scorer *sc, const ropeqk_tensor *q, const void *q_da
                    double *row)
 {
     const rq_problem *pb = sc->pb;
-    int64_t pi = sc->q_pos ? sc->q_pos[i] : pb->q_off + i;
+    int64_t qpos[3], kpos[3];
+    int64_t pi = row_pos(pb, sc->q_pos, pb->Sq, pb->q_off, i, qpos);
     load_row(q, q_data, b, h, i, pb->D, sc->qr);
-    rotate_row(pb, sc->inv, pi, sc->qr);
+    rotate_row(pb, sc->inv, qpos, sc->qr);
     const double *kh = sc->kr + (b * pb->Hkv + h / pb->G) * pb->Sk * pb->D;
     for (int64_t j = 0; j < pb->Sk; j++) {
-        int64_t pj = sc->k_pos ? sc->k_pos[j] : pb->k_off + j;
+        int64_t pj = row_pos(pb, sc->k_pos, pb->Sk, pb->k_off, j, kpos);
         double sum = 0.0;
         for (int64_t d = 0; d < pb->D; d++)
             sum += sc->qr[d] * kh[j * pb->D + d];
-        row[j] = rq_masked(pb, pi, pj) ? -INFINITY : pb->scale * sum;
+        double s = pb->scale * sum;
+        if (pb->softcap > 0.0) /* Gemma 2: C tanh(S / C), after the scale */
+            s = pb->softcap * tanh(s / pb->softcap);
+        row[j] = rq_masked(pb, pi, pj) ? -INFINITY : s;
     }
 }
 

@@ -125,8 +125,54 @@ void ropeqk_default_params(ropeqk_params *p)
     p->base = 10000.0;
 }
 
-ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
-                          const ropeqk_tensor *out, bool out_f64, bool per_token_pos, rq_problem *pb)
+/* The variants' parameters (docs/conventions.md section 11) into r, after R and D are known. */
+static ropeqk_status check_variants(const ropeqk_params *p, bool attention, rq_problem *r)
+{
+    if (!isfinite(p->softcap) || p->softcap < 0.0) {
+        rq_set_error("softcap %g: must be finite and > 0 (0 = off)", p->softcap);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    r->softcap = p->softcap;
+    const int32_t *ms = p->mrope_section;
+    if (ms[0] < 0 || ms[1] < 0 || ms[2] < 0) {
+        rq_set_error("mrope_section {%d, %d, %d}: sections must be >= 0", ms[0], ms[1], ms[2]);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    r->mrope = ms[0] || ms[1] || ms[2];
+    if (r->mrope && (int64_t)ms[0] + ms[1] + ms[2] != r->R / 2) {
+        rq_set_error("mrope_section {%d, %d, %d}: the sections sum to %lld, the rotary width has R/2 = %lld "
+                     "frequencies", ms[0], ms[1], ms[2], (long long)((int64_t)ms[0] + ms[1] + ms[2]),
+                     (long long)(r->R / 2));
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (p->mrope_interleaved && !r->mrope) {
+        rq_set_error("mrope_interleaved without mrope_section");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    r->mrope_inter = p->mrope_interleaved != 0;
+    for (int i = 0; i < 3; i++)
+        r->msec[i] = ms[i];
+    if (!attention && (p->sinks || p->n_sinks)) {
+        rq_set_error("sinks: attention only (the scores carry no softmax)");
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (p->n_sinks != (p->sinks ? r->Hq : 0)) {
+        rq_set_error(p->sinks ? "sinks: n_sinks %d, expected Hq = %lld" : "sinks: n_sinks %d without sinks",
+                     (int)p->n_sinks, (long long)r->Hq);
+        return p->sinks ? ROPEQK_ERR_BAD_SHAPE : ROPEQK_ERR_BAD_PARAM;
+    }
+    for (int64_t h = 0; p->sinks && h < r->Hq; h++)
+        if (!isfinite(p->sinks[h])) {
+            rq_set_error("sinks[%lld] is not finite", (long long)h);
+            return ROPEQK_ERR_BAD_PARAM;
+        }
+    r->sinks = p->sinks;
+    return ROPEQK_SUCCESS;
+}
+
+static ropeqk_status validate(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
+                              const ropeqk_tensor *out, bool out_f64, bool per_token_pos, bool attention,
+                              rq_problem *pb)
 {
     if (!p || !q || !k || !out || !pb)
         return ROPEQK_ERR_NULL_POINTER;
@@ -147,9 +193,18 @@ ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const 
     /* 2^16 keeps every per-row index product in kernels far from 32-bit limits */
     if (r.D > 65536)
         return ROPEQK_ERR_BAD_SHAPE;
-    r.R = p->rotary_dim == 0 ? r.D : p->rotary_dim;
-    if (r.R < 2 || r.R > r.D || r.R % 2 != 0)
+    /* the rotated dims are [rot_off, rot_off + R); R = 0 means the rest of the head */
+    if (p->rotary_offset < 0 || p->rotary_offset > r.D - 2) {
+        rq_set_error("rotary_offset %d outside [0, D - 2 = %lld]", (int)p->rotary_offset, (long long)(r.D - 2));
         return ROPEQK_ERR_BAD_ROTARY_DIM;
+    }
+    r.rot_off = p->rotary_offset;
+    r.R = p->rotary_dim == 0 ? r.D - r.rot_off : p->rotary_dim;
+    if (r.R < 2 || r.rot_off + r.R > r.D || r.R % 2 != 0) {
+        rq_set_error("rotary dims [%lld, %lld): R must be even, >= 2, and the range inside D = %lld",
+                     (long long)r.rot_off, (long long)(r.rot_off + r.R), (long long)r.D);
+        return ROPEQK_ERR_BAD_ROTARY_DIM;
+    }
     if (p->layout != ROPEQK_INTERLEAVED && p->layout != ROPEQK_HALF_SPLIT)
         return ROPEQK_ERR_BAD_PARAM;
     r.base = p->base == 0.0 ? 10000.0 : p->base;
@@ -170,6 +225,8 @@ ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const 
     if (p->window < 0)
         return ROPEQK_ERR_BAD_PARAM;
     r.window = p->window;
+    if ((st = check_variants(p, attention, &r)))
+        return st;
     if ((st = rq_check_scaling(&p->scaling, &r, per_token_pos)))
         return st;
     r.scaling = &p->scaling;
@@ -178,6 +235,12 @@ ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const 
                                                                                    : ROPEQK_ERR_BAD_SCALING;
     *pb = r;
     return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_validate(const ropeqk_params *p, const ropeqk_tensor *q, const ropeqk_tensor *k,
+                          const ropeqk_tensor *out, bool out_f64, bool per_token_pos, rq_problem *pb)
+{
+    return validate(p, q, k, out, out_f64, per_token_pos, false, pb);
 }
 
 /* A view of f32/f16/bf16 (or f64 where allowed) data: the element rules of check_view for Q/K-like
@@ -199,7 +262,7 @@ ropeqk_status rq_validate_attention(const ropeqk_params *p, const ropeqk_tensor 
     /* Q, K and the parameters exactly as for scores, through a scores-shaped stand-in (never used) */
     ropeqk_tensor s = ropeqk_tensor_bhsd(ROPEQK_F32, q->ne[0], q->ne[1], q->ne[2], k->ne[2]);
     rq_problem r;
-    ropeqk_status st = rq_validate(p, q, k, &s, false, per_token_pos, &r);
+    ropeqk_status st = validate(p, q, k, &s, false, per_token_pos, true, &r);
     if (st)
         return st;
     r.out_extent = 0;
@@ -233,7 +296,10 @@ ropeqk_status ropeqk_inv_freq(const ropeqk_params *p, int64_t head_dim, double *
     ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, head_dim);
     ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, 1);
     rq_problem pb;
-    ropeqk_status st = rq_validate(p, &q, &q, &o, false, false, &pb);
+    ropeqk_params c = *p; /* the frequencies do not depend on attention sinks (per query head) */
+    c.sinks = NULL;
+    c.n_sinks = 0;
+    ropeqk_status st = rq_validate(&c, &q, &q, &o, false, false, &pb);
     if (st == ROPEQK_SUCCESS) {
         rq_inv_freq(&pb, inv);
         if (attention_factor)
