@@ -30,11 +30,13 @@
  *     column float4 groups wholly past Dv skip their fma;
  *   - a fully masked row ends with l = 0: O = 0 and LSE = -inf;
  *   - Dv > RQ_GA_DV runs ceil(Dv / RQ_GA_DV) column blocks as separate work-groups, each recomputing
- *     S. Registers decide it: a work-item holds RB * DV / TX floats of O, and sm_90 (clang-15 +
- *     libclc + ptxas) took about 68 registers plus those: the default shape with DV = 128, 16 of O,
- *     100 registers; DV = 256, 32 of O, 128 (at the budget); RB 4 with 32 of O, 128-138. Dv = 256,
- *     D = 128 costs 4/3 of the fma of one block that way. The row state lives in local memory for
- *     the same reason (in registers: 162 instead of 136 at RB 4);
+ *     S. Registers decide it: a work-item holds RB * DV / TX floats of O, and the budget is 128
+ *     registers on sm_90 and 128 VGPRs on gfx90a with no stack, scratch or spill (clang-15, libclc
+ *     + ptxas, ROCm device libraries). The default shape (DV = 128, 16 floats of O) takes 96
+ *     registers / 114 VGPRs; DV = 256 (32 of O) took 128 / 152 and spilled scalar registers on
+ *     gfx90a; RB 4 with 32 of O, 130 / 148. Dv = 256, D = 128 costs 4/3 of the fma of one block
+ *     that way. The row state lives in local memory for the same reason (in registers: 162 instead
+ *     of 136 at RB 4), and so do the output's strides (see the prologue);
  *   - everything accumulates in f32; exp() and log() are the accurate built-ins (the accuracy
  *     promise of qk_attention_*).
  *
@@ -50,9 +52,9 @@
  *     16 * max(BM*TK/4 + TK*BN/4, TK*DV/4)   Q and K step tiles, or (aliased) the V step tile
  *   +  4 * BM * (BN + 4)                      P tile (rows padded by 4 floats: no bank conflicts)
  *   +  2 * BM * BN                            per row and tx: tile max partials, sum partials
- *   + 12 * BM + 4 * BN + 8                    running max (two halves), row and key positions,
- *                                             the rows' position limits (rounded up to 16)
- * within 48 KiB and CL_DEVICE_LOCAL_MEM_SIZE. Defaults: 256 work-items, 21648 bytes, 16 floats of O
+ *   + 12 * BM + 4 * BN + 56                   running max (two halves), output strides, row and
+ *                                             key positions, their limits (rounded up to 16)
+ * within 48 KiB and CL_DEVICE_LOCAL_MEM_SIZE. Defaults: 256 work-items, 21696 bytes, 16 floats of O
  * and 8 of S per work-item. The host falls back to qk_attention_* where the device or the compiled
  * kernel does not take the shape.
  * Portable OpenCL C 1.2: no subgroups, no fp16 arithmetic, no Clang builtins, no variadic macros. */
@@ -97,25 +99,27 @@ typedef struct {
     float red[RQ_GA_BM * RQ_GA_TX];      /* per row, each tx's max over its 4 keys of a tile */
     float lsum[RQ_GA_BM * RQ_GA_TX];     /* per row, each tx's sum of exp over its keys so far */
     float mstat[2 * RQ_GA_BM];           /* running row max: a tile reads one half, writes the other */
+    long ostr[6];                        /* O and LSE: the batch's offset and the head and row strides */
     int rpos[RQ_GA_BM];                  /* positions of the rows */
     int cpos[RQ_GA_BN];                  /* positions of a tile's keys (arrays only) */
     int rlim[2];                         /* min and max of the rows' positions */
 } rq_ga_local;
 RQ_STATIC_ASSERT(sizeof(rq_ga_local) == RQ_GA_LOCAL_BYTES(RQ_GA_BM, RQ_GA_BN, RQ_GA_TK, RQ_GA_DV), ga_local_size);
 
-/* 4 elements of a V row from element col, as f32; elements at or past Dv are 0 and not read. */
+/* 4 elements of a V row from element col, as f32: one vector load where the work-group's whole
+ * column group lies inside the row (full, uniform), else 4 loads of elements col..col+3 clamped to
+ * the last one, `last` (the columns past Dv get copies of it: their O is never stored). No per-lane
+ * condition: compares of loop-invariant per-lane values are hoisted out of the key loop, and gfx90a
+ * keeps each as a 64-bit lane mask in scalar registers (18 of them spilled). */
 #define RQ_GA_DEFINE_LD4(NAME, T, VLOAD4, LOAD1)                                                   \
-    static inline float4 NAME(__global const uchar *row, int col, int Dv)                          \
+    static inline float4 NAME(__global const uchar *row, int col, int last, bool full)             \
     {                                                                                              \
-        if (col + 4 <= Dv)                                                                         \
+        if (full)                                                                                  \
             return VLOAD4(0, (__global const T *)(row + (long)col * (long)sizeof(T)));             \
-        float4 x = (float4)(0.0f);                                                                 \
-        x.x = LOAD1(row, (long)col * (long)sizeof(T));                                             \
-        if (col + 1 < Dv)                                                                          \
-            x.y = LOAD1(row, (long)(col + 1) * (long)sizeof(T));                                   \
-        if (col + 2 < Dv)                                                                          \
-            x.z = LOAD1(row, (long)(col + 2) * (long)sizeof(T));                                   \
-        return x;                                                                                  \
+        return (float4)(LOAD1(row, (long)min(col, last) * (long)sizeof(T)),                        \
+                        LOAD1(row, (long)min(col + 1, last) * (long)sizeof(T)),                    \
+                        LOAD1(row, (long)min(col + 2, last) * (long)sizeof(T)),                    \
+                        LOAD1(row, (long)min(col + 3, last) * (long)sizeof(T)));                   \
     }
 #define RQ_GA_VLOAD4_BF16(o, p) as_float4(convert_uint4(vload4((o), (p))) << 16)
 RQ_GA_DEFINE_LD4(rq_ga_ld4_f32, float, vload4, rq_load_f32)
@@ -233,6 +237,14 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         L.rlim[0] = lo;                                                                            \
         L.rlim[1] = hi;                                                                            \
+        /* the output's offsets and strides, for the end: on gfx90a the argument struct is read     \
+         * into scalar registers on entry, and these kept 16 of them through the key loop (spilled) */ \
+        L.ostr[0] = a.o_off + (long)b * a.onb0;                                                    \
+        L.ostr[1] = a.onb1;                                                                        \
+        L.ostr[2] = a.onb2;                                                                        \
+        L.ostr[3] = a.l_off + (long)b * a.lnb0;                                                    \
+        L.ostr[4] = a.lnb1;                                                                        \
+        L.ostr[5] = a.lnb2;                                                                        \
     }                                                                                              \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
                                                                                                    \
@@ -281,8 +293,8 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             for (int r = qr0; r < RQ_GA_BM; r += RQ_GA_NT / RQ_GA_Q4) {                            \
                 int d = d0 + 4 * qw;                                                               \
                 float4 x = (float4)(0.0f);                                                         \
-                if (r < nrow && d < D) {                                                           \
-                    __global const float *p = qb + (long)(m0 + r) * D + d;                         \
+                if (d < D) { /* rows past M repeat the last (their S is never stored) */           \
+                    __global const float *p = qb + (long)(m0 + min(r, nrow - 1)) * D + d;          \
                     if (d + 4 <= D) /* rows are D floats apart: no alignment to rely on */        \
                         x = vload4(0, p);                                                          \
                     else                                                                           \
@@ -298,7 +310,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                      * up to 16); lanes past Sk are the scratch's padding: zeroed */               \
                     x = *(__global const float4 *)(kb + (long)d * ldk + j0);                       \
                     if (j + 4 > Sk)                                                                \
-                        x = select(x, (float4)(0.0f), (int4)(j) + iota >= (int4)(Sk));             \
+                        x = select(x, (float4)(0.0f), iota >= (int4)(Sk - j));                      \
                 }                                                                                  \
                 st_tx[RQ_GA_BM * RQ_GA_Q4 + c * RQ_GA_K4] = x;                                     \
             }                                                                                      \
@@ -317,10 +329,12 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                                                                                                    \
         /* masks (exact -inf), then each row's max over the tile through local memory */          \
         const int jb = j0 + 4 * tx;                                                                \
-        const int4 past = (int4)(jb) + iota >= (int4)(Sk);                                         \
+        /* vectors splat only values that change per tile: a splat of a kernel-wide value is hoisted \
+         * and held in 4 scalar registers on gfx90a */                                             \
+        const int4 past = iota >= (int4)(Sk - jb);                                                 \
         int4 pj = (int4)(0);                                                                       \
         if (masked) /* lanes past Sk: the last key's position (masked by `past` anyway) */         \
-            pj = use_kpos ? vload4(tx, L.cpos) : (int4)(k_base) + min((int4)(jb) + iota, (int4)(Sk - 1)); \
+            pj = use_kpos ? vload4(tx, L.cpos) : (int4)(k_base + jb) + min(iota, (int4)(Sk - 1 - jb)); \
         _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++) {                                     \
             int4 msk = past;                                                                       \
             int pi = L.rpos[ty + i * RQ_GA_TY];                                                    \
@@ -360,11 +374,12 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                 int j = j0 + u0 + u;                                                               \
                 __global const uchar *vrow = vb + (long)min(j, Sk - 1) * a.vnb2;                   \
                 _Pragma("unroll") for (int c = 0; c < RQ_GA_CV; c++) {                             \
-                    int col = c0 + 4 * (tx + c * RQ_GA_TX);                                        \
-                    float4 x = (float4)(0.0f);                                                     \
-                    if (j < Sk && col < Dv)                                                        \
-                        x = LD4(vrow, col, Dv);                                                    \
-                    st_tx[u * RQ_GA_V4 + c * RQ_GA_TX] = x;                                        \
+                    if (c0 + 4 * c * RQ_GA_TX >= Dv) /* uniform: a group wholly past Dv is unused */ \
+                        continue;                                                                  \
+                    float4 x = LD4(vrow, c0 + 4 * (tx + c * RQ_GA_TX), Dv - 1,                     \
+                                   c0 + 4 * (c + 1) * RQ_GA_TX <= Dv);                             \
+                    /* keys past Sk: zeros (their weights are 0, and 0 * V must stay 0) */          \
+                    st_tx[u * RQ_GA_V4 + c * RQ_GA_TX] = j < Sk ? x : (float4)(0.0f);              \
                 }                                                                                  \
             }                                                                                      \
             barrier(CLK_LOCAL_MEM_FENCE); /* also publishes the P tile */                          \
@@ -395,14 +410,14 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             continue;                                                                              \
         int g = m / Sq, ii = m - g * Sq, h = hk * G + g;                                           \
         float inv = l > 0.0f ? 1.0f / l : 0.0f; /* fully masked: O = 0 */                          \
-        long ob = a.o_off + (long)b * a.onb0 + (long)h * a.onb1 + (long)ii * a.onb2;               \
+        long ob = L.ostr[0] + (long)h * L.ostr[1] + (long)ii * L.ostr[2];                          \
         _Pragma("unroll") for (int c = 0; c < RQ_GA_CV; c++) {                                     \
             int col = c0 + 4 * (tx + c * RQ_GA_TX);                                                \
             if (col < Dv)                                                                          \
                 rq_ga_store4(out, ob + (long)col * es, a.o_dtype, o[i][c] * inv, min(4, Dv - col)); \
         }                                                                                          \
         if (a.with_lse && cb == 0 && tx == 0)                                                      \
-            *(__global float *)(lse + a.l_off + (long)b * a.lnb0 + (long)h * a.lnb1 + (long)ii * a.lnb2) = \
+            *(__global float *)(lse + L.ostr[3] + (long)h * L.ostr[4] + (long)ii * L.ostr[5]) =    \
                 l > 0.0f ? m_me[par * RQ_GA_BM + i * RQ_GA_TY] + log(l) : -INFINITY;               \
     }                                                                                              \
 }

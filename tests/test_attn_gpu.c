@@ -324,10 +324,17 @@ static void run_shapes(size_t c0, size_t c1)
         make_data(&cases[c], 4242 + c, &g[c]);
     for (size_t s = 0; s < NSHAPES; s++) {
         ropeqk_ctx *x = ga_ctx(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4]);
-        expect_ga(x, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4]);
-        char name[96];
+        char name[128];
         snprintf(name, sizeof name, "shape %d/%d/%d/%d/%d", shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
                  shapes[s][4]);
+        /* a device with less local memory or smaller work-groups than pocl (oclgrind: 32 KiB, 256
+         * work-items by default) turns a shape off: its cases then check the fallback */
+        if (strstr(ropeqk_ctx_config_source(x), "GPU attention kernel off")) {
+            cr_log_warn("%s: %s", name, ropeqk_ctx_config_source(x));
+            strcat(name, " (off: fallback)");
+        } else {
+            expect_ga(x, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4]);
+        }
         for (size_t c = c0; c < c1; c++)
             run_case(x, name, &cases[c], &g[c]);
         ropeqk_ctx_destroy(x);

@@ -125,8 +125,9 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->rb = 4;
     t->tk = 16;
     /* the GPU attention kernel (cl/attention_gpu.cl): 32 rows x 64 keys, 2 rows x 4 keys of S and
-     * 2 rows x 8 dims of O per work-item, 256 work-items, 21.1 KiB of local memory, 100 registers on
-     * sm_90 (clang-15 + ptxas; the file's header has the others) */
+     * 2 rows x 8 dims of O per work-item, 256 work-items, 21.2 KiB of local memory; 96 registers on
+     * sm_90, 114 VGPRs on gfx90a, no stack or spill (clang-15 + ptxas / ROCm device libraries; the
+     * kernel's header and src/opencl/tune.c's candidates have the other shapes) */
     t->ga_bm = cpu ? 0 : 32;
     t->ga_bn = 64;
     t->ga_tk = 16;

@@ -181,15 +181,18 @@ bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
         static const int catq[] = {2, 4, 8}, cavk[] = {8, 16};
         static const int gatq[] = {1, 2}, gavk[] = {1, 4}, gawg[] = {32, 64};
         /* GPU: qk_attention_gpu_* shapes {rows, keys, tk, rb, dv} first, then qk_attention_* alone
-         * (GPU attention kernel off). Registers on sm_90 (clang-15 + libclc + ptxas, the budget is
-         * 128): about 68 plus the floats of O per work-item, rb * dv / (keys / 4):
-         * the default 32x64 tile with 2 rows per work-item (16 of O: 100 registers), its deeper
-         * and shallower steps, 64-row tiles of 512 work-items (16 of O), V blocks of 256 (Dv 256
-         * in one block, 32 of O: 128), 4 rows per work-item with 8 dims a step (32 of O: 128), a
-         * 64x32 tile with 64-dim V blocks (104), and a 16-row tile for few rows per KV head */
+         * (GPU attention kernel off). Each within the budgets of cl/attention_gpu.cl, compiled by
+         * clang-15 (+ libclc + ptxas for sm_90; ROCm device libraries for gfx90a): no stack, scratch
+         * or spill, at most 128 registers / VGPRs. Registers sm_90 / VGPRs gfx90a: the default
+         * 32x64 tile with 2 rows per work-item (96 / 114), with 8- and 32-dim steps (99, 102 /
+         * 114), 64-row tiles of 512 work-items (96, 99 / 114; more than gfx90a's 256 allows), 4 rows
+         * of 4 keys per work-item with 64-dim V blocks (128 / 122), a 64x32 tile (96 / 114), a 32x32
+         * tile of 128 work-items (96 / 114), and 16-row tiles for few rows per KV head (80 / 96).
+         * Dv 256 in one block (dv 256) took 128 / 152 VGPRs and spilled scalar registers on gfx90a:
+         * not a candidate */
         static const int gshape[][5] = {{32, 64, 16, 2, 128}, {32, 64, 8, 2, 128}, {32, 64, 32, 2, 128},
-                                        {64, 64, 16, 2, 128}, {64, 64, 8, 2, 128}, {32, 64, 16, 2, 256},
-                                        {64, 64, 8, 4, 128},  {64, 32, 16, 2, 64},  {16, 64, 16, 1, 128}};
+                                        {64, 64, 16, 2, 128}, {64, 64, 8, 2, 128}, {64, 64, 16, 4, 64},
+                                        {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64}, {16, 64, 16, 1, 128}};
         int nshape = (int)(sizeof gshape / sizeof gshape[0]);
         if (cpu ? k >= 6 : k >= 8 + nshape)
             return false;
