@@ -362,7 +362,8 @@ typedef struct {
 
 /*
  * Searches kernel configurations for the context's device and profile: prefill scores (TQ, VK,
- * WG; on the GPU profile also the tiled kernel's TILE, RB, TK), the decode kernel (DKB, DWG; CPU profile) and attention (ATQ, AVK, AWG). Every candidate is
+ * WG; on the GPU profile also the tiled kernel's TILE, RB, TK), the decode kernel (DKB, DWG; CPU profile) and attention (ATQ, AVK, AWG;
+ * on the GPU profile first the GPU attention kernel's shapes, attn_*). Every candidate is
  * first checked against the fp64 path on a small case (a candidate that fails is dropped), then
  * timed (median of 3). The winners go to the per-user cache ($XDG_CACHE_HOME/ropeqk/, else
  * ~/.cache/ropeqk/), keyed by device, driver and library version and written atomically; contexts
