@@ -77,9 +77,9 @@
 #ifndef RQ_GA_DV
 #define RQ_GA_DV 128
 #endif
-#if RQ_GA_BN % 16 != 0 || RQ_GA_TK % 4 != 0 || RQ_GA_BN % RQ_GA_TK != 0 || RQ_GA_BM % RQ_GA_RB != 0 ||     \
+#if RQ_GA_BN % 16 != 0 || RQ_GA_TK % 4 != 0 || RQ_GA_BN % RQ_GA_TK != 0 || RQ_GA_BM % RQ_GA_RB != 0 || \
     RQ_GA_DV % RQ_GA_BN != 0
-#error "RQ_GA_BN a multiple of 16, RQ_GA_TK a multiple of 4 dividing it, RQ_GA_RB dividing RQ_GA_BM, RQ_GA_DV a multiple of RQ_GA_BN"
+#error "RQ_GA_BN: a multiple of 16; RQ_GA_TK: of 4, dividing RQ_GA_BN; RQ_GA_RB: dividing RQ_GA_BM; RQ_GA_DV: of RQ_GA_BN"
 #endif
 #define RQ_GA_TX (RQ_GA_BN / 4)            /* work-items along keys (4 keys each) */
 #define RQ_GA_TY (RQ_GA_BM / RQ_GA_RB)     /* work-items along rows */
