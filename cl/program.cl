@@ -32,6 +32,10 @@
 #if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN)
 #include "attention.cl"
 #endif
+/* the GPU profile's attention kernel, only where chosen (-DRQ_GA_BM > 0); attention.cl stays its fallback */
+#if defined(RQ_GA_BM) && RQ_GA_BM > 0 && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN))
+#include "attention_gpu.cl"
+#endif
 #if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_PAGED)
 #include "paged.cl"
 #endif

@@ -286,10 +286,11 @@ ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", 
  * Kernel configuration. Zero fields take the profile's default. Each knob has an environment
  * override that wins over this struct (ROPEQK_PROFILE, ROPEQK_TQ, ROPEQK_WG, ROPEQK_VK, ROPEQK_DKB,
  * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG, ROPEQK_ATQ, ROPEQK_AVK, ROPEQK_AWG, ROPEQK_NV, ROPEQK_TILE, ROPEQK_RB,
- * ROPEQK_TK, ROPEQK_VK_BLOCK, ROPEQK_VK_TK, ROPEQK_VK_ROWS; ROPEQK_TILE=0 turns the tiled kernel off); a
+ * ROPEQK_TK, ROPEQK_VK_BLOCK, ROPEQK_VK_TK, ROPEQK_VK_ROWS, ROPEQK_ATTN_TILE, ROPEQK_ATTN_KEYS, ROPEQK_ATTN_TK,
+ * ROPEQK_ATTN_RB, ROPEQK_ATTN_DV; ROPEQK_TILE=0 and ROPEQK_ATTN_TILE=0 turn those kernels off); a
  * malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
  * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the knobs up to
- * tk, the Vulkan shaders the vk_* ones.
+ * tk and the attn_* ones, the Vulkan shaders the vk_* ones.
  */
 typedef struct {
     ropeqk_profile profile;
@@ -314,6 +315,15 @@ typedef struct {
     int32_t vk_block;  /* Vulkan scores: scores per invocation along each side, 2, 4 or 8 (tile 16x) */
     int32_t vk_tk;     /* Vulkan scores: head dims staged in shared memory per step, 8, 16 or 32 */
     int32_t vk_rows;   /* Vulkan attention: query rows (invocations) per work-group, 32, 64 or 128 */
+    /* the GPU attention kernel (GPU profile default; the attention knobs above are its fallback's):
+     * a work-group owns attn_tile query rows of a KV head and attn_dv dims of V, walks the keys in
+     * tiles of attn_keys, attn_tk head dims (and keys of V) per local-memory step, attn_rb rows per
+     * work-item; (attn_tile / attn_rb) * (attn_keys / 4) work-items */
+    int32_t attn_tile; /* 16, 32, 64 or 128; -1 = off (the attention knobs above only) */
+    int32_t attn_keys; /* 16, 32, 64 or 128 */
+    int32_t attn_tk;   /* a multiple of 4, 4..64, dividing attn_keys */
+    int32_t attn_rb;   /* 1, 2, 4 or 8, dividing attn_tile */
+    int32_t attn_dv;   /* a multiple of attn_keys, 16..256 */
 } ropeqk_tuning;
 
 /* ---- contexts ----------------------------------------------------------------------------- */
@@ -364,7 +374,8 @@ typedef struct {
 
 /*
  * Searches kernel configurations for the context's device and profile: prefill scores (TQ, VK,
- * WG; on the GPU profile also the tiled kernel's TILE, RB, TK), the decode kernel (DKB, DWG; CPU profile) and attention (ATQ, AVK, AWG). Every candidate is
+ * WG; on the GPU profile also the tiled kernel's TILE, RB, TK), the decode kernel (DKB, DWG; CPU profile) and attention (ATQ, AVK, AWG;
+ * on the GPU profile first the GPU attention kernel's shapes, attn_*). Every candidate is
  * first checked against the fp64 path on a small case (a candidate that fails is dropped), then
  * timed (median of 3). The winners go to the per-user cache ($XDG_CACHE_HOME/ropeqk/, else
  * ~/.cache/ropeqk/), keyed by device, driver and library version and written atomically; contexts

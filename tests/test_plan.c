@@ -316,12 +316,13 @@ Test(plan, kernel_arguments_follow_the_contract)
     cl_program prog = clCreateProgramWithSource(ropeqk_opencl_context(th_ctx), 1, &src, &len, &e);
     cr_assert_eq(e, CL_SUCCESS);
     char opts[700];
-    /* the GPU profile's tiled score and decode kernels are in the program only where a context
-     * chose them: ask for them here */
+    /* the GPU profile's tiled score, decode and attention kernels are in the program only where a
+     * context chose them: ask for them here */
     const char *o = ropeqk_ctx_build_options(th_ctx);
-    snprintf(opts, sizeof opts, "%s%s%s -cl-kernel-arg-info", o,
+    snprintf(opts, sizeof opts, "%s%s%s%s -cl-kernel-arg-info", o,
              strstr(o, "-DRQ_TILE=") ? "" : " -DRQ_TILE=16 -DRQ_RB=4 -DRQ_TK=4",
-             strstr(o, "-DRQ_DECODE_GPU=") ? "" : " -DRQ_DECODE_GPU=1");
+             strstr(o, "-DRQ_DECODE_GPU=") ? "" : " -DRQ_DECODE_GPU=1",
+             strstr(o, "-DRQ_GA_BM=") ? "" : " -DRQ_GA_BM=16 -DRQ_GA_BN=16 -DRQ_GA_TK=4 -DRQ_GA_RB=1 -DRQ_GA_DV=16");
     /* and the CPU profile's own kernels, which a GPU-profile program leaves out (-DRQ_CPU_KERNELS=0) */
     char *cpu = strstr(opts, "-DRQ_CPU_KERNELS=0");
     if (cpu)
@@ -341,7 +342,9 @@ Test(plan, kernel_arguments_follow_the_contract)
         {"qk_decode_f32", decode_names, RQ_DEC_NARGS},    {"qk_decode_f16", decode_names, RQ_DEC_NARGS},
         {"qk_decode_bf16", decode_names, RQ_DEC_NARGS},
         {"qk_attention_f32", attn_names, RQ_AT_NARGS},    {"qk_attention_f16", attn_names, RQ_AT_NARGS},
-        {"qk_attention_bf16", attn_names, RQ_AT_NARGS},   {"paged_attn_cpu", paged_names, RQ_PG_NARGS},
+        {"qk_attention_bf16", attn_names, RQ_AT_NARGS},   {"qk_attention_gpu_f32", attn_names, RQ_AT_NARGS},
+        {"qk_attention_gpu_f16", attn_names, RQ_AT_NARGS}, {"qk_attention_gpu_bf16", attn_names, RQ_AT_NARGS},
+        {"paged_attn_cpu", paged_names, RQ_PG_NARGS},
         {"paged_attn_gpu", paged_names, RQ_PG_NARGS},     {"paged_combine", comb_names, RQ_PC_NARGS},
         {"paged_append", app_names, RQ_PA_NARGS},
     };

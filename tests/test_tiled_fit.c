@@ -1,7 +1,8 @@
-/* The host's checks of the tiled score kernel's shape against a device (src/opencl/tune.c, src/core/tuning.c), on made-up
- * device limits: no real device needs to have them, so the work-group and local-memory fallbacks
- * are checked whatever this machine's OpenCL reports (pocl allows 4096 work-items, more than any
- * allowed shape uses). Links the library's objects, as tests/clc/clc_variants does. */
+/* The host's checks of the tiled score kernel's and the GPU attention kernel's shapes against a
+ * device (src/opencl/tune.c, src/core/tuning.c), on made-up device limits: no real device needs to
+ * have them, so the work-group and local-memory fallbacks are checked whatever this machine's
+ * OpenCL reports (pocl allows 4096 work-items, more than any allowed shape uses). Links the
+ * library's objects, as tests/clc/clc_variants does. */
 #include "ocl.h"
 
 #include <criterion/criterion.h>
@@ -71,4 +72,63 @@ Test(tiled_fit, local_memory_beyond_48k_or_the_device_turns_it_off)
     t = resolve(1024, 1 << 20, 128, 8, 64);
     cr_expect_eq(t.tile, 0);
     cr_expect(strstr(t.config_source, "66576 local bytes > 49152"), "%s", t.config_source);
+}
+
+/* The GPU attention kernel's shape against made-up devices (src/opencl/tune.c's fit_gattn): the
+ * default (256 work-items, 21696 bytes) fits an H100 and gfx90a's 256 work-items and 64 KiB; a
+ * 512-work-item shape is turned off on a device that allows 256; a shape over the device's local
+ * memory, or over 48 KiB, too; the tuner skips such candidates (tune_fits). */
+static rq_tuning resolve_attn(size_t max_wg, size_t local_mem, int32_t bm, int32_t bn, int32_t tk, int32_t rb,
+                              int32_t dv)
+{
+    rq_devinfo dev;
+    memset(&dev, 0, sizeof dev);
+    dev.max_wg = max_wg;
+    dev.local_mem = local_mem;
+    snprintf(dev.name, sizeof dev.name, "made-up GPU");
+    snprintf(dev.platform, sizeof dev.platform, "made-up platform");
+    ropeqk_tuning req;
+    memset(&req, 0, sizeof req);
+    req.profile = ROPEQK_PROFILE_GPU;
+    req.attn_tile = bm, req.attn_keys = bn, req.attn_tk = tk, req.attn_rb = rb, req.attn_dv = dv;
+    rq_tuning t;
+    cr_assert_eq(rq_tuning_resolve(&rq_opencl_backend, &req, &dev, &t), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    return t;
+}
+
+Test(tiled_fit, gpu_attention_shapes_against_the_device)
+{
+    static const char *const env[] = {"ROPEQK_ATTN_TILE", "ROPEQK_ATTN_KEYS", "ROPEQK_ATTN_TK", "ROPEQK_ATTN_RB",
+                                      "ROPEQK_ATTN_DV"};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        unsetenv(env[i]);
+    rq_tuning t = resolve_attn(1024, 48 << 10, 0, 0, 0, 0, 0);
+    cr_expect(t.ga_bm == 32 && t.ga_bn == 64 && t.ga_tk == 16 && t.ga_rb == 2 && t.ga_dv == 128, "%s",
+              t.config_source);
+    cr_expect_eq(rq_gattn_items(&t), 256);
+    cr_expect_eq(RQ_GA_LOCAL_BYTES(32, 64, 16, 128), 21696);
+    t = resolve_attn(256, 64 << 10, 0, 0, 0, 0, 0); /* what gfx90a reports through ROCm's OpenCL */
+    cr_expect_eq(t.ga_bm, 32, "%s", t.config_source);
+    /* 64 rows, 2 a work-item, 64 keys: 32 x 16 = 512 work-items */
+    t = resolve_attn(1024, 48 << 10, 64, 64, 16, 2, 128);
+    cr_expect_eq(t.ga_bm, 64, "%s", t.config_source);
+    t = resolve_attn(256, 48 << 10, 64, 64, 16, 2, 128);
+    cr_expect_eq(t.ga_bm, 0);
+    cr_expect(strstr(t.config_source, "GPU attention kernel off") &&
+                  strstr(t.config_source, "512 work-items > device limit 256"),
+              "%s", t.config_source);
+    char opts[600];
+    rq_tuning_options(&t, opts, sizeof opts);
+    cr_expect_null(strstr(opts, "RQ_GA_"), "%s", opts);
+    /* 64 rows of 64 keys, 16-dim steps, V blocks of 256: 16*1024 + 4*64*68 + 2*64*64 + 12*64 + 4*64
+     * + 56 = 43064 bytes, 43072 rounded: under 48 KiB, over a 32 KiB device */
+    cr_expect_eq(RQ_GA_LOCAL_BYTES(64, 64, 16, 256), 43072);
+    t = resolve_attn(1024, 48 << 10, 64, 64, 16, 2, 256);
+    cr_expect_eq(t.ga_bm, 64, "%s", t.config_source);
+    t = resolve_attn(1024, 32 << 10, 64, 64, 16, 2, 256);
+    cr_expect_eq(t.ga_bm, 0);
+    cr_expect(strstr(t.config_source, "43072 local bytes > 32768"), "%s", t.config_source);
+    t = resolve_attn(1024, 1 << 20, 128, 128, 64, 8, 256); /* 168000 bytes: over 48 KiB anywhere */
+    cr_expect_eq(t.ga_bm, 0);
+    cr_expect(strstr(t.config_source, "168000 local bytes > 49152"), "%s", t.config_source);
 }

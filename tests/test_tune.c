@@ -156,6 +156,10 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
         {"vk_block", "3", "ignored corrupt"},        {"vk_tk", "64", "ignored corrupt"},
         {"vk_rows", "48", "ignored corrupt"},        {"tile", "48", "ignored corrupt"},
         {"ropeqk-tune", "1", "ignored stale"}, /* the format before the Vulkan knobs */
+        {"ropeqk-tune", "2", "ignored stale"}, /* the format before the GPU attention kernel's knobs */
+        {"attn_tile", "48", "ignored corrupt"},      {"attn_keys", "24", "ignored corrupt"},
+        {"attn_tk", "12", "ignored corrupt"},        {"attn_rb", "3", "ignored corrupt"},
+        {"attn_dv", "40", "ignored corrupt"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put(path, with_line(original, bad[i].key, bad[i].value));
@@ -170,7 +174,7 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     x = th_ctx_tuned(NULL);
     cr_expect(strstr(ropeqk_ctx_config_source(x), "older file format"), "%s", ropeqk_ctx_config_source(x));
     ropeqk_ctx_destroy(x);
-    static const char *const garbage[] = {"", "ropeqk-tune 2\n", "\x01\x02 binary", "ropeqk-tune 2\nlibrary"};
+    static const char *const garbage[] = {"", "ropeqk-tune 3\n", "\x01\x02 binary", "ropeqk-tune 3\nlibrary"};
     for (size_t i = 0; i < 4; i++) {
         put(path, garbage[i]);
         x = th_ctx_tuned(NULL);

@@ -64,9 +64,10 @@ int cmd_tune(int argc, char **argv)
         printf("best: vk_block=%d vk_tk=%d vk_rows=%d (%.1f s)\n", best.vk_block, best.vk_tk, best.vk_rows,
                rqs_now() - t0);
     else
-        printf("best: tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d (%.1f s)\n", best.tq,
-               best.vk, best.nv, best.wg, best.tile, best.rb, best.tk, best.dkb, best.dwg, best.atq, best.avk, best.awg,
-               rqs_now() - t0);
+        printf("best: tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d "
+               "attn=%d/%d/%d/%d/%d (%.1f s)\n", best.tq, best.vk, best.nv, best.wg, best.tile, best.rb, best.tk, best.dkb,
+               best.dwg, best.atq, best.avk, best.awg, best.attn_tile, best.attn_keys, best.attn_tk, best.attn_rb,
+               best.attn_dv, rqs_now() - t0);
     if (dry)
         printf("dry run: cache not written\n");
     else

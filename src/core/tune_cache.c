@@ -1,7 +1,7 @@
 /* The per-user cache of tuned kernel configurations (written by ropeqk_tune, read by every context
  * at creation). One small text file per device:
  *   $XDG_CACHE_HOME/ropeqk/<fnv64(platform, device)>.tune   (else ~/.cache/ropeqk/)
- *     ropeqk-tune 2
+ *     ropeqk-tune 3
  *     library 0.1.0
  *     platform <platform name>
  *     device <device name>
@@ -23,8 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define RQ_TUNE_MAGIC "ropeqk-tune 2"
+#define RQ_TUNE_MAGIC "ropeqk-tune 3"
 #define RQ_TUNE_MAGIC_OLD "ropeqk-tune 1" /* before the tiled kernel's and the Vulkan knobs */
+#define RQ_TUNE_MAGIC_OLD2 "ropeqk-tune 2" /* before the GPU attention kernel's knobs */
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -72,6 +73,9 @@ static const struct {
     {"tk", offsetof(rq_tuning, tk), 4, 64},
     {"vk_block", offsetof(rq_tuning, vk_block), 2, 8}, {"vk_tk", offsetof(rq_tuning, vk_tk), 8, 32},
     {"vk_rows", offsetof(rq_tuning, vk_rows), 32, 128},
+    {"attn_tile", offsetof(rq_tuning, ga_bm), 0, 128}, {"attn_keys", offsetof(rq_tuning, ga_bn), 16, 128},
+    {"attn_tk", offsetof(rq_tuning, ga_tk), 4, 64},   {"attn_rb", offsetof(rq_tuning, ga_rb), 1, 8},
+    {"attn_dv", offsetof(rq_tuning, ga_dv), 16, 256},
 };
 #define NKNOBS (sizeof knobs / sizeof knobs[0]) /* all required (format 1 files lack some: stale) */
 
@@ -109,9 +113,9 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
         const char *v;
         lineno++;
         if (lineno == 1) {
-            if (!strcmp(line, RQ_TUNE_MAGIC_OLD)) { /* a format without the Vulkan knobs */
+            if (!strcmp(line, RQ_TUNE_MAGIC_OLD) || !strcmp(line, RQ_TUNE_MAGIC_OLD2)) { /* fewer knobs */
                 res = RQ_CACHE_STALE;
-                snprintf(detail, sizeof detail, "an older file format, '%s'", RQ_TUNE_MAGIC_OLD);
+                snprintf(detail, sizeof detail, "an older file format, '%s'", line);
             } else if (strcmp(line, RQ_TUNE_MAGIC) != 0) {
                 res = RQ_CACHE_CORRUPT;
                 why = "not a ropeqk tuning file";
@@ -171,7 +175,10 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2 ||
                                (c.tile && (c.tile & (c.tile - 1) || c.tile < 16)) || (c.rb & (c.rb - 1)) || c.tk % 4 ||
                                (c.vk_block & (c.vk_block - 1)) || (c.vk_tk & (c.vk_tk - 1)) ||
-                               (c.vk_rows & (c.vk_rows - 1)))) {
+                               (c.vk_rows & (c.vk_rows - 1)) ||
+                               (c.ga_bm && (c.ga_bm & (c.ga_bm - 1) || c.ga_bm < 16)) || (c.ga_bn & (c.ga_bn - 1)) ||
+                               c.ga_tk % 4 || c.ga_bn % c.ga_tk || (c.ga_rb & (c.ga_rb - 1)) || c.ga_bm % c.ga_rb ||
+                               c.ga_dv % c.ga_bn)) {
         res = RQ_CACHE_CORRUPT;
         why = "a vector width or key block not allowed";
     }

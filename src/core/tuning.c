@@ -124,6 +124,15 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->tile = cpu ? 0 : 64; /* the tiled score kernel: GPU profile only (see the header comment) */
     t->rb = 4;
     t->tk = 16;
+    /* the GPU attention kernel (cl/attention_gpu.cl): 32 rows x 64 keys, 2 rows x 4 keys of S and
+     * 2 rows x 8 dims of O per work-item, 256 work-items, 21.2 KiB of local memory; 96 registers on
+     * sm_90, 114 VGPRs on gfx90a, no stack or spill (clang-15 + ptxas / ROCm device libraries; the
+     * kernel's header and src/opencl/tune.c's candidates have the other shapes) */
+    t->ga_bm = cpu ? 0 : 32;
+    t->ga_bn = 64;
+    t->ga_tk = 16;
+    t->ga_rb = 2;
+    t->ga_dv = 128;
 }
 
 static void note_override(rq_tuning *t, const char *name);
@@ -164,6 +173,9 @@ static bool vk_rows_ok(long v) { return v == 32 || v == 64 || v == 128; }
 static bool tile_ok(long v) { return v == 0 || v == 16 || v == 32 || v == 64 || v == 128; }
 static bool rb_ok(long v) { return v == 4 || v == 8; }   /* float4 groups of keys per work-item */
 static bool tk_ok(long v) { return v % 4 == 0; }         /* float4 groups of dims per step */
+static bool ga_bn_ok(long v) { return v == 16 || v == 32 || v == 64 || v == 128; }
+static bool ga_rb_ok(long v) { return v == 1 || v == 2 || v == 4 || v == 8; }
+static bool ga_dv_ok(long v) { return v % 16 == 0; }
 
 /* Configurations measured on a device, shipped with the library (the tuner's cache overrides them).
  * Matched by platform and device name substrings and the profile. */
@@ -270,6 +282,26 @@ ropeqk_status rq_tuning_resolve(const rq_backend *be, const ropeqk_tuning *req, 
         (st = apply(t, &t->rb, req->rb, "ROPEQK_RB", 4, 8, rb_ok)) ||
         (st = apply(t, &t->tk, req->tk, "ROPEQK_TK", 4, 64, tk_ok)))
         return st;
+    /* the GPU attention kernel: API attn_tile -1 = off, 0 = default; ROPEQK_ATTN_TILE=0 = off */
+    if (req->attn_tile == -1) {
+        t->ga_bm = 0;
+        note_override(t, "ATTN_TILE");
+    }
+    if ((st = apply(t, &t->ga_bm, req->attn_tile == -1 ? 0 : req->attn_tile, "ROPEQK_ATTN_TILE", 0, 128, tile_ok)) ||
+        (st = apply(t, &t->ga_bn, req->attn_keys, "ROPEQK_ATTN_KEYS", 16, 128, ga_bn_ok)) ||
+        (st = apply(t, &t->ga_tk, req->attn_tk, "ROPEQK_ATTN_TK", 4, 64, tk_ok)) ||
+        (st = apply(t, &t->ga_rb, req->attn_rb, "ROPEQK_ATTN_RB", 1, 8, ga_rb_ok)) ||
+        (st = apply(t, &t->ga_dv, req->attn_dv, "ROPEQK_ATTN_DV", 16, 256, ga_dv_ok)))
+        return st;
+    /* its knobs together (cl/attention_gpu.cl's #error): checked whether or not it is on, so that a
+     * configuration is valid or not whatever else is set */
+    if (t->ga_bn % t->ga_tk || t->ga_bm % t->ga_rb || t->ga_dv % t->ga_bn) {
+        rq_set_error("tuning: GPU attention shape rows %d (ROPEQK_ATTN_TILE), keys %d (ROPEQK_ATTN_KEYS), step %d "
+                     "(ROPEQK_ATTN_TK), rows per work-item %d (ROPEQK_ATTN_RB), V dims %d (ROPEQK_ATTN_DV): the step "
+                     "must divide the keys, the rows per work-item the rows, and the V dims be a multiple of the keys",
+                     t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv);
+        return ROPEQK_ERR_BAD_CONFIG;
+    }
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
         rq_set_error("tuning: decode must be 0 (default), 1 (on) or -1 (off)");
@@ -303,6 +335,8 @@ void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->tile = t->tile ? t->tile : -1;
     o->rb = t->rb, o->tk = t->tk;
     o->vk_block = t->vk_block, o->vk_tk = t->vk_tk, o->vk_rows = t->vk_rows;
+    o->attn_tile = t->ga_bm ? t->ga_bm : -1;
+    o->attn_keys = t->ga_bn, o->attn_tk = t->ga_tk, o->attn_rb = t->ga_rb, o->attn_dv = t->ga_dv;
 }
 
 void rq_tuning_note(rq_tuning *t, const char *fmt, ...)

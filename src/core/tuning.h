@@ -21,6 +21,8 @@ typedef struct {
     int tile, rb, tk;    /* qk_scores_tiled: tile edge (0 = off), register block edge, dims per step */
     int vk_block, vk_tk; /* Vulkan scores.comp: register block T (tile 16T), head dims per stage */
     int vk_rows;         /* Vulkan attention.comp: query rows (invocations) per work-group */
+    int ga_bm, ga_bn, ga_tk, ga_rb, ga_dv; /* qk_attention_gpu_*: rows per work-group (0 = off),
+                          * keys per tile, dims per step, rows per work-item, V dims per work-group */
     int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
     ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
     char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */

@@ -1,13 +1,16 @@
 /* Fused attention (ROPEQK_OP_ATTENTION) on OpenCL: the plan's kernel and the enqueue (rotate Q,
- * rotate K, then qk_attention_* reading V from the caller's buffer; S never written). Shares the RoPE
- * pass and the scratch pool with the scores path. */
+ * rotate K, then qk_attention_gpu_* (cl/attention_gpu.cl, GPU profile) or qk_attention_* reading V
+ * from the caller's buffer; S never written). Shares the RoPE pass and the scratch pool with the
+ * scores path; both kernels read the same scratch layouts (Qr [bk][M][D], Kt [bk][D][ldk]). */
 #include "ocl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static const char *attn_kernel_name(ropeqk_dtype v)
+static const char *attn_kernel_name(ropeqk_dtype v, bool gpu)
 {
+    if (gpu)
+        return v == ROPEQK_F16 ? "qk_attention_gpu_f16" : v == ROPEQK_BF16 ? "qk_attention_gpu_bf16" : "qk_attention_gpu_f32";
     return v == ROPEQK_F16 ? "qk_attention_f16" : v == ROPEQK_BF16 ? "qk_attention_bf16" : "qk_attention_f32";
 }
 
@@ -19,7 +22,22 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
         return ROPEQK_ERR_TOO_LARGE;
     }
     cl_int err = CL_SUCCESS;
-    rq_clp(pl)->kx[0] = clCreateKernel(prog, attn_kernel_name(pl->v.dtype), &err);
+    const rq_tuning *tn = &pl->ctx->tune;
+    /* qk_attention_gpu_* where the context built it (-DRQ_GA_BM, src/opencl/tune.c) and the compiled
+     * kernel runs its work-group with its local memory, else qk_attention_* */
+    if (tn->ga_bm > 0) {
+        cl_kernel k = clCreateKernel(prog, attn_kernel_name(pl->v.dtype, true), &err);
+        if (err)
+            return rq_cl_fail(pl->ctx, err);
+        if (rq_kernel_fits(pl->ctx, k, rq_gattn_items(tn),
+                           RQ_GA_LOCAL_BYTES((size_t)tn->ga_bm, (size_t)tn->ga_bn, (size_t)tn->ga_tk, (size_t)tn->ga_dv))) {
+            rq_clp(pl)->kx[0] = k;
+            rq_clp(pl)->gattn = true;
+            return ROPEQK_SUCCESS;
+        }
+        clReleaseKernel(k);
+    }
+    rq_clp(pl)->kx[0] = clCreateKernel(prog, attn_kernel_name(pl->v.dtype, false), &err);
     return err ? rq_cl_fail(pl->ctx, err) : ROPEQK_SUCCESS;
 }
 
@@ -56,8 +74,11 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     if (ovf)
         return ROPEQK_ERR_OVERFLOW;
     /* softmax spans every key of a row, so the keys cannot be split like the scores' */
+    /* qk_attention_gpu_*: a work-group per tile of rows, KV head and column block of V */
+    bool gattn = rq_clp(pl)->gattn;
+    int64_t ncb = gattn ? (pb->Dv + tn->ga_dv - 1) / tn->ga_dv : 1;
     if (qr_n * sizeof(float) > rq_cl(ctx)->max_alloc || kt_n * sizeof(float) > rq_cl(ctx)->max_alloc || M > INT32_MAX ||
-        (int64_t)sk_pad > INT32_MAX) {
+        (int64_t)sk_pad > INT32_MAX || pb->B * pb->Hkv * ncb > INT32_MAX) {
         rq_set_error("attention: scratch of %zu + %zu bytes exceeds the device's allocation limit %llu",
                      qr_n * sizeof(float), kt_n * sizeof(float), (unsigned long long)rq_cl(ctx)->max_alloc);
         return ROPEQK_ERR_TOO_LARGE;
@@ -120,6 +141,12 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
         RQ_SET_ARG(ka, RQ_AT_LSE, lse);
         RQ_SET_ARG(ka, RQ_AT_A, a);
         size_t g[2] = {rq_round_up(((size_t)Mp + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv)}, l[2] = {awg, 1};
+        if (gattn) {
+            size_t bm = (size_t)tn->ga_bm, nt = rq_gattn_items(tn);
+            g[0] = ((size_t)Mp + bm - 1) / bm * nt;
+            g[1] = (size_t)(pb->B * pb->Hkv * ncb);
+            l[0] = nt;
+        }
         cl_event dep[2] = {last, kev}, kk = NULL;
         if (!err)
             err = clEnqueueNDRangeKernel(queue, ka, 2, NULL, g, l, 2, dep, &kk);

@@ -57,6 +57,7 @@ typedef struct rq_cl_plan {
     bool dec;                  /* the one-pass decode kernel (qk_decode_*) instead of rotate K + qk_scores */
     bool tiled;                /* ks is qk_scores_tiled (same arguments as qk_scores, its own launch) */
     bool dec_gpu;              /* with dec: ks is qk_decode_gpu_* (same arguments, its own launch) */
+    bool gattn;                /* attention: kx[0] is qk_attention_gpu_* (same arguments, its own launch) */
     cl_mem vfreq;              /* inv_freq/pi as three floats per frequency (float4) */
     cl_mem ctab;               /* decode kernel's R(t) table, dec only */
     cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */
@@ -144,6 +145,17 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
                               cl_event *event);
 /* The host-memory path (host.c; backend.h's host_run). */
 ropeqk_status rq_cl_host_run(ropeqk_plan *pl, const rq_host_io *io);
+
+/* Work-items of a qk_attention_gpu_* work-group (cl/attention_gpu.cl): rows / rows per work-item
+ * times keys / 4. */
+static inline size_t rq_gattn_items(const rq_tuning *t)
+{
+    return (size_t)(t->ga_bm / t->ga_rb) * (size_t)(t->ga_bn / 4);
+}
+
+/* plan.c: whether a compiled kernel runs nt work-items with `local` bytes of local memory on the
+ * context's device (its CL_KERNEL_WORK_GROUP_SIZE, 48 KiB, the device's local memory). */
+bool rq_kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local);
 
 /* Width of Kt's key panels for qk_scores (RQ_KP): on the CPU profile 16, or a work-item's keys if
  * more (its tile of keys is then one contiguous run instead of D cache lines ldk apart, and rope

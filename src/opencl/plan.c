@@ -44,7 +44,7 @@ static const char *decode_kernel_name(ropeqk_dtype t, bool gpu)
  * the kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE: registers per work-item can lower it below the
  * device's), and its local memory against 48 KiB and the device's. A failed query counts as no: the
  * caller then uses a kernel that always works. */
-static bool kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local)
+bool rq_kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local)
 {
     size_t wg = 0;
     cl_ulong lm = 0;
@@ -96,7 +96,7 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
             st = rq_cl_fail(ctx, err);
             goto done;
         }
-        cp->dec_gpu = kernel_fits(ctx, cp->ks, RQ_GDWG, RQ_GDECODE_LOCAL_BYTES);
+        cp->dec_gpu = rq_kernel_fits(ctx, cp->ks, RQ_GDWG, RQ_GDECODE_LOCAL_BYTES);
         if (!cp->dec_gpu) {
             clReleaseKernel(cp->ks);
             cp->ks = NULL;
@@ -115,11 +115,11 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     /* qk_scores_tiled where the context built it and the plan fills at least half of a tile's rows:
      * with fewer, most of its multiply-adds would be on zero rows (qk_scores' RQ_TQ-row tiles waste
      * less there, e.g. GQA decode, 8 rows per KV head); and only if the compiled kernel runs its
-     * work-group (kernel_fits), else qk_scores */
+     * work-group (rq_kernel_fits), else qk_scores */
     if (!err && op == ROPEQK_OP_SCORES && !dec && tn->tile > 0 && 2 * M >= tn->tile) {
         cp->ks = clCreateKernel(prog, "qk_scores_tiled", &err);
         size_t tw = (size_t)(tn->tile / tn->rb);
-        cp->tiled = !err && kernel_fits(ctx, cp->ks, tw * tw, RQ_TILED_LOCAL_BYTES((size_t)tn->tile, (size_t)tn->tk));
+        cp->tiled = !err && rq_kernel_fits(ctx, cp->ks, tw * tw, RQ_TILED_LOCAL_BYTES((size_t)tn->tile, (size_t)tn->tk));
         if (!err && !cp->tiled) {
             clReleaseKernel(cp->ks);
             cp->ks = NULL;

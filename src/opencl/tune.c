@@ -13,12 +13,15 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
 {
     /* the tiled kernel's knobs only where it is on: without RQ_TILE the program does not contain it
      * (cl/program.cl), and the CPU profile's options stay as they were */
-    char tiled[96] = "";
+    char tiled[192] = "";
     int n = 0;
     if (t->tile > 0)
         n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
     if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
-        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
+        n += snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
+    if (t->ga_bm > 0) /* cl/attention_gpu.cl, likewise */
+        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_GA_BM=%d -DRQ_GA_BN=%d -DRQ_GA_TK=%d -DRQ_GA_RB=%d -DRQ_GA_DV=%d",
+                 t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv);
     /* RQ_CPU_KERNELS: whether the program contains the CPU profile's own kernels (cl/program.cl) */
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
@@ -82,6 +85,36 @@ static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
     t->tile = 0;
 }
 
+/* Why the device cannot run the GPU attention kernel's shape (more work-items than
+ * CL_DEVICE_MAX_WORK_GROUP_SIZE, local memory beyond 48 KiB or CL_DEVICE_LOCAL_MEM_SIZE) into why,
+ * "" when it can. Plan creation checks the compiled kernel too (src/opencl/attn.c). */
+static void gattn_misfit(const rq_devinfo *dev, const rq_tuning *t, char *why, size_t len)
+{
+    size_t nt = rq_gattn_items(t), local = RQ_GA_LOCAL_BYTES((size_t)t->ga_bm, (size_t)t->ga_bn, (size_t)t->ga_tk,
+                                                              (size_t)t->ga_dv);
+    size_t cap = dev->local_mem > 0 && dev->local_mem < RQ_LOCAL_CAP ? dev->local_mem : RQ_LOCAL_CAP;
+    why[0] = '\0';
+    if (dev->max_wg > 0 && nt > dev->max_wg)
+        snprintf(why, len, "%zu work-items > device limit %zu", nt, dev->max_wg);
+    else if (local > cap)
+        snprintf(why, len, "%zu local bytes > %zu", local, cap);
+}
+
+/* Turns the GPU attention kernel off (plans then run qk_attention_*) where the device cannot run its
+ * shape, saying why in the configuration source. */
+static void fit_gattn(const rq_devinfo *dev, rq_tuning *t)
+{
+    if (t->ga_bm <= 0)
+        return;
+    char why[128];
+    gattn_misfit(dev, t, why, sizeof why);
+    if (!why[0])
+        return;
+    rq_tuning_note(t, "GPU attention kernel off (rows %d, keys %d, tk %d, rb %d, dv %d: %s)", t->ga_bm, t->ga_bn,
+                   t->ga_tk, t->ga_rb, t->ga_dv, why);
+    t->ga_bm = 0;
+}
+
 
 void rq_cl_tuning_fit(const rq_devinfo *dev, rq_tuning *t)
 {
@@ -97,6 +130,7 @@ void rq_cl_tuning_fit(const rq_devinfo *dev, rq_tuning *t)
             t->awg = (int)dev->max_wg;
     }
     fit_tiled(dev, t);
+    fit_gattn(dev, t);
 }
 
 /* ---- the tuner's hooks (src/core/tune.c drives them) ---- */
@@ -147,24 +181,68 @@ bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
     } else {
         static const int catq[] = {2, 4, 8}, cavk[] = {8, 16};
         static const int gatq[] = {1, 2}, gavk[] = {1, 4}, gawg[] = {32, 64};
-        if (cpu ? k >= 6 : k >= 8)
+        /* GPU: qk_attention_gpu_* shapes {rows, keys, tk, rb, dv} first, then qk_attention_* alone
+         * (GPU attention kernel off). Each within the budgets of cl/attention_gpu.cl, compiled by
+         * clang-15 (+ libclc + ptxas for sm_90; ROCm device libraries for gfx90a): no stack, scratch
+         * or spill, at most 128 registers / VGPRs. Registers sm_90 / VGPRs gfx90a: the default
+         * 32x64 tile with 2 rows per work-item (96 / 114), with 8- and 32-dim steps (99, 102 /
+         * 114), 64-row tiles of 512 work-items (96, 99 / 114; more than gfx90a's 256 allows), 4 rows
+         * of 4 keys per work-item with 64-dim V blocks (128 / 122), a 64x32 tile (96 / 114), a 32x32
+         * tile of 128 work-items (96 / 114), and 16-row tiles for few rows per KV head (80 / 96).
+         * Dv 256 in one block (dv 256) took 128 / 152 VGPRs and spilled scalar registers on gfx90a:
+         * not a candidate */
+        static const int gshape[][5] = {{32, 64, 16, 2, 128}, {32, 64, 8, 2, 128}, {32, 64, 32, 2, 128},
+                                        {64, 64, 16, 2, 128}, {64, 64, 8, 2, 128}, {64, 64, 16, 4, 64},
+                                        {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64}, {16, 64, 16, 1, 128}};
+        int nshape = (int)(sizeof gshape / sizeof gshape[0]);
+        if (cpu ? k >= 6 : k >= 8 + nshape)
             return false;
+        if (!cpu && k < nshape) { /* qk_attention_*'s knobs stay those in effect: its fallback */
+            t->ga_bm = gshape[k][0];
+            t->ga_bn = gshape[k][1];
+            t->ga_tk = gshape[k][2];
+            t->ga_rb = gshape[k][3];
+            t->ga_dv = gshape[k][4];
+            return true;
+        }
+        if (!cpu)
+            k -= nshape;
         t->atq = cpu ? catq[k % 3] : gatq[k % 2];
         t->avk = cpu ? cavk[k / 3] : gavk[(k / 2) % 2];
-        if (!cpu)
+        if (!cpu) {
             t->awg = gawg[k / 4];
+            t->ga_bm = 0;
+        }
     }
     return true;
 }
 
 bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D)
 {
-    (void)ctx, (void)f, (void)t, (void)D; /* plans fall back by themselves (kernel_fits, plan.c) */
-    return true;
+    (void)D; /* plans fall back by themselves (rq_kernel_fits: plan.c, attn.c) */
+    if (f != RQ_FAM_ATTN || t->ga_bm <= 0)
+        return true;
+    /* a GPU attention shape the device cannot run would time its fallback again */
+    char why[128];
+    gattn_misfit(&ctx->dev, t, why, sizeof why);
+    return !why[0];
 }
 
 void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n)
 {
+    /* a GPU attention winner keeps the best qk_attention_* knobs for what it falls back to */
+    if (f == RQ_FAM_ATTN && best->ga_bm > 0) {
+        int plain = -1;
+        for (int i = 0; i < n; i++)
+            if (ok[i].ga_bm == 0 && (plain < 0 || ms[i] < ms[plain]))
+                plain = i;
+        if (plain >= 0) {
+            best->atq = ok[plain].atq;
+            best->avk = ok[plain].avk;
+            best->awg = ok[plain].awg;
+        }
+        return;
+    }
     /* a tiled winner keeps the best qk_scores knobs for what it falls back to (plans with few rows,
      * devices where the tiled shape does not fit) */
     if (f != RQ_FAM_SCORES || best->tile <= 0)
@@ -189,8 +267,9 @@ ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk
 
 void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len)
 {
-    snprintf(buf, len, "tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d", t->tq,
-             t->vk, t->nv, t->wg, t->tile, t->rb, t->tk, t->dkb, t->dwg, t->atq, t->avk, t->awg);
+    snprintf(buf, len, "tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d "
+             "attn=%d/%d/%d/%d/%d", t->tq, t->vk, t->nv, t->wg, t->tile, t->rb, t->tk, t->dkb, t->dwg, t->atq, t->avk,
+             t->awg, t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv);
 }
 
 static double now_s(void)

@@ -1,6 +1,6 @@
 /* Writes the exact program text the library builds, and the build options of every configuration
  * it can choose (each profile, with and without the pocl vendor switch, each allowed vector width,
- * tiled score kernel shapes and the tiled kernel off),
+ * tiled score kernel shapes and the tiled kernel off, GPU attention kernel shapes),
  * as DIR/<variant>.cl and DIR/<variant>.options, for check_clc.sh to compile with a strict
  * compiler. Needs no OpenCL device: it uses the library's own option formatter (src/opencl/tune.c). */
 #include "ocl.h"
@@ -70,6 +70,33 @@ int main(int argc, char **argv)
             n += snprintf(opts + n, sizeof opts - (size_t)n, " -DRQ_OPS=%d", v[i].ops);
         opts[n++] = '\n';
         if (write_file(argv[1], v[i].name, "cl", src, len) || write_file(argv[1], v[i].name, "options", opts, (size_t)n))
+            return 1;
+    }
+    /* the GPU attention kernel's shapes (cl/attention_gpu.cl): the tuner's extremes, the smallest and
+     * largest of each knob, off, and on in the CPU profile (set by hand) */
+    static const struct {
+        const char *name;
+        ropeqk_profile prof;
+        int ops, bm, bn, tk, rb, dv;
+    } ga[] = {
+        {"gpu-ga-off", ROPEQK_PROFILE_GPU, RQ_OPS_ATTN, 0, 64, 16, 2, 128},
+        {"gpu-ga64", ROPEQK_PROFILE_GPU, RQ_OPS_ATTN, 64, 64, 8, 4, 128},
+        {"gpu-ga16", ROPEQK_PROFILE_GPU, RQ_OPS_ATTN, 16, 16, 4, 1, 16},
+        {"gpu-ga128", ROPEQK_PROFILE_GPU, 0, 128, 128, 64, 8, 256},
+        {"cpu-ga", ROPEQK_PROFILE_CPU, 0, 32, 64, 16, 2, 128},
+    };
+    for (size_t i = 0; i < sizeof ga / sizeof ga[0]; i++) {
+        rq_tuning t;
+        rq_tuning_defaults(ga[i].prof, false, &t);
+        t.ga_bm = ga[i].bm, t.ga_bn = ga[i].bn, t.ga_tk = ga[i].tk, t.ga_rb = ga[i].rb, t.ga_dv = ga[i].dv;
+        char opts[512];
+        int n = rq_tuning_options(&t, opts, sizeof opts);
+        if (n < 0 || (size_t)n >= sizeof opts - 16)
+            return 1;
+        if (ga[i].ops)
+            n += snprintf(opts + n, sizeof opts - (size_t)n, " -DRQ_OPS=%d", ga[i].ops);
+        opts[n++] = '\n';
+        if (write_file(argv[1], ga[i].name, "cl", src, len) || write_file(argv[1], ga[i].name, "options", opts, (size_t)n))
             return 1;
     }
     return 0;
