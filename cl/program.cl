@@ -29,10 +29,15 @@
 #if defined(RQ_DECODE_GPU) && RQ_DECODE_GPU && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_SCORES))
 #include "decode_gpu.cl"
 #endif
-#if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN)
+/* qk_attention_*: the CPU profile's attention, and the GPU profile's where its own kernel is off or
+ * a plan's compiled kernel does not fit the device (the host then builds an attention-only program
+ * with -DRQ_ATTN_FALLBACK=1, src/opencl/attn.c): it keeps Dv accumulators per work-item in private
+ * memory, over the GPU budgets (tests/gpucc), so a GPU program does not carry it otherwise */
+#if (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN)) && \
+    (!(defined(RQ_GA_BM) && RQ_GA_BM > 0) || (defined(RQ_ATTN_FALLBACK) && RQ_ATTN_FALLBACK))
 #include "attention.cl"
 #endif
-/* the GPU profile's attention kernel, only where chosen (-DRQ_GA_BM > 0); attention.cl stays its fallback */
+/* the GPU profile's attention kernel, only where chosen (-DRQ_GA_BM > 0) */
 #if defined(RQ_GA_BM) && RQ_GA_BM > 0 && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN))
 #include "attention_gpu.cl"
 #endif

@@ -347,22 +347,28 @@ static void run_shapes(size_t c0, size_t c1)
 Test(attn_gpu, shapes_match_fp64_part1) { run_shapes(0, NCASES / 2); }
 Test(attn_gpu, shapes_match_fp64_part2) { run_shapes(NCASES / 2, NCASES); }
 
-/* A shape the device cannot take is turned off at context creation, with the reason in the
- * configuration source, and attention still comes (from qk_attention_*). The work-group limit and
- * a device with less local memory are checked by test_tiled_fit (made-up device limits). */
-Test(attn_gpu, too_large_shapes_fall_back_to_qk_attention)
+/* A shape the device cannot take steps down at context creation to the largest of the kernel's own
+ * shapes that fits (src/opencl/tune.c, gshape), with the reason in the configuration source, and
+ * attention comes from the GPU kernel still; the kernel switched off (attn_tile -1) runs the
+ * fallback qk_attention_*, which a GPU-profile program carries only then (cl/program.cl). Made-up
+ * work-group and local-memory limits are checked by test_tiled_fit. */
+Test(attn_gpu, too_large_shapes_step_down_and_off_falls_back)
 {
     /* 16 * max(128*16 + 64*32, 64*64) + 4*128*132 + 2*128*128 + 12*128 + 4*128 + 8 = 167432 bytes */
     ropeqk_ctx *x = ga_ctx(128, 128, 64, 8, 256);
-    expect_ga(x, 0, 0, 0, 0, 0);
-    cr_expect(strstr(ropeqk_ctx_config_source(x), "GPU attention kernel off") &&
+    expect_ga(x, 64, 64, 16, 2, 128);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "instead of 128/128/64/8/256") &&
                   strstr(ropeqk_ctx_config_source(x), "local bytes > "),
               "%s", ropeqk_ctx_config_source(x));
     gdata g;
     make_data(&cases[0], 77, &g);
-    run_case(x, "fallback", &cases[0], &g);
-    free_data(&g);
+    run_case(x, "stepped down", &cases[0], &g);
     ropeqk_ctx_destroy(x);
+    x = ga_ctx(-1, 0, 0, 0, 0);
+    expect_ga(x, 0, 0, 0, 0, 0);
+    run_case(x, "off: qk_attention_*", &cases[0], &g);
+    ropeqk_ctx_destroy(x);
+    free_data(&g);
 }
 
 /* The fp64 reference really is what the cases claim: the fully masked rows exist. */

@@ -323,6 +323,8 @@ Test(plan, kernel_arguments_follow_the_contract)
              strstr(o, "-DRQ_TILE=") ? "" : " -DRQ_TILE=16 -DRQ_RB=4 -DRQ_TK=4",
              strstr(o, "-DRQ_DECODE_GPU=") ? "" : " -DRQ_DECODE_GPU=1",
              strstr(o, "-DRQ_GA_BM=") ? "" : " -DRQ_GA_BM=16 -DRQ_GA_BN=16 -DRQ_GA_TK=4 -DRQ_GA_RB=1 -DRQ_GA_DV=16");
+    /* qk_attention_* too, which a program with the GPU attention kernel holds only as its fallback */
+    strncat(opts, " -DRQ_ATTN_FALLBACK=1", sizeof opts - strlen(opts) - 1);
     /* and the CPU profile's own kernels, which a GPU-profile program leaves out (-DRQ_CPU_KERNELS=0) */
     char *cpu = strstr(opts, "-DRQ_CPU_KERNELS=0");
     if (cpu)

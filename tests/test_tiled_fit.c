@@ -112,12 +112,22 @@ Test(tiled_fit, gpu_attention_shapes_against_the_device)
     /* 64 rows, 2 a work-item, 64 keys: 32 x 16 = 512 work-items */
     t = resolve_attn(1024, 48 << 10, 64, 64, 16, 2, 128);
     cr_expect_eq(t.ga_bm, 64, "%s", t.config_source);
+    /* a shape the device cannot take steps down to the largest of the kernel's own shapes that fits:
+     * 64 rows of 4 a work-item, 64 keys, 64-dim V blocks: 16 x 16 = 256 work-items */
     t = resolve_attn(256, 48 << 10, 64, 64, 16, 2, 128);
-    cr_expect_eq(t.ga_bm, 0);
-    cr_expect(strstr(t.config_source, "GPU attention kernel off") &&
+    cr_expect(t.ga_bm == 64 && t.ga_bn == 64 && t.ga_rb == 4 && t.ga_dv == 64 && rq_gattn_items(&t) == 256, "%s",
+              t.config_source);
+    cr_expect(strstr(t.config_source, "instead of 64/64/16/2/128") &&
                   strstr(t.config_source, "512 work-items > device limit 256"),
               "%s", t.config_source);
-    char opts[600];
+    char opts[700];
+    rq_tuning_options(&t, opts, sizeof opts);
+    cr_expect(strstr(opts, "-DRQ_GA_BM=64 -DRQ_GA_BN=64 -DRQ_GA_TK=16 -DRQ_GA_RB=4 -DRQ_GA_DV=64"), "%s", opts);
+    /* no shape fits 32 work-items: the kernel is off (qk_attention_*), without RQ_GA_ options */
+    t = resolve_attn(32, 48 << 10, 0, 0, 0, 0, 0);
+    cr_expect_eq(t.ga_bm, 0, "%s", t.config_source);
+    cr_expect(strstr(t.config_source, "GPU attention kernel off") && strstr(t.config_source, "no smaller shape fits"),
+              "%s", t.config_source);
     rq_tuning_options(&t, opts, sizeof opts);
     cr_expect_null(strstr(opts, "RQ_GA_"), "%s", opts);
     /* 64 rows of 64 keys, 16-dim steps, V blocks of 256: 16*1024 + 4*64*68 + 2*64*64 + 12*64 + 4*64
@@ -125,10 +135,13 @@ Test(tiled_fit, gpu_attention_shapes_against_the_device)
     cr_expect_eq(RQ_GA_LOCAL_BYTES(64, 64, 16, 256), 43072);
     t = resolve_attn(1024, 48 << 10, 64, 64, 16, 2, 256);
     cr_expect_eq(t.ga_bm, 64, "%s", t.config_source);
+    /* over a 32 KiB device: the first shape of the ladder within 32 KiB, 64 x 64 with 8-dim steps
+     * (16*256 + 4*64*68 + 2*64*64 + 12*64 + 4*64 + 56 = 30776 bytes; 16-dim steps take 34872) */
     t = resolve_attn(1024, 32 << 10, 64, 64, 16, 2, 256);
-    cr_expect_eq(t.ga_bm, 0);
+    cr_expect(t.ga_bm == 64 && t.ga_tk == 8 && t.ga_dv == 128, "%s", t.config_source);
+    cr_expect_eq(RQ_GA_LOCAL_BYTES(64, 64, 8, 128), 30784);
     cr_expect(strstr(t.config_source, "43072 local bytes > 32768"), "%s", t.config_source);
     t = resolve_attn(1024, 1 << 20, 128, 128, 64, 8, 256); /* 168000 bytes: over 48 KiB anywhere */
-    cr_expect_eq(t.ga_bm, 0);
+    cr_expect(t.ga_bm == 64 && t.ga_tk == 16 && t.ga_dv == 128, "%s", t.config_source);
     cr_expect(strstr(t.config_source, "168000 local bytes > 49152"), "%s", t.config_source);
 }

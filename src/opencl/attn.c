@@ -36,6 +36,11 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
             return ROPEQK_SUCCESS;
         }
         clReleaseKernel(k);
+        /* the context's program holds no qk_attention_* then (cl/program.cl): an attention-only one */
+        ropeqk_status st = rq_get_program_ex(pl->ctx, rq_cl(pl->ctx)->device, RQ_OPS_ATTN, " -DRQ_ATTN_FALLBACK=1",
+                                             &prog);
+        if (st)
+            return st;
     }
     rq_clp(pl)->kx[0] = clCreateKernel(prog, attn_kernel_name(pl->v.dtype, false), &err);
     return err ? rq_cl_fail(pl->ctx, err) : ROPEQK_SUCCESS;

@@ -12,7 +12,7 @@ extern const rq_backend rq_opencl_backend;
 
 typedef struct rq_program {
     cl_device_id device;
-    char options[544];
+    char options[640];
     cl_program program;
     struct rq_program *next;
 } rq_program;
@@ -81,6 +81,10 @@ static inline bool rq_is_cl(const ropeqk_ctx *ctx) { return ctx && ctx->be == &r
  * program serves too). */
 ropeqk_status rq_cl_describe_device(ropeqk_ctx *ctx);
 ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, unsigned ops, cl_program *out);
+/* The same with `extra` appended to the options (a program the whole one does not serve: e.g. the
+ * GPU profile's attention fallback, -DRQ_ATTN_FALLBACK=1). */
+ropeqk_status rq_get_program_ex(ropeqk_ctx *ctx, cl_device_id device, unsigned ops, const char *extra,
+                                cl_program *out);
 void rq_free_programs(ropeqk_ctx *ctx);
 
 /* tune.c: the OpenCL side of the configuration (the -D options of a configuration, snprintf's

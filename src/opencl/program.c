@@ -109,14 +109,20 @@ static cl_program cached(const ropeqk_ctx *ctx, cl_device_id device, const char 
 
 ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, unsigned ops, cl_program *out)
 {
+    return rq_get_program_ex(ctx, device, ops, "", out);
+}
+
+ropeqk_status rq_get_program_ex(ropeqk_ctx *ctx, cl_device_id device, unsigned ops, const char *extra,
+                                cl_program *out)
+{
     ropeqk_status st = ROPEQK_SUCCESS;
     /* The whole program serves every operation; an operation alone builds only its kernels
      * (cl/program.cl, RQ_OPS): pocl's first build of the whole text took 2.2 s of a 4.4 s cold first
      * scores call, the scores kernels alone about as long as before attention existed. */
-    char options[sizeof ctx->options + 32];
-    snprintf(options, sizeof options, ops ? "%s -DRQ_OPS=%u" : "%s", ctx->options, ops);
+    char options[sizeof ctx->options + 96];
+    snprintf(options, sizeof options, ops ? "%s%s -DRQ_OPS=%u" : "%s%s", ctx->options, extra, ops);
     pthread_mutex_lock(&ctx->lock);
-    cl_program have = cached(ctx, device, ctx->options);
+    cl_program have = *extra ? NULL : cached(ctx, device, ctx->options); /* extra kernels: not in the whole */
     if (!have)
         have = cached(ctx, device, options);
     if (have) {

@@ -85,6 +85,31 @@ static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
     t->tile = 0;
 }
 
+/* The GPU attention kernel's shapes {rows, keys, tk, rb, dv}: the tuner's GPU candidates, and the
+ * ladder a device without room for the configured shape steps down (fit_gattn), largest first. Each
+ * within the budgets of cl/attention_gpu.cl, compiled by clang-15 (+ libclc + ptxas for sm_90; ROCm
+ * device libraries for gfx90a): no stack, scratch or spill, at most 128 registers / VGPRs.
+ * Registers sm_90 / VGPRs gfx90a: the default 32x64 tile with 2 rows per work-item (96 / 114), with
+ * 8- and 32-dim steps (99, 102 / 114), 64-row tiles of 512 work-items (96, 99 / 114; more than
+ * gfx90a's 256 allows), 4 rows of 4 keys per work-item with 64-dim V blocks (128 / 122), a 64x32
+ * tile (96 / 114), a 32x32 tile of 128 work-items (96 / 114), and 16-row tiles for few rows per KV
+ * head (80 / 96). Dv 256 in one block (dv 256) took 128 / 152 VGPRs and spilled scalar registers on
+ * gfx90a: not a candidate. qk_attention_* (the CPU profile's kernel: Dv accumulators per work-item,
+ * over a kilobyte of stack on GPUs) is no candidate either. */
+static const int gshape[][5] = {{64, 64, 16, 2, 128}, {64, 64, 8, 2, 128}, {64, 64, 16, 4, 64},
+                                {32, 64, 16, 2, 128}, {32, 64, 8, 2, 128}, {32, 64, 32, 2, 128},
+                                {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64}, {16, 64, 16, 1, 128}};
+#define NGSHAPE ((int)(sizeof gshape / sizeof gshape[0]))
+
+static void set_gshape(rq_tuning *t, int k)
+{
+    t->ga_bm = gshape[k][0];
+    t->ga_bn = gshape[k][1];
+    t->ga_tk = gshape[k][2];
+    t->ga_rb = gshape[k][3];
+    t->ga_dv = gshape[k][4];
+}
+
 /* Why the device cannot run the GPU attention kernel's shape (more work-items than
  * CL_DEVICE_MAX_WORK_GROUP_SIZE, local memory beyond 48 KiB or CL_DEVICE_LOCAL_MEM_SIZE) into why,
  * "" when it can. Plan creation checks the compiled kernel too (src/opencl/attn.c). */
@@ -100,8 +125,9 @@ static void gattn_misfit(const rq_devinfo *dev, const rq_tuning *t, char *why, s
         snprintf(why, len, "%zu local bytes > %zu", local, cap);
 }
 
-/* Turns the GPU attention kernel off (plans then run qk_attention_*) where the device cannot run its
- * shape, saying why in the configuration source. */
+/* Where the device cannot run the GPU attention kernel's shape: the first of the ladder (gshape)
+ * that it can, else the kernel off (plans then run qk_attention_*), saying why in the configuration
+ * source. */
 static void fit_gattn(const rq_devinfo *dev, rq_tuning *t)
 {
     if (t->ga_bm <= 0)
@@ -110,8 +136,20 @@ static void fit_gattn(const rq_devinfo *dev, rq_tuning *t)
     gattn_misfit(dev, t, why, sizeof why);
     if (!why[0])
         return;
-    rq_tuning_note(t, "GPU attention kernel off (rows %d, keys %d, tk %d, rb %d, dv %d: %s)", t->ga_bm, t->ga_bn,
-                   t->ga_tk, t->ga_rb, t->ga_dv, why);
+    rq_tuning c = *t;
+    for (int k = 0; k < NGSHAPE; k++) {
+        char w2[128];
+        set_gshape(&c, k);
+        gattn_misfit(dev, &c, w2, sizeof w2);
+        if (!w2[0]) {
+            rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d instead of %d/%d/%d/%d/%d (%s)", c.ga_bm, c.ga_bn,
+                           c.ga_tk, c.ga_rb, c.ga_dv, t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, why);
+            set_gshape(t, k);
+            return;
+        }
+    }
+    rq_tuning_note(t, "GPU attention kernel off (rows %d, keys %d, tk %d, rb %d, dv %d: %s; no smaller shape fits)",
+                   t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, why);
     t->ga_bm = 0;
 }
 
@@ -145,10 +183,11 @@ bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
         /* GPU: qk_scores_tiled shapes {tile, rb, tk} first (the prefill kernel: they come first
          * under a short budget), then qk_scores alone (tiled kernel off). The shapes are from
          * the range of CLBlast's NVIDIA XGEMM configurations: 64x64 tiles of 16x16 work-items with
-         * 4x4 blocks (the default), deeper or shallower steps, 8x8 blocks (fewer, busier work-items:
-         * 64 or 256), 128x128 tiles, and 32x32 tiles for shapes with few tiles per compute unit */
-        static const int gtiled[][3] = {{64, 4, 16}, {64, 4, 8}, {64, 4, 32}, {64, 8, 16},
-                                        {64, 8, 32}, {128, 8, 16}, {128, 8, 8}, {32, 4, 16}};
+         * 4x4 blocks (the default), deeper or shallower steps, and 32x32 tiles for shapes with few
+         * tiles per compute unit. 8x8 blocks (64 accumulators and 8 float4 of Q a work-item) were
+         * candidates once: gfx90a 138-152 VGPRs, sm_90 125 registers, dg2 spilling around 93, over
+         * the GPU budgets of tests/gpucc, so no longer searched (ROPEQK_RB=8 still sets them) */
+        static const int gtiled[][3] = {{64, 4, 16}, {64, 4, 8}, {64, 4, 32}, {32, 4, 16}};
         int ntiled = (int)(sizeof gtiled / sizeof gtiled[0]);
         if (cpu ? k >= 12 : k >= 24 + ntiled)
             return false;
@@ -180,39 +219,16 @@ bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
         t->dwg = dwg[k / 3];
     } else {
         static const int catq[] = {2, 4, 8}, cavk[] = {8, 16};
-        static const int gatq[] = {1, 2}, gavk[] = {1, 4}, gawg[] = {32, 64};
-        /* GPU: qk_attention_gpu_* shapes {rows, keys, tk, rb, dv} first, then qk_attention_* alone
-         * (GPU attention kernel off). Each within the budgets of cl/attention_gpu.cl, compiled by
-         * clang-15 (+ libclc + ptxas for sm_90; ROCm device libraries for gfx90a): no stack, scratch
-         * or spill, at most 128 registers / VGPRs. Registers sm_90 / VGPRs gfx90a: the default
-         * 32x64 tile with 2 rows per work-item (96 / 114), with 8- and 32-dim steps (99, 102 /
-         * 114), 64-row tiles of 512 work-items (96, 99 / 114; more than gfx90a's 256 allows), 4 rows
-         * of 4 keys per work-item with 64-dim V blocks (128 / 122), a 64x32 tile (96 / 114), a 32x32
-         * tile of 128 work-items (96 / 114), and 16-row tiles for few rows per KV head (80 / 96).
-         * Dv 256 in one block (dv 256) took 128 / 152 VGPRs and spilled scalar registers on gfx90a:
-         * not a candidate */
-        static const int gshape[][5] = {{32, 64, 16, 2, 128}, {32, 64, 8, 2, 128}, {32, 64, 32, 2, 128},
-                                        {64, 64, 16, 2, 128}, {64, 64, 8, 2, 128}, {64, 64, 16, 4, 64},
-                                        {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64}, {16, 64, 16, 1, 128}};
-        int nshape = (int)(sizeof gshape / sizeof gshape[0]);
-        if (cpu ? k >= 6 : k >= 8 + nshape)
-            return false;
-        if (!cpu && k < nshape) { /* qk_attention_*'s knobs stay those in effect: its fallback */
-            t->ga_bm = gshape[k][0];
-            t->ga_bn = gshape[k][1];
-            t->ga_tk = gshape[k][2];
-            t->ga_rb = gshape[k][3];
-            t->ga_dv = gshape[k][4];
+        if (!cpu) { /* qk_attention_gpu_* shapes only: qk_attention_* is over the GPU budgets */
+            if (k >= NGSHAPE)
+                return false;
+            set_gshape(t, k);
             return true;
         }
-        if (!cpu)
-            k -= nshape;
-        t->atq = cpu ? catq[k % 3] : gatq[k % 2];
-        t->avk = cpu ? cavk[k / 3] : gavk[(k / 2) % 2];
-        if (!cpu) {
-            t->awg = gawg[k / 4];
-            t->ga_bm = 0;
-        }
+        if (k >= 6)
+            return false;
+        t->atq = catq[k % 3];
+        t->avk = cavk[k / 3];
     }
     return true;
 }
@@ -230,19 +246,6 @@ bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int
 
 void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n)
 {
-    /* a GPU attention winner keeps the best qk_attention_* knobs for what it falls back to */
-    if (f == RQ_FAM_ATTN && best->ga_bm > 0) {
-        int plain = -1;
-        for (int i = 0; i < n; i++)
-            if (ok[i].ga_bm == 0 && (plain < 0 || ms[i] < ms[plain]))
-                plain = i;
-        if (plain >= 0) {
-            best->atq = ok[plain].atq;
-            best->avk = ok[plain].avk;
-            best->awg = ok[plain].awg;
-        }
-        return;
-    }
     /* a tiled winner keeps the best qk_scores knobs for what it falls back to (plans with few rows,
      * devices where the tiled shape does not fit) */
     if (f != RQ_FAM_SCORES || best->tile <= 0)

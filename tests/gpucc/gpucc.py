@@ -70,22 +70,15 @@ LOCAL_CAP = 49152
 # numbers measured then (clang/LLVM 15, ptxas 13.0, ROCm device libs 5.2, ocloc 22.43). Only the
 # failing lines of a matching form become TAP TODO; any other failure fails the test.
 KNOWN = {
-    ('qk_attention_* [*]', 'frame'):
-        'phase 2 (GPU-shaped attention): o[ATQ][RQ_ADVMAX/16] float16 accumulators, 1 KiB a row, indexed '
-        'by the V chunk at run time live in private memory: sm_90 stack 1136 B (ATQ 1) / 2160 B (ATQ 2), '
-        'gfx90a scratch 1088 / 2112-2176 B, dg2 private 1024 / 2112-2432 B. Needs Dv spread over '
-        'work-items: a launch-geometry change on the host',
-    ('qk_attention_* [ATQ=2 *]', 'registers'):
-        'phase 2: 2 rows a work-item, gfx90a 132-152 VGPRs (sm_90 96-128)',
+    ('qk_attention_* [ATQ=1 AVK=1 AWG=64]', 'frame'):
+        'the GPU profile\'s last-resort fallback only (a plan whose compiled qk_attention_gpu_* does not fit '
+        'the device builds it, -DRQ_ATTN_FALLBACK=1; the tuner no longer tries it): the CPU kernel\'s '
+        'o[ATQ][RQ_ADVMAX/16] float16 accumulators, 1 KiB a row, indexed at run time, live in private '
+        'memory: sm_90 stack 1136 B, gfx90a scratch 1088 B, dg2 private 1024 B',
     ('paged_attn_gpu [*]', 'registers'):
         'phase 2 (GPU paged decode): sm_90 161 registers (sm_80 144, gfx90a 114): 32 f32 accumulators '
         '(8 query heads x 4 V dims a work-item, RQ_PGH x RQ_PVT) live across the per-key scoring loop '
         'with its accurate angles',
-    ('qk_scores_tiled [* RB=8 *]', 'frame'):
-        'tuner candidates with 8x8 blocks: 64 accumulators and 8 float4 of Q; dg2 SIMD8 "spilled around '
-        '93-94", 4096 B scratch',
-    ('qk_scores_tiled [* RB=8 *]', 'registers'):
-        'tuner candidates with 8x8 blocks: gfx90a 138-152 VGPRs (sm_90 125)',
     ('qk_scores [TQ=4 VK=16 *]', 'registers'):
         'an environment override only (ROPEQK_VK=16: the CPU shape on a GPU): gfx90a 130 VGPRs',
 }

@@ -37,13 +37,15 @@ static int write_file(const char *name, const char *ext, const char *data, size_
     return 0;
 }
 
-/* One variant: t's options (plus -DRQ_OPS=ops where ops != 0), the program text and the profile. */
-static int emit(const char *name, const rq_tuning *t, int ops)
+/* One variant: t's options (plus `extra`, and -DRQ_OPS=ops where ops != 0), the program text and the
+ * profile. */
+static int emit_ex(const char *name, const rq_tuning *t, const char *extra, int ops)
 {
-    char opts[600];
+    char opts[800];
     int n = rq_tuning_options(t, opts, sizeof opts);
-    if (n < 0 || (size_t)n >= sizeof opts - 32)
+    if (n < 0 || (size_t)n >= sizeof opts - 64)
         return 1;
+    n += snprintf(opts + n, sizeof opts - (size_t)n, "%s", extra);
     if (ops)
         n += snprintf(opts + n, sizeof opts - (size_t)n, " -DRQ_OPS=%d", ops);
     opts[n++] = '\n';
@@ -51,6 +53,8 @@ static int emit(const char *name, const rq_tuning *t, int ops)
     return write_file(name, "cl", src, src_len) || write_file(name, "options", opts, (size_t)n) ||
            write_file(name, "profile", prof, strlen(prof));
 }
+
+static int emit(const char *name, const rq_tuning *t, int ops) { return emit_ex(name, t, "", ops); }
 
 /* The configuration the library resolves for a made-up OpenCL device (no environment, no cache). */
 static rq_tuning resolved(ropeqk_profile prof, const char *platform, const char *device, int native_vec)
@@ -127,6 +131,10 @@ int main(int argc, char **argv)
             snprintf(name, sizeof name, "gpu-tune-%s-%d", fams[f].name, k);
             err |= emit(name, &t, fams[f].ops);
         }
+    /* the attention-only program a plan builds when the compiled GPU attention kernel does not fit
+     * the device (src/opencl/attn.c): qk_attention_* as the fallback */
+    rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
+    err |= emit_ex("gpu-attn-fallback", &t, " -DRQ_ATTN_FALLBACK=1", RQ_OPS_ATTN);
     /* environment-only shapes that tests/clc checks too */
     rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
     t.vk = 16;

@@ -5,7 +5,8 @@
  * profile on the first OpenCL device (oclgrind's), and every result checked against the fp64 paths:
  *   1. scores with enough query rows per KV head that the tiled kernel runs (rope_rotate_f32,
  *      qk_scores_tiled), causal, GQA, half-split, partial rotary;
- *   2. attention, f16 Q/K/V (rope_rotate_f16, qk_attention_f16), causal, sliding window, Dv != D;
+ *   2. attention, f16 Q/K/V (rope_rotate_f16, qk_attention_gpu_f16; and its fallback qk_attention_f16
+ *      with the GPU kernel off), causal, sliding window, Dv != D;
  *   3. the paged KV cache, bf16 caches: appends (paged_append) into shuffled pages, then paged decode
  *      of a ragged batch (rope_rotate_f32, paged_attn_gpu, paged_combine).
  * Output: TAP lines without a plan (oclgrind.sh adds its own and the plan). */
@@ -265,8 +266,10 @@ int main(void)
     attention(ctx, &rng);
     paged(ctx, &rng);
     ropeqk_ctx_destroy(ctx);
-    /* the GPU profile's decode kernel (cl/decode_gpu.cl), off by default */
+    /* the GPU profile's decode kernel (cl/decode_gpu.cl), off by default, and its attention with the
+     * GPU attention kernel off: the fallback qk_attention_* of devices without room for it */
     cp.tuning.decode = 1;
+    cp.tuning.attn_tile = -1;
     st = ropeqk_ctx_create(&cp, &ctx);
     if (st) {
         printf("Bail out! ropeqk_ctx_create (decode on): %s: %s\n", ropeqk_status_string(st), ropeqk_last_error());
@@ -274,6 +277,7 @@ int main(void)
     }
     scores(ctx, "decode kernel, f16", ROPEQK_F16, 4, 1, 70, 0, 0, &rng);
     scores(ctx, "decode kernel, f16, positions and window", ROPEQK_F16, 4, 2, 50, 1, 20, &rng);
+    attention(ctx, &rng);
     ropeqk_ctx_destroy(ctx);
     return n_fail != 0;
 }
