@@ -31,11 +31,12 @@
  *     product adds a few ulp, as in the decode kernel's R(p0) R(t)); a block of RQ_PKB = 16 keys is scored, then folded into the softmax as
  *     one float16 per head; the output accumulator lives in the task's own rows of `part`
  *     (cache-resident), so Dv has no limit.
- *   - GPU (paged_attn_gpu: the GPU profile, and the CPU profile's other shapes): a work-group of
- *     RQ_PWG work-items per (split, KV head, up to RQ_PGH of its query heads, chunk of RQ_PWG*RQ_PVT
- *     V dims): a work-item scores one key of a tile of RQ_PWG keys (its angles shared by the group's
- *     query heads), the tile's max is a tree in local memory, then the work-items run along V's dims
- *     (coalesced) over the tile's keys. */
+ *   - GPU (paged_attn_gpu: the GPU profile, and the CPU profile's other shapes): a work-group per
+ *     (split, KV head and up to RQ_PGH of its query heads, sequence[, chunk of V dims where Dv > 256]);
+ *     tiles of RQ_PTK keys staged through local memory (K read coalesced and rotated on its way in,
+ *     in stages of RQ_PDC dims), the scores of all the group's heads from the staged tile, the online
+ *     softmax state per head in local memory, and P.V with V's dims spread over the work-items
+ *     (read straight from the cache, coalesced, once per work-group). See the kernel. */
 
 #include "contract.h"
 #include "angle.cl"
@@ -63,25 +64,6 @@ static inline float rq_load_dt(__global const uchar *base, long off, int dt)
                                                                        : rq_load_f32(base, off);
 }
 
-/* The head group of task gi (see contract.h): KV heads [*hk0, *hk0 + *nkv), query heads [*g0, *g0 + *ng)
- * of each. */
-static inline void rq_paged_group(int gi, int Hkv, int G, int kvpg, int ngc, int gpg, int *hk0, int *nkv,
-                                  int *g0, int *ng)
-{
-    if (ngc == 1) {
-        *hk0 = gi * kvpg;
-        *nkv = min(kvpg, Hkv - *hk0);
-        *g0 = 0;
-        *ng = G;
-    } else {
-        *hk0 = gi / ngc;
-        *nkv = 1;
-        *g0 = (gi % ngc) * gpg;
-        *ng = min(gpg, G - *g0);
-    }
-}
-
-
 /* Software prefetch of a row's cache lines: pocl only (RQ_POCL_EXT, see scores.cl); elsewhere the
  * loop that would issue them is compiled out (RQ_PAGED_PF 0). */
 #if defined(RQ_POCL_EXT) && RQ_POCL_EXT
@@ -103,6 +85,24 @@ static inline void rq_paged_group(int gi, int Hkv, int G, int kvpg, int ngc, int
  * Host preconditions: D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD (else the host runs the GPU shape).
  * CPU profile only (program.cl: RQ_CPU_KERNELS). */
 #if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS
+/* The head group of task gi (see contract.h): KV heads [*hk0, *hk0 + *nkv), query heads [*g0, *g0 + *ng)
+ * of each (paged_attn_gpu has its own, kvpg 1 only). */
+static inline void rq_paged_group(int gi, int Hkv, int G, int kvpg, int ngc, int gpg, int *hk0, int *nkv,
+                                  int *g0, int *ng)
+{
+    if (ngc == 1) {
+        *hk0 = gi * kvpg;
+        *nkv = min(kvpg, Hkv - *hk0);
+        *g0 = 0;
+        *ng = G;
+    } else {
+        *hk0 = gi / ngc;
+        *nkv = 1;
+        *g0 = (gi % ngc) * gpg;
+        *ng = min(gpg, G - *g0);
+    }
+}
+
 static inline float rq_hmax16(float16 v)
 {
     float8 a = fmax(v.lo, v.hi);
@@ -325,16 +325,46 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
 }
 #endif
 
-/* ---- pass 1, GPU shape --------------------------------------------------------------------------- */
-__kernel __attribute__((reqd_work_group_size(RQ_PWG, 1, 1)))
-void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc, __global const int *meta,
-                    __global const float4 *vfreq, __global const float *qr, __global float *part, rq_paged_args a)
+/* ---- pass 1, GPU shape ---------------------------------------------------------------------------
+ * A work-group of wg work-items (the host's choice, src/opencl/paged.c: 128, 256 where Dv > 128, fewer
+ * where the device runs fewer; any power of two works) per task (split, KV head + chunk of up to
+ * RQ_PGH of its query heads, sequence) and chunk of V dims (ndvc chunks of dvch dims; one chunk unless
+ * Dv > wg * RQ_PVT). GQA: each K and V element of the split is read once for all the task's query
+ * heads.
+ * Per tile of RQ_PTK keys:
+ *   1. the tile's K and V row offsets and the keys' biases (0, or -inf for a key masked or past the
+ *      split's end: never read), the tile's scores zeroed;
+ *   2. per stage of at most RQ_PDC head dims (32 rotation pairs at a time, then the pass-through
+ *      dims 64 at a time, whatever D): the K tile's stage is read coalesced (consecutive work-items,
+ *      consecutive pairs of a key row), rotated with the key's own position k_pos0 + j (angle.cl's
+ *      accurate angle) and stored as f32 in local memory, the query heads' same dims beside it; then
+ *      RQ_PTK * RQ_PSQ scorer slots (a key and two of its heads) add the stage's dot products to the
+ *      tile's scores in local memory;
+ *   3. the online softmax: per (key, head) p = e^(S - m_new) into local memory; the running max and
+ *      sum of each head live in local memory (a work-item per head updates them);
+ *   4. P.V: a work-item owns RQ_PVT dims (lane + i * W, W = wg / kq) of the chunk for every query
+ *      head of the task, over the tile's keys of its key lane (every kq-th key; kq > 1 only where Dv
+ *      leaves work-items idle): V is read straight from the cache, coalesced along its dims, each
+ *      element once per work-group, by the one work-item that uses it (staging it through local
+ *      memory would add a store, a barrier and a load with no reuse); the key lanes' partial outputs
+ *      are summed in local memory at the end.
+ * Every index into a private array is a constant (unrolled loops over heads and dims), so nothing lives
+ * on a stack; the scores of a key are in local memory between stages, not in registers (tests/gpucc:
+ * sm_90 104 registers, gfx90a 81 VGPRs). Branches around barriers depend on work-group-uniform values
+ * only. Local memory: RQ_PAGED_LOCAL_BYTES (13 KiB), whatever D, Dv and G. */
+
+__kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc, __global const int *meta,
+                             __global const float4 *vfreq, __global const float *qr, __global float *part,
+                             rq_paged_args a)
 {
-    __local float red[RQ_PGH][RQ_PWG]; /* the tile's scores, then their max (tree) */
-    __local float pt[RQ_PGH][RQ_PWG];  /* e^(S - m) of the tile */
-    __local long vrow[RQ_PWG];         /* byte offset of each tile key's V row (head included) */
-    __local float ml[2][RQ_PGH];       /* running max and sum of each query head (work-item 0's) */
-    const int lid = get_local_id(0), sp = get_group_id(0);
+    __local float kt[RQ_PTK * RQ_PKS];   /* the K tile's stage, rotated; at the end the key lanes' outputs */
+    __local float qs[RQ_PGH * RQ_PDC];   /* the query heads' dims of the stage */
+    __local float sc[RQ_PGH * RQ_PTK];   /* the tile's scores */
+    __local float pt[RQ_PGH * RQ_PTK];   /* e^(S - m) of the tile */
+    __local float kb[RQ_PTK];            /* 0, or -inf for a key masked or past the end */
+    __local long krow[RQ_PTK], vrow[RQ_PTK]; /* byte offsets of the tile's K and V rows (head included) */
+    __local float mrun[RQ_PGH], lrun[RQ_PGH], mnew[RQ_PGH], alph[RQ_PGH]; /* running max and sum */
+    const int lid = get_local_id(0), wg = get_local_size(0), sp = get_group_id(0);
     const int gd = get_global_id(1), s = get_global_id(2);
     const int gi = gd / a.ndvc, dvc = gd % a.ndvc;
     const int len = meta[a.lens_off + s];
@@ -344,129 +374,217 @@ void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc, __global
     const int jend = (int)min((long)len, (long)jbeg + a.kps);
     const int pq = meta[a.qpos_off + s], kp0 = meta[a.kpos_off + s];
     __global const int *pages = meta + a.pages_off + meta[s];
-    const int Hq = a.Hq, G = a.G, D = a.D, Dv = a.Dv, R = a.R, ps = a.ps, layout = a.layout;
+    const int Hq = a.Hq, G = a.G, D = a.D, Dv = a.Dv, R = a.R, hr = a.R / 2, ps = a.ps, layout = a.layout;
     const int causal = a.causal, kdt = a.kdt, vdt = a.vdt, esk = rq_dt_size(kdt), esv = rq_dt_size(vdt);
     const long window = a.window;
     const float rot_mul = a.rot_mul;
-    int hk0, nkv, g0, ng;
-    rq_paged_group(gi, a.Hkv, G, a.kvpg, a.ngc, a.gpg, &hk0, &nkv, &g0, &ng); /* nkv is 1 here */
-    const long hk_k = (long)hk0 * a.knb1, hk_v = (long)hk0 * a.vnb1;
+    /* the head group (rq_paged_group with kvpg 1, as the host sets it for this kernel), without its
+     * pointer arguments: pocl 3.1 read `ng` as garbage after the first barrier when it was written
+     * through a pointer (the update loop over g < ng then ran for every work-item) */
+    const int hk0 = gi / a.ngc, g0 = (gi % a.ngc) * a.gpg, ng = min(a.gpg, G - g0);
+    const long hk_k = a.k_off + (long)hk0 * a.knb1, hk_v = a.v_off + (long)hk0 * a.vnb1;
     __global const float *q = qr + ((long)s * Hq + (long)hk0 * G + g0) * D;
-    const int dv0 = dvc * RQ_PWG * RQ_PVT + lid;
-    /* The running max and sum live in local memory, written by work-item 0 only: in registers
-     * they were 16 more for every work-item over the whole kernel (tests/gpucc) */
+    /* P.V: this work-item's dims lane + i * W of the chunk [dvb, dvb + dvn), keys klane + kq * n */
+    const int kq = a.kq, W = wg / kq, lane = lid % W, klane = lid / W;
+    const int dvb = dvc * a.dvch, dvn = min(a.dvch, Dv - dvb);
+    /* stages of the K tile: nrs of rotation pairs, then the pass-through dims */
+    const int nrs = (hr + RQ_PDC / 2 - 1) / (RQ_PDC / 2), nst = nrs + (D - R + RQ_PDC - 1) / RQ_PDC;
     float acc[RQ_PGH][RQ_PVT];
-    if (lid == 0)
-        for (int g = 0; g < RQ_PGH; g++) {
-            ml[0][g] = -INFINITY;
-            ml[1][g] = 0.0f;
-        }
 #pragma unroll
     for (int g = 0; g < RQ_PGH; g++) {
 #pragma unroll
         for (int i = 0; i < RQ_PVT; i++)
             acc[g][i] = 0.0f;
     }
-    for (int t0 = jbeg; t0 < jend; t0 += RQ_PWG) {
-        int nt = min(RQ_PWG, jend - t0);
-        int pfirst = kp0 + t0, plast = kp0 + t0 + nt - 1;
+    for (int g = lid; g < RQ_PGH; g += wg) {
+        mrun[g] = -INFINITY;
+        lrun[g] = 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t0 = jbeg; t0 < jend; t0 += RQ_PTK) {
+        const int nt = min(RQ_PTK, jend - t0);
+        const int pfirst = kp0 + t0, plast = pfirst + nt - 1; /* no overflow: kp0 + len - 1 <= INT32_MAX */
         if ((causal && pfirst > pq) || (window > 0 && (long)pq - plast >= window))
-            continue; /* uniform: every work-item skips the tile */
-        int j = t0 + min(lid, nt - 1);
-        long page = pages[j / ps], slot = j % ps;
-        long krow = a.k_off + page * a.knb0 + slot * a.knb2 + hk_k;
-        vrow[lid] = a.v_off + page * a.vnb0 + slot * a.vnb2 + hk_v;
-        int pk = kp0 + j;
-        bool msk = lid >= nt || (causal && pk > pq) || (window > 0 && (long)pq - pk >= window);
-        float sg[RQ_PGH];
-        for (int g = 0; g < RQ_PGH; g++)
-            sg[g] = 0.0f;
-        if (!msk) {
-            int plo = pk & 0xFFF;
-            float fph = (float)(pk - plo), fpl = (float)plo;
-            for (int u = 0; u < R / 2; u++) {
-                float4 f = vfreq[u];
-                float t = rq_half_turns1(fph, fpl, f.x, f.y, f.z);
-                float c = cospi(t) * rot_mul, sn = sinpi(t) * rot_mul;
-                int i0 = layout ? u : 2 * u, i1 = layout ? u + R / 2 : 2 * u + 1;
-                float x0 = rq_load_dt(kc, krow + (long)i0 * esk, kdt);
-                float x1 = rq_load_dt(kc, krow + (long)i1 * esk, kdt);
-                float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
-                for (int g = 0; g < RQ_PGH; g++)
-                    if (g < ng)
-                        sg[g] = fma(q[g * D + i0], y0, fma(q[g * D + i1], y1, sg[g]));
+            continue; /* uniform: every key of the tile masked (positions are consecutive) */
+        /* 1. scores, rows, biases (the loop over t right before the barrier: see the running sums) */
+        for (int e = lid; e < RQ_PGH * RQ_PTK; e += wg)
+            sc[e] = 0.0f;
+        for (int t = lid; t < RQ_PTK; t += wg) {
+            bool ok = t < nt;
+            if (ok) {
+                int j = t0 + t, pk = pfirst + t;
+                long page = pages[j / ps], slot = j % ps;
+                krow[t] = hk_k + page * a.knb0 + slot * a.knb2;
+                vrow[t] = hk_v + page * a.vnb0 + slot * a.vnb2;
+                ok = !((causal && pk > pq) || (window > 0 && (long)pq - pk >= window));
             }
-            for (int i = R; i < D; i++) { /* pass-through dims */
-                float x0 = rq_load_dt(kc, krow + (long)i * esk, kdt);
-                for (int g = 0; g < RQ_PGH; g++)
-                    if (g < ng)
-                        sg[g] = fma(q[g * D + i], x0, sg[g]);
-            }
+            kb[t] = ok ? 0.0f : -INFINITY;
         }
-        for (int g = 0; g < RQ_PGH; g++)
-            red[g][lid] = msk ? -INFINITY : sg[g];
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int st = RQ_PWG / 2; st > 0; st >>= 1) {
-            if (lid < st) {
-                for (int g = 0; g < RQ_PGH; g++)
-                    red[g][lid] = fmax(red[g][lid], red[g][lid + st]);
+        /* 2. the stages: the rotated dims RQ_PDC / 2 pairs at a time ((i0, i1) of pair u at stage
+         * slots 2uu, 2uu + 1), then the pass-through dims R..D-1 RQ_PDC at a time */
+        for (int st = 0; st < nst; st++) {
+            const bool rot = st < nrs;
+            const int u0 = st * (RQ_PDC / 2), c0 = R + (st - nrs) * RQ_PDC;
+            const int nc = rot ? 2 * min(RQ_PDC / 2, hr - u0) : min(RQ_PDC, D - c0);
+            for (int e = lid; e < RQ_PGH * RQ_PDC; e += wg) {
+                int g = e / RQ_PDC, c = e % RQ_PDC, u = u0 + c / 2;
+                if (g < ng && c < nc)
+                    qs[e] = q[g * D + (!rot ? c0 + c : layout ? u + (c & 1) * hr : 2 * u + (c & 1))];
+            }
+            if (rot) {
+                for (int e = lid; e < RQ_PTK * (RQ_PDC / 2); e += wg) {
+                    const int t = e / (RQ_PDC / 2), uu = e % (RQ_PDC / 2), u = u0 + uu;
+                    if (2 * uu >= nc)
+                        continue;
+                    float y0 = 0.0f, y1 = 0.0f;
+                    if (kb[t] == 0.0f) {
+                        int pk = pfirst + t, plo = pk & 0xFFF;
+                        float4 f = vfreq[u];
+                        float th = rq_half_turns1((float)(pk - plo), (float)plo, f.x, f.y, f.z);
+                        float cs = cospi(th) * rot_mul, sn = sinpi(th) * rot_mul;
+                        long kr = krow[t];
+                        int i0 = layout ? u : 2 * u, i1 = layout ? u + hr : 2 * u + 1;
+                        float x0 = rq_load_dt(kc, kr + (long)i0 * esk, kdt);
+                        float x1 = rq_load_dt(kc, kr + (long)i1 * esk, kdt);
+                        y0 = x0 * cs - x1 * sn;
+                        y1 = x0 * sn + x1 * cs;
+                    }
+                    kt[t * RQ_PKS + 2 * uu] = y0;
+                    kt[t * RQ_PKS + 2 * uu + 1] = y1;
+                }
+            } else {
+                for (int e = lid; e < RQ_PTK * RQ_PDC; e += wg) {
+                    const int t = e / RQ_PDC, c = e % RQ_PDC;
+                    if (c < nc)
+                        kt[t * RQ_PKS + c] = kb[t] == 0.0f ? rq_load_dt(kc, krow[t] + (long)(c0 + c) * esk, kdt) : 0.0f;
+                }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
+            /* slot (t, gq) adds key t's dot products with heads gq and gq + RQ_PSQ */
+            for (int sl = lid; sl < RQ_PTK * RQ_PSQ; sl += wg) {
+                const int t = sl % RQ_PTK, gq = sl / RQ_PTK;
+                if (gq >= ng)
+                    continue;
+                const int k0 = t * RQ_PKS, q0 = gq * RQ_PDC, q1 = q0 + RQ_PSQ * RQ_PDC;
+                float s0 = 0.0f, s1 = 0.0f;
+                if (gq + RQ_PSQ < ng) {
+                    for (int c = 0; c < nc; c++) {
+                        float x = kt[k0 + c];
+                        s0 = fma(qs[q0 + c], x, s0);
+                        s1 = fma(qs[q1 + c], x, s1);
+                    }
+                    sc[(gq + RQ_PSQ) * RQ_PTK + t] += s1;
+                } else {
+                    for (int c = 0; c < nc; c++)
+                        s0 = fma(qs[q0 + c], kt[k0 + c], s0);
+                }
+                sc[gq * RQ_PTK + t] += s0;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE); /* before the next stage rewrites kt and qs */
         }
-        /* Every index into acc is a constant (the loops over g and i are unrolled), so it stays in
-         * registers: with the V loop outside the loop over keys, acc was indexed at run time and
-         * lived on the stack (192 bytes on sm_90, tests/gpucc). */
+        /* 3. the online softmax: every slot of head g finds the same tile max (the same reads in the
+         * same order), so no further barrier is needed before its e^(S - m) */
+        for (int sl = lid; sl < RQ_PTK * RQ_PSQ; sl += wg) {
+            const int t = sl % RQ_PTK, gq = sl / RQ_PTK;
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const int g = gq + k * RQ_PSQ;
+                if (g >= ng)
+                    break;
+                float tm = -INFINITY;
+                for (int tt = 0; tt < nt; tt++)
+                    tm = fmax(tm, sc[g * RQ_PTK + tt] + kb[tt]);
+                float mo = mrun[g], mn = fmax(mo, tm);
+                bool none = mn == -INFINITY; /* nothing unmasked yet */
+                pt[g * RQ_PTK + t] = none ? 0.0f : exp(sc[g * RQ_PTK + t] + kb[t] - mn);
+                if (t == 0) {
+                    mnew[g] = mn;
+                    alph[g] = none ? 1.0f : exp(mo - mn);
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* pt, mnew, alph written; mrun read by every slot */
+        /* 4. o = o * alpha + sum_t p[t] V[t] over this key lane's keys */
 #pragma unroll
         for (int g = 0; g < RQ_PGH; g++) {
-            float mo = ml[0][g], mn = fmax(mo, red[g][0]);
-            bool none = mn == -INFINITY; /* nothing unmasked yet */
-            float alpha = none ? 1.0f : exp(mo - mn);
-            pt[g][lid] = none || msk ? 0.0f : exp(sg[g] - mn);
-#pragma unroll
-            for (int i = 0; i < RQ_PVT; i++)
-                acc[g][i] *= alpha;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE); /* pt written, ml read by every work-item */
-        for (int tt = 0; tt < nt; tt++) { /* per (g, i), the same chain of fma over the keys as before */
-            float v[RQ_PVT]; /* dims past Dv: 0, never stored */
-#pragma unroll
-            for (int i = 0; i < RQ_PVT; i++) {
-                int dv = dv0 + i * RQ_PWG;
-                v[i] = dv < Dv ? rq_load_dt(vc, vrow[tt] + (long)dv * esv, vdt) : 0.0f;
-            }
-#pragma unroll
-            for (int g = 0; g < RQ_PGH; g++) {
-                float pv = pt[g][tt];
+            if (g < ng) {
+                float al = alph[g];
 #pragma unroll
                 for (int i = 0; i < RQ_PVT; i++)
-                    acc[g][i] = fma(pv, v[i], acc[g][i]);
+                    acc[g][i] *= al;
             }
         }
-        if (lid == 0) /* the running max and sum, with the same alpha as above */
-            for (int g = 0; g < RQ_PGH; g++) {
-                float mo = ml[0][g], mn = fmax(mo, red[g][0]), psum = 0.0f;
-                float alpha = mn == -INFINITY ? 1.0f : exp(mo - mn);
-                for (int tt = 0; tt < nt; tt++)
-                    psum += pt[g][tt];
-                ml[1][g] = ml[1][g] * alpha + psum;
-                ml[0][g] = mn;
+        for (int tt = klane; tt < nt; tt += kq) {
+            if (kb[tt] != 0.0f)
+                continue; /* p is 0 for every head: the row is not read */
+            long vr = vrow[tt] + (long)dvb * esv;
+            float v[RQ_PVT];
+#pragma unroll
+            for (int i = 0; i < RQ_PVT; i++) {
+                int d = lane + i * W;
+                v[i] = d < dvn ? rq_load_dt(vc, vr + (long)d * esv, vdt) : 0.0f;
             }
-        barrier(CLK_LOCAL_MEM_FENCE); /* before the next tile rewrites red, pt and vrow */
+#pragma unroll
+            for (int g = 0; g < RQ_PGH; g++) {
+                if (g < ng) {
+                    float p = pt[g * RQ_PTK + tt];
+#pragma unroll
+                    for (int i = 0; i < RQ_PVT; i++)
+                        acc[g][i] = fma(p, v[i], acc[g][i]);
+                }
+            }
+        }
+        /* the running sums, a work-item per head. Right before the barrier: with code between a branch
+         * on the work-item whose condition is the same in every tile (here lid < ng) and the next
+         * barrier, pocl 3.1 ran the branch for every work-item of the group when work-item 0 took it
+         * (lrun[lid] written by all 128; oclgrind was clean) */
+        for (int g = lid; g < ng; g += wg) {
+            float psum = 0.0f;
+            for (int tt = 0; tt < nt; tt++)
+                psum += pt[g * RQ_PTK + tt];
+            lrun[g] = lrun[g] * alph[g] + psum;
+            mrun[g] = mnew[g];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* before the next tile rewrites the rows, biases, scores and pt */
+    }
+    /* the key lanes' partial outputs, summed into lane 0 (kt is free: its last readers passed a
+     * barrier; kq is 1 for Dv > wg / 2 and nothing is stored or added then) */
+    if (klane > 0) {
+#pragma unroll
+        for (int g = 0; g < RQ_PGH; g++) {
+#pragma unroll
+            for (int i = 0; i < RQ_PVT; i++)
+                kt[(((klane - 1) * RQ_PGH + g) * RQ_PVT + i) * W + lane] = acc[g][i];
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (klane == 0) {
+        for (int r = 0; r < kq - 1; r++) {
+#pragma unroll
+            for (int g = 0; g < RQ_PGH; g++) {
+#pragma unroll
+                for (int i = 0; i < RQ_PVT; i++)
+                    acc[g][i] += kt[((r * RQ_PGH + g) * RQ_PVT + i) * W + lane];
+            }
+        }
     }
     long row0 = ((long)s * Hq + (long)hk0 * G + g0) * a.nsplit + sp;
 #pragma unroll
     for (int g = 0; g < RQ_PGH; g++) {
         if (g < ng) {
             long row = row0 + (long)g * a.nsplit;
+            if (klane == 0) {
 #pragma unroll
-            for (int i = 0; i < RQ_PVT; i++) {
-                int dv = dv0 + i * RQ_PWG;
-                if (dv < Dv)
-                    part[row * Dv + dv] = acc[g][i];
+                for (int i = 0; i < RQ_PVT; i++) {
+                    int d = lane + i * W;
+                    if (d < dvn)
+                        part[row * Dv + dvb + d] = acc[g][i];
+                }
             }
             if (lid == 0 && dvc == 0) {
-                part[a.ml_off + 2 * row] = ml[0][g];
-                part[a.ml_off + 2 * row + 1] = ml[1][g];
+                part[a.ml_off + 2 * row] = mrun[g];
+                part[a.ml_off + 2 * row + 1] = lrun[g];
             }
         }
     }

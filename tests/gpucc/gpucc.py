@@ -77,10 +77,6 @@ KNOWN = {
         'work-items: a launch-geometry change on the host',
     ('qk_attention_* [ATQ=2 *]', 'registers'):
         'phase 2: 2 rows a work-item, gfx90a 132-152 VGPRs (sm_90 96-128)',
-    ('paged_attn_gpu [*]', 'registers'):
-        'phase 2 (GPU paged decode): sm_90 161 registers (sm_80 144, gfx90a 114): 32 f32 accumulators '
-        '(8 query heads x 4 V dims a work-item, RQ_PGH x RQ_PVT) live across the per-key scoring loop '
-        'with its accurate angles',
     ('qk_scores_tiled [* RB=8 *]', 'frame'):
         'tuner candidates with 8x8 blocks: 64 accumulators and 8 float4 of Q; dg2 SIMD8 "spilled around '
         '93-94", 4096 B scratch',
