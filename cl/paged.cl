@@ -333,7 +333,7 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
  * heads.
  * Per tile of RQ_PTK keys:
  *   1. the tile's K and V row offsets and the keys' biases (0, or -inf for a key masked or past the
- *      split's end: never read), the tile's scores zeroed;
+ *      split's end: never read), the tile's scores set to the biases;
  *   2. per stage of at most RQ_PDC head dims (32 rotation pairs at a time, then the pass-through
  *      dims 64 at a time, whatever D): the K tile's stage is read coalesced (consecutive work-items,
  *      consecutive pairs of a key row), rotated with the key's own position k_pos0 + j (angle.cl's
@@ -350,8 +350,15 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
  *      are summed in local memory at the end.
  * Every index into a private array is a constant (unrolled loops over heads and dims), so nothing lives
  * on a stack; the scores of a key are in local memory between stages, not in registers (tests/gpucc:
- * sm_90 104 registers, gfx90a 81 VGPRs). Branches around barriers depend on work-group-uniform values
+ * sm_90 80 registers, gfx90a 80 VGPRs). Branches around barriers depend on work-group-uniform values
  * only. Local memory: RQ_PAGED_LOCAL_BYTES (13 KiB), whatever D, Dv and G. */
+
+/* Whether key position pk is unmasked for query position pq: causal masks pk > pq, a window W > 0
+ * masks pq - pk >= W. */
+static inline bool rq_paged_key_ok(int pk, int pq, int causal, long window)
+{
+    return !((causal && pk > pq) || (window > 0 && (long)pq - pk >= window));
+}
 
 __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc, __global const int *meta,
                              __global const float4 *vfreq, __global const float *qr, __global float *part,
@@ -406,17 +413,20 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
         const int pfirst = kp0 + t0, plast = pfirst + nt - 1; /* no overflow: kp0 + len - 1 <= INT32_MAX */
         if ((causal && pfirst > pq) || (window > 0 && (long)pq - plast >= window))
             continue; /* uniform: every key of the tile masked (positions are consecutive) */
-        /* 1. scores, rows, biases (the loop over t right before the barrier: see the running sums) */
-        for (int e = lid; e < RQ_PGH * RQ_PTK; e += wg)
-            sc[e] = 0.0f;
+        /* 1. the scores start at the keys' biases; rows (the loop over t right before the barrier: see
+         * the running sums) */
+        for (int e = lid; e < RQ_PGH * RQ_PTK; e += wg) {
+            int t = e % RQ_PTK;
+            sc[e] = t < nt && rq_paged_key_ok(pfirst + t, pq, causal, window) ? 0.0f : -INFINITY;
+        }
         for (int t = lid; t < RQ_PTK; t += wg) {
             bool ok = t < nt;
             if (ok) {
-                int j = t0 + t, pk = pfirst + t;
+                int j = t0 + t;
                 long page = pages[j / ps], slot = j % ps;
                 krow[t] = hk_k + page * a.knb0 + slot * a.knb2;
                 vrow[t] = hk_v + page * a.vnb0 + slot * a.vnb2;
-                ok = !((causal && pk > pq) || (window > 0 && (long)pq - pk >= window));
+                ok = rq_paged_key_ok(pfirst + t, pq, causal, window);
             }
             kb[t] = ok ? 0.0f : -INFINITY;
         }
@@ -484,20 +494,28 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
             barrier(CLK_LOCAL_MEM_FENCE); /* before the next stage rewrites kt and qs */
         }
         /* 3. the online softmax: every slot of head g finds the same tile max (the same reads in the
-         * same order), so no further barrier is needed before its e^(S - m) */
+         * same order), so no further barrier is needed before its e^(S - m); four chains over the
+         * tile's RQ_PTK scores (-inf for the masked keys and those past the end), not unrolled (a
+         * loop unrolled over the keys took sm_90 from 80 to 104 registers, tests/gpucc) */
         for (int sl = lid; sl < RQ_PTK * RQ_PSQ; sl += wg) {
             const int t = sl % RQ_PTK, gq = sl / RQ_PTK;
-#pragma unroll
+#pragma unroll 1
             for (int k = 0; k < 2; k++) {
                 const int g = gq + k * RQ_PSQ;
                 if (g >= ng)
                     break;
-                float tm = -INFINITY;
-                for (int tt = 0; tt < nt; tt++)
-                    tm = fmax(tm, sc[g * RQ_PTK + tt] + kb[tt]);
-                float mo = mrun[g], mn = fmax(mo, tm);
+                __local const float *sg = sc + g * RQ_PTK;
+                float m0 = sg[0], m1 = sg[1], m2 = sg[2], m3 = sg[3];
+#pragma unroll 1
+                for (int tt = 4; tt < RQ_PTK; tt += 4) {
+                    m0 = fmax(m0, sg[tt]);
+                    m1 = fmax(m1, sg[tt + 1]);
+                    m2 = fmax(m2, sg[tt + 2]);
+                    m3 = fmax(m3, sg[tt + 3]);
+                }
+                float mo = mrun[g], mn = fmax(mo, fmax(fmax(m0, m1), fmax(m2, m3)));
                 bool none = mn == -INFINITY; /* nothing unmasked yet */
-                pt[g * RQ_PTK + t] = none ? 0.0f : exp(sc[g * RQ_PTK + t] + kb[t] - mn);
+                pt[g * RQ_PTK + t] = none ? 0.0f : exp(sg[t] - mn);
                 if (t == 0) {
                     mnew[g] = mn;
                     alph[g] = none ? 1.0f : exp(mo - mn);
@@ -540,10 +558,16 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
          * barrier, pocl 3.1 ran the branch for every work-item of the group when work-item 0 took it
          * (lrun[lid] written by all 128; oclgrind was clean) */
         for (int g = lid; g < ng; g += wg) {
-            float psum = 0.0f;
-            for (int tt = 0; tt < nt; tt++)
-                psum += pt[g * RQ_PTK + tt];
-            lrun[g] = lrun[g] * alph[g] + psum;
+            __local const float *pg = pt + g * RQ_PTK; /* 0 past the tile's end */
+            float s0 = pg[0], s1 = pg[1], s2 = pg[2], s3 = pg[3];
+#pragma unroll 1
+            for (int tt = 4; tt < RQ_PTK; tt += 4) {
+                s0 += pg[tt];
+                s1 += pg[tt + 1];
+                s2 += pg[tt + 2];
+                s3 += pg[tt + 3];
+            }
+            lrun[g] = lrun[g] * alph[g] + ((s0 + s1) + (s2 + s3));
             mrun[g] = mnew[g];
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* before the next tile rewrites the rows, biases, scores and pt */
