@@ -45,6 +45,8 @@ typedef float rq_f32;
 #define RQ_PSQ 4     /* paged_attn_gpu: scorer slots per key (each scores RQ_PGH / RQ_PSQ = 2 heads) */
 #define RQ_PVT 1     /* paged_attn_gpu: V dims per work-item and query head (private accumulators:
                       * RQ_PGH * RQ_PVT; 2 took sm_90 to 132 registers, tests/gpucc) */
+#define RQ_PUN 4     /* paged_attn_gpu: V rows a work-item reads together in P.V (their loads in flight
+                      * at once) */
 #define RQ_PKQ 4     /* paged_attn_gpu: key lanes per work-group, at most (small Dv: the work-items
                       * split the tile's keys, partial outputs summed at the end) */
 /* paged_attn_gpu's local memory in bytes, as cl/paged.cl declares it: the K tile stage (also the key

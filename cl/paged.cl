@@ -346,11 +346,12 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
  *      head of the task, over the tile's keys of its key lane (every kq-th key; kq > 1 only where Dv
  *      leaves work-items idle): V is read straight from the cache, coalesced along its dims, each
  *      element once per work-group, by the one work-item that uses it (staging it through local
- *      memory would add a store, a barrier and a load with no reuse); the key lanes' partial outputs
- *      are summed in local memory at the end.
+ *      memory would add a store, a barrier and a load with no reuse), RQ_PUN keys a round with
+ *      their loads issued together; the key lanes' partial outputs are summed in local memory at
+ *      the end.
  * Every index into a private array is a constant (unrolled loops over heads and dims), so nothing lives
  * on a stack; the scores of a key are in local memory between stages, not in registers (tests/gpucc:
- * sm_90 80 registers, gfx90a 80 VGPRs). Branches around barriers depend on work-group-uniform values
+ * sm_90 94 registers, gfx90a 87 VGPRs). Branches around barriers depend on work-group-uniform values
  * only. Local memory: RQ_PAGED_LOCAL_BYTES (13 KiB), whatever D, Dv and G. */
 
 /* Whether key position pk is unmasked for query position pq: causal masks pk > pq, a window W > 0
@@ -533,23 +534,33 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                     acc[g][i] *= al;
             }
         }
-        for (int tt = klane; tt < nt; tt += kq) {
-            if (kb[tt] != 0.0f)
-                continue; /* p is 0 for every head: the row is not read */
-            long vr = vrow[tt] + (long)dvb * esv;
-            float v[RQ_PVT];
+        for (int tt0 = klane; tt0 < nt; tt0 += RQ_PUN * kq) { /* RQ_PUN keys a round, loads first */
+            float v[RQ_PUN][RQ_PVT];
 #pragma unroll
-            for (int i = 0; i < RQ_PVT; i++) {
-                int d = lane + i * W;
-                v[i] = d < dvn ? rq_load_dt(vc, vr + (long)d * esv, vdt) : 0.0f;
+            for (int j = 0; j < RQ_PUN; j++) {
+                const int tt = tt0 + j * kq;
+                /* a masked key's p is 0 for every head: its row is not read */
+                const bool ok = tt < nt && kb[tt] == 0.0f;
+                const long vr = ok ? vrow[tt] + (long)dvb * esv : 0;
+#pragma unroll
+                for (int i = 0; i < RQ_PVT; i++) {
+                    int d = lane + i * W;
+                    v[j][i] = ok && d < dvn ? rq_load_dt(vc, vr + (long)d * esv, vdt) : 0.0f;
+                }
             }
 #pragma unroll
-            for (int g = 0; g < RQ_PGH; g++) {
-                if (g < ng) {
-                    float p = pt[g * RQ_PTK + tt];
+            for (int j = 0; j < RQ_PUN; j++) {
+                const int tt = tt0 + j * kq;
+                if (tt >= nt)
+                    break;
 #pragma unroll
-                    for (int i = 0; i < RQ_PVT; i++)
-                        acc[g][i] = fma(p, v[i], acc[g][i]);
+                for (int g = 0; g < RQ_PGH; g++) {
+                    if (g < ng) {
+                        float p = pt[g * RQ_PTK + tt];
+#pragma unroll
+                        for (int i = 0; i < RQ_PVT; i++)
+                            acc[g][i] = fma(p, v[j][i], acc[g][i]);
+                    }
                 }
             }
         }
