@@ -59,6 +59,24 @@ Test(paged, f16_bf16_window_near_2p20_pages256)
     run_case(&c, pf_seed() + 2);
 }
 
+/* positions anywhere in int32 (negative ones too), then one sequence whose last key and query sit at
+ * INT32_MAX, with a window: the accurate angle and the masks at the ends of the range */
+Test(paged, positions_across_int32)
+{
+    pcase c = base_case("f32 positions anywhere in int32");
+    int64_t lens[] = {700, 33, 2000, 65, 1};
+    memcpy(c.lens, lens, sizeof lens);
+    c.kpos_lo = INT32_MIN, c.kpos_span = (int64_t)UINT32_MAX - 2100;
+    c.p.causal = 1;
+    c.p.layout = ROPEQK_HALF_SPLIT;
+    run_case(&c, pf_seed() + 10);
+    c.name = "f16 caches, last key and query at INT32_MAX, window 300";
+    c.n_seqs = 1, c.lens[0] = 1500, c.kpos_lo = INT32_MAX - 1499, c.kpos_span = 0;
+    c.p.window = 300;
+    c.kdt = c.vdt = ROPEQK_F16;
+    run_case(&c, pf_seed() + 11);
+}
+
 /* bf16 K / f16 V, conjugate rotation, Llama 3 scaling, f16 and bf16 outputs (their rounding bounds) */
 Test(paged, bf16_f16_caches_half_outputs)
 {
