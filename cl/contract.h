@@ -39,6 +39,8 @@ typedef float rq_f32;
 #define RQ_PTK 32    /* paged_attn_gpu: keys per tile */
 #define RQ_PDC 64    /* paged_attn_gpu: head dims per stage of the K tile (32 rotation pairs, or 64
                       * pass-through dims), whatever D */
+#define RQ_PQD 256   /* paged_attn_gpu: query dims kept in local memory for every tile (D <= 256: staged
+                      * once; larger D: stage by stage) */
 #define RQ_PKS (RQ_PDC + 1) /* paged_attn_gpu: row stride of the K tile in local memory, floats (odd:
                              * the scorers' reads of one column fall in distinct banks) */
 #define RQ_PGH 8     /* paged_attn_gpu: query heads per work-group, at most */
@@ -53,7 +55,7 @@ typedef float rq_f32;
  * lanes' partial outputs at the end), the query heads' stage, the tile's scores and e^(S - m), the
  * keys' biases (0 or -inf), K and V row offsets, and four per-head values */
 #define RQ_PAGED_LOCAL_BYTES                                                                       \
-    (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PDC + 2 * RQ_PGH * RQ_PTK + RQ_PTK + 4 * RQ_PGH) + 8 * 2 * RQ_PTK)
+    (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + RQ_PTK + 4 * RQ_PGH) + 8 * 2 * RQ_PTK)
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
 #define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
                             * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */
@@ -174,7 +176,7 @@ RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 10 * 8 + 24 * 4, paged_args_size);
 /* paged_attn_gpu: the K tile's buffer holds the key lanes' partial outputs at the end; a key's heads
  * are split evenly over its scorer slots (two each: the scorer is written for two) */
 RQ_STATIC_ASSERT(RQ_PTK * RQ_PKS >= RQ_PWG * RQ_PGH * RQ_PVT, paged_reduce_fits);
-RQ_STATIC_ASSERT(RQ_PGH == 2 * RQ_PSQ && RQ_PDC % 2 == 0, paged_scorers);
+RQ_STATIC_ASSERT(RQ_PGH == 2 * RQ_PSQ && RQ_PDC % 2 == 0 && RQ_PQD % RQ_PDC == 0, paged_scorers);
 
 /* paged_combine: joins the splits of each (sequence, query head) row into out (and lse). */
 typedef struct {

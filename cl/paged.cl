@@ -337,7 +337,8 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
  *   2. per stage of at most RQ_PDC head dims (32 rotation pairs at a time, then the pass-through
  *      dims 64 at a time, whatever D): the K tile's stage is read coalesced (consecutive work-items,
  *      consecutive pairs of a key row), rotated with the key's own position k_pos0 + j (angle.cl's
- *      accurate angle) and stored as f32 in local memory, the query heads' same dims beside it; then
+ *      accurate angle) and stored as f32 in local memory; the query heads' dims are in local memory
+ *      too (all of them, staged once, for D <= RQ_PQD; else the stage's, each time); then
  *      RQ_PTK * RQ_PSQ scorer slots (a key and two of its heads) add the stage's dot products to the
  *      tile's scores in local memory;
  *   3. the online softmax: per (key, head) p = e^(S - m_new) into local memory; the running max and
@@ -351,8 +352,23 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
  *      the end.
  * Every index into a private array is a constant (unrolled loops over heads and dims), so nothing lives
  * on a stack; the scores of a key are in local memory between stages, not in registers (tests/gpucc:
- * sm_90 94 registers, gfx90a 87 VGPRs). Branches around barriers depend on work-group-uniform values
- * only. Local memory: RQ_PAGED_LOCAL_BYTES (13 KiB), whatever D, Dv and G. */
+ * sm_90 96 registers, gfx90a 78 VGPRs). Branches around barriers depend on work-group-uniform values
+ * only. Local memory: RQ_PAGED_LOCAL_BYTES (19 KiB), whatever D, Dv and G. */
+
+/* The K tile's stages (step 2 below): stage st < nrs holds rotation pairs st * RQ_PDC / 2 + c / 2
+ * (slot c: the pair's first dim for even c, its second for odd c), the others the pass-through dims
+ * R + (st - nrs) * RQ_PDC + c. rq_paged_stage_dims: the stage's slots in use; rq_paged_qdim: slot
+ * c's head dim. */
+static inline int rq_paged_stage_dims(int st, int nrs, int hr, int D, int R)
+{
+    return st < nrs ? 2 * min(RQ_PDC / 2, hr - st * (RQ_PDC / 2)) : min(RQ_PDC, D - R - (st - nrs) * RQ_PDC);
+}
+
+static inline int rq_paged_qdim(int st, int c, int nrs, int hr, int R, int layout)
+{
+    int u = st * (RQ_PDC / 2) + c / 2;
+    return st >= nrs ? R + (st - nrs) * RQ_PDC + c : layout ? u + (c & 1) * hr : 2 * u + (c & 1);
+}
 
 /* Whether key position pk is unmasked for query position pq: causal masks pk > pq, a window W > 0
  * masks pq - pk >= W. */
@@ -366,7 +382,7 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                              rq_paged_args a)
 {
     __local float kt[RQ_PTK * RQ_PKS];   /* the K tile's stage, rotated; at the end the key lanes' outputs */
-    __local float qs[RQ_PGH * RQ_PDC];   /* the query heads' dims of the stage */
+    __local float qs[RQ_PGH * RQ_PQD];   /* the query heads' dims of every stage (or of the stage) */
     __local float sc[RQ_PGH * RQ_PTK];   /* the tile's scores */
     __local float pt[RQ_PGH * RQ_PTK];   /* e^(S - m) of the tile */
     __local float kb[RQ_PTK];            /* 0, or -inf for a key masked or past the end */
@@ -404,6 +420,15 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
         for (int i = 0; i < RQ_PVT; i++)
             acc[g][i] = 0.0f;
     }
+    /* Q's dims in stage order, stage st at slots st * RQ_PDC + c, once for every tile where they fit
+     * (D <= 256); else each stage stages its own */
+    const bool qonce = nst * RQ_PDC <= RQ_PQD;
+    if (qonce)
+        for (int e = lid; e < RQ_PGH * RQ_PQD; e += wg) {
+            int g = e / RQ_PQD, st = e % RQ_PQD / RQ_PDC, c = e % RQ_PDC;
+            if (g < ng && st < nst && c < rq_paged_stage_dims(st, nrs, hr, D, R))
+                qs[e] = q[g * D + rq_paged_qdim(st, c, nrs, hr, R, layout)];
+        }
     for (int g = lid; g < RQ_PGH; g += wg) {
         mrun[g] = -INFINITY;
         lrun[g] = 0.0f;
@@ -437,12 +462,13 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
         for (int st = 0; st < nst; st++) {
             const bool rot = st < nrs;
             const int u0 = st * (RQ_PDC / 2), c0 = R + (st - nrs) * RQ_PDC;
-            const int nc = rot ? 2 * min(RQ_PDC / 2, hr - u0) : min(RQ_PDC, D - c0);
-            for (int e = lid; e < RQ_PGH * RQ_PDC; e += wg) {
-                int g = e / RQ_PDC, c = e % RQ_PDC, u = u0 + c / 2;
-                if (g < ng && c < nc)
-                    qs[e] = q[g * D + (!rot ? c0 + c : layout ? u + (c & 1) * hr : 2 * u + (c & 1))];
-            }
+            const int nc = rq_paged_stage_dims(st, nrs, hr, D, R);
+            if (!qonce) /* Q's dims of this stage */
+                for (int e = lid; e < RQ_PGH * RQ_PDC; e += wg) {
+                    int g = e / RQ_PDC, c = e % RQ_PDC;
+                    if (g < ng && c < nc)
+                        qs[g * RQ_PQD + c] = q[g * D + rq_paged_qdim(st, c, nrs, hr, R, layout)];
+                }
             if (rot) {
                 for (int e = lid; e < RQ_PTK * (RQ_PDC / 2); e += wg) {
                     const int t = e / (RQ_PDC / 2), uu = e % (RQ_PDC / 2), u = u0 + uu;
@@ -477,7 +503,7 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                 const int t = sl % RQ_PTK, gq = sl / RQ_PTK;
                 if (gq >= ng)
                     continue;
-                const int k0 = t * RQ_PKS, q0 = gq * RQ_PDC, q1 = q0 + RQ_PSQ * RQ_PDC;
+                const int k0 = t * RQ_PKS, q0 = gq * RQ_PQD + (qonce ? st * RQ_PDC : 0), q1 = q0 + RQ_PSQ * RQ_PQD;
                 float s0 = 0.0f, s1 = 0.0f;
                 if (gq + RQ_PSQ < ng) {
                     for (int c = 0; c < nc; c++) {

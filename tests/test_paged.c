@@ -109,6 +109,19 @@ Test(paged, mqa_40_heads_dv300)
     run_case(&c, pf_seed() + 6);
 }
 
+/* a head dim past what the GPU kernel keeps of Q in local memory (D 336: 5 stages of rotation pairs
+ * and one of pass-through dims, restaged for every tile), partial rotary, bf16 caches */
+Test(paged, large_head_dim)
+{
+    pcase c = base_case("D=336 R=320 Dv=72 bf16 caches");
+    c.Hq = 6, c.Hkv = 2, c.D = 336, c.Dv = 72, c.n_seqs = 3, c.max_seqs = 3, c.len_max = 600, c.maxp = 40;
+    c.kdt = c.vdt = ROPEQK_BF16;
+    c.p.rotary_dim = 320;
+    c.p.causal = 1;
+    c.q_ahead = 2;
+    run_case(&c, pf_seed() + 12);
+}
+
 /* DYNAMIC scaling with an explicit seq_len, no LSE, a batch smaller than max_seqs */
 Test(paged, dynamic_scaling_without_lse)
 {
