@@ -402,9 +402,7 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
     const int causal = a.causal, kdt = a.kdt, vdt = a.vdt, esk = rq_dt_size(kdt), esv = rq_dt_size(vdt);
     const long window = a.window;
     const float rot_mul = a.rot_mul;
-    /* the head group (rq_paged_group with kvpg 1, as the host sets it for this kernel), without its
-     * pointer arguments: pocl 3.1 read `ng` as garbage after the first barrier when it was written
-     * through a pointer (the update loop over g < ng then ran for every work-item) */
+    /* the head group: rq_paged_group's (CPU kernels only) with kvpg 1, as the host sets it here */
     const int hk0 = gi / a.ngc, g0 = (gi % a.ngc) * a.gpg, ng = min(a.gpg, G - g0);
     const long hk_k = a.k_off + (long)hk0 * a.knb1, hk_v = a.v_off + (long)hk0 * a.vnb1;
     __global const float *q = qr + ((long)s * Hq + (long)hk0 * G + g0) * D;
