@@ -23,10 +23,12 @@ static bool cpu_shape(const ropeqk_plan *pl)
 /* paged_attn_gpu's work-group size: 128 work-items, or as many as cover Dv with RQ_PVT dims each up to
  * RQ_PWG (so that one work-group reads and scores K once for all of V's dims), within what the device
  * runs the compiled kernel with (CL_KERNEL_WORK_GROUP_SIZE: registers per work-item can lower it
- * below CL_DEVICE_MAX_WORK_GROUP_SIZE): the largest power of two below both. The kernel takes any
- * power of two (cl/paged.cl): a smaller work-group covers fewer V dims per chunk (more chunks, each
- * scoring the keys again) and runs each step of a tile in more rounds. Its local memory
- * (RQ_PAGED_LOCAL_BYTES, whatever D, Dv and the heads) is checked against the device's. */
+ * below CL_DEVICE_MAX_WORK_GROUP_SIZE): the largest power of two within all three. The kernel takes
+ * any power of two (cl/paged.cl): a smaller work-group covers fewer V dims per chunk (more chunks,
+ * each scoring the keys again) and runs each step of a tile in more rounds, so a device that cannot
+ * run 128 still runs every shape. Its local memory (RQ_PAGED_LOCAL_BYTES, whatever D, Dv and the
+ * heads) is checked against the device's: ROPEQK_ERR_TOO_LARGE at plan creation where it does not
+ * fit (no OpenCL 1.2 device has less than 32 KiB). */
 static ropeqk_status gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp)
 {
     size_t kwg = 0;
