@@ -28,7 +28,7 @@ static bool cpu_shape(const ropeqk_plan *pl)
  * each scoring the keys again) and runs each step of a tile in more rounds, so a device that cannot
  * run 128 still runs every shape. Its local memory (RQ_PAGED_LOCAL_BYTES, whatever D, Dv and the
  * heads) is checked against the device's: ROPEQK_ERR_TOO_LARGE at plan creation where it does not
- * fit (no OpenCL 1.2 device has less than 32 KiB). */
+ * fit (a full-profile OpenCL 1.2 device has at least 32 KiB). */
 static ropeqk_status gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp)
 {
     size_t kwg = 0;
