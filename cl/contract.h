@@ -34,9 +34,28 @@ typedef float rq_f32;
 #define RQ_ADVMAX 256 /* qk_attention_*: largest Dv (the f32 accumulators live in private memory) */
 #define RQ_PKB 16    /* paged_attn_cpu_*: keys per block (one float16 across keys) */
 #define RQ_PCH 32    /* paged_attn_cpu_*: query heads per work-item, at most */
-#define RQ_PWG 64    /* paged_attn_gpu_*: work-group size (keys per tile, dims per pass over V) */
-#define RQ_PGH 8     /* paged_attn_gpu_*: query heads per work-group, at most */
-#define RQ_PVT 4     /* paged_attn_gpu_*: V dims per work-item (a work-group covers RQ_PWG*RQ_PVT dims) */
+#define RQ_PWG 256   /* paged_attn_gpu: largest work-group size; the host runs 128 work-items, 256 where Dv >
+                      * 128, fewer where the device takes fewer for the kernel (src/opencl/paged.c) */
+#define RQ_PTK 32    /* paged_attn_gpu: keys per tile */
+#define RQ_PDC 64    /* paged_attn_gpu: head dims per stage of the K tile (32 rotation pairs, or 64
+                      * pass-through dims), whatever D */
+#define RQ_PQD 256   /* paged_attn_gpu: query dims kept in local memory for every tile (D <= 256: staged
+                      * once; larger D: stage by stage) */
+#define RQ_PKS (RQ_PDC + 1) /* paged_attn_gpu: row stride of the K tile in local memory, floats (odd:
+                             * the scorers' reads of one column fall in distinct banks) */
+#define RQ_PGH 8     /* paged_attn_gpu: query heads per work-group, at most */
+#define RQ_PSQ 4     /* paged_attn_gpu: scorer slots per key (each scores RQ_PGH / RQ_PSQ = 2 heads) */
+#define RQ_PVT 1     /* paged_attn_gpu: V dims per work-item and query head (private accumulators:
+                      * RQ_PGH * RQ_PVT; 2 took sm_90 to 132 registers, tests/gpucc) */
+#define RQ_PUN 4     /* paged_attn_gpu: V rows a work-item reads together in P.V (their loads in flight
+                      * at once) */
+#define RQ_PKQ 4     /* paged_attn_gpu: key lanes per work-group, at most (small Dv: the work-items
+                      * split the tile's keys, partial outputs summed at the end) */
+/* paged_attn_gpu's local memory in bytes, as cl/paged.cl declares it: the K tile stage (also the key
+ * lanes' partial outputs at the end), the query heads' stage, the tile's scores and e^(S - m), the
+ * keys' biases (0 or -inf), K and V row offsets, and four per-head values */
+#define RQ_PAGED_LOCAL_BYTES                                                                       \
+    (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + RQ_PTK + 4 * RQ_PGH) + 8 * 2 * RQ_PTK)
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
 #define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
                             * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */
@@ -159,9 +178,15 @@ typedef struct {
     rq_i32 lens_off, qpos_off, kpos_off, pages_off; /* int32 elements into meta */
     rq_i32 kvpg, ngc, gpg, ndvc;
     rq_i32 kdt, vdt;                  /* RQ_DT_* of the caches */
+    rq_i32 kq, dvch;                  /* GPU kernel: key lanes (1, 2 or 4) and V dims per chunk, dvch =
+                                       * (work-group size / kq) * RQ_PVT; ndvc = ceil(Dv / dvch) */
     rq_f32 rot_mul;                   /* attention factor on cos and sin */
 } rq_paged_args;
-RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 10 * 8 + 21 * 4 + 4, paged_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 10 * 8 + 24 * 4, paged_args_size);
+/* paged_attn_gpu: the K tile's buffer holds the key lanes' partial outputs at the end; a key's heads
+ * are split evenly over its scorer slots (two each: the scorer is written for two) */
+RQ_STATIC_ASSERT(RQ_PTK * RQ_PKS >= RQ_PWG * RQ_PGH * RQ_PVT, paged_reduce_fits);
+RQ_STATIC_ASSERT(RQ_PGH == 2 * RQ_PSQ && RQ_PDC % 2 == 0 && RQ_PQD % RQ_PDC == 0, paged_scorers);
 
 /* paged_combine: joins the splits of each (sequence, query head) row into out (and lse). */
 typedef struct {

@@ -59,6 +59,24 @@ Test(paged, f16_bf16_window_near_2p20_pages256)
     run_case(&c, pf_seed() + 2);
 }
 
+/* positions anywhere in int32 (negative ones too), then one sequence whose last key and query sit at
+ * INT32_MAX, with a window: the accurate angle and the masks at the ends of the range */
+Test(paged, positions_across_int32)
+{
+    pcase c = base_case("f32 positions anywhere in int32");
+    int64_t lens[] = {700, 33, 2000, 65, 1};
+    memcpy(c.lens, lens, sizeof lens);
+    c.kpos_lo = INT32_MIN, c.kpos_span = (int64_t)UINT32_MAX - 2100;
+    c.p.causal = 1;
+    c.p.layout = ROPEQK_HALF_SPLIT;
+    run_case(&c, pf_seed() + 10);
+    c.name = "f16 caches, last key and query at INT32_MAX, window 300";
+    c.n_seqs = 1, c.lens[0] = 1500, c.kpos_lo = INT32_MAX - 1499, c.kpos_span = 0;
+    c.p.window = 300;
+    c.kdt = c.vdt = ROPEQK_F16;
+    run_case(&c, pf_seed() + 11);
+}
+
 /* bf16 K / f16 V, conjugate rotation, Llama 3 scaling, f16 and bf16 outputs (their rounding bounds) */
 Test(paged, bf16_f16_caches_half_outputs)
 {
@@ -89,6 +107,19 @@ Test(paged, mqa_40_heads_dv300)
     c.name = "MHA Hq=Hkv=40 D=32 Dv=24";
     c.Hkv = 40, c.Dv = 24;
     run_case(&c, pf_seed() + 6);
+}
+
+/* a head dim past what the GPU kernel keeps of Q in local memory (D 336: 5 stages of rotation pairs
+ * and one of pass-through dims, restaged for every tile), partial rotary, bf16 caches */
+Test(paged, large_head_dim)
+{
+    pcase c = base_case("D=336 R=320 Dv=72 bf16 caches");
+    c.Hq = 6, c.Hkv = 2, c.D = 336, c.Dv = 72, c.n_seqs = 3, c.max_seqs = 3, c.len_max = 600, c.maxp = 40;
+    c.kdt = c.vdt = ROPEQK_BF16;
+    c.p.rotary_dim = 320;
+    c.p.causal = 1;
+    c.q_ahead = 2;
+    run_case(&c, pf_seed() + 12);
 }
 
 /* DYNAMIC scaling with an explicit seq_len, no LSE, a batch smaller than max_seqs */

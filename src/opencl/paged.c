@@ -20,6 +20,44 @@ static bool cpu_shape(const ropeqk_plan *pl)
     return pl->ctx->tune.profile != ROPEQK_PROFILE_GPU && pb->D % 16 == 0 && pb->R % 32 == 0 && pb->D <= RQ_DMAXD;
 }
 
+/* paged_attn_gpu's work-group size: 128 work-items, or as many as cover Dv with RQ_PVT dims each up to
+ * RQ_PWG (so that one work-group reads and scores K once for all of V's dims), within what the device
+ * runs the compiled kernel with (CL_KERNEL_WORK_GROUP_SIZE: registers per work-item can lower it
+ * below CL_DEVICE_MAX_WORK_GROUP_SIZE): the largest power of two within all three. The kernel takes
+ * any power of two (cl/paged.cl): a smaller work-group covers fewer V dims per chunk (more chunks,
+ * each scoring the keys again) and runs each step of a tile in more rounds, so a device that cannot
+ * run 128 still runs every shape. Its local memory (RQ_PAGED_LOCAL_BYTES, whatever D, Dv and the
+ * heads) is checked against the device's: ROPEQK_ERR_TOO_LARGE at plan creation where it does not
+ * fit (a full-profile OpenCL 1.2 device has at least 32 KiB). */
+static ropeqk_status gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp)
+{
+    size_t kwg = 0;
+    cl_ulong lm = 0;
+    cl_int err = clGetKernelWorkGroupInfo(cp->kx[1], rq_cl(ctx)->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg,
+                                          NULL);
+    if (!err)
+        err = clGetKernelWorkGroupInfo(cp->kx[1], rq_cl(ctx)->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
+    if (err)
+        return rq_cl_fail(ctx, err);
+    size_t cap = 128;
+    while (cap < RQ_PWG && (int64_t)cap * RQ_PVT < pb->Dv)
+        cap *= 2;
+    if (kwg < cap)
+        cap = kwg;
+    if (ctx->dev.max_wg > 0 && ctx->dev.max_wg < cap)
+        cap = ctx->dev.max_wg;
+    cl_uint wg = 1;
+    while ((size_t)wg * 2 <= cap)
+        wg *= 2;
+    if (cap < 1 || (ctx->dev.local_mem > 0 && (lm > ctx->dev.local_mem || RQ_PAGED_LOCAL_BYTES > ctx->dev.local_mem))) {
+        rq_set_error("paged decode: the device cannot run paged_attn_gpu (kernel work-group limit %zu, %llu bytes "
+                     "of local memory against the device's %zu)", kwg, (unsigned long long)lm, ctx->dev.local_mem);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    cp->pwg = wg;
+    return ROPEQK_SUCCESS;
+}
+
 ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
 {
     ropeqk_ctx *ctx = pl->ctx;
@@ -38,7 +76,7 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
         return rq_cl_fail(ctx, err); /* kernels made so far: ropeqk_plan_destroy */
     if (cp->cus < 1)
         cp->cus = 1;
-    return ROPEQK_SUCCESS;
+    return cpu_shape(pl) ? ROPEQK_SUCCESS : gpu_fit(ctx, &pl->pb, cp);
 }
 
 /* The call's metadata as a device buffer (copied at creation: the host array may go at once). */
@@ -48,8 +86,10 @@ static cl_mem meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *er
                           err);
 }
 
-/* Head groups of pass 1 (contract.h's rq_paged_args): *groups tasks per (split, sequence). */
-static void head_groups(const rq_problem *pb, bool gpu, rq_paged_args *a, int64_t *groups)
+/* Head groups of pass 1 (contract.h's rq_paged_args): *groups tasks per (split, sequence); on the
+ * GPU shape (work-groups of wg) the key lanes and the V chunks: as many key lanes (up to RQ_PKQ) as
+ * leave the chunk covering Dv, so that a small Dv still keeps every work-item busy. */
+static void head_groups(const rq_problem *pb, bool gpu, int64_t wg, rq_paged_args *a, int64_t *groups)
 {
     int64_t cap = gpu ? RQ_PGH : RQ_PCH;
     if (!gpu && pb->G <= cap) { /* CPU: whole KV heads together, so their keys' angles are shared */
@@ -63,7 +103,11 @@ static void head_groups(const rq_problem *pb, bool gpu, rq_paged_args *a, int64_
         a->gpg = (rq_i32)(pb->G < cap ? pb->G : cap);
         *groups = pb->Hkv * a->ngc;
     }
-    a->ndvc = gpu ? (rq_i32)((pb->Dv + RQ_PWG * RQ_PVT - 1) / (RQ_PWG * RQ_PVT)) : 1;
+    a->kq = 1;
+    while (gpu && a->kq < RQ_PKQ && wg / (2 * a->kq) >= 1 && wg / (2 * a->kq) * RQ_PVT >= pb->Dv)
+        a->kq *= 2;
+    a->dvch = gpu ? (rq_i32)(wg / a->kq * RQ_PVT) : (rq_i32)pb->Dv;
+    a->ndvc = gpu ? (rq_i32)((pb->Dv + a->dvch - 1) / a->dvch) : 1;
 }
 
 /* The buffers of a call as the core's checks see them. */
@@ -113,7 +157,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     bool gpu = !cpu_shape(pl);
     rq_paged_args a = {0};
     int64_t groups;
-    head_groups(pb, gpu, &a, &groups);
+    head_groups(pb, gpu, cp->pwg, &a, &groups);
     int64_t pps = rq_paged_pages_per_split((int64_t)cp->cus * (gpu ? 8 : 4), n * groups * a.ndvc, meta.max_pages,
                                            pl->paged.page_size, gpu ? 256 : 512, 0);
     int64_t nsplit = (meta.max_pages + pps - 1) / pps, kps = pps * pl->paged.page_size;
@@ -172,8 +216,8 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     rq_rotate_grid(&ctx->tune, n, pb->R / 2 + (pb->D - pb->R), rg, rl_);
     size_t g1[3], l1[3];
     if (gpu) {
-        g1[0] = (size_t)nsplit * RQ_PWG, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;
-        l1[0] = RQ_PWG, l1[1] = 1, l1[2] = 1;
+        g1[0] = (size_t)nsplit * cp->pwg, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;
+        l1[0] = cp->pwg, l1[1] = 1, l1[2] = 1;
     } else {
         g1[0] = (size_t)nsplit, g1[1] = (size_t)groups, g1[2] = (size_t)n;
         l1[0] = 1, l1[1] = 1, l1[2] = 1;

@@ -75,10 +75,6 @@ KNOWN = {
         'the device builds it, -DRQ_ATTN_FALLBACK=1; the tuner no longer tries it): the CPU kernel\'s '
         'o[ATQ][RQ_ADVMAX/16] float16 accumulators, 1 KiB a row, indexed at run time, live in private '
         'memory: sm_90 stack 1136 B, gfx90a scratch 1088 B, dg2 private 1024 B',
-    ('paged_attn_gpu [*]', 'registers'):
-        'phase 2 (GPU paged decode): sm_90 161 registers (sm_80 144, gfx90a 114): 32 f32 accumulators '
-        '(8 query heads x 4 V dims a work-item, RQ_PGH x RQ_PVT) live across the per-key scoring loop '
-        'with its accurate angles',
     ('qk_scores [TQ=4 VK=16 *]', 'registers'):
         'an environment override only (ROPEQK_VK=16: the CPU shape on a GPU): gfx90a 130 VGPRs',
 }

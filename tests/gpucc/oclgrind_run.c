@@ -8,7 +8,9 @@
  *   2. attention, f16 Q/K/V (rope_rotate_f16, qk_attention_gpu_f16; and its fallback qk_attention_f16
  *      with the GPU kernel off), causal, sliding window, Dv != D;
  *   3. the paged KV cache, bf16 caches: appends (paged_append) into shuffled pages, then paged decode
- *      of a ragged batch (rope_rotate_f32, paged_attn_gpu, paged_combine).
+ *      of a ragged batch (rope_rotate_f32, paged_attn_gpu, paged_combine): 72 and 71 tokens (three
+ *      key tiles), D 80 with rotary width 72 (two stages of rotation pairs and one of pass-through
+ *      dims), Dv 16 (four key lanes).
  * Output: TAP lines without a plan (oclgrind.sh adds its own and the plan). */
 #include <ropeqk_opencl.h>
 
@@ -149,12 +151,13 @@ static cl_mem buffer(ropeqk_ctx *ctx, size_t n, const void *data)
 
 static void paged(ropeqk_ctx *ctx, uint64_t *rng)
 {
-    enum { NS = 2, PS = 16, MAXP = 2, NP = 5, HQ = 4, HKV = 2, D = 16, DV = 16, CAP = MAXP * PS };
+    enum { NS = 2, PS = 16, MAXP = 5, NP = 11, HQ = 4, HKV = 2, D = 80, DV = 16, CAP = MAXP * PS };
     const ropeqk_dtype ct = ROPEQK_BF16;
     ropeqk_params p;
     ropeqk_default_params(&p);
     p.layout = ROPEQK_HALF_SPLIT;
     p.causal = 1;
+    p.rotary_dim = 72;
     ropeqk_plan_desc d;
     memset(&d, 0, sizeof d);
     d.op = ROPEQK_OP_PAGED_DECODE;
@@ -172,17 +175,17 @@ static void paged(ropeqk_ctx *ctx, uint64_t *rng)
     if (st)
         return;
     cl_command_queue queue = ropeqk_opencl_queue(ctx);
-    /* the tokens of each sequence in order (host copies), appended in three steps: 19 to both, 1 to
-     * both, 1 to sequence 0 only: lengths 21 and 20, pages shuffled */
-    const int32_t table[NS * MAXP] = {4, 1, 0, 3};
-    const int lens_final[NS] = {21, 20};
+    /* the tokens of each sequence in order (host copies), appended in three steps: 70 to both, 1 to
+     * both, 1 to sequence 0 only: lengths 72 and 71, pages shuffled */
+    const int32_t table[NS * MAXP] = {4, 1, 9, 0, 7, 3, 10, 2, 6, 8};
+    const int lens_final[NS] = {72, 71};
     size_t es = ropeqk_dtype_size(ct);
     uint16_t *kh = xmalloc((size_t)NS * HKV * CAP * D * es), *vh = xmalloc((size_t)NS * HKV * CAP * DV * es);
     fill(kh, ct, (size_t)NS * HKV * CAP * D, rng); /* [s][hk][token][d] */
     fill(vh, ct, (size_t)NS * HKV * CAP * DV, rng);
     cl_mem kc = buffer(ctx, ropeqk_tensor_extent(&d.k), NULL), vc = buffer(ctx, ropeqk_tensor_extent(&d.v), NULL);
     int32_t lens[NS] = {0, 0};
-    const int steps[3][2] = {{19, 2}, {1, 2}, {1, 1}}; /* tokens, sequences */
+    const int steps[3][2] = {{70, 2}, {1, 2}, {1, 1}}; /* tokens, sequences */
     for (int i = 0; i < 3 && !st; i++) {
         int n_new = steps[i][0], ns = steps[i][1];
         ropeqk_tensor kn = ropeqk_tensor_bhsd(ct, ns, HKV, n_new, D), vn = ropeqk_tensor_bhsd(ct, ns, HKV, n_new, DV);
