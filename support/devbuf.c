@@ -533,6 +533,33 @@ void rqs_devbuf_free(rqs_devbuf *b)
 
 size_t rqs_devbuf_bytes(const rqs_devbuf *b) { return b ? b->bytes : 0; }
 
+/* Bytes [at, at + n) of the whole backend buffer (canaries included), n >= 1: written from host
+ * (write), or read into it; blocking. */
+static ropeqk_status raw_io(const rqs_devbuf *b, size_t at, size_t n, void *host, bool write)
+{
+#if RQS_HAVE_OPENCL
+    if (b->be == RQS_BACKEND_OPENCL) {
+        cl_command_queue q = ropeqk_opencl_queue(b->ctx);
+        cl_int e = write ? clEnqueueWriteBuffer(q, b->mem, CL_TRUE, at, n, host, 0, NULL, NULL)
+                         : clEnqueueReadBuffer(q, b->mem, CL_TRUE, at, n, host, 0, NULL, NULL);
+        return e ? cl_fail(e, write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (b->be == RQS_BACKEND_VULKAN) {
+        if (!b->map)
+            return write ? vk_staged(b, at, n, host, NULL) : vk_staged(b, at, n, NULL, host);
+        if (write)
+            memcpy(b->map + at, host, n);
+        else
+            memcpy(host, b->map + at, n);
+        return ROPEQK_SUCCESS;
+    }
+#endif
+    (void)at, (void)n, (void)host;
+    return no_backend(write ? "rqs_devbuf_write" : "rqs_devbuf_read");
+}
+
 ropeqk_status rqs_devbuf_write(rqs_devbuf *b, size_t offset, const void *src, size_t n)
 {
     if (!b || (!src && n))
@@ -540,24 +567,7 @@ ropeqk_status rqs_devbuf_write(rqs_devbuf *b, size_t offset, const void *src, si
     if (offset > b->bytes || n > b->bytes - offset)
         return fail(ROPEQK_ERR_BUFFER_TOO_SMALL, "rqs_devbuf_write: %zu bytes at %zu past a payload of %zu", n,
                     offset, b->bytes);
-    if (n == 0)
-        return ROPEQK_SUCCESS;
-#if RQS_HAVE_OPENCL
-    if (b->be == RQS_BACKEND_OPENCL) {
-        cl_int e = clEnqueueWriteBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, b->lead + offset, n, src, 0,
-                                        NULL, NULL);
-        return e ? cl_fail(e, "clEnqueueWriteBuffer") : ROPEQK_SUCCESS;
-    }
-#endif
-#if RQS_HAVE_VULKAN
-    if (b->be == RQS_BACKEND_VULKAN) {
-        if (!b->map)
-            return vk_staged(b, b->lead + offset, n, src, NULL);
-        memcpy(b->map + b->lead + offset, src, n);
-        return ROPEQK_SUCCESS;
-    }
-#endif
-    return no_backend("rqs_devbuf_write");
+    return n ? raw_io(b, b->lead + offset, n, (void *)src, true) : ROPEQK_SUCCESS;
 }
 
 ropeqk_status rqs_devbuf_fill(rqs_devbuf *b, unsigned char byte)
@@ -574,25 +584,7 @@ ropeqk_status rqs_devbuf_fill(rqs_devbuf *b, unsigned char byte)
 }
 
 /* The whole backend buffer, canaries included, into dst (b->total bytes). */
-static ropeqk_status read_all(const rqs_devbuf *b, unsigned char *dst)
-{
-#if RQS_HAVE_OPENCL
-    if (b->be == RQS_BACKEND_OPENCL) {
-        cl_int e = clEnqueueReadBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, 0, b->total, dst, 0, NULL, NULL);
-        return e ? cl_fail(e, "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
-    }
-#endif
-#if RQS_HAVE_VULKAN
-    if (b->be == RQS_BACKEND_VULKAN) {
-        if (!b->map)
-            return vk_staged(b, 0, b->total, NULL, dst);
-        memcpy(dst, b->map, b->total);
-        return ROPEQK_SUCCESS;
-    }
-#endif
-    (void)dst;
-    return no_backend("rqs_devbuf_read");
-}
+static ropeqk_status read_all(const rqs_devbuf *b, unsigned char *dst) { return raw_io(b, 0, b->total, dst, false); }
 
 ropeqk_status rqs_devbuf_read_part(const rqs_devbuf *b, size_t offset, size_t n, void *dst)
 {
@@ -601,24 +593,7 @@ ropeqk_status rqs_devbuf_read_part(const rqs_devbuf *b, size_t offset, size_t n,
     if (offset > b->bytes || n > b->bytes - offset)
         return fail(ROPEQK_ERR_BUFFER_TOO_SMALL, "rqs_devbuf_read: %zu bytes at %zu past a payload of %zu", n,
                     offset, b->bytes);
-    if (n == 0)
-        return ROPEQK_SUCCESS;
-#if RQS_HAVE_OPENCL
-    if (b->be == RQS_BACKEND_OPENCL) {
-        cl_int e = clEnqueueReadBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, b->lead + offset, n, dst, 0,
-                                       NULL, NULL);
-        return e ? cl_fail(e, "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
-    }
-#endif
-#if RQS_HAVE_VULKAN
-    if (b->be == RQS_BACKEND_VULKAN) {
-        if (!b->map)
-            return vk_staged(b, b->lead + offset, n, NULL, dst);
-        memcpy(dst, b->map + b->lead + offset, n);
-        return ROPEQK_SUCCESS;
-    }
-#endif
-    return no_backend("rqs_devbuf_read");
+    return n ? raw_io(b, b->lead + offset, n, dst, false) : ROPEQK_SUCCESS;
 }
 
 ropeqk_status rqs_devbuf_read(const rqs_devbuf *b, void *dst)
