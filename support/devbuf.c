@@ -162,9 +162,11 @@ static void vk_buf_free(rqs_devbuf *b)
 }
 
 static ropeqk_status vk_staged(const rqs_devbuf *b, size_t at, size_t n, const void *in, void *out);
+static ropeqk_status vk_fill_canary(const rqs_devbuf *b);
 
-/* The buffer (b->total bytes), holding `image`: host-visible and mapped, or (RQS_DEVBUF_DEVICE_LOCAL)
- * device-local and filled through a staging buffer. */
+/* The buffer (b->total bytes), holding `image` (NULL: the canary word everywhere): host-visible and
+ * mapped, or (RQS_DEVBUF_DEVICE_LOCAL) device-local and filled through a staging buffer (the canary
+ * word: vkCmdFillBuffer). */
 static ropeqk_status vk_buf_make(rqs_devbuf *b, const unsigned char *image)
 {
     const VkBufferUsageFlags usage =
@@ -172,7 +174,7 @@ static ropeqk_status vk_buf_make(rqs_devbuf *b, const unsigned char *image)
     ropeqk_status st;
     if (b->device_local) {
         if (!(st = vk_raw_buf(b->ctx, b->total, usage, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, true, &b->buf, &b->dm)) &&
-            (st = vk_staged(b, 0, b->total, image, NULL)))
+            (st = image ? vk_staged(b, 0, b->total, image, NULL) : vk_fill_canary(b)))
             vk_buf_free(b);
         return st;
     }
@@ -186,7 +188,13 @@ static ropeqk_status vk_buf_make(rqs_devbuf *b, const unsigned char *image)
         vk_buf_free(b);
         return vk_fail(r, "vkMapMemory");
     }
-    memcpy(b->map, image, b->total);
+    if (image) {
+        memcpy(b->map, image, b->total);
+    } else {
+        const uint32_t word = RQS_CANARY_WORD;
+        for (size_t i = 0; i < b->total; i += 4)
+            memcpy(b->map + i, &word, 4);
+    }
     return ROPEQK_SUCCESS;
 }
 
@@ -340,6 +348,18 @@ typedef struct {
     size_t n;
 } vk_copy_rec;
 
+/* Transfer writes -> later shaders and transfers. */
+static void vk_after_transfer(VkCommandBuffer cmd)
+{
+    VkMemoryBarrier post = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                             VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &post, 0, NULL,
+                         0, NULL);
+}
+
 static ropeqk_status rec_copies(VkCommandBuffer cmd, const void *u)
 {
     const vk_copy_rec *r = u;
@@ -350,15 +370,20 @@ static ropeqk_status rec_copies(VkCommandBuffer cmd, const void *u)
                          VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &pre, 0, NULL, 0, NULL);
     for (size_t i = 0; i < r->n; i++)
         vkCmdCopyBuffer(cmd, r->c[i].src, r->c[i].dst, 1, &r->c[i].r);
-    VkMemoryBarrier post = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                            .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-                            .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                             VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &post, 0, NULL,
-                         0, NULL);
+    vk_after_transfer(cmd);
     return ROPEQK_SUCCESS;
 }
+
+/* A new device-local buffer: the canary word everywhere (b->total is a whole number of words). */
+static ropeqk_status rec_fill(VkCommandBuffer cmd, const void *u)
+{
+    const rqs_devbuf *b = u;
+    vkCmdFillBuffer(cmd, b->buf, 0, b->total, RQS_CANARY_WORD);
+    vk_after_transfer(cmd);
+    return ROPEQK_SUCCESS;
+}
+
+static ropeqk_status vk_fill_canary(const rqs_devbuf *b) { return vk_run(b->ctx, NULL, rec_fill, b); }
 
 /* A device-local buffer's bytes [at, at + n) of the whole backend buffer: written from `in`, or (in
  * NULL) read into `out`, through a host-visible staging buffer of n bytes, one submission waited for. */
@@ -479,27 +504,39 @@ ropeqk_status rqs_devbuf_create_ex(ropeqk_ctx *ctx, size_t bytes, const void *in
     b->lead = flags & RQS_DEVBUF_CANARIES ? RQS_CANARY_BYTES : 0;
     b->device_local = (flags & RQS_DEVBUF_DEVICE_LOCAL) != 0;
     b->total = b->padded + 2 * b->lead;
-    /* the buffer's first contents: the canary word everywhere, the payload over it */
-    unsigned char *image = malloc(b->total);
-    if (!image) {
-        free(b);
-        return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_devbuf_create: out of host memory");
-    }
+    /* the buffer's first contents: the canary word everywhere, the payload over it; without init
+     * no host image (the word is filled in on the device) */
     const uint32_t word = RQS_CANARY_WORD;
-    for (size_t i = 0; i < b->total; i += 4)
-        memcpy(image + i, &word, 4);
-    if (init)
+    unsigned char *image = NULL;
+    if (init) {
+        if (!(image = malloc(b->total))) {
+            free(b);
+            return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_devbuf_create: out of host memory");
+        }
+        for (size_t i = 0; i < b->total; i += 4)
+            memcpy(image + i, &word, 4);
         memcpy(image + b->lead, init, bytes);
+    }
     ropeqk_status st = ROPEQK_SUCCESS;
 #if RQS_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         cl_int e = CL_SUCCESS;
-        b->mem = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, b->total, image,
-                                &e);
+        const char *what = "clCreateBuffer";
+        b->mem = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE | (image ? CL_MEM_COPY_HOST_PTR : 0),
+                                b->total, image, &e);
+        if (e == CL_SUCCESS && b->mem && !image) {
+            cl_event ev = NULL;
+            what = "clEnqueueFillBuffer";
+            e = clEnqueueFillBuffer(ropeqk_opencl_queue(ctx), b->mem, &word, sizeof word, 0, b->total, 0, NULL, &ev);
+            if (e == CL_SUCCESS)
+                what = "clWaitForEvents", e = clWaitForEvents(1, &ev);
+            if (ev)
+                clReleaseEvent(ev);
+        }
         if (e != CL_SUCCESS || !b->mem) {
             if (b->mem)
                 clReleaseMemObject(b->mem);
-            st = cl_fail(e ? e : CL_OUT_OF_RESOURCES, "clCreateBuffer");
+            st = cl_fail(e ? e : CL_OUT_OF_RESOURCES, what);
         }
     }
 #endif

@@ -68,9 +68,9 @@ ropeqk_status rqs_devbuf_create(ropeqk_ctx *ctx, size_t bytes, const void *init,
 enum {
     RQS_DEVBUF_CANARIES = 1u << 0, /* canaries before and after the payload (rqs_devbuf_create's bool) */
     /* Vulkan: device-local memory (the first memory type with DEVICE_LOCAL that the buffer allows, else
-     * the first it allows), never mapped: creation, writes, fills, reads and checks copy through a
-     * host-visible staging buffer of their size (vkCmdCopyBuffer, one submission under the lock, waited
-     * for). The placement a GPU's kernels read at full speed; on lavapipe every type is host memory.
+     * the first it allows), never mapped: creation from init, writes, fills, reads and checks copy
+     * through a host-visible staging buffer of their size (vkCmdCopyBuffer; creation without init:
+     * vkCmdFillBuffer), one submission under the lock, waited for. The placement a GPU's kernels read at full speed; on lavapipe every type is host memory.
      * OpenCL: no difference (clCreateBuffer's placement is the driver's). */
     RQS_DEVBUF_DEVICE_LOCAL = 1u << 1,
 };
