@@ -10,7 +10,7 @@
  *
  *   bench_main.c ─┬─ scores_bench.c ── scores_impl.c ─┬─ baseline.c ── benv.c
  *                 ├─ attn_bench.c ──── attn_impl.c ───┤   values.c, impls.c, cpu.c
- *                 ├─ vk_bench.c (both impls, vk.c) ───┘
+ *                 ├─ vk_bench.c (support/devbuf) ─────┘
  *                 ├─ first_call.c, host_cost.c, paged.c
  *                 └─ support/plot.h (the chart)
  *

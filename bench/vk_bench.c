@@ -1,14 +1,22 @@
 /* `ropeqk-bench --vulkan`: one plan description per shape, made into a plan on the OpenCL context
  * and one on a Vulkan context ("vulkan", or $ROPEQK_DEVICE when it names a Vulkan device), run on
- * device-resident buffers holding the same inputs, in one process:
- *   opencl   ropeqk_opencl_plan_enqueue / _paged_enqueue, then clFinish;
- *   vulkan   one command buffer per shape, recorded ONCE (plan record + the caller's barrier) and
- *            submitted per run, then a fence wait; its recording time is reported separately, as
- *            are plan creation (Vulkan: pipeline creation on the first shape) and the first call;
+ * device-resident buffers holding the same inputs, in one process. Both backends go through the
+ * support library's device buffers and runs (support/devbuf.h), the same calls for each:
+ *   opencl   rqs_plan_run / rqs_paged_run on the context's queue: ropeqk_opencl_plan_enqueue /
+ *            _paged_enqueue, then a wait for the returned event;
+ *   vulkan   the same calls on a stream (command pool and fence) of the bench's: per run a command
+ *            buffer is allocated, recorded (plan record + the caller's barrier), submitted and waited
+ *            for with the fence; buffers are RQS_DEVBUF_DEVICE_LOCAL (filled and read back through
+ *            a staging buffer). Recording per run costs ~1 us of host time on lavapipe (measured:
+ *            allocate + record + end + free of the decode plan's command buffer; a 4-byte copy's
+ *            submit-and-wait took 13.6 us recorded per run against 12.9 us recorded once), far
+ *            below the runs' noise, so no command buffer is kept across runs (rec_ms is "-");
+ *            plan creation (Vulkan: pipeline creation on the first shape) and the first call are
+ *            reported apart;
  *   cblas    the existing host baseline (host RoPE + OpenBLAS, attention: + host softmax), on the
  *            scores and attention shapes;
- *   *-copy   clEnqueueCopyBuffer / vkCmdCopyBuffer over K (paged: K and V), each backend's own
- *            bandwidth yardstick, on the decode shapes.
+ *   *-copy   rqs_copy_run over K (paged: K and V): clEnqueueCopyBuffer / vkCmdCopyBuffer, each
+ *            backend's own bandwidth yardstick, on the decode shapes.
  * Before timing, both backends' outputs (initialised to NaN) are read back and compared: a
  * max |vulkan - opencl| above TOL leaves the shape untimed and the exit status 3, so a broken backend
  * is never reported as fast. Timing: warm-ups, then rounds of one run of each impl (load drift on a
@@ -21,9 +29,9 @@
 #include "attn_impl.h"
 #include "clock.h"
 #include "cpu.h"
+#include "devbuf.h"
 #include "scores_impl.h"
 #include "values.h"
-#include "vk.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -64,14 +72,30 @@ typedef struct {
     uint16_t *pk, *pv;   /* paged: f16 caches */
     int32_t *table, len[1], qpos[1];
     ropeqk_paged_batch batch;
+    /* per backend (B_CL, B_VK): */
     ropeqk_plan *plan[2];
-    cl_mem cm[4], cdst[2];
-    bvk_buf vm[4], vdst[2];
-    VkCommandBuffer cmd, cmd_copy;
+    rqs_devbuf *buf[2][4]; /* Q, K, V (NULL for scores), out */
+    rqs_devbuf *dst[2][2]; /* the copy yardsticks' destinations */
     int ncopy;
     bool has[V_N];
-    double plan_ms[2], first_ms[2], rec_ms;
+    double plan_ms[2], first_ms[2];
 } vstate;
+
+enum { B_CL, B_VK };
+/* The backends' contexts and streams (OpenCL: NULL, the context's queue; Vulkan: the bench's pool
+ * and fence). */
+typedef struct {
+    ropeqk_ctx *ctx[2];
+    rqs_stream *stream[2];
+} vbackends;
+
+/* A failed call's message: the library's, and devbuf's for a backend call of its own. */
+static void print_fail(const char *shape, const char *what, int err)
+{
+    printf("%-28s %s failed: %d (%s) %s%s%s\n", shape, what, err, ropeqk_status_string(err), ropeqk_last_error(),
+           err == ROPEQK_ERR_BACKEND || err == RQS_ERR_STRAY_EVENT ? "; " : "",
+           err == ROPEQK_ERR_BACKEND || err == RQS_ERR_STRAY_EVENT ? rqs_devbuf_error() : "");
+}
 
 static double t_ms(void) { return rqs_now() * 1e3; }
 
@@ -157,135 +181,74 @@ static double copy_bytes(const vstate *v)
     return 2.0 * (double)(v->bytes[1] + (v->ncopy > 1 ? v->bytes[2] : 0));
 }
 
-static int run_impl(benv *e, bvk *vk, vstate *v, int i)
+static int run_impl(benv *e, const vbackends *bk, vstate *v, int i)
 {
-    int err = 0;
+    int b = i == V_CL || i == V_CLCOPY ? B_CL : B_VK;
     switch (i) {
     case V_CL:
-        if (v->s->kind == K_PAGED) {
-            ropeqk_opencl_paged_args a = {.q = {v->cm[0], 0}, .k_cache = {v->cm[1], 0}, .v_cache = {v->cm[2], 0},
-                                          .out = {v->cm[3], 0}};
-            err = ropeqk_opencl_paged_enqueue(v->plan[0], e->queue, &a, &v->batch, 0, NULL, NULL);
-        } else {
-            ropeqk_opencl_args a = {.q = {v->cm[0], 0}, .k = {v->cm[1], 0}, .v = {v->cm[2], 0}, .out = {v->cm[3], 0}};
-            err = ropeqk_opencl_plan_enqueue(v->plan[0], e->queue, &a, NULL, 0, NULL, NULL);
-        }
-        return err ? err : clFinish(e->queue);
     case V_VK:
-        return bvk_submit_wait(vk, v->cmd);
+        if (v->s->kind == K_PAGED) {
+            rqs_paged_args a = {.q = rqs_whole(v->buf[b][0]), .k_cache = rqs_whole(v->buf[b][1]),
+                                .v_cache = rqs_whole(v->buf[b][2]), .out = rqs_whole(v->buf[b][3])};
+            return rqs_paged_run(bk->ctx[b], bk->stream[b], v->plan[b], &a, &v->batch);
+        } else {
+            rqs_args a = {.q = rqs_whole(v->buf[b][0]), .k = rqs_whole(v->buf[b][1]), .out = rqs_whole(v->buf[b][3])};
+            if (v->buf[b][2])
+                a.v = rqs_whole(v->buf[b][2]);
+            return rqs_plan_run(bk->ctx[b], bk->stream[b], v->plan[b], &a, NULL);
+        }
     case V_CBLAS:
         return v->s->kind == K_ATTN ? aimpl_run(e, &v->ac, IMPL_CBLAS) : bimpl_run(e, &v->bc, IMPL_CBLAS);
     case V_CLCOPY:
-        for (int j = 0; j < v->ncopy && !err; j++)
-            err = clEnqueueCopyBuffer(e->queue, v->cm[1 + j], v->cdst[j], 0, 0, v->bytes[1 + j], 0, NULL, NULL);
-        return err ? err : clFinish(e->queue);
-    case V_VKCOPY:
-        return bvk_submit_wait(vk, v->cmd_copy);
+    case V_VKCOPY: {
+        rqs_copy c[2];
+        for (int j = 0; j < v->ncopy; j++)
+            c[j] = (rqs_copy){v->dst[b][j], 0, v->buf[b][1 + j], 0, v->bytes[1 + j]};
+        return rqs_copy_run(bk->ctx[b], bk->stream[b], c, (size_t)v->ncopy);
+    }
     }
     return -1;
 }
 
-/* Plan, buffers (out = NaN), first call; Vulkan: the command buffers, recorded once. */
-static int setup_cl(benv *e, vstate *v)
+/* One backend's plan, buffers (out = NaN: the canary word) and first call. */
+static int setup(benv *e, const vbackends *bk, vstate *v, int b)
 {
     double t0 = t_ms();
-    int err = ropeqk_plan_create(e->rq, &v->d, &v->plan[0]);
+    int err = rqs_plan_create(bk->ctx[b], &v->d, &v->plan[b]);
     if (err)
         return err;
-    v->plan_ms[0] = t_ms() - t0;
-    cl_int ce = CL_SUCCESS;
-    for (int j = 0; j < 3; j++)
-        if (v->host[j])
-            v->cm[j] = bench_mkbuf(e, v->bytes[j], v->host[j], &ce);
-    void *nan = malloc(v->bytes[3]);
-    if (!nan)
-        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    memset(nan, 0xff, v->bytes[3]);
-    v->cm[3] = bench_mkbuf(e, v->bytes[3], nan, &ce);
-    free(nan);
-    for (int j = 0; j < v->ncopy; j++)
-        v->cdst[j] = bench_mkbuf(e, v->bytes[1 + j], NULL, &ce);
-    if (ce)
-        return ce;
-    t0 = t_ms();
-    if ((err = run_impl(e, NULL, v, V_CL)))
-        return err;
-    v->first_ms[0] = t_ms() - t0;
-    v->has[V_CL] = true;
-    v->has[V_CLCOPY] = v->ncopy > 0;
-    return 0;
-}
-
-static int setup_vk(bvk *vk, vstate *v)
-{
-    double t0 = t_ms();
-    int err = ropeqk_plan_create(vk->rq, &v->d, &v->plan[1]);
-    if (err)
-        return err;
-    v->plan_ms[1] = t_ms() - t0;
+    v->plan_ms[b] = t_ms() - t0;
     for (int j = 0; j < 4 && !err; j++) /* out (j = 3) starts as NaN */
         if (j == 3 || v->host[j])
-            err = bvk_buf_make(vk, v->bytes[j], j < 3 ? v->host[j] : NULL, 0xff, &v->vm[j]);
+            err = rqs_devbuf_create_ex(bk->ctx[b], v->bytes[j], j < 3 ? v->host[j] : NULL, RQS_DEVBUF_DEVICE_LOCAL,
+                                       &v->buf[b][j]);
     for (int j = 0; j < v->ncopy && !err; j++)
-        err = bvk_buf_make(vk, v->bytes[1 + j], NULL, 0, &v->vdst[j]);
+        err = rqs_devbuf_create_ex(bk->ctx[b], v->bytes[1 + j], NULL, RQS_DEVBUF_DEVICE_LOCAL, &v->dst[b][j]);
     if (err)
         return err;
     t0 = t_ms();
-    if ((err = bvk_cmd_begin(vk, &v->cmd)))
+    if ((err = run_impl(e, bk, v, b == B_CL ? V_CL : V_VK)))
         return err;
-    if (v->s->kind == K_PAGED) {
-        ropeqk_vulkan_paged_args a = {.q = bvk_mem(&v->vm[0]), .k_cache = bvk_mem(&v->vm[1]),
-                                      .v_cache = bvk_mem(&v->vm[2]), .out = bvk_mem(&v->vm[3])};
-        err = ropeqk_vulkan_paged_record(v->plan[1], v->cmd, &a, &v->batch);
-    } else {
-        ropeqk_vulkan_args a = {.q = bvk_mem(&v->vm[0]), .k = bvk_mem(&v->vm[1]), .v = bvk_mem(&v->vm[2]),
-                                .out = bvk_mem(&v->vm[3])};
-        err = ropeqk_vulkan_plan_record(v->plan[1], v->cmd, &a, NULL);
-    }
-    if (err || (err = bvk_cmd_end(v->cmd)))
-        return err;
-    v->rec_ms = t_ms() - t0;
-    t0 = t_ms();
-    if ((err = bvk_submit_wait(vk, v->cmd)))
-        return err;
-    v->first_ms[1] = t_ms() - t0;
-    v->has[V_VK] = true;
-    if (v->ncopy) {
-        if ((err = bvk_cmd_begin(vk, &v->cmd_copy)))
-            return err;
-        for (int j = 0; j < v->ncopy; j++)
-            vkCmdCopyBuffer(v->cmd_copy, v->vm[1 + j].buf, v->vdst[j].buf, 1, &(VkBufferCopy){0, 0, v->bytes[1 + j]});
-        if ((err = bvk_cmd_end(v->cmd_copy)))
-            return err;
-        v->has[V_VKCOPY] = true;
-    }
+    v->first_ms[b] = t_ms() - t0;
+    v->has[b == B_CL ? V_CL : V_VK] = true;
+    v->has[b == B_CL ? V_CLCOPY : V_VKCOPY] = v->ncopy > 0;
     return 0;
 }
 
-static void state_free(benv *e, bvk *vk, vstate *v)
+static void state_free(vstate *v)
 {
-    if (vk && vk->rq) {
-        bvk_cmd_free(vk, v->cmd);
-        bvk_cmd_free(vk, v->cmd_copy);
+    for (int b = 0; b < 2; b++) {
         for (int j = 0; j < 4; j++)
-            bvk_buf_free(vk, &v->vm[j]);
+            rqs_devbuf_free(v->buf[b][j]);
         for (int j = 0; j < 2; j++)
-            bvk_buf_free(vk, &v->vdst[j]);
+            rqs_devbuf_free(v->dst[b][j]);
+        ropeqk_plan_destroy(v->plan[b]);
     }
-    for (int j = 0; j < 4; j++)
-        if (v->cm[j])
-            clReleaseMemObject(v->cm[j]);
-    for (int j = 0; j < 2; j++)
-        if (v->cdst[j])
-            clReleaseMemObject(v->cdst[j]);
-    ropeqk_plan_destroy(v->plan[0]);
-    ropeqk_plan_destroy(v->plan[1]);
     if (v->s && v->s->kind == K_SCORES)
         bcase_free(&v->bc);
     if (v->s && v->s->kind == K_ATTN)
         acase_free(&v->ac);
     free(v->pq), free(v->pk), free(v->pv), free(v->table);
-    (void)e;
 }
 
 /* "a/b x" for two median times (a ratio of throughputs), "-" when either is missing */
@@ -313,15 +276,23 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
     bool have_cl = e->rq != NULL, bad = false, failed = false; /* exit 3, exit 1 */
     char tag[V_N][32] = {"", "", "host", "", ""}, cl_why[256];
     snprintf(cl_why, sizeof cl_why, "%s", ropeqk_last_error()); /* before Vulkan's failures replace it */
-    bvk vk;
+    vbackends bk = {{e->rq, NULL}, {NULL, NULL}};
     double t0 = t_ms(), vk_ctx_ms, vk_warm_ms = NAN;
-    int st = bvk_open(&vk, vk_spec);
+    ropeqk_ctx_params cp = {.device = vk_spec};
+    int st = ropeqk_ctx_create(&cp, &bk.ctx[B_VK]);
     vk_ctx_ms = t_ms() - t0;
+    const char *vk_why = NULL; /* the failure's message, when not the library's */
+    if (!st && rqs_ctx_backend(bk.ctx[B_VK]) != RQS_BACKEND_VULKAN) {
+        st = ROPEQK_ERR_NO_DEVICE;
+        vk_why = "not a Vulkan context";
+    }
     if (!st) {
         t0 = t_ms();
-        st = ropeqk_ctx_warmup(vk.rq); /* the common pipelines, as main's OpenCL warm-up builds the program */
+        st = ropeqk_ctx_warmup(bk.ctx[B_VK]); /* the common pipelines, as main's OpenCL warm-up builds the program */
         vk_warm_ms = t_ms() - t0;
     }
+    if (!st && (st = rqs_stream_create(bk.ctx[B_VK], &bk.stream[B_VK])))
+        vk_why = rqs_devbuf_error();
     bool have_vk = st == 0;
     printf("ropeqk-bench --vulkan: the same plan on both backends, device-resident buffers; median of %d runs after "
            "%d warm-ups, in rounds; wall time = enqueue/submit .. clFinish/fence\n", runs, warmup);
@@ -334,14 +305,17 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
         printf("opencl: none (%s): its rows are skipped\n", cl_why);
     }
     if (have_vk) {
-        printf("vulkan: %s (context: %.0f ms, pipelines: %.0f ms); command buffer recorded once per shape, "
-               "submitted per run\n", ropeqk_ctx_device_description(vk.rq), vk_ctx_ms, vk_warm_ms);
-        printf("  config: %s\n  options: %s\n", ropeqk_ctx_config_source(vk.rq), ropeqk_ctx_build_options(vk.rq));
-        short_tag(tag[V_VK], sizeof tag[V_VK], ropeqk_ctx_device_description(vk.rq));
+        printf("vulkan: %s (context: %.0f ms, pipelines: %.0f ms); device-local buffers; each run records, "
+               "submits and waits (support/devbuf)\n", ropeqk_ctx_device_description(bk.ctx[B_VK]), vk_ctx_ms,
+               vk_warm_ms);
+        printf("  config: %s\n  options: %s\n", ropeqk_ctx_config_source(bk.ctx[B_VK]),
+               ropeqk_ctx_build_options(bk.ctx[B_VK]));
+        short_tag(tag[V_VK], sizeof tag[V_VK], ropeqk_ctx_device_description(bk.ctx[B_VK]));
     } else {
         printf("vulkan: none on '%s' (%s: %s): its rows are skipped\n", vk_spec, ropeqk_status_string(st),
-               ropeqk_last_error());
-        bvk_close(&vk);
+               vk_why ? vk_why : ropeqk_last_error());
+        ropeqk_ctx_destroy(bk.ctx[B_VK]);
+        bk.ctx[B_VK] = NULL;
     }
     memcpy(tag[V_CLCOPY], tag[V_CL], sizeof tag[V_CL]);
     memcpy(tag[V_VKCOPY], tag[V_VK], sizeof tag[V_VK]);
@@ -355,13 +329,15 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
             continue;
         vstate v;
         int err = host_init(e, &v, s);
-        if (!err && have_cl && (err = setup_cl(e, &v)))
-            printf("%-28s opencl failed: %d (%s) %s\n", s->name, err, ropeqk_status_string(err), ropeqk_last_error());
-        if (!err && have_vk && (err = setup_vk(&vk, &v)))
-            printf("%-28s vulkan failed: %d (%s) %s\n", s->name, err, ropeqk_status_string(err), ropeqk_last_error());
+        if (err)
+            print_fail(s->name, "host data", err);
+        if (!err && have_cl && (err = setup(e, &bk, &v, B_CL)))
+            print_fail(s->name, "opencl", err);
+        if (!err && have_vk && (err = setup(e, &bk, &v, B_VK)))
+            print_fail(s->name, "vulkan", err);
         if (err) {
             failed = true;
-            state_free(e, have_vk ? &vk : NULL, &v);
+            state_free(&v);
             continue;
         }
         /* the check: each backend against the other; cblas (fp32 angles) against either, for information */
@@ -370,19 +346,24 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
         double diff = NAN, cdiff = NAN;
         if (!out[0] || !out[1] || !out[2]) {
             fprintf(stderr, "ropeqk-bench: out of host memory\n");
-            return 1;
+            free(out[0]), free(out[1]), free(out[2]);
+            state_free(&v);
+            failed = true;
+            break;
         }
-        if (v.has[V_CL] && clEnqueueReadBuffer(e->queue, v.cm[3], CL_TRUE, 0, n * 4, out[0], 0, NULL, NULL))
-            v.has[V_CL] = false;
-        if (v.has[V_VK] && bvk_buf_read(&vk, &v.vm[3], out[1]))
-            v.has[V_VK] = false;
+        for (int b = B_CL; b <= B_VK; b++) /* V_CL == B_CL, V_VK == B_VK */
+            if (v.has[b] && (err = rqs_devbuf_read(v.buf[b][3], out[b]))) {
+                print_fail(s->name, b == B_CL ? "opencl read-back" : "vulkan read-back", err);
+                v.has[b] = false;
+                failed = true;
+            }
         if (v.has[V_CL] && v.has[V_VK] && !((diff = bench_max_abs_diff(out[0], out[1], n)) <= TOL)) {
             printf("%-28s MISMATCH: max |vulkan - opencl| = %.3g > %.0e: neither is timed\n", s->name, diff, TOL);
             v.has[V_CL] = v.has[V_VK] = false;
             bad = true;
         }
         if (v.has[V_CBLAS] && (v.has[V_CL] || v.has[V_VK])) {
-            if (run_impl(e, NULL, &v, V_CBLAS) || (s->kind == K_ATTN ? aimpl_fetch(e, &v.ac, IMPL_CBLAS, out[2])
+            if (run_impl(e, &bk, &v, V_CBLAS) || (s->kind == K_ATTN ? aimpl_fetch(e, &v.ac, IMPL_CBLAS, out[2])
                                                                      : bimpl_fetch(e, &v.bc, IMPL_CBLAS, out[2])))
                 v.has[V_CBLAS] = false;
             else
@@ -396,8 +377,8 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
                 if (!v.has[i])
                     continue;
                 t0 = t_ms();
-                if ((err = run_impl(e, have_vk ? &vk : NULL, &v, i))) {
-                    printf("%-28s %-12s failed: %d\n", s->name, vname[i], err);
+                if ((err = run_impl(e, &bk, &v, i))) {
+                    print_fail(s->name, vname[i], err);
                     v.has[i] = false;
                     failed = true;
                 } else if (r >= warmup) {
@@ -409,6 +390,9 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
             if (!v.has[i] || !nt[i])
                 continue;
             med[i] = rqs_median(tm[i], (size_t)nt[i]);
+            double mn = tm[i][0];
+            for (int r = 1; r < nt[i]; r++)
+                mn = tm[i][r] < mn ? tm[i][r] : mn;
             bool copy = i == V_CLCOPY || i == V_VKCOPY;
             double gb = copy ? copy_bytes(&v) : bytes_moved(&v);
             double gf = copy ? NAN : flops(s) / (med[i] * 1e6), gbs = gb / (med[i] * 1e6);
@@ -419,10 +403,10 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
                 snprintf(pl, sizeof pl, "%.1f", v.plan_ms[i]);
                 snprintf(fc, sizeof fc, "%.1f", v.first_ms[i]);
             }
-            if (i == V_VK)
-                snprintf(rc, sizeof rc, "%.3f", v.rec_ms);
+            if (i == V_VK) /* recorded in every run (see the top of this file) */
+                snprintf(rc, sizeof rc, "-");
             printf("%-28s %-12s %-28s %10.3f %10.3f %9s %8.2f %9s %9s %8s\n", s->name, vname[i], tag[i], med[i],
-                   tm[i][0], gfs, gbs, pl, fc, rc);
+                   mn, gfs, gbs, pl, fc, rc);
             if (csv) { /* max_abs_diff: vulkan against opencl, cblas against the first backend */
                 char md[24] = "";
                 if ((i == V_VK && !isnan(diff)) || (i == V_CBLAS && !isnan(cdiff)))
@@ -444,13 +428,14 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
             printf("  %s: bandwidth / own copy's: opencl %s, vulkan %s\n", s->name,
                    ratio(r1, med[V_CLCOPY] * bytes_moved(&v) / copy_bytes(&v), med[V_CL]),
                    ratio(r2, med[V_VKCOPY] * bytes_moved(&v) / copy_bytes(&v), med[V_VK]));
-        state_free(e, have_vk ? &vk : NULL, &v);
+        state_free(&v);
     }
     if (have_vk) {
         char msg[256] = "";
-        if (ropeqk_vulkan_validation_messages(vk.rq, msg, sizeof msg))
+        if (rqs_validation_messages(msg, sizeof msg))
             printf("Vulkan validation messages; the first: %s\n", msg);
-        bvk_close(&vk);
     }
+    rqs_stream_destroy(bk.stream[B_VK]);
+    ropeqk_ctx_destroy(bk.ctx[B_VK]);
     return failed ? 1 : bad ? 3 : 0;
 }

@@ -57,6 +57,7 @@ struct rqs_devbuf {
     size_t padded; /* payload rounded up to whole words */
     size_t lead;   /* canary bytes before (and after) the payload: 0 or RQS_CANARY_BYTES */
     size_t total;  /* the backend buffer: lead + padded + lead */
+    bool device_local; /* RQS_DEVBUF_DEVICE_LOCAL (Vulkan: no map; staged transfers) */
 #if RQS_HAVE_OPENCL
     cl_mem mem;
 #endif
@@ -94,6 +95,60 @@ static ropeqk_status vk_fail(VkResult r, const char *what)
     return fail(ROPEQK_ERR_BACKEND, "%s: VkResult %d", what, (int)r);
 }
 
+/* A VkBuffer of `size` bytes with its own memory: the first memory type the buffer allows that has
+ * every flag of `want`; when none has them and `fallback` is set, the first type it allows. Nothing is
+ * left allocated on failure. */
+static ropeqk_status vk_raw_buf(ropeqk_ctx *ctx, VkDeviceSize size, VkBufferUsageFlags usage,
+                               VkMemoryPropertyFlags want, bool fallback, VkBuffer *buf, VkDeviceMemory *dm)
+{
+    VkDevice dev = ropeqk_vulkan_device(ctx);
+    *buf = VK_NULL_HANDLE, *dm = VK_NULL_HANDLE;
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = usage,
+                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkResult r = vkCreateBuffer(dev, &bci, NULL, buf);
+    if (r != VK_SUCCESS) {
+        *buf = VK_NULL_HANDLE;
+        return vk_fail(r, "vkCreateBuffer");
+    }
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dev, *buf, &req);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(ropeqk_vulkan_physical_device(ctx), &mp);
+    uint32_t t = 0, any = UINT32_MAX;
+    for (; t < mp.memoryTypeCount; t++) {
+        if (!(req.memoryTypeBits & (1u << t)))
+            continue;
+        if (any == UINT32_MAX)
+            any = t;
+        if ((mp.memoryTypes[t].propertyFlags & want) == want)
+            break;
+    }
+    if (t == mp.memoryTypeCount) {
+        if (!fallback || any == UINT32_MAX) {
+            vkDestroyBuffer(dev, *buf, NULL);
+            *buf = VK_NULL_HANDLE;
+            return fail(ROPEQK_ERR_BACKEND, "no Vulkan memory type with property flags 0x%x for a buffer",
+                        (unsigned)want);
+        }
+        t = any;
+    }
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                               .memoryTypeIndex = t};
+    const char *what = "vkAllocateMemory";
+    if ((r = vkAllocateMemory(dev, &ai, NULL, dm)) != VK_SUCCESS)
+        *dm = VK_NULL_HANDLE;
+    else
+        what = "vkBindBufferMemory", r = vkBindBufferMemory(dev, *buf, *dm, 0);
+    if (r != VK_SUCCESS) {
+        vkDestroyBuffer(dev, *buf, NULL);
+        if (*dm)
+            vkFreeMemory(dev, *dm, NULL);
+        *buf = VK_NULL_HANDLE, *dm = VK_NULL_HANDLE;
+        return vk_fail(r, what);
+    }
+    return ROPEQK_SUCCESS;
+}
+
 static void vk_buf_free(rqs_devbuf *b)
 {
     VkDevice dev = ropeqk_vulkan_device(b->ctx);
@@ -106,45 +161,40 @@ static void vk_buf_free(rqs_devbuf *b)
     b->map = NULL, b->buf = VK_NULL_HANDLE, b->dm = VK_NULL_HANDLE;
 }
 
+static ropeqk_status vk_staged(const rqs_devbuf *b, size_t at, size_t n, const void *in, void *out);
+static ropeqk_status vk_fill_canary(const rqs_devbuf *b);
+
+/* The buffer (b->total bytes), holding `image` (NULL: the canary word everywhere): host-visible and
+ * mapped, or (RQS_DEVBUF_DEVICE_LOCAL) device-local and filled through a staging buffer (the canary
+ * word: vkCmdFillBuffer). */
 static ropeqk_status vk_buf_make(rqs_devbuf *b, const unsigned char *image)
 {
-    VkDevice dev = ropeqk_vulkan_device(b->ctx);
-    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = b->total,
-                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-    VkResult r = vkCreateBuffer(dev, &bci, NULL, &b->buf);
+    const VkBufferUsageFlags usage =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    ropeqk_status st;
+    if (b->device_local) {
+        if (!(st = vk_raw_buf(b->ctx, b->total, usage, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, true, &b->buf, &b->dm)) &&
+            (st = image ? vk_staged(b, 0, b->total, image, NULL) : vk_fill_canary(b)))
+            vk_buf_free(b);
+        return st;
+    }
+    if ((st = vk_raw_buf(b->ctx, b->total, usage,
+                         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, false, &b->buf,
+                         &b->dm)))
+        return st;
+    VkResult r = vkMapMemory(ropeqk_vulkan_device(b->ctx), b->dm, 0, VK_WHOLE_SIZE, 0, (void **)&b->map);
     if (r != VK_SUCCESS) {
-        b->buf = VK_NULL_HANDLE;
-        return vk_fail(r, "vkCreateBuffer");
-    }
-    VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(dev, b->buf, &req);
-    VkPhysicalDeviceMemoryProperties mp;
-    vkGetPhysicalDeviceMemoryProperties(ropeqk_vulkan_physical_device(b->ctx), &mp);
-    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    uint32_t t = 0;
-    while (t < mp.memoryTypeCount &&
-           !((req.memoryTypeBits & (1u << t)) && (mp.memoryTypes[t].propertyFlags & want) == want))
-        t++;
-    if (t == mp.memoryTypeCount) {
-        vk_buf_free(b);
-        return fail(ROPEQK_ERR_BACKEND, "no host-visible, host-coherent Vulkan memory type for a buffer");
-    }
-    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
-                               .memoryTypeIndex = t};
-    const char *what = "vkAllocateMemory";
-    if ((r = vkAllocateMemory(dev, &ai, NULL, &b->dm)) != VK_SUCCESS)
-        b->dm = VK_NULL_HANDLE;
-    else if (what = "vkBindBufferMemory", (r = vkBindBufferMemory(dev, b->buf, b->dm, 0)) != VK_SUCCESS)
-        ;
-    else if (what = "vkMapMemory", (r = vkMapMemory(dev, b->dm, 0, VK_WHOLE_SIZE, 0, (void **)&b->map)) != VK_SUCCESS)
         b->map = NULL;
-    if (r != VK_SUCCESS) {
         vk_buf_free(b);
-        return vk_fail(r, what);
+        return vk_fail(r, "vkMapMemory");
     }
-    memcpy(b->map, image, b->total);
+    if (image) {
+        memcpy(b->map, image, b->total);
+    } else {
+        const uint32_t word = RQS_CANARY_WORD;
+        for (size_t i = 0; i < b->total; i += 4)
+            memcpy(b->map + i, &word, 4);
+    }
     return ROPEQK_SUCCESS;
 }
 
@@ -284,6 +334,87 @@ static ropeqk_vulkan_args vk_args(const rqs_args *a)
                             .lse = vk_view(a->lse)};
     return v;
 }
+
+/* Buffer-to-buffer copies in one command buffer, between two barriers: earlier compute and transfer
+ * writes -> the copies' reads and writes (and earlier reads -> their writes); the copies' writes ->
+ * later shaders and transfers (vk_run adds the host's). */
+typedef struct {
+    VkBuffer src, dst;
+    VkBufferCopy r;
+} vk_copy1;
+
+typedef struct {
+    const vk_copy1 *c;
+    size_t n;
+} vk_copy_rec;
+
+/* Transfer writes -> later shaders and transfers. */
+static void vk_after_transfer(VkCommandBuffer cmd)
+{
+    VkMemoryBarrier post = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                             VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &post, 0, NULL,
+                         0, NULL);
+}
+
+static ropeqk_status rec_copies(VkCommandBuffer cmd, const void *u)
+{
+    const vk_copy_rec *r = u;
+    VkMemoryBarrier pre = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                           .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &pre, 0, NULL, 0, NULL);
+    for (size_t i = 0; i < r->n; i++)
+        vkCmdCopyBuffer(cmd, r->c[i].src, r->c[i].dst, 1, &r->c[i].r);
+    vk_after_transfer(cmd);
+    return ROPEQK_SUCCESS;
+}
+
+/* A new device-local buffer: the canary word everywhere (b->total is a whole number of words). */
+static ropeqk_status rec_fill(VkCommandBuffer cmd, const void *u)
+{
+    const rqs_devbuf *b = u;
+    vkCmdFillBuffer(cmd, b->buf, 0, b->total, RQS_CANARY_WORD);
+    vk_after_transfer(cmd);
+    return ROPEQK_SUCCESS;
+}
+
+static ropeqk_status vk_fill_canary(const rqs_devbuf *b) { return vk_run(b->ctx, NULL, rec_fill, b); }
+
+/* A device-local buffer's bytes [at, at + n) of the whole backend buffer: written from `in`, or (in
+ * NULL) read into `out`, through a host-visible staging buffer of n bytes, one submission waited for. */
+static ropeqk_status vk_staged(const rqs_devbuf *b, size_t at, size_t n, const void *in, void *out)
+{
+    VkDevice dev = ropeqk_vulkan_device(b->ctx);
+    VkBuffer sb;
+    VkDeviceMemory sm;
+    void *map = NULL;
+    ropeqk_status st = vk_raw_buf(b->ctx, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                  VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, false, &sb,
+                                  &sm);
+    if (st)
+        return st;
+    VkResult r = vkMapMemory(dev, sm, 0, VK_WHOLE_SIZE, 0, &map);
+    if (r != VK_SUCCESS) {
+        map = NULL;
+        st = vk_fail(r, "vkMapMemory (staging)");
+    } else {
+        if (in)
+            memcpy(map, in, n);
+        vk_copy1 c = {in ? sb : b->buf, in ? b->buf : sb, {in ? 0 : at, in ? at : 0, n}};
+        vk_copy_rec rc = {&c, 1};
+        if (!(st = vk_run(b->ctx, NULL, rec_copies, &rc)) && !in)
+            memcpy(out, map, n);
+        vkUnmapMemory(dev, sm);
+    }
+    vkDestroyBuffer(dev, sb, NULL);
+    vkFreeMemory(dev, sm, NULL);
+    return st;
+}
 #endif
 
 /* ---- OpenCL ------------------------------------------------------------------------------------ */
@@ -344,6 +475,11 @@ static ropeqk_opencl_args cl_args(const rqs_args *a)
 /* ---- buffers ----------------------------------------------------------------------------------- */
 ropeqk_status rqs_devbuf_create(ropeqk_ctx *ctx, size_t bytes, const void *init, bool canaries, rqs_devbuf **out)
 {
+    return rqs_devbuf_create_ex(ctx, bytes, init, canaries ? RQS_DEVBUF_CANARIES : 0u, out);
+}
+
+ropeqk_status rqs_devbuf_create_ex(ropeqk_ctx *ctx, size_t bytes, const void *init, unsigned flags, rqs_devbuf **out)
+{
     if (!out)
         return fail(ROPEQK_ERR_NULL_POINTER, "rqs_devbuf_create: out is NULL");
     *out = NULL;
@@ -351,6 +487,8 @@ ropeqk_status rqs_devbuf_create(ropeqk_ctx *ctx, size_t bytes, const void *init,
         return fail(ROPEQK_ERR_NULL_POINTER, "rqs_devbuf_create: ctx is NULL");
     if (bytes == 0)
         return fail(ROPEQK_ERR_BAD_SHAPE, "rqs_devbuf_create: 0 bytes");
+    if (flags & ~(unsigned)(RQS_DEVBUF_CANARIES | RQS_DEVBUF_DEVICE_LOCAL))
+        return fail(ROPEQK_ERR_BAD_PARAM, "rqs_devbuf_create: unknown flags 0x%x", flags);
     if (bytes > SIZE_MAX / 2 - 2 * RQS_CANARY_BYTES)
         return fail(ROPEQK_ERR_OVERFLOW, "rqs_devbuf_create: %zu bytes", bytes);
     rqs_backend be = rqs_ctx_backend(ctx);
@@ -363,29 +501,42 @@ ropeqk_status rqs_devbuf_create(ropeqk_ctx *ctx, size_t bytes, const void *init,
     b->be = be;
     b->bytes = bytes;
     b->padded = (bytes + 3) / 4 * 4;
-    b->lead = canaries ? RQS_CANARY_BYTES : 0;
+    b->lead = flags & RQS_DEVBUF_CANARIES ? RQS_CANARY_BYTES : 0;
+    b->device_local = (flags & RQS_DEVBUF_DEVICE_LOCAL) != 0;
     b->total = b->padded + 2 * b->lead;
-    /* the buffer's first contents: the canary word everywhere, the payload over it */
-    unsigned char *image = malloc(b->total);
-    if (!image) {
-        free(b);
-        return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_devbuf_create: out of host memory");
-    }
+    /* the buffer's first contents: the canary word everywhere, the payload over it; without init
+     * no host image (the word is filled in on the device) */
     const uint32_t word = RQS_CANARY_WORD;
-    for (size_t i = 0; i < b->total; i += 4)
-        memcpy(image + i, &word, 4);
-    if (init)
+    unsigned char *image = NULL;
+    if (init) {
+        if (!(image = malloc(b->total))) {
+            free(b);
+            return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_devbuf_create: out of host memory");
+        }
+        for (size_t i = 0; i < b->total; i += 4)
+            memcpy(image + i, &word, 4);
         memcpy(image + b->lead, init, bytes);
+    }
     ropeqk_status st = ROPEQK_SUCCESS;
 #if RQS_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         cl_int e = CL_SUCCESS;
-        b->mem = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, b->total, image,
-                                &e);
+        const char *what = "clCreateBuffer";
+        b->mem = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE | (image ? CL_MEM_COPY_HOST_PTR : 0),
+                                b->total, image, &e);
+        if (e == CL_SUCCESS && b->mem && !image) {
+            cl_event ev = NULL;
+            what = "clEnqueueFillBuffer";
+            e = clEnqueueFillBuffer(ropeqk_opencl_queue(ctx), b->mem, &word, sizeof word, 0, b->total, 0, NULL, &ev);
+            if (e == CL_SUCCESS)
+                what = "clWaitForEvents", e = clWaitForEvents(1, &ev);
+            if (ev)
+                clReleaseEvent(ev);
+        }
         if (e != CL_SUCCESS || !b->mem) {
             if (b->mem)
                 clReleaseMemObject(b->mem);
-            st = cl_fail(e ? e : CL_OUT_OF_RESOURCES, "clCreateBuffer");
+            st = cl_fail(e ? e : CL_OUT_OF_RESOURCES, what);
         }
     }
 #endif
@@ -419,6 +570,33 @@ void rqs_devbuf_free(rqs_devbuf *b)
 
 size_t rqs_devbuf_bytes(const rqs_devbuf *b) { return b ? b->bytes : 0; }
 
+/* Bytes [at, at + n) of the whole backend buffer (canaries included), n >= 1: written from host
+ * (write), or read into it; blocking. */
+static ropeqk_status raw_io(const rqs_devbuf *b, size_t at, size_t n, void *host, bool write)
+{
+#if RQS_HAVE_OPENCL
+    if (b->be == RQS_BACKEND_OPENCL) {
+        cl_command_queue q = ropeqk_opencl_queue(b->ctx);
+        cl_int e = write ? clEnqueueWriteBuffer(q, b->mem, CL_TRUE, at, n, host, 0, NULL, NULL)
+                         : clEnqueueReadBuffer(q, b->mem, CL_TRUE, at, n, host, 0, NULL, NULL);
+        return e ? cl_fail(e, write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (b->be == RQS_BACKEND_VULKAN) {
+        if (!b->map)
+            return write ? vk_staged(b, at, n, host, NULL) : vk_staged(b, at, n, NULL, host);
+        if (write)
+            memcpy(b->map + at, host, n);
+        else
+            memcpy(host, b->map + at, n);
+        return ROPEQK_SUCCESS;
+    }
+#endif
+    (void)at, (void)n, (void)host;
+    return no_backend(write ? "rqs_devbuf_write" : "rqs_devbuf_read");
+}
+
 ropeqk_status rqs_devbuf_write(rqs_devbuf *b, size_t offset, const void *src, size_t n)
 {
     if (!b || (!src && n))
@@ -426,22 +604,7 @@ ropeqk_status rqs_devbuf_write(rqs_devbuf *b, size_t offset, const void *src, si
     if (offset > b->bytes || n > b->bytes - offset)
         return fail(ROPEQK_ERR_BUFFER_TOO_SMALL, "rqs_devbuf_write: %zu bytes at %zu past a payload of %zu", n,
                     offset, b->bytes);
-    if (n == 0)
-        return ROPEQK_SUCCESS;
-#if RQS_HAVE_OPENCL
-    if (b->be == RQS_BACKEND_OPENCL) {
-        cl_int e = clEnqueueWriteBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, b->lead + offset, n, src, 0,
-                                        NULL, NULL);
-        return e ? cl_fail(e, "clEnqueueWriteBuffer") : ROPEQK_SUCCESS;
-    }
-#endif
-#if RQS_HAVE_VULKAN
-    if (b->be == RQS_BACKEND_VULKAN) {
-        memcpy(b->map + b->lead + offset, src, n);
-        return ROPEQK_SUCCESS;
-    }
-#endif
-    return no_backend("rqs_devbuf_write");
+    return n ? raw_io(b, b->lead + offset, n, (void *)src, true) : ROPEQK_SUCCESS;
 }
 
 ropeqk_status rqs_devbuf_fill(rqs_devbuf *b, unsigned char byte)
@@ -458,23 +621,7 @@ ropeqk_status rqs_devbuf_fill(rqs_devbuf *b, unsigned char byte)
 }
 
 /* The whole backend buffer, canaries included, into dst (b->total bytes). */
-static ropeqk_status read_all(const rqs_devbuf *b, unsigned char *dst)
-{
-#if RQS_HAVE_OPENCL
-    if (b->be == RQS_BACKEND_OPENCL) {
-        cl_int e = clEnqueueReadBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, 0, b->total, dst, 0, NULL, NULL);
-        return e ? cl_fail(e, "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
-    }
-#endif
-#if RQS_HAVE_VULKAN
-    if (b->be == RQS_BACKEND_VULKAN) {
-        memcpy(dst, b->map, b->total);
-        return ROPEQK_SUCCESS;
-    }
-#endif
-    (void)dst;
-    return no_backend("rqs_devbuf_read");
-}
+static ropeqk_status read_all(const rqs_devbuf *b, unsigned char *dst) { return raw_io(b, 0, b->total, dst, false); }
 
 ropeqk_status rqs_devbuf_read_part(const rqs_devbuf *b, size_t offset, size_t n, void *dst)
 {
@@ -483,22 +630,7 @@ ropeqk_status rqs_devbuf_read_part(const rqs_devbuf *b, size_t offset, size_t n,
     if (offset > b->bytes || n > b->bytes - offset)
         return fail(ROPEQK_ERR_BUFFER_TOO_SMALL, "rqs_devbuf_read: %zu bytes at %zu past a payload of %zu", n,
                     offset, b->bytes);
-    if (n == 0)
-        return ROPEQK_SUCCESS;
-#if RQS_HAVE_OPENCL
-    if (b->be == RQS_BACKEND_OPENCL) {
-        cl_int e = clEnqueueReadBuffer(ropeqk_opencl_queue(b->ctx), b->mem, CL_TRUE, b->lead + offset, n, dst, 0,
-                                       NULL, NULL);
-        return e ? cl_fail(e, "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
-    }
-#endif
-#if RQS_HAVE_VULKAN
-    if (b->be == RQS_BACKEND_VULKAN) {
-        memcpy(dst, b->map + b->lead + offset, n);
-        return ROPEQK_SUCCESS;
-    }
-#endif
-    return no_backend("rqs_devbuf_read");
+    return n ? raw_io(b, b->lead + offset, n, dst, false) : ROPEQK_SUCCESS;
 }
 
 ropeqk_status rqs_devbuf_read(const rqs_devbuf *b, void *dst)
@@ -706,6 +838,57 @@ ropeqk_status rqs_paged_append_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *
     (void)be, (void)s, (void)plan, (void)k_new, (void)k_new_mem, (void)v_new, (void)v_new_mem, (void)k_cache,
         (void)v_cache, (void)batch;
     return no_backend("rqs_paged_append_run");
+}
+
+ropeqk_status rqs_copy_run(ropeqk_ctx *ctx, rqs_stream *s, const rqs_copy *c, size_t n)
+{
+    if (!ctx || (!c && n))
+        return fail(ROPEQK_ERR_NULL_POINTER, "rqs_copy_run: NULL context or copies");
+    rqs_backend be = rqs_ctx_backend(ctx);
+    for (size_t i = 0; i < n; i++) {
+        const rqs_copy *x = &c[i];
+        if (!x->dst || !x->src)
+            return fail(ROPEQK_ERR_NULL_POINTER, "rqs_copy_run: copy %zu: NULL buffer", i);
+        if (x->dst->be != be || x->src->be != be)
+            return fail(ROPEQK_ERR_BAD_PARAM, "rqs_copy_run: copy %zu: a buffer of another backend", i);
+        if (x->bytes == 0 || x->src_offset > x->src->bytes || x->bytes > x->src->bytes - x->src_offset ||
+            x->dst_offset > x->dst->bytes || x->bytes > x->dst->bytes - x->dst_offset)
+            return fail(ROPEQK_ERR_BUFFER_TOO_SMALL, "rqs_copy_run: copy %zu: %zu bytes from %zu of %zu to %zu of %zu",
+                        i, x->bytes, x->src_offset, x->src->bytes, x->dst_offset, x->dst->bytes);
+        if (x->dst == x->src && x->src_offset < x->dst_offset + x->bytes && x->dst_offset < x->src_offset + x->bytes)
+            return fail(ROPEQK_ERR_BAD_PARAM, "rqs_copy_run: copy %zu: source and destination overlap", i);
+    }
+#if RQS_HAVE_OPENCL
+    if (be == RQS_BACKEND_OPENCL) {
+        cl_command_queue q = cl_queue(ctx, s);
+        for (size_t i = 0; i < n; i++) {
+            cl_int e = clEnqueueCopyBuffer(q, c[i].src->mem, c[i].dst->mem, c[i].src->lead + c[i].src_offset,
+                                           c[i].dst->lead + c[i].dst_offset, c[i].bytes, 0, NULL, NULL);
+            if (e) {
+                clFinish(q);
+                return cl_fail(e, "clEnqueueCopyBuffer");
+            }
+        }
+        cl_int e = clFinish(q);
+        return e ? cl_fail(e, "clFinish") : ROPEQK_SUCCESS;
+    }
+#endif
+#if RQS_HAVE_VULKAN
+    if (be == RQS_BACKEND_VULKAN) {
+        vk_copy1 *v = malloc((n ? n : 1) * sizeof *v);
+        if (!v)
+            return fail(ROPEQK_ERR_OUT_OF_HOST_MEMORY, "rqs_copy_run: out of host memory");
+        for (size_t i = 0; i < n; i++)
+            v[i] = (vk_copy1){c[i].src->buf, c[i].dst->buf,
+                              {c[i].src->lead + c[i].src_offset, c[i].dst->lead + c[i].dst_offset, c[i].bytes}};
+        vk_copy_rec r = {v, n};
+        ropeqk_status st = vk_run(ctx, s, rec_copies, &r);
+        free(v);
+        return st;
+    }
+#endif
+    (void)be, (void)s;
+    return no_backend("rqs_copy_run");
 }
 
 /* ---- raw views --------------------------------------------------------------------------------- */

@@ -5,7 +5,8 @@
  * A buffer (rqs_devbuf) may have NaN canaries: RQS_CANARY_BYTES of the quiet-NaN word
  * RQS_CANARY_WORD before and after the payload, so a stray read that reaches a result shows as NaN
  * and a stray write shows as a changed canary (rqs_devbuf_check). OpenCL: a cl_mem on the context's
- * cl_context; Vulkan: a host-visible, host-coherent VkBuffer (storage, transfer src/dst), mapped.
+ * cl_context; Vulkan: a host-visible, host-coherent VkBuffer (storage, transfer src/dst), mapped, or
+ * with RQS_DEVBUF_DEVICE_LOCAL one in device-local memory, filled and read through a staging buffer.
  *
  * Runs (rqs_plan_run, rqs_paged_run, rqs_paged_append_run, rqs_scores_oneshot) dispatch to
  * ropeqk_opencl_plan_enqueue / _paged_enqueue / _paged_append / ropeqk_opencl_enqueue and wait for the
@@ -63,6 +64,18 @@ typedef struct rqs_devbuf rqs_devbuf;
 /* A buffer of `bytes` payload bytes (>= 1) on ctx's device, with canaries before and after when
  * `canaries` is set. The payload starts as a copy of init, or (init NULL) holds the canary word. */
 ropeqk_status rqs_devbuf_create(ropeqk_ctx *ctx, size_t bytes, const void *init, bool canaries, rqs_devbuf **out);
+/* rqs_devbuf_create with flags: */
+enum {
+    RQS_DEVBUF_CANARIES = 1u << 0, /* canaries before and after the payload (rqs_devbuf_create's bool) */
+    /* Vulkan: device-local memory (the first memory type with DEVICE_LOCAL that the buffer allows, else
+     * the first it allows), never mapped: creation from init, writes, fills, reads and checks copy
+     * through a host-visible staging buffer of their size (vkCmdCopyBuffer; creation without init:
+     * vkCmdFillBuffer), one submission under the lock, waited for. The placement a GPU's kernels read at full speed; on lavapipe every type is host memory.
+     * OpenCL: no difference (clCreateBuffer's placement is the driver's). */
+    RQS_DEVBUF_DEVICE_LOCAL = 1u << 1,
+};
+ropeqk_status rqs_devbuf_create_ex(ropeqk_ctx *ctx, size_t bytes, const void *init, unsigned flags,
+                                   rqs_devbuf **out);
 void rqs_devbuf_free(rqs_devbuf *b); /* NULL-safe; no run may be using it */
 size_t rqs_devbuf_bytes(const rqs_devbuf *b);
 /* Writes n bytes at byte `offset` of the payload (blocking). */
@@ -125,6 +138,20 @@ ropeqk_status rqs_paged_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, c
 ropeqk_status rqs_paged_append_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, const ropeqk_tensor *k_new,
                                    rqs_view k_new_mem, const ropeqk_tensor *v_new, rqs_view v_new_mem,
                                    rqs_view k_cache, rqs_view v_cache, const ropeqk_paged_batch *batch);
+
+/* n buffer-to-buffer copies on the device (bytes from src_offset of src's payload to dst_offset of
+ * dst's), in one submission, waited for: OpenCL clEnqueueCopyBuffer each, then clFinish; Vulkan one
+ * command buffer of vkCmdCopyBuffer between barriers (earlier writes -> the copies; the copies ->
+ * later shader, transfer and host access). A bandwidth yardstick for the runs above. Refused before
+ * anything is enqueued: a range past a payload, 0 bytes, overlap within one buffer. */
+typedef struct {
+    rqs_devbuf *dst;
+    size_t dst_offset;
+    const rqs_devbuf *src;
+    size_t src_offset;
+    size_t bytes;
+} rqs_copy;
+ropeqk_status rqs_copy_run(ropeqk_ctx *ctx, rqs_stream *s, const rqs_copy *c, size_t n);
 
 /* A second context on the same backend objects as ctx (OpenCL: its cl_context and queue; Vulkan:
  * its instance, device and queue), borrowed: destroying it leaves them to ctx. tuning may be NULL. */

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "plot.h"
 #include "clock.h"
+#include "devbuf.h"
 #include "rng.h"
 
 #include <inttypes.h>
@@ -21,50 +22,50 @@ typedef struct {
     int64_t tokens, runs, seed, attn_tokens, check_rows;
 } demo_args;
 
-#if RQ_HAVE_OPENCL
-/* Median wall time of `runs` device-resident calls (ropeqk_opencl_enqueue, no host transfers). */
+/* Median wall time of `runs` device-resident calls on either backend (support/devbuf): one scores plan
+ * made once, inputs uploaded once to device-local buffers, then per call rqs_plan_run (OpenCL:
+ * ropeqk_opencl_plan_enqueue + a wait for its event; Vulkan: record, submit, fence wait), no host
+ * transfers. */
 static ropeqk_status time_resident(cli_device *dev, const ropeqk_params *p, const ropeqk_tensor *qt, const float *q,
                                    const ropeqk_tensor *kt, const float *k, const ropeqk_tensor *ot, int64_t runs,
                                    double *median)
 {
-    cl_context cx = ropeqk_opencl_context(dev->ctx);
-    cl_command_queue qu = ropeqk_opencl_queue(dev->ctx);
-    size_t qb = ropeqk_tensor_extent(qt), kb = ropeqk_tensor_extent(kt), ob = ropeqk_tensor_extent(ot);
-    cl_int e1 = CL_SUCCESS, e2 = CL_SUCCESS, e3 = CL_SUCCESS;
-    cl_mem qm = clCreateBuffer(cx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, qb, (void *)q, &e1);
-    cl_mem km = clCreateBuffer(cx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, kb, (void *)k, &e2);
-    cl_mem om = clCreateBuffer(cx, CL_MEM_WRITE_ONLY, ob, NULL, &e3);
+    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = *p, .q = *qt, .k = *kt, .out = *ot};
+    ropeqk_plan *plan = NULL;
+    rqs_devbuf *qm = NULL, *km = NULL, *om = NULL;
+    rqs_stream *str = NULL; /* OpenCL: NULL, the context's queue; Vulkan: a pool and fence for all runs */
     double *t = calloc((size_t)runs, sizeof *t);
-    ropeqk_status st = e1 ? (ropeqk_status)e1 : e2 ? (ropeqk_status)e2 : e3 ? (ropeqk_status)e3 : ROPEQK_SUCCESS;
-    if (!t && st == ROPEQK_SUCCESS)
-        st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    ropeqk_opencl_mem none = {NULL, 0};
+    ropeqk_status st = t ? ROPEQK_SUCCESS : ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    if (!st)
+        st = rqs_plan_create(dev->ctx, &d, &plan);
+    if (!st)
+        st = rqs_devbuf_create_ex(dev->ctx, ropeqk_tensor_extent(qt), q, RQS_DEVBUF_DEVICE_LOCAL, &qm);
+    if (!st)
+        st = rqs_devbuf_create_ex(dev->ctx, ropeqk_tensor_extent(kt), k, RQS_DEVBUF_DEVICE_LOCAL, &km);
+    if (!st)
+        st = rqs_devbuf_create_ex(dev->ctx, ropeqk_tensor_extent(ot), NULL, RQS_DEVBUF_DEVICE_LOCAL, &om);
+    if (!st && rqs_ctx_backend(dev->ctx) == RQS_BACKEND_VULKAN)
+        st = rqs_stream_create(dev->ctx, &str);
+    rqs_args a = {.q = rqs_whole(qm), .k = rqs_whole(km), .out = rqs_whole(om)};
     for (int64_t r = 0; r < runs && st == ROPEQK_SUCCESS; r++) {
-        cl_event ev = NULL;
         double t0 = rqs_now();
-        st = ropeqk_opencl_enqueue(dev->ctx, NULL, p, qt, (ropeqk_opencl_mem){qm, 0}, kt, (ropeqk_opencl_mem){km, 0}, none, none, ot,
-                            (ropeqk_opencl_mem){om, 0}, 0, NULL, &ev);
-        if (st == ROPEQK_SUCCESS) {
-            cl_int err = clWaitForEvents(1, &ev);
-            clReleaseEvent(ev);
-            if (err != CL_SUCCESS)
-                st = (ropeqk_status)err;
-        }
+        st = rqs_plan_run(dev->ctx, str, plan, &a, NULL);
         t[r] = rqs_now() - t0;
     }
-    clFinish(qu);
     if (st == ROPEQK_SUCCESS)
         *median = rqs_median(t, (size_t)runs);
+    else if (st == ROPEQK_ERR_BACKEND || st == RQS_ERR_STRAY_EVENT) /* a backend call of devbuf's own */
+        cli_err("demo: on device: %s", rqs_devbuf_error());
+    if (st == RQS_ERR_STRAY_EVENT)
+        st = ROPEQK_ERR_BACKEND;
+    rqs_stream_destroy(str);
+    rqs_devbuf_free(qm);
+    rqs_devbuf_free(km);
+    rqs_devbuf_free(om);
+    ropeqk_plan_destroy(plan);
     free(t);
-    if (qm)
-        clReleaseMemObject(qm);
-    if (km)
-        clReleaseMemObject(km);
-    if (om)
-        clReleaseMemObject(om);
     return st;
 }
-#endif
 
 /* Mean score against relative distance i - j for all-ones q and k (score depends on i - j only),
  * on the same device: RoPE's long-range decay. */
@@ -252,12 +253,10 @@ int cmd_demo(int argc, char **argv)
     double t_warm = rqs_median(t, (size_t)a.runs);
     free(t);
     double t_res = 0.0;
-    bool resident = false; /* device-resident timing: OpenCL contexts */
-#if RQ_HAVE_OPENCL
-    resident = !dev.ref && ropeqk_opencl_context(dev.ctx) != NULL;
+    rqs_backend be = dev.ref ? RQS_BACKEND_NONE : rqs_ctx_backend(dev.ctx);
+    bool resident = be != RQS_BACKEND_NONE; /* device-resident timing: either backend */
     if (st == ROPEQK_SUCCESS && resident)
         st = time_resident(&dev, &p, &qt, q, &kt, k, &ot, a.runs, &t_res);
-#endif
     if (st != ROPEQK_SUCCESS) {
         cli_lib_err("demo: timed runs", st, dev.ctx);
         rc = CLI_RUNTIME;
@@ -266,8 +265,8 @@ int cmd_demo(int argc, char **argv)
     printf("warm call   : %.1f ms median of %" PRId64 " (host in/out included), %.1f GFLOP/s\n", 1e3 * t_warm, a.runs,
            flop / t_warm * 1e-9);
     if (resident)
-        printf("on device   : %.1f ms median of %" PRId64 " (data resident, ropeqk_opencl_enqueue), %.1f GFLOP/s\n",
-               1e3 * t_res, a.runs, flop / t_res * 1e-9);
+        printf("on device   : %.1f ms median of %" PRId64 " (data resident, a plan run per call, %s), %.1f GFLOP/s\n",
+               1e3 * t_res, a.runs, rqs_backend_name(be), flop / t_res * 1e-9);
     printf("              (GFLOP/s = 2*B*Hq*Sq*Sk*D / time, masked half included)\n");
     fflush(stdout);
 
