@@ -58,6 +58,7 @@ KNOBS = {
     'qk_decode_gpu_*': [],
     'qk_decode_f32': ['RQ_DKB', 'RQ_DWG'], 'qk_decode_f16': ['RQ_DKB', 'RQ_DWG'],
     'qk_decode_bf16': ['RQ_DKB', 'RQ_DWG'],
+    'qk_attention_gpu_*': ['RQ_GA_BM', 'RQ_GA_BN', 'RQ_GA_TK', 'RQ_GA_RB', 'RQ_GA_DV'],
     'qk_attention_*': ['RQ_ATQ', 'RQ_AVK', 'RQ_AWG'],
     'paged_attn_gpu': [], 'paged_attn_cpu': [], 'paged_combine': [], 'paged_append': [],
 }
