@@ -13,6 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# lavapipe compiles every Vulkan pipeline with LLVM (the attention shader's: about 1.7 s each) and
+# Mesa caches the result on disk: one cache for the three stages, so the second and third reuse the
+# first's pipelines (the SPIR-V and specialization constants are the same in every build)
+export MESA_SHADER_CACHE_DIR="$PWD/build/mesa-shader-cache"
 meson test -C build --print-errorlogs
 
 echo "== the same suite under the GPU profile (ROPEQK_PROFILE=gpu) =="
