@@ -75,6 +75,12 @@ ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb)
         rq_set_error("%s: the K or V cache view: %s", fn, ropeqk_status_string(st));
         return st;
     }
+    /* M-RoPE rotates each cached key by three positions (t, h, w); the cache carries one, k_pos0 + j */
+    if (r.mrope) {
+        rq_set_error("%s: M-RoPE needs three positions per cached key, which the paged cache does not carry "
+                     "(k_pos0 + j): not supported in paged decode", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
     r.k_extent = c.k_extent;
     r.v_extent = c.v_extent;
     *pb = r;

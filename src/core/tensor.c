@@ -1,4 +1,4 @@
-/* Descriptors, parameter defaults and the validation shared by the reference and OpenCL paths.
+/* Descriptors, parameter defaults and the validation shared by the reference and device paths.
  * Validation is the single gate: both paths call rq_validate() before touching any memory. */
 #include "internal.h"
 
