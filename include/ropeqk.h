@@ -70,7 +70,7 @@ typedef enum {
     ROPEQK_ERR_BUFFER_TOO_SMALL = -4006,/* a view reaches past the end of its buffer */
     ROPEQK_ERR_OVERFLOW = -4007,        /* a size or byte count does not fit */
     ROPEQK_ERR_BAD_DTYPE = -4008,       /* unknown dtype, or a dtype not allowed for this tensor */
-    ROPEQK_ERR_BAD_PARAM = -4009,       /* base/scale not finite, bad layout, window < 0, bad plan or step */
+    ROPEQK_ERR_BAD_PARAM = -4009,       /* a parameter out of range (base, scale, layout, window, variants), a bad plan, step or call */
     ROPEQK_ERR_POSITION_RANGE = -4010,  /* offset + row does not fit int32 */
     ROPEQK_ERR_NO_DEVICE = -4011,       /* no platform/device, or the spec matches none */
     ROPEQK_ERR_BUILD = -4012,           /* program build failed: ropeqk_last_error(), ropeqk_ctx_build_log() */
@@ -180,6 +180,8 @@ typedef struct {
     int32_t n_short_factor;
     const double *freq_factors;    /* any type: n_freq_factors == R/2 divisors, or NULL */
     int32_t n_freq_factors;
+    int32_t yarn_no_truncate;      /* YARN: 1 = the correction range is not rounded to whole dims (Hugging
+                                    * Face "truncate": false, gpt-oss); 0 = floor/ceil (the default) */
 } ropeqk_scaling;
 
 typedef struct {

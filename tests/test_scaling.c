@@ -261,3 +261,44 @@ Test(scaling, invalid_combinations)
     d.scaling.seq_len = 41;
     cr_expect_eq(ropeqk_scores_ref(&d, &t, x, &t, x, pos, pos, &o, out), ROPEQK_SUCCESS);
 }
+
+/* YaRN with Hugging Face's "truncate": false (gpt-oss: rope_theta 150000, factor 32, L0 4096, betas 32
+ * and 1, head dim 64): the correction range keeps its fractional ends. Expected values from the
+ * transformers formula written out here (_compute_yarn_parameters: find_correction_range without
+ * floor/ceil, linear_ramp_factor, inv = interpolation * (1 - mask) + extrapolation * mask). */
+Test(scaling, yarn_without_truncation_keeps_the_fractional_range)
+{
+    const double base = 150000.0, factor = 32.0, l0 = 4096.0, R = 64.0;
+    const double pi = 3.14159265358979323846;
+    double lo = R * log(l0 / (32.0 * 2.0 * pi)) / (2.0 * log(base));
+    double hi = R * log(l0 / (1.0 * 2.0 * pi)) / (2.0 * log(base));
+    lo = fmax(lo, 0.0), hi = fmin(hi, R - 1.0);
+    cr_assert(lo != floor(lo) && hi != ceil(hi), "the case must have fractional ends: %g %g", lo, hi);
+    ropeqk_params p;
+    ropeqk_default_params(&p);
+    p.layout = ROPEQK_HALF_SPLIT;
+    p.base = base;
+    p.scaling.type = ROPEQK_SCALING_YARN;
+    p.scaling.factor = factor;
+    p.scaling.original_max_position = 4096;
+    p.scaling.yarn_no_truncate = 1;
+    double inv[32], inv_t[32], attn = 0.0;
+    cr_assert_eq(ropeqk_inv_freq(&p, 64, inv, &attn), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_expect_float_eq(attn, 0.1 * log(factor) + 1.0, 1e-15);
+    int differs = 0;
+    p.scaling.yarn_no_truncate = 0;
+    cr_assert_eq(ropeqk_inv_freq(&p, 64, inv_t, NULL), ROPEQK_SUCCESS);
+    for (int i = 0; i < 32; i++) {
+        double pos = pow(base, 2.0 * i / R), extra = 1.0 / pos, inter = 1.0 / (factor * pos);
+        double ramp = fmin(fmax((i - lo) / (hi - lo), 0.0), 1.0), mask = 1.0 - ramp;
+        double want = inter * (1.0 - mask) + extra * mask;
+        cr_expect(fabs(inv[i] - want) <= 1e-15 * want, "frequency %d: %.17g vs %.17g", i, inv[i], want);
+        differs += inv[i] != inv_t[i];
+    }
+    cr_expect(differs > 0, "rounding the range changed no frequency: the case does not tell them apart");
+    /* a YaRN-only field elsewhere is an error, like every other */
+    p.scaling.type = ROPEQK_SCALING_LINEAR;
+    p.scaling.original_max_position = 0;
+    p.scaling.yarn_no_truncate = 1;
+    cr_expect_eq(ropeqk_inv_freq(&p, 64, inv, NULL), ROPEQK_ERR_BAD_SCALING);
+}

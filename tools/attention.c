@@ -18,10 +18,19 @@ static void dims_str(const npy_array *a, char *buf, size_t len)
 int cmd_attention(int argc, char **argv)
 {
     cli_qk_args a;
-    const char *v_path = NULL, *out_path = NULL, *lse_path = NULL;
+    const char *v_path = NULL, *out_path = NULL, *lse_path = NULL, *sinks_path = NULL;
+    int v_from_k = 0;
+    int64_t dv_arg = 0;
     const cli_opt io[] = {
-        {"--v", OPT_STR, &v_path, "FILE", "values, .npy <f4/<f2 [B,Hkv,Sk,Dv] (Dv may differ from D) (required)", 0,
-         0, 0, NULL, NULL},
+        {"--v", OPT_STR, &v_path, "FILE",
+         "values, .npy <f4/<f2 [B,Hkv,Sk,Dv] (Dv may differ from D) (required unless --v-from-k)", 0, 0, 0, NULL,
+         NULL},
+        {"--v-from-k", OPT_FLAG, &v_from_k, NULL,
+         "V is K's first --dv dims, read from K's data (MLA's absorbed decode) (default off)", 0, 0, 0, NULL, NULL},
+        {"--dv", OPT_I64, &dv_arg, "N", "with --v-from-k: V's head dim, <= D", 0, 1, 65536, NULL, NULL},
+        {"--sinks", OPT_STR, &sinks_path, "FILE",
+         "attention sinks: one logit per query head, .npy <f4 [Hq], in the softmax's denominator (gpt-oss) "
+         "(default none)", 0, 0, 0, NULL, NULL},
         {"--out", OPT_STR, &out_path, "FILE", "O = softmax(S) V, .npy <f4 [B,Hq,Sq,Dv] (required)", 0, 0, 0, NULL,
          NULL},
         {"--lse", OPT_STR, &lse_path, "FILE",
@@ -48,9 +57,17 @@ int cmd_attention(int argc, char **argv)
                        opts, nopts);
         return CLI_OK;
     }
-    const char *missing = !a.q ? "--q" : !a.k ? "--k" : !v_path ? "--v" : !out_path ? "--out" : NULL;
+    const char *missing = !a.q ? "--q" : !a.k ? "--k" : !v_path && !v_from_k ? "--v" : !out_path ? "--out" : NULL;
     if (missing) {
         cli_err("attention: %s is required (see ropeqk attention --help)", missing);
+        return CLI_USAGE;
+    }
+    if (v_path && v_from_k) {
+        cli_err("attention: --v and --v-from-k name V twice: give one");
+        return CLI_USAGE;
+    }
+    if (v_from_k != (dv_arg != 0)) {
+        cli_err(v_from_k ? "attention: --v-from-k needs --dv (V's head dim)" : "attention: --dv goes with --v-from-k");
         return CLI_USAGE;
     }
     if (lse_path && strcmp(lse_path, out_path) == 0) {
@@ -61,13 +78,47 @@ int cmd_attention(int argc, char **argv)
     cli_qk_inputs in;
     npy_array va;
     memset(&va, 0, sizeof va);
-    float *o = NULL, *lse = NULL;
+    float *o = NULL, *lse = NULL, *sinks = NULL;
     cli_device dev;
     memset(&dev, 0, sizeof dev);
     rc = cli_qk_load("attention", &a, &in);
     ropeqk_tensor vt;
-    if (rc == CLI_OK)
+    const void *vdata = NULL;
+    if (rc == CLI_OK && v_from_k) { /* K's view cut to its first Dv dims: the same bytes, read-only */
+        if (dv_arg > in.kt.ne[3]) {
+            cli_err("attention: --dv %" PRId64 " exceeds K's head dim %" PRId64 " (--v-from-k reads K's first Dv dims)",
+                    dv_arg, in.kt.ne[3]);
+            rc = CLI_USAGE;
+        }
+        vt = in.kt;
+        vt.ne[3] = dv_arg;
+        vdata = in.ka.data;
+    } else if (rc == CLI_OK) {
         rc = cli_load_tensor("attention", "--v", v_path, in.bshd, in.bf16, &va, &vt);
+        vdata = va.data;
+    }
+    if (rc == CLI_OK && sinks_path) {
+        npy_array sa;
+        memset(&sa, 0, sizeof sa);
+        rc = cli_load_npy("attention", "--sinks", sinks_path, &sa) == CLI_OK ? CLI_OK : CLI_RUNTIME;
+        if (rc == CLI_OK && (sa.dtype != NPY_F32 || sa.ndim != 1 || sa.shape[0] != in.qt.ne[1])) {
+            char shp[160];
+            cli_shape_str(&sa, shp, sizeof shp);
+            cli_err("attention: --sinks: %s: expected <f4 (%" PRId64 ",) (one logit per query head), got %s (%s)",
+                    sinks_path, in.qt.ne[1], npy_dtype_descr(sa.dtype), shp);
+            rc = CLI_RUNTIME;
+        }
+        if (rc == CLI_OK && !(sinks = malloc((size_t)in.qt.ne[1] * sizeof *sinks))) {
+            cli_err("attention: --sinks: out of memory");
+            rc = CLI_RUNTIME;
+        }
+        if (rc == CLI_OK) {
+            memcpy(sinks, sa.data, (size_t)in.qt.ne[1] * sizeof *sinks);
+            in.p.sinks = sinks;
+            in.p.n_sinks = (int32_t)in.qt.ne[1];
+        }
+        npy_free(&sa);
+    }
     if (rc != CLI_OK)
         goto done;
     const ropeqk_params *p = &in.p;
@@ -83,8 +134,11 @@ int cmd_attention(int argc, char **argv)
     }
     /* Validate everything (shapes of Q, K and V, rotary dim, positions, scaling) before opening a device. */
     char vdesc[640], vs[200];
-    dims_str(&va, vs, sizeof vs);
-    snprintf(vdesc, sizeof vdesc, " and V %s (%s)", v_path, vs);
+    if (v_from_k)
+        snprintf(vs, sizeof vs, "K's first %" PRId64 " dims", dv_arg);
+    else
+        dims_str(&va, vs, sizeof vs);
+    snprintf(vdesc, sizeof vdesc, " and V %s (%s)", v_from_k ? "--v-from-k" : v_path, vs);
     rc = cli_qk_validation("attention", &a, &in, vdesc,
                            ropeqk_attention_ref(p, &in.qt, NULL, &in.kt, NULL, &vt, NULL, in.qpos, in.kpos, &ot,
                                                 NULL, want_lse ? &lt : NULL, NULL));
@@ -101,7 +155,7 @@ int cmd_attention(int argc, char **argv)
     if (rc != CLI_OK)
         goto done;
     double t0 = rqs_now();
-    ropeqk_status st = cli_device_attention(&dev, p, &in.qt, in.qa.data, &in.kt, in.ka.data, &vt, va.data, in.qpos,
+    ropeqk_status st = cli_device_attention(&dev, p, &in.qt, in.qa.data, &in.kt, in.ka.data, &vt, vdata, in.qpos,
                                             in.kpos, &ot, o, want_lse ? &lt : NULL, lse);
     double t1 = rqs_now();
     if (st != ROPEQK_SUCCESS) {
@@ -116,7 +170,7 @@ int cmd_attention(int argc, char **argv)
     if (a.check) {
         double err = 0.0, lerr = 0.0;
         int64_t mism = 0;
-        st = cli_verify_attention(p, &in.qt, in.qa.data, &in.kt, in.ka.data, &vt, va.data, in.qpos, in.kpos, &ot, o,
+        st = cli_verify_attention(p, &in.qt, in.qa.data, &in.kt, in.ka.data, &vt, vdata, in.qpos, in.kpos, &ot, o,
                                   &lt, lse, &err, &lerr, &mism);
         if (st != ROPEQK_SUCCESS) {
             cli_lib_err("attention: --check: scalar path", st, NULL);
@@ -155,6 +209,7 @@ done:
     cli_device_close(&dev);
     cli_qk_free(&in);
     npy_free(&va);
+    free(sinks);
     free(o);
     free(lse);
     return rc;

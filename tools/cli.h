@@ -86,6 +86,9 @@ int cli_parse_f64(const char *s, double *out);
 /* ---- common.c ------------------------------------------------------------------------------- */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "what: <status string>" (+ the build log on ROPEQK_ERR_BUILD) on stderr. */
+/* Remembers the library's current message: cli_lib_err prints a later one that differs (the
+ * reason of the failure it reports) whatever the status. */
+void cli_error_mark(void);
 void cli_lib_err(const char *what, int status, const ropeqk_ctx *ctx);
 /* Shortest "%.Ng" (N = 1..17) that reads back as v; integers up to 2^53 without exponent. */
 void cli_fmt_double(char *buf, size_t len, double v);
@@ -162,9 +165,10 @@ typedef struct {
     double factor, beta_fast, beta_slow, attention_factor, low_freq_factor, high_freq_factor;
     int64_t original_max_pos, seq_len;
     const char *long_factors, *short_factors, *freq_factors; /* .npy paths */
+    int yarn_no_truncate;
 } cli_scaling_args;
 
-#define CLI_SCALING_ROWS 13
+#define CLI_SCALING_ROWS 14
 /* Writes the CLI_SCALING_ROWS option rows of the scaling flags (and --window into *window) to rows. */
 void cli_scaling_rows(cli_scaling_args *s, int64_t *window, cli_opt *rows);
 

@@ -20,13 +20,21 @@ void cli_err(const char *fmt, ...)
     va_end(ap);
 }
 
+/* ropeqk_last_error() when cli_error_mark() ran: like errno, a successful call leaves the message as
+ * it was, so only a message that changed since belongs to the failure being reported */
+static _Thread_local char error_mark[1024];
+
+void cli_error_mark(void) { snprintf(error_mark, sizeof error_mark, "%s", ropeqk_last_error()); }
+
 void cli_lib_err(const char *what, int status, const ropeqk_ctx *ctx)
 {
     cli_err("%s: %s (status %d)", what, ropeqk_status_string(status), status);
-    /* what the status alone cannot say: the variable, the device and driver, the backend's code */
-    if ((status == ROPEQK_ERR_BUILD || status == ROPEQK_ERR_BAD_CONFIG || status == ROPEQK_ERR_BACKEND) &&
-        *ropeqk_last_error())
-        fprintf(stderr, "ropeqk: %s\n", ropeqk_last_error());
+    /* what the status alone cannot say: the variable, the device and driver, the backend's code, the
+     * parameter the library refused */
+    const char *msg = ropeqk_last_error();
+    if (*msg && (status == ROPEQK_ERR_BUILD || status == ROPEQK_ERR_BAD_CONFIG || status == ROPEQK_ERR_BACKEND ||
+                 strcmp(msg, error_mark) != 0))
+        fprintf(stderr, "ropeqk: %s\n", msg);
     if (status == ROPEQK_ERR_BUILD && ctx) {
         size_t n = ropeqk_ctx_build_log(ctx, NULL, 0);
         char *log = malloc(n + 1);

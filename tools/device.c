@@ -116,6 +116,7 @@ ropeqk_status cli_device_scores(cli_device *dev, const ropeqk_params *p, const r
                                 const ropeqk_tensor *k, const void *kd, const int32_t *qpos, const int32_t *kpos,
                                 const ropeqk_tensor *out, float *outd)
 {
+    cli_error_mark();
     if (dev->ref)
         return ropeqk_scores_ref(p, q, qd, k, kd, qpos, kpos, out, outd);
     return ropeqk_scores(dev->ctx, p, q, qd, k, kd, qpos, kpos, out, outd);
@@ -126,6 +127,7 @@ ropeqk_status cli_device_attention(cli_device *dev, const ropeqk_params *p, cons
                                    const int32_t *qpos, const int32_t *kpos, const ropeqk_tensor *out, float *outd,
                                    const ropeqk_tensor *lse, float *lsed)
 {
+    cli_error_mark();
     if (dev->ref)
         return ropeqk_attention_ref(p, q, qd, k, kd, v, vd, qpos, kpos, out, outd, lse, lsed);
     return ropeqk_attention(dev->ctx, p, q, qd, k, kd, v, vd, qpos, kpos, out, outd, lse, lsed);

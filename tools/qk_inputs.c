@@ -69,9 +69,27 @@ int cli_load_tensor(const char *cmd, const char *flag, const char *path, bool bs
     return CLI_OK;
 }
 
-/* Loads a per-token position file: 1-D int32 or int64 of n entries, values within int32. */
-static int load_positions(const char *cmd, const char *flag, const char *path, int64_t n, const char *what,
-                          int32_t **out)
+/* "T,H,W" of --mrope-section into sec (three integers >= 0). CLI_OK or CLI_USAGE (message printed). */
+static int parse_mrope(const char *cmd, const char *text, int32_t sec[3])
+{
+    const char *s = text;
+    for (int i = 0; i < 3; i++) {
+        char *end = NULL;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > 65536 || (i < 2 ? *end != ',' : *end != '\0')) {
+            cli_err("%s: --mrope-section '%s': expected three integers >= 0, T,H,W (e.g. 16,24,24)", cmd, text);
+            return CLI_USAGE;
+        }
+        sec[i] = (int32_t)v;
+        s = end + 1;
+    }
+    return CLI_OK;
+}
+
+/* Loads a per-token position file: int32 or int64 of n entries (1-D), or of 3 x n entries ([3, n]:
+ * rows t, h, w) when streams is 3 (M-RoPE), values within int32. */
+static int load_positions(const char *cmd, const char *flag, const char *path, int64_t n, int streams,
+                          const char *what, int32_t **out)
 {
     npy_array a;
     if (cli_load_npy(cmd, flag, path, &a) != CLI_OK)
@@ -82,13 +100,17 @@ static int load_positions(const char *cmd, const char *flag, const char *path, i
     if (a.dtype != NPY_I32 && a.dtype != NPY_I64) {
         cli_err("%s: %s: %s: dtype '%s' is not supported (need '<i4' or '<i8')", cmd, flag, path,
                 npy_dtype_descr(a.dtype));
-    } else if (a.ndim != 1 || a.shape[0] != n) {
+    } else if (streams == 1 && (a.ndim != 1 || a.shape[0] != n)) {
         cli_err("%s: %s: %s: expected shape (%" PRId64 ",) (one position per %s row), got (%s)", cmd, flag, path, n,
                 what, shp);
-    } else if (!(*out = malloc((size_t)n * sizeof(int32_t)))) {
+    } else if (streams == 3 && (a.ndim != 2 || a.shape[0] != 3 || a.shape[1] != n)) {
+        cli_err("%s: %s: %s: expected shape (3, %" PRId64 ") with --mrope-section (rows t, h, w; one column per %s "
+                "row), got (%s)", cmd, flag, path, n, what, shp);
+    } else if (!(*out = malloc((size_t)(streams * n) * sizeof(int32_t)))) {
         cli_err("%s: %s: %s: out of memory", cmd, flag, path);
     } else {
         rc = CLI_OK;
+        n *= streams;
         for (int64_t i = 0; i < n; i++) {
             int64_t v = npy_int_at(&a, i);
             if (v < INT32_MIN || v > INT32_MAX) {
@@ -138,6 +160,17 @@ size_t cli_qk_opts(cli_qk_args *a, const cli_opt *io, size_t nio, const char *ch
          0, 0, NULL, NULL},
         {"--conjugate", OPT_FLAG, &a->conjugate, NULL, "rotate by -angle (inverse rotation) (default off)", 0, 0, 0,
          NULL, NULL},
+        {"--softcap", OPT_F64, &a->softcap, "C", "logit soft-capping: C tanh(S / C) on unmasked scores (Gemma 2: 50) "
+         "(default off)", OPT_POSITIVE, 0, 0, NULL, NULL},
+        {"--rotary-offset", OPT_I64, &a->rotary_offset, "N",
+         "the rotated dims are [N, N + R) (DeepSeek MLA's [nope | rope]: N = D - R) (default 0)", 0, 0, 65534, NULL,
+         NULL},
+        {"--mrope-section", OPT_STR, &a->mrope, "T,H,W",
+         "M-RoPE (Qwen2-VL): frequencies of the temporal, height and width position streams, T + H + W = R/2; "
+         "position files are then [3, S] (default off)", 0, 0, 0, NULL, NULL},
+        {"--mrope-interleaved", OPT_FLAG, &a->mrope_interleaved, NULL,
+         "M-RoPE streams interleaved over the frequencies (Qwen3-VL) (default contiguous sections)", 0, 0, 0, NULL,
+         NULL},
     };
     const cli_opt last[] = {
         {"--device", OPT_STR, &a->device, "SPEC", CLI_DEVICE_HELP, 0, 0, 0, NULL, NULL},
@@ -163,9 +196,18 @@ int cli_qk_load(const char *cmd, const cli_qk_args *a, cli_qk_inputs *in)
 {
     memset(in, 0, sizeof *in);
     ropeqk_default_params(&in->p);
+    cli_error_mark(); /* the validation calls that follow report their own messages */
     int rc = cli_scaling_check(cmd, &a->sc, a->q_pos || a->k_pos); /* usage errors before any file */
     if (rc != CLI_OK)
         return rc;
+    int32_t msec[3] = {0, 0, 0};
+    if (a->mrope && (rc = parse_mrope(cmd, a->mrope, msec)) != CLI_OK)
+        return rc;
+    if (a->mrope_interleaved && !a->mrope) {
+        cli_err("%s: --mrope-interleaved needs --mrope-section", cmd);
+        return CLI_USAGE;
+    }
+    const int streams = a->mrope ? 3 : 1;
     in->bshd = a->format == 1;
     in->bf16 = a->dtype == 1;
     rc = cli_load_tensor(cmd, "--q", a->q, in->bshd, in->bf16, &in->qa, &in->qt);
@@ -173,12 +215,12 @@ int cli_qk_load(const char *cmd, const cli_qk_args *a, cli_qk_inputs *in)
         rc = cli_load_tensor(cmd, "--k", a->k, in->bshd, in->bf16, &in->ka, &in->kt);
     /* the scaling flags are checked once R is known (from --rotary-dim or D), before position files */
     if (rc == CLI_OK)
-        rc = cli_scaling_build(cmd, &a->sc, a->rotary_dim ? a->rotary_dim : in->qt.ne[3], a->rotary_dim != 0,
-                               a->q_pos || a->k_pos, &in->p.scaling, &in->lists);
+        rc = cli_scaling_build(cmd, &a->sc, a->rotary_dim ? a->rotary_dim : in->qt.ne[3] - a->rotary_offset,
+                               a->rotary_dim != 0, a->q_pos || a->k_pos, &in->p.scaling, &in->lists);
     if (rc == CLI_OK && a->q_pos)
-        rc = load_positions(cmd, "--q-positions", a->q_pos, in->qt.ne[2], "query", &in->qpos);
+        rc = load_positions(cmd, "--q-positions", a->q_pos, in->qt.ne[2], streams, "query", &in->qpos);
     if (rc == CLI_OK && a->k_pos)
-        rc = load_positions(cmd, "--k-positions", a->k_pos, in->kt.ne[2], "key", &in->kpos);
+        rc = load_positions(cmd, "--k-positions", a->k_pos, in->kt.ne[2], streams, "key", &in->kpos);
     if (rc != CLI_OK)
         return rc;
     ropeqk_params *p = &in->p;
@@ -188,9 +230,15 @@ int cli_qk_load(const char *cmd, const cli_qk_args *a, cli_qk_inputs *in)
     p->scale = a->scale;
     p->causal = a->causal;
     p->conjugate = a->conjugate;
-    p->q_pos_offset = a->q_pos ? 0 : a->q_off;
-    p->k_pos_offset = a->k_pos ? 0 : a->k_off;
+    /* M-RoPE masks by token order (offset + row) even with position files: the offsets stay */
+    p->q_pos_offset = a->q_pos && !a->mrope ? 0 : a->q_off;
+    p->k_pos_offset = a->k_pos && !a->mrope ? 0 : a->k_off;
     p->window = a->window;
+    p->softcap = a->softcap;
+    p->rotary_offset = (int32_t)a->rotary_offset;
+    for (int i = 0; i < 3; i++)
+        p->mrope_section[i] = msec[i];
+    p->mrope_interleaved = a->mrope_interleaved;
     return CLI_OK;
 }
 
@@ -227,11 +275,13 @@ int cli_qk_validation(const char *cmd, const cli_qk_args *a, const cli_qk_inputs
 void cli_qk_print_rope(const cli_qk_inputs *in, const cli_qk_args *a)
 {
     const ropeqk_params *p = &in->p;
-    if (p->scaling.type == ROPEQK_SCALING_NONE && !p->scaling.freq_factors && !p->window)
+    bool variant = p->softcap > 0 || p->rotary_offset || p->mrope_section[0] || p->mrope_section[1] ||
+                   p->mrope_section[2] || p->sinks;
+    if (p->scaling.type == ROPEQK_SCALING_NONE && !p->scaling.freq_factors && !p->window && !variant)
         return;
     char d[320] = "";
     double attn = 1.0;
-    int64_t R = a->rotary_dim ? a->rotary_dim : in->qt.ne[3];
+    int64_t R = a->rotary_dim ? a->rotary_dim : in->qt.ne[3] - p->rotary_offset;
     double *inv = malloc((size_t)(R / 2) * sizeof *inv);
     cli_scaling_describe(&p->scaling, d, sizeof d);
     if (inv && ropeqk_inv_freq(p, in->qt.ne[3], inv, &attn) == ROPEQK_SUCCESS)
@@ -240,6 +290,15 @@ void cli_qk_print_rope(const cli_qk_inputs *in, const cli_qk_args *a)
     printf("rope:%s%s", p->scaling.type == ROPEQK_SCALING_NONE && !p->scaling.freq_factors ? " no scaling" : "", d);
     if (p->window)
         printf(", sliding window %" PRId64, p->window);
+    if (p->rotary_offset)
+        printf(", rotated dims [%d, %" PRId64 ")", (int)p->rotary_offset, p->rotary_offset + R);
+    if (p->mrope_section[0] || p->mrope_section[1] || p->mrope_section[2])
+        printf(", M-RoPE sections %d,%d,%d%s", (int)p->mrope_section[0], (int)p->mrope_section[1],
+               (int)p->mrope_section[2], p->mrope_interleaved ? " interleaved" : "");
+    if (p->softcap > 0)
+        printf(", logits soft-capped at %g", p->softcap);
+    if (p->sinks)
+        printf(", attention sinks (%d heads)", (int)p->n_sinks);
     printf("\n");
 }
 

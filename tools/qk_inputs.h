@@ -14,6 +14,11 @@ typedef struct {
     double base, scale;
     int64_t rotary_dim, q_off, k_off, window;
     cli_scaling_args sc;
+    /* model-family variants (docs/conventions.md section 11) */
+    double softcap;
+    int64_t rotary_offset;
+    const char *mrope;    /* "T,H,W" */
+    int mrope_interleaved;
 } cli_qk_args;
 
 #define CLI_QK_MAX_OPTS 48

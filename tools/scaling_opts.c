@@ -30,6 +30,9 @@ void cli_scaling_rows(cli_scaling_args *s, int64_t *window, cli_opt *rows)
          NULL, NULL},
         {"--beta-slow", OPT_F64, &s->beta_slow, "B", "yarn: slow correction bound (default 1)", OPT_POSITIVE, 0, 0,
          NULL, NULL},
+        {"--yarn-no-truncate", OPT_FLAG, &s->yarn_no_truncate, NULL,
+         "yarn: do not round the correction range to whole dims (Hugging Face \"truncate\": false, gpt-oss) "
+         "(default rounded)", 0, 0, 0, NULL, NULL},
         {"--attention-factor", OPT_F64, &s->attention_factor, "A",
          "yarn, longrope: cos/sin multiplier (default yarn 0.1 ln s + 1, longrope sqrt(1 + ln s / ln L0))",
          OPT_POSITIVE, 0, 0, NULL, NULL},
@@ -127,6 +130,7 @@ int cli_scaling_check(const char *cmd, const cli_scaling_args *s, bool per_token
         {"--seq-len", s->seq_len != 0, T(DYNAMIC) | T(LONGROPE), 0},
         {"--beta-fast", s->beta_fast != 0.0, T(YARN), 0},
         {"--beta-slow", s->beta_slow != 0.0, T(YARN), 0},
+        {"--yarn-no-truncate", s->yarn_no_truncate != 0, T(YARN), 0},
         {"--attention-factor", s->attention_factor != 0.0, T(YARN) | T(LONGROPE), 0},
         {"--low-freq-factor", s->low_freq_factor != 0.0, T(LLAMA3), 0},
         {"--high-freq-factor", s->high_freq_factor != 0.0, T(LLAMA3), 0},
@@ -182,6 +186,7 @@ int cli_scaling_build(const char *cmd, const cli_scaling_args *s, int64_t R, boo
     out->seq_len = s->seq_len;
     out->beta_fast = s->beta_fast;
     out->beta_slow = s->beta_slow;
+    out->yarn_no_truncate = s->yarn_no_truncate != 0;
     out->attention_factor = s->attention_factor;
     out->low_freq_factor = s->low_freq_factor;
     out->high_freq_factor = s->high_freq_factor;
@@ -252,6 +257,10 @@ void cli_scaling_describe(const ropeqk_scaling *s, char *buf, size_t len)
         }
         if (s->beta_fast != 0.0 || s->beta_slow != 0.0) {
             ADD("%sbeta=%g/%g", sep, s->beta_fast, s->beta_slow);
+            sep = ",";
+        }
+        if (s->yarn_no_truncate) {
+            ADD("%suntruncated", sep);
             sep = ",";
         }
         if (s->low_freq_factor != 0.0 || s->high_freq_factor != 0.0) {

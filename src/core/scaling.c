@@ -34,7 +34,8 @@ ropeqk_status rq_check_scaling(const ropeqk_scaling *s, rq_problem *pb, bool per
         (!uses_len && s->seq_len != 0) || (!uses_beta && (s->beta_fast != 0.0 || s->beta_slow != 0.0)) ||
         (!uses_attn && s->attention_factor != 0.0) ||
         (!uses_lh && (s->low_freq_factor != 0.0 || s->high_freq_factor != 0.0)) ||
-        (!uses_lists && (s->long_factor || s->short_factor || s->n_long_factor || s->n_short_factor)))
+        (!uses_lists && (s->long_factor || s->short_factor || s->n_long_factor || s->n_short_factor)) ||
+        (!uses_beta && s->yarn_no_truncate) || (s->yarn_no_truncate != 0 && s->yarn_no_truncate != 1))
         return ROPEQK_ERR_BAD_SCALING;
     /* required and range-checked */
     pb->factor = s->factor;
@@ -111,8 +112,12 @@ static freq_setup setup(const rq_problem *pb)
     if (t == ROPEQK_SCALING_DYNAMIC && pb->seq_len > pb->l0)
         f.base *= pow(pb->factor * (double)pb->seq_len / (double)pb->l0 - (pb->factor - 1.0), R / (R - 2.0));
     if (t == ROPEQK_SCALING_YARN) {
-        f.low = fmax(floor(yarn_corr_dim(pb->beta_fast, R, f.base, (double)pb->l0)), 0.0);
-        f.high = fmin(ceil(yarn_corr_dim(pb->beta_slow, R, f.base, (double)pb->l0)), R - 1.0);
+        /* Hugging Face's find_correction_range: rounded out to whole dims unless "truncate": false */
+        double lo = yarn_corr_dim(pb->beta_fast, R, f.base, (double)pb->l0);
+        double hi = yarn_corr_dim(pb->beta_slow, R, f.base, (double)pb->l0);
+        bool round = !pb->scaling->yarn_no_truncate;
+        f.low = fmax(round ? floor(lo) : lo, 0.0);
+        f.high = fmin(round ? ceil(hi) : hi, R - 1.0);
         if (f.low == f.high)
             f.high += 0.001;
     }

@@ -33,7 +33,7 @@ const char *ropeqk_status_string(int s)
     case ROPEQK_ERR_BUFFER_TOO_SMALL: return "a view reaches past the end of its buffer";
     case ROPEQK_ERR_OVERFLOW: return "a size or byte count overflows";
     case ROPEQK_ERR_BAD_DTYPE: return "unsupported dtype for this tensor";
-    case ROPEQK_ERR_BAD_PARAM: return "bad parameter: base must be finite and > 0, scale finite, layout known, window >= 0, plan and step consistent";
+    case ROPEQK_ERR_BAD_PARAM: return "bad parameter: a value outside its range, or a plan, step or call inconsistent with its description (ropeqk_last_error says which)";
     case ROPEQK_ERR_POSITION_RANGE: return "position offset + row does not fit in int32";
     case ROPEQK_ERR_NO_DEVICE: return "no device found (or none matches the device spec)";
     case ROPEQK_ERR_BUILD: return "program build failed (see ropeqk_last_error and ropeqk_ctx_build_log)";
