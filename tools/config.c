@@ -10,7 +10,7 @@
  * max_position_embeddings / original_max_position_embeddings. The v5 `rope_parameters` block and a
  * multimodal `text_config` are read too. Every model that uses HF's rotate_half is half-split. */
 #include "cli.h"
-#include "config_json.h"
+#include "config_model.h"
 #include "npy.h"
 
 #include <inttypes.h>
@@ -19,13 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char buf[8192];
-    size_t len;
-} strbuf;
-
-static void sb_add(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(strbuf *b, const char *fmt, ...)
+void sb_add(strbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -36,7 +30,7 @@ static void sb_add(strbuf *b, const char *fmt, ...)
 }
 
 /* " --flag value" with the value as the shortest round-tripping number */
-static void flag_num(strbuf *b, const char *flag, double v)
+void flag_num(strbuf *b, const char *flag, double v)
 {
     char num[64];
     cli_fmt_double(num, sizeof num, v);
@@ -85,39 +79,11 @@ static int save_list(const char *path, const double *v, int64_t n)
     return CLI_OK;
 }
 
-/* The model's RoPE, resolved from the JSON. */
-typedef struct {
-    cj_obj lm, rs;           /* the language-model object; rope_scaling (or rope_parameters), may be empty */
-    int64_t Hq, Hkv, D, R, max_pos, l0;
-    double theta, prf;
-    bool has_theta, has_max_pos, has_l0, interleaved;
-    const char *model_type, *type_name;
-    ropeqk_scaling sc;
-    double *long_f, *short_f;
-} model_rope;
-
-/* Shapes and the plain RoPE: heads, head dim, rotary dim, base. */
-static int read_shapes(const cj_file *f, model_rope *m)
+/* Head dim D (head_dim, else hidden_size / heads), layout and rotary dim R (partial_rotary_factor). */
+static int read_dims(const cj_file *f, model_rope *m)
 {
     int rc;
-    m->model_type = NULL;
-    if ((rc = cj_str(f, &m->lm, "model_type", false, &m->model_type)) != CLI_OK)
-        return rc;
     bool got = false;
-    /* GPT-2-style names (n_head, n_embd, n_positions: GPT-J, CodeGen) are HF attribute aliases */
-    if ((rc = cj_int(f, &m->lm, "num_attention_heads", false, 1, 1 << 20, &m->Hq, &got, NULL)) != CLI_OK)
-        return rc;
-    if (!got && (rc = cj_int(f, &m->lm, "n_head", false, 1, 1 << 20, &m->Hq, &got, NULL)) != CLI_OK)
-        return rc;
-    if (!got)
-        return cj_fail(f, "missing key 'num_attention_heads' (the number of query heads)");
-    if ((rc = cj_int(f, &m->lm, "num_key_value_heads", false, 1, 1 << 20, &m->Hkv, &got, NULL)) != CLI_OK)
-        return rc;
-    if (!got)
-        m->Hkv = m->Hq;
-    if (m->Hq % m->Hkv != 0)
-        return cj_fail(f, "num_attention_heads %" PRId64 " is not a multiple of num_key_value_heads %" PRId64, m->Hq,
-                       m->Hkv);
     if ((rc = cj_int(f, &m->lm, "head_dim", false, 1, 1 << 20, &m->D, &got, NULL)) != CLI_OK)
         return rc;
     if (!got) {
@@ -152,6 +118,33 @@ static int read_shapes(const cj_file *f, model_rope *m)
         return cj_fail(f, "rotary dim %" PRId64 " (head dim %" PRId64 " x partial_rotary_factor %g) is not even and "
                           ">= 2",
                        m->R, m->D, m->prf);
+    return CLI_OK;
+}
+
+/* Shapes and the plain RoPE: heads, head dim, rotary dim, base. */
+static int read_shapes(const cj_file *f, model_rope *m)
+{
+    int rc;
+    m->model_type = NULL;
+    if ((rc = cj_str(f, &m->lm, "model_type", false, &m->model_type)) != CLI_OK)
+        return rc;
+    bool got = false;
+    /* GPT-2-style names (n_head, n_embd, n_positions: GPT-J, CodeGen) are HF attribute aliases */
+    if ((rc = cj_int(f, &m->lm, "num_attention_heads", false, 1, 1 << 20, &m->Hq, &got, NULL)) != CLI_OK)
+        return rc;
+    if (!got && (rc = cj_int(f, &m->lm, "n_head", false, 1, 1 << 20, &m->Hq, &got, NULL)) != CLI_OK)
+        return rc;
+    if (!got)
+        return cj_fail(f, "missing key 'num_attention_heads' (the number of query heads)");
+    if ((rc = cj_int(f, &m->lm, "num_key_value_heads", false, 1, 1 << 20, &m->Hkv, &got, NULL)) != CLI_OK)
+        return rc;
+    if (!got)
+        m->Hkv = m->Hq;
+    if (m->Hq % m->Hkv != 0)
+        return cj_fail(f, "num_attention_heads %" PRId64 " is not a multiple of num_key_value_heads %" PRId64, m->Hq,
+                       m->Hkv);
+    if ((rc = config_mla_shapes(f, m)) != CLI_OK || (!m->mla && (rc = read_dims(f, m)) != CLI_OK))
+        return rc;
     m->theta = 10000.0;
     if ((rc = cj_num(f, &m->lm, "rope_theta", false, &m->theta, &m->has_theta)) != CLI_OK)
         return rc;
@@ -198,6 +191,10 @@ static int read_scaling(const cj_file *f, model_rope *m)
             return CLI_OK;
         return cj_fail(f, "%s has neither 'rope_type' nor 'type'", m->rs.name);
     }
+    if (strcmp(t, "mrope") == 0) { /* Qwen2-VL: HF turns "mrope" into default RoPE plus mrope_section */
+        m->type_name = "mrope";
+        return CLI_OK;
+    }
     int ti = -1;
     for (int i = 0; rope_types[i]; i++)
         if (strcmp(t, rope_types[i]) == 0)
@@ -227,12 +224,10 @@ static int read_scaling(const cj_file *f, model_rope *m)
             (rc = cj_num_pos(f, &m->rs, "beta_slow", false, &m->sc.beta_slow, &got)) ||
             (rc = cj_num_pos(f, &m->rs, "attention_factor", false, &m->sc.attention_factor, &got)))
             return rc;
-        bool trunc = true;
+        bool trunc = true; /* gpt-oss: false, the correction range is not rounded to whole dims */
         if ((rc = cj_bool(f, &m->rs, "truncate", &trunc)))
             return rc;
-        if (!trunc)
-            return cj_fail(f, "%s.truncate false (YaRN without rounding the correction range) is not supported",
-                           m->rs.name);
+        m->sc.yarn_no_truncate = !trunc;
         if (!got) { /* DeepSeek: mscale / mscale_all_dim */
             double ms = 0.0, msa = 0.0, s = m->sc.factor;
             if ((rc = cj_num(f, &m->rs, "mscale", false, &ms, &got)) ||
@@ -298,6 +293,10 @@ static void usage_help(const cli_opt *opts, size_t n)
                    "first line (layout, base, rotary dim, frequency scaling), then lines starting with '#':\n"
                    "the shapes (Hq, Hkv, D), the layout, and how each value was derived. Hugging Face models\n"
                    "rotate halves (half-split); weights converted to GGUF or Meta's layout are interleaved.\n"
+                   "Model-family variants go on the line too: Gemma's soft-capping and query_pre_attn_scalar\n"
+                   "(--softcap, --scale), Qwen-VL's M-RoPE (--mrope-section), DeepSeek's MLA in absorbed form\n"
+                   "(D = kv_lora_rank + qk_rope_head_dim, --rotary-offset, --scale), gpt-oss's YaRN\n"
+                   "(--yarn-no-truncate); '#' lines say what is not in the config (M-RoPE positions, sinks).\n"
                    "LongRoPE factor lists are written as PREFIX.long_factors.npy and PREFIX.short_factors.npy\n"
                    "(f64), PREFIX defaulting to the config path without .json (models/x/config.json ->\n"
                    "models/x/config.long_factors.npy). Exit status: 0 ok, 1 unreadable file, bad JSON, a\n"
@@ -380,12 +379,16 @@ int cmd_config(int argc, char **argv)
         flag_num(&line, "--beta-fast", m.sc.beta_fast);
     if (m.sc.beta_slow != 0.0)
         flag_num(&line, "--beta-slow", m.sc.beta_slow);
+    if (m.sc.yarn_no_truncate)
+        sb_add(&line, " --yarn-no-truncate");
     if (m.sc.attention_factor != 0.0)
         flag_num(&line, "--attention-factor", m.sc.attention_factor);
     if (m.sc.low_freq_factor != 0.0)
         flag_num(&line, "--low-freq-factor", m.sc.low_freq_factor);
     if (m.sc.high_freq_factor != 0.0)
         flag_num(&line, "--high-freq-factor", m.sc.high_freq_factor);
+    if ((rc = config_variants(&f, &m, &line, &notes)) != CLI_OK)
+        goto done;
     if (m.sc.type == ROPEQK_SCALING_LONGROPE) {
         size_t plen = strlen(a.path);
         const char *pre = a.prefix;
@@ -429,8 +432,11 @@ int cmd_config(int argc, char **argv)
     char theta_s[64];
     cli_fmt_double(theta_s, sizeof theta_s, m.theta);
     printf("# base: %s %s\n", m.has_theta ? "rope_theta" : "rope_theta absent: the Hugging Face default", theta_s);
-    printf("# scale: 1/sqrt(D) = 1/sqrt(%" PRId64 "), the ropeqk default; add --causal for decoder self-attention\n",
-           m.D);
+    if (m.scale == 0.0)
+        printf("# scale: 1/sqrt(D) = 1/sqrt(%" PRId64 "), the ropeqk default; add --causal for decoder "
+               "self-attention\n", m.D);
+    else
+        printf("# scale: the model's, below; add --causal for decoder self-attention\n");
     printf("# rope type: %s%s; attention factor %s%s\n", m.type_name,
            strcmp(m.type_name, "su") == 0 ? " (legacy name of longrope)" : "", attn_s,
            attn != 1.0 ? " (cos and sin are multiplied: scores carry its square)" : "");

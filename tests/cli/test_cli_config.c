@@ -261,6 +261,71 @@ Test(config, key_rules)
     expect_config("{" HEADS "\"sliding_window\": 4096}", "--rotary-dim 64", "--window 4096");
 }
 
+/* The model-family variants (docs/conventions.md section 11) of real configs: the whole flag line,
+ * and the notes a user needs for what the line cannot say (MLA's V, sinks from the weights). */
+static void expect_file(const char *file, const char *want, const char *note1, const char *note2)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", CFG, file);
+    cli_result r = run(ARGS("config", path));
+    cr_expect_eq(r.status, 0, "%s: exit %d: %s", file, r.status, r.err);
+    const char *nl = strchr(r.out, '\n');
+    cr_assert(nl, "%s: %s", file, r.out);
+    char first[2048];
+    snprintf(first, sizeof first, "%.*s", (int)(nl - r.out), r.out);
+    cr_expect_str_eq(first, want, "%s:\n got  %s\n want %s", file, first, want);
+    cr_expect(strstr(r.out, note1), "%s: output lacks '%s': %s", file, note1, r.out);
+    if (note2)
+        cr_expect(strstr(r.out, note2), "%s: output lacks '%s': %s", file, note2, r.out);
+    cli_result_free(&r);
+}
+
+Test(config, variants)
+{
+    /* Gemma 2 27B: 144^-1/2 = 1/12, not 1/sqrt(128) */
+    expect_file("gemma-2-27b.json", "--layout half-split --base 10000 --rotary-dim 128 --softcap 50 --scale "
+                                    "0.08333333333333333",
+                "query_pre_attn_scalar 144", "--window 4096");
+    expect_file("qwen2-vl-7b.json", "--layout half-split --base 1000000 --rotary-dim 128 --mrope-section 16,24,24",
+                "rope type: mrope", "[3, S]");
+    expect_file("qwen3-vl-8b.json",
+                "--layout half-split --base 5000000 --rotary-dim 128 --mrope-section 24,20,20 --mrope-interleaved",
+                "text_config", NULL);
+    /* DeepSeek V3: D 576 = 512 + 64, MQA; scale 192^-1/2 (0.1 ln 40 + 1)^2 */
+    expect_file("deepseek-v3.json", "--layout interleaved --base 10000 --rotary-dim 64 --scaling yarn --factor 40 "
+                                    "--original-max-pos 4096 --beta-fast 32 --beta-slow 1 --attention-factor 1 "
+                                    "--rotary-offset 512 --scale 0.1352337788608801",
+                "Hq 128, Hkv 1, D 576", "--v-from-k --dv 512");
+    expect_file("gpt-oss-20b.json", "--layout half-split --base 150000 --rotary-dim 64 --scaling yarn --factor 32 "
+                                    "--original-max-pos 4096 --beta-fast 32 --beta-slow 1 --yarn-no-truncate",
+                "--sinks FILE", "--window 128");
+    /* Gemma 3: no soft-capping (null), the local layers' base */
+    expect_config("{" HEADS "\"attn_logit_softcapping\": null, \"query_pre_attn_scalar\": 64, "
+                  "\"rope_local_base_freq\": 10000, \"rope_theta\": 1e6}",
+                  "--base 1000000 --rotary-dim 64 --scale 0.125", "--base 10000 without --scaling");
+    /* MLA without rope_interleave false: half-split */
+    expect_config("{" HEADS "\"kv_lora_rank\": 32, \"qk_rope_head_dim\": 16, \"qk_nope_head_dim\": 16, "
+                  "\"rope_interleave\": false}",
+                  "--layout half-split --base 10000 --rotary-dim 16 --rotary-offset 32 --scale 0.17677669529663687",
+                  "D 48");
+}
+
+Test(config, variant_errors)
+{
+    expect_error("{" HEADS "\"rope_scaling\": {\"rope_type\": \"mrope\", \"mrope_section\": [8, 8, 8]}}", 1,
+                 "rope_scaling.mrope_section", "not R/2 = 32");
+    expect_error("{" HEADS "\"rope_scaling\": {\"rope_type\": \"default\", \"mrope_section\": [8, -1, 25]}}", 1,
+                 "rope_scaling.mrope_section", "entry 1");
+    expect_error("{" HEADS "\"rope_scaling\": {\"rope_type\": \"default\", \"mrope_interleaved\": true}}", 1,
+                 "mrope_interleaved", "mrope_section");
+    expect_error("{" HEADS "\"kv_lora_rank\": 32}", 1, "qk_rope_head_dim", NULL);
+    expect_error("{" HEADS "\"kv_lora_rank\": 32, \"qk_rope_head_dim\": 7, \"qk_nope_head_dim\": 16}", 1,
+                 "qk_rope_head_dim 7", NULL);
+    expect_error("{" HEADS "\"kv_lora_rank\": 32, \"qk_rope_head_dim\": 16}", 1, "qk_nope_head_dim", NULL);
+    expect_error("{" HEADS "\"attn_logit_softcapping\": -5}", 1, "attn_logit_softcapping", NULL);
+    cr_expect_eq(dir_entries(tmp), 1, "files left besides bad.json");
+}
+
 Test(config, errors)
 {
     expect_error("{\"hidden_size\": 256, \"max_position_embeddings\": 2048", 1, "not valid JSON", "line 1");
@@ -273,7 +338,7 @@ Test(config, errors)
     expect_error("{" HEADS "\"rope_scaling\": \"yarn\"}", 1, "rope_scaling", "string");
     expect_error("{" HEADS "\"rope_scaling\": {\"factor\": 2}}", 1, "rope_type", NULL);
     expect_error("{" HEADS "\"rope_scaling\": {\"type\": \"ntk-by-parts\", \"factor\": 2}}", 1, "ntk-by-parts", NULL);
-    expect_error("{" HEADS "\"rope_scaling\": {\"rope_type\": \"mrope\", \"mrope_section\": [1]}}", 1, "mrope", NULL);
+    expect_error("{" HEADS "\"rope_scaling\": {\"rope_type\": \"mrope\", \"mrope_section\": [1]}}", 1, "mrope_section", NULL);
     expect_error("{" HEADS "\"rope_scaling\": {\"type\": \"linear\"}}", 1, "rope_scaling.factor", NULL);
     expect_error("{" HEADS "\"rope_scaling\": {\"type\": \"linear\", \"factor\": -2}}", 1, "rope_scaling.factor", NULL);
     expect_error("{" HEADS "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}}", 1, "max_position_embeddings",
