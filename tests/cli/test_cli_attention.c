@@ -20,46 +20,9 @@
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 #include "cli_fixture.h"
+#include "cli_files.h"
 
 TestSuite(attention, .init = setup, .fini = teardown, .timeout = 300);
-
-/* A random 4-D tensor file: values m/64, m in [-128, 128] (exact in f16 and bf16, so every dtype
- * holds the same numbers). dt NPY_U16 holds bf16 bits. */
-static void save_rand(const char *path, npy_dtype dt, int64_t d0, int64_t d1, int64_t d2, int64_t d3, uint32_t seed)
-{
-    npy_array a = {.dtype = dt, .ndim = 4, .shape = {d0, d1, d2, d3}};
-    size_t n = (size_t)(d0 * d1 * d2 * d3), es = npy_dtype_size(dt);
-    a.nbytes = n * es;
-    unsigned char *b = malloc(a.nbytes);
-    cr_assert(b);
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) {
-        float f = (float)rqs_range(&s, -128, 128) / 64.0f;
-        if (dt == NPY_F32) {
-            memcpy(b + 4 * i, &f, 4);
-            continue;
-        }
-        uint16_t h = dt == NPY_U16 ? rqs_float_to_bf16(f) : rqs_float_to_half(f); /* both exact here */
-        memcpy(b + 2 * i, &h, 2);
-    }
-    a.data = b;
-    char err[256];
-    cr_assert_eq(npy_save(path, &a, err, sizeof err), 0, "%s", err);
-    free(b);
-}
-
-static void save_i64(const char *path, const int64_t *v, int64_t n)
-{
-    npy_array a = {.dtype = NPY_I64, .ndim = 1, .shape = {n}, .data = (void *)v, .nbytes = (size_t)n * 8};
-    char err[256];
-    cr_assert_eq(npy_save(path, &a, err, sizeof err), 0, "%s", err);
-}
-
-static void load(const char *path, npy_array *a)
-{
-    char err[256];
-    cr_assert_eq(npy_load(path, a, err, sizeof err), 0, "%s", err);
-}
 
 /* One problem: the input files, the flags given to the command, and the same parameters for
  * ropeqk_attention_ref. */

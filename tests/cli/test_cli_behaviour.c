@@ -17,6 +17,7 @@
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 #include "cli_fixture.h"
+#include "cli_files.h"
 
 /* Expects exit status `want`, `needle` in stderr, and no file left in the temporary folder. */
 static void expect_fail(const char *const *args, int want, const char *needle)
@@ -35,13 +36,6 @@ static void save_f32(const char *path, int64_t d0, int64_t d1, int64_t d2, int64
     char err[256];
     cr_assert_eq(npy_save(path, &a, err, sizeof err), 0, "%s", err);
     free(f);
-}
-
-static void save_i64(const char *path, const int64_t *v, int64_t n)
-{
-    npy_array a = {.dtype = NPY_I64, .ndim = 1, .shape = {n}, .data = (void *)v, .nbytes = (size_t)n * 8};
-    char err[256];
-    cr_assert_eq(npy_save(path, &a, err, sizeof err), 0, "%s", err);
 }
 
 TestSuite(cli, .init = setup, .fini = teardown, .timeout = 300);
