@@ -39,7 +39,7 @@ static uint64_t seed0(void) { return th_seed(20261127ull); }
 
 /* ---- dense cases (scores and attention) -------------------------------------------------------- */
 
-enum { POS_OFFSETS, POS_ARRAYS };
+enum { POS_OFFSETS, POS_ARRAYS, POS_Q_ARRAY /* Q from arrays, K from the offsets */ };
 
 typedef struct {
     const char *name;
@@ -52,11 +52,13 @@ typedef struct {
     int64_t window, q_off, k_off;
     double scale, softcap;
     int32_t msec[3], inter; /* M-RoPE sections, interleaved (Qwen3-VL) */
-    int pos;                /* POS_ARRAYS: per-token int32 arrays ([3, S] under M-RoPE) */
+    int pos;                /* POS_ARRAYS: per-token int32 arrays ([3, S] under M-RoPE); POS_Q_ARRAY: Q only */
     bool sinks;
     double sink_lo, sink_hi; /* sink logits drawn from [lo, hi] */
     bool mla;               /* V = the first Dv dims of K: one device buffer, a view of K's memory */
     int64_t max_keys;       /* > 0: a decode plan of this many keys, run with a step of Sk keys */
+    double yarn;            /* > 0: YaRN scaling of this factor (DeepSeek: 40, original 4096; its
+                             * attention factor multiplies cos and sin of the rotated dims only) */
 } vcase;
 
 static void describe(const vcase *c, uint64_t seed, char *buf, size_t len)
@@ -64,14 +66,14 @@ static void describe(const vcase *c, uint64_t seed, char *buf, size_t len)
     static const char *dt[] = {"f32", "f16", "bf16", "f64"};
     snprintf(buf, len,
              "%s [%s B%lld Hq%lld Hkv%lld Sq%lld Sk%lld D%lld Dv%lld R%d@%d %s %s/%s/%s causal %d window %lld offs "
-             "%lld/%lld scale %g softcap %g mrope {%d,%d,%d}%s%s%s%s max_keys %lld] seed %llu",
+             "%lld/%lld scale %g softcap %g mrope {%d,%d,%d}%s%s%s%s max_keys %lld yarn %g] seed %llu",
              c->name, c->op == ROPEQK_OP_SCORES ? "scores" : "attention", (long long)c->B, (long long)c->Hq,
              (long long)c->Hkv, (long long)c->Sq, (long long)c->Sk, (long long)c->D, (long long)c->Dv, c->R, c->rot_off,
              c->layout == ROPEQK_HALF_SPLIT ? "half-split" : "interleaved", dt[c->qk], dt[c->v], dt[c->o], c->causal,
              (long long)c->window, (long long)c->q_off, (long long)c->k_off, c->scale, c->softcap, c->msec[0],
-             c->msec[1], c->msec[2], c->inter ? " interleaved" : "", c->pos == POS_ARRAYS ? " arrays" : "",
-             c->sinks ? " sinks" : "", c->mla ? " MLA (V aliases K)" : "", (long long)c->max_keys,
-             (unsigned long long)seed);
+             c->msec[1], c->msec[2], c->inter ? " interleaved" : "",
+             c->pos == POS_ARRAYS ? " arrays" : c->pos == POS_Q_ARRAY ? " Q array" : "", c->sinks ? " sinks" : "",
+             c->mla ? " MLA (V aliases K)" : "", (long long)c->max_keys, c->yarn, (unsigned long long)seed);
 }
 
 static void fill_view(const ropeqk_tensor *t, unsigned char *data, uint64_t *rng)
@@ -126,6 +128,11 @@ static void run_dense(const vcase *c, uint64_t seed)
     p.softcap = c->softcap;
     memcpy(p.mrope_section, c->msec, sizeof p.mrope_section);
     p.mrope_interleaved = c->inter;
+    if (c->yarn > 0) {
+        p.scaling.type = ROPEQK_SCALING_YARN;
+        p.scaling.factor = c->yarn;
+        p.scaling.original_max_position = 4096;
+    }
     if (c->max_keys == 0) {
         p.q_pos_offset = c->q_off;
         p.k_pos_offset = c->k_off;
@@ -167,19 +174,22 @@ static void run_dense(const vcase *c, uint64_t seed)
         fill_view(&tv, v, &rng);
     int64_t ns = mrope ? 3 : 1;
     int32_t *qp = NULL, *kp = NULL;
-    if (c->pos == POS_ARRAYS) { /* unsorted positions; under M-RoPE three independent streams */
+    if (c->pos != POS_OFFSETS) { /* unsorted positions; under M-RoPE three independent streams */
         qp = malloc((size_t)(ns * c->Sq) * sizeof *qp);
-        kp = malloc((size_t)(ns * c->Sk) * sizeof *kp);
-        cr_assert(qp && kp);
+        cr_assert(qp);
         for (int64_t i = 0; i < ns * c->Sq; i++)
             qp[i] = (int32_t)(rqs_rand(&rng) % 5000u);
+    }
+    if (c->pos == POS_ARRAYS) {
+        kp = malloc((size_t)(ns * c->Sk) * sizeof *kp);
+        cr_assert(kp);
         for (int64_t j = 0; j < ns * c->Sk; j++)
             kp[j] = (int32_t)(rqs_rand(&rng) % 5000u);
     }
 
     /* the device: a plan on device buffers with canaries */
     ropeqk_plan_desc desc = {.op = c->op, .params = p, .q = tq, .k = tk, .out = to, .max_keys = c->max_keys,
-                             .positions = c->pos == POS_ARRAYS ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
+                             .positions = c->pos != POS_OFFSETS ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
     if (attn) {
         desc.v = tv;
         desc.lse = tl;
@@ -193,10 +203,10 @@ static void run_dense(const vcase *c, uint64_t seed)
             sinks[h] += 0.0f;
     rqs_devbuf *bq = upload(q, qb), *bk = upload(k, kb), *bv = attn && !c->mla ? upload(v, vb) : NULL;
     rqs_devbuf *bo = upload(NULL, ob), *bl = attn ? upload(NULL, lb) : NULL, *bqp = NULL, *bkp = NULL;
-    if (qp) {
+    if (qp)
         bqp = upload(qp, (size_t)(ns * c->Sq) * 4);
+    if (kp)
         bkp = upload(kp, (size_t)(ns * c->Sk) * 4);
-    }
     rqs_args a = {.q = rqs_whole(bq), .k = rqs_whole(bk), .out = rqs_whole(bo), .q_pos = rqs_whole(bqp),
                   .k_pos = rqs_whole(bkp)};
     if (attn) {
@@ -302,48 +312,52 @@ static const vcase scores_cases[] = {
     /* name, op, B Hq Hkv Sq Sk D Dv, dtypes, layout, R, off, causal, window, q_off, k_off, scale, softcap, msec,
      * inter, pos, sinks, sink range, mla, max_keys */
     {"softcap 5 on scores of tens, GQA 4, causal with offsets (tiled)", SC, 1, 8, 2, 37, 70, 64, 0, F32S, IL, 0, 0,
-     1, 0, 40, 0, 2.0, 5.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0},
+     1, 0, 40, 0, 2.0, 5.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0},
     {"softcap 30, decode-shaped (few rows), window, f16", SC, 2, 8, 1, 1, 300, 128, 0, ROPEQK_F16, ROPEQK_F32,
-     ROPEQK_F32, HS, 0, 0, 1, 100, 299, 0, 4.0, 30.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0},
+     ROPEQK_F32, HS, 0, 0, 1, 100, 299, 0, 4.0, 30.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0},
     {"rotary offset 24 (R 32 of D 80), bf16, per-token positions", SC, 1, 4, 4, 20, 33, 80, 0, ROPEQK_BF16,
-     ROPEQK_F32, ROPEQK_F32, HS, 32, 24, 1, 0, 0, 0, 0, 0, {0}, 0, POS_ARRAYS, false, 0, 0, false, 0},
+     ROPEQK_F32, ROPEQK_F32, HS, 32, 24, 1, 0, 0, 0, 0, 0, {0}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0},
     {"MLA scores: D 576, R 64 at 512, MQA", SC, 1, 4, 1, 5, 40, 576, 0, F32S, IL, 64, 512, 0, 0, 0, 0, 0, 0, {0},
-     0, POS_OFFSETS, false, 0, 0, false, 0},
+     0, POS_OFFSETS, false, 0, 0, false, 0, 0},
     {"M-RoPE {16,8,8} (Qwen2-VL), [3,S] arrays, causal by token order", SC, 1, 4, 2, 20, 50, 64, 0, F32S, HS, 0, 0,
-     1, 0, 30, 0, 0, 0, {16, 8, 8}, 0, POS_ARRAYS, false, 0, 0, false, 0},
+     1, 0, 30, 0, 0, 0, {16, 8, 8}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0},
     {"M-RoPE interleaved {12,10,10} (Qwen3-VL), arrays, window, decode-shaped", SC, 1, 8, 2, 2, 90, 64, 0, F32S,
-     HS, 0, 0, 1, 30, 88, 0, 0, 0, {12, 10, 10}, 1, POS_ARRAYS, false, 0, 0, false, 0},
+     HS, 0, 0, 1, 30, 88, 0, 0, 0, {12, 10, 10}, 1, POS_ARRAYS, false, 0, 0, false, 0, 0},
+    {"M-RoPE {8,12,12} with offsets only (plain RoPE), causal", SC, 1, 2, 1, 12, 30, 64, 0, F32S, HS, 0, 0, 1, 0,
+     18, 0, 0, 0, {8, 12, 12}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0},
+    {"M-RoPE interleaved {12,10,10}: Q [3,Sq] array, K offsets, causal by token order", SC, 1, 4, 1, 6, 25, 64, 0,
+     F32S, IL, 0, 0, 1, 0, 19, 0, 0, 0, {12, 10, 10}, 1, POS_Q_ARRAY, false, 0, 0, false, 0, 0},
     {"M-RoPE {6,5,5} + rotary offset 16 (R 32 of D 96) + softcap, f16", SC, 1, 2, 1, 9, 41, 96, 0, ROPEQK_F16,
-     ROPEQK_F32, ROPEQK_F32, IL, 32, 16, 0, 0, 0, 0, 3.0, 8.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0},
+     ROPEQK_F32, ROPEQK_F32, IL, 32, 16, 0, 0, 0, 0, 3.0, 8.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0},
 };
 
 static const vcase attn_cases[] = {
     {"softcap 5, GQA 4, causal with rows before every key, window", AT, 1, 8, 2, 40, 90, 64, 64, F32S, IL, 0, 0, 1,
-     30, 0, 20, 1.5, 5.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0},
+     30, 0, 20, 1.5, 5.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0},
     {"sinks, MQA 8/1, causal with rows that see no key", AT, 2, 8, 1, 30, 50, 64, 64, F32S, HS, 0, 0, 1, 0, 0, 10,
-     0, 0, {0}, 0, POS_OFFSETS, true, -3, 3, false, 0},
+     0, 0, {0}, 0, POS_OFFSETS, true, -3, 3, false, 0, 0},
     {"sinks dominating (logit 12) + softcap 4, f16 in, bf16 out, per-token positions", AT, 1, 4, 2, 17, 40, 64, 64,
-     ROPEQK_F16, ROPEQK_F16, ROPEQK_BF16, IL, 0, 0, 1, 0, 0, 0, 1.0, 4.0, {0}, 0, POS_ARRAYS, true, 10, 12, false, 0},
+     ROPEQK_F16, ROPEQK_F16, ROPEQK_BF16, IL, 0, 0, 1, 0, 0, 0, 1.0, 4.0, {0}, 0, POS_ARRAYS, true, 10, 12, false, 0, 0},
     {"decode step (12 of 64 keys): sinks + softcap + rotary offset 8 (R 16 of D 64), bf16 in, f16 out", AT, 1, 8, 2,
      1, 12, 64, 64, ROPEQK_BF16, ROPEQK_BF16, ROPEQK_F16, HS, 16, 8, 1, 0, 11, 0, 2.0, 6.0, {0}, 0, POS_OFFSETS,
-     true, -1, 1, false, 64},
+     true, -1, 1, false, 64, 0},
     {"M-RoPE interleaved {12,10,10} + sinks + window, arrays, causal by token order", AT, 1, 4, 2, 24, 60, 64, 64,
-     F32S, HS, 0, 0, 1, 20, 30, 0, 0, 0, {12, 10, 10}, 1, POS_ARRAYS, true, -2, 2, false, 0},
+     F32S, HS, 0, 0, 1, 20, 30, 0, 0, 0, {12, 10, 10}, 1, POS_ARRAYS, true, -2, 2, false, 0, 0},
     {"M-RoPE {6,5,5} + rotary offset 16 + softcap, Dv 48, no mask", AT, 1, 2, 1, 7, 33, 96, 48, F32S, IL, 32, 16,
-     0, 0, 0, 0, 3.0, 8.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0},
+     0, 0, 0, 0, 3.0, 8.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0},
     {"MLA prefill: D 576, R 64 at 512, Dv 512 = K's first dims (one buffer), Hkv 1, causal", AT, 1, 4, 1, 33, 70,
-     576, 512, F32S, IL, 64, 512, 1, 0, 37, 0, 0, 0, {0}, 0, POS_OFFSETS, false, 0, 0, true, 0},
-    {"MLA decode, f16 latent cache, Hq 16, sinks", AT, 1, 16, 1, 1, 500, 576, 512, ROPEQK_F16, ROPEQK_F16,
-     ROPEQK_F32, IL, 64, 512, 1, 0, 499, 0, 0, 0, {0}, 0, POS_OFFSETS, true, -1, 1, true, 0},
+     576, 512, F32S, IL, 64, 512, 1, 0, 37, 0, 0, 0, {0}, 0, POS_OFFSETS, false, 0, 0, true, 0, 0},
+    {"MLA decode, f16 latent cache, Hq 16, sinks, YaRN 40 (DeepSeek)", AT, 1, 16, 1, 1, 500, 576, 512, ROPEQK_F16,
+     ROPEQK_F16, ROPEQK_F32, IL, 64, 512, 1, 0, 499, 0, 0, 0, {0}, 0, POS_OFFSETS, true, -1, 1, true, 0, 40},
 };
 
 /* several key chunks (llvmpipe's loop limit, vk_attn.c): the sink joins once, after the last; a row
  * before every key keeps O = 0 across the chunks and gets LSE = s_h */
 static const vcase long_cases[] = {
     {"Sk 40000 in two key chunks: sinks + softcap 3, causal, rows that see almost every key", AT, 1, 4, 1, 3, 40000,
-     64, 64, F32S, IL, 0, 0, 1, 0, 39997, 0, 1.0, 3.0, {0}, 0, POS_OFFSETS, true, -1, 1, false, 0},
+     64, 64, F32S, IL, 0, 0, 1, 0, 39997, 0, 1.0, 3.0, {0}, 0, POS_OFFSETS, true, -1, 1, false, 0, 0},
     {"Sk 40000 in two key chunks: sinks, every row before every key", AT, 1, 4, 1, 3, 40000, 64, 64, F32S, HS, 0, 0,
-     1, 0, -3, 0, 0, 0, {0}, 0, POS_OFFSETS, true, -1, 1, false, 0},
+     1, 0, -3, 0, 0, 0, {0}, 0, POS_OFFSETS, true, -1, 1, false, 0, 0},
 };
 
 static void run_all(const vcase *cs, size_t n, uint64_t seed)
@@ -477,13 +491,15 @@ Test(vk_variants, paged_sinks_fully_masked_sequences_and_splits)
 Test(vk_variants, paged_mla_v_aliases_the_k_cache)
 {
     uint64_t seed = seed0() + 500;
-    pcase c = base_case("paged MLA: D 576, R 64 at 512, Dv 512 in the K cache, Hq 16 / Hkv 1, causal");
+    pcase c = base_case("paged MLA: D 576, R 64 at 512, Dv 512 in the K cache, Hq 16 / Hkv 1, causal, YaRN 40");
     int64_t lens[] = {2500, 40, 700}; /* 2500 keys: two splits (the loop budget's 1600 keys at D 576) */
     memcpy(c.lens, lens, sizeof lens);
     c.Hq = 16, c.Hkv = 1, c.D = 576, c.Dv = 512, c.ps = 64, c.n_seqs = 3, c.max_seqs = 3, c.maxp = 40;
     c.spare_pages = 2, c.p.causal = 1, c.p.rotary_dim = 64, c.p.rotary_offset = 512;
+    c.p.scaling.type = ROPEQK_SCALING_YARN, c.p.scaling.factor = 40, c.p.scaling.original_max_position = 4096;
+    c.kpos_span = 200000; /* positions past YaRN's original context */
     run_paged(&c, seed, true);
-    c.name = "paged MLA, bf16 latent cache in BSHD pages, half-split, sinks";
+    c.name = "paged MLA, bf16 latent cache in BSHD pages, half-split, sinks, YaRN 40";
     float sinks[16];
     for (int h = 0; h < 16; h++)
         sinks[h] = (float)(h % 5) - 2.0f;
