@@ -59,6 +59,7 @@ typedef struct {
     int64_t max_keys;       /* > 0: a decode plan of this many keys, run with a step of Sk keys */
     double yarn;            /* > 0: YaRN scaling of this factor (DeepSeek: 40, original 4096; its
                              * attention factor multiplies cos and sin of the rotated dims only) */
+    bool host;              /* host memory through ropeqk_scores / ropeqk_attention, not a plan of our own */
 } vcase;
 
 static void describe(const vcase *c, uint64_t seed, char *buf, size_t len)
@@ -196,13 +197,22 @@ static void run_dense(const vcase *c, uint64_t seed)
         desc.with_lse = 1;
     }
     ropeqk_plan *pl = NULL;
-    ropeqk_status st = rqs_plan_create(th_ctx, &desc, &pl);
+    ropeqk_status st;
+    rqs_devbuf *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL, *bqp = NULL, *bkp = NULL;
+    if (c->host) { /* the host-memory calls (a plan made and run inside) */
+        cr_assert(c->max_keys == 0 && !c->mla);
+        st = attn ? ropeqk_attention(th_ctx, &p, &tq, q, &tk, k, &tv, v, qp, kp, &to, o, &tl, l)
+                  : ropeqk_scores(th_ctx, &p, &tq, q, &tk, k, qp, kp, &to, (float *)(void *)o);
+        cr_assert_eq(st, ROPEQK_SUCCESS, "host call: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
+        goto reference;
+    }
+    st = rqs_plan_create(th_ctx, &desc, &pl);
     cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
-    if (sinks) /* the plan keeps its own copy: the caller's array may change */
-        for (int64_t h = 0; h < c->Hq; h++)
-            sinks[h] += 0.0f;
-    rqs_devbuf *bq = upload(q, qb), *bk = upload(k, kb), *bv = attn && !c->mla ? upload(v, vb) : NULL;
-    rqs_devbuf *bo = upload(NULL, ob), *bl = attn ? upload(NULL, lb) : NULL, *bqp = NULL, *bkp = NULL;
+    float keep0 = sinks ? sinks[0] : 0.0f;
+    if (sinks) /* the plan keeps its own copy: the caller's array may change after creation */
+        sinks[0] = 1e30f;
+    bq = upload(q, qb), bk = upload(k, kb), bv = attn && !c->mla ? upload(v, vb) : NULL;
+    bo = upload(NULL, ob), bl = attn ? upload(NULL, lb) : NULL;
     if (qp)
         bqp = upload(qp, (size_t)(ns * c->Sq) * 4);
     if (kp)
@@ -217,6 +227,8 @@ static void run_dense(const vcase *c, uint64_t seed)
     st = rqs_plan_run(th_ctx, NULL, pl, &a, c->max_keys > 0 ? &step : NULL);
     cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
                  rqs_devbuf_error(), d);
+    if (sinks)
+        sinks[0] = keep0;
     cr_assert_eq(rqs_devbuf_read(bo, o), ROPEQK_SUCCESS);
     if (attn)
         cr_assert_eq(rqs_devbuf_read(bl, l), ROPEQK_SUCCESS);
@@ -235,6 +247,7 @@ static void run_dense(const vcase *c, uint64_t seed)
                       "a canary around output %d changed: %s", i, d);
     }
 
+reference:
     /* the reference, on this run's keys and offsets */
     ropeqk_params pr = p;
     pr.q_pos_offset = c->q_off;
@@ -312,52 +325,61 @@ static const vcase scores_cases[] = {
     /* name, op, B Hq Hkv Sq Sk D Dv, dtypes, layout, R, off, causal, window, q_off, k_off, scale, softcap, msec,
      * inter, pos, sinks, sink range, mla, max_keys */
     {"softcap 5 on scores of tens, GQA 4, causal with offsets (tiled)", SC, 1, 8, 2, 37, 70, 64, 0, F32S, IL, 0, 0,
-     1, 0, 40, 0, 2.0, 5.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0},
+     1, 0, 40, 0, 2.0, 5.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0, false},
     {"softcap 30, decode-shaped (few rows), window, f16", SC, 2, 8, 1, 1, 300, 128, 0, ROPEQK_F16, ROPEQK_F32,
-     ROPEQK_F32, HS, 0, 0, 1, 100, 299, 0, 4.0, 30.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0},
+     ROPEQK_F32, HS, 0, 0, 1, 100, 299, 0, 4.0, 30.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0, false},
     {"rotary offset 24 (R 32 of D 80), bf16, per-token positions", SC, 1, 4, 4, 20, 33, 80, 0, ROPEQK_BF16,
-     ROPEQK_F32, ROPEQK_F32, HS, 32, 24, 1, 0, 0, 0, 0, 0, {0}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0},
+     ROPEQK_F32, ROPEQK_F32, HS, 32, 24, 1, 0, 0, 0, 0, 0, {0}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0, false},
     {"MLA scores: D 576, R 64 at 512, MQA", SC, 1, 4, 1, 5, 40, 576, 0, F32S, IL, 64, 512, 0, 0, 0, 0, 0, 0, {0},
-     0, POS_OFFSETS, false, 0, 0, false, 0, 0},
+     0, POS_OFFSETS, false, 0, 0, false, 0, 0, false},
     {"M-RoPE {16,8,8} (Qwen2-VL), [3,S] arrays, causal by token order", SC, 1, 4, 2, 20, 50, 64, 0, F32S, HS, 0, 0,
-     1, 0, 30, 0, 0, 0, {16, 8, 8}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0},
+     1, 0, 30, 0, 0, 0, {16, 8, 8}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0, false},
     {"M-RoPE interleaved {12,10,10} (Qwen3-VL), arrays, window, decode-shaped", SC, 1, 8, 2, 2, 90, 64, 0, F32S,
-     HS, 0, 0, 1, 30, 88, 0, 0, 0, {12, 10, 10}, 1, POS_ARRAYS, false, 0, 0, false, 0, 0},
+     HS, 0, 0, 1, 30, 88, 0, 0, 0, {12, 10, 10}, 1, POS_ARRAYS, false, 0, 0, false, 0, 0, false},
     {"M-RoPE {8,12,12} with offsets only (plain RoPE), causal", SC, 1, 2, 1, 12, 30, 64, 0, F32S, HS, 0, 0, 1, 0,
-     18, 0, 0, 0, {8, 12, 12}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0},
+     18, 0, 0, 0, {8, 12, 12}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0, false},
     {"M-RoPE interleaved {12,10,10}: Q [3,Sq] array, K offsets, causal by token order", SC, 1, 4, 1, 6, 25, 64, 0,
-     F32S, IL, 0, 0, 1, 0, 19, 0, 0, 0, {12, 10, 10}, 1, POS_Q_ARRAY, false, 0, 0, false, 0, 0},
+     F32S, IL, 0, 0, 1, 0, 19, 0, 0, 0, {12, 10, 10}, 1, POS_Q_ARRAY, false, 0, 0, false, 0, 0, false},
     {"M-RoPE {6,5,5} + rotary offset 16 (R 32 of D 96) + softcap, f16", SC, 1, 2, 1, 9, 41, 96, 0, ROPEQK_F16,
-     ROPEQK_F32, ROPEQK_F32, IL, 32, 16, 0, 0, 0, 0, 3.0, 8.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0},
+     ROPEQK_F32, ROPEQK_F32, IL, 32, 16, 0, 0, 0, 0, 3.0, 8.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0, false},
 };
 
 static const vcase attn_cases[] = {
     {"softcap 5, GQA 4, causal with rows before every key, window", AT, 1, 8, 2, 40, 90, 64, 64, F32S, IL, 0, 0, 1,
-     30, 0, 20, 1.5, 5.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0},
+     30, 0, 20, 1.5, 5.0, {0}, 0, POS_OFFSETS, false, 0, 0, false, 0, 0, false},
     {"sinks, MQA 8/1, causal with rows that see no key", AT, 2, 8, 1, 30, 50, 64, 64, F32S, HS, 0, 0, 1, 0, 0, 10,
-     0, 0, {0}, 0, POS_OFFSETS, true, -3, 3, false, 0, 0},
+     0, 0, {0}, 0, POS_OFFSETS, true, -3, 3, false, 0, 0, false},
     {"sinks dominating (logit 12) + softcap 4, f16 in, bf16 out, per-token positions", AT, 1, 4, 2, 17, 40, 64, 64,
-     ROPEQK_F16, ROPEQK_F16, ROPEQK_BF16, IL, 0, 0, 1, 0, 0, 0, 1.0, 4.0, {0}, 0, POS_ARRAYS, true, 10, 12, false, 0, 0},
+     ROPEQK_F16, ROPEQK_F16, ROPEQK_BF16, IL, 0, 0, 1, 0, 0, 0, 1.0, 4.0, {0}, 0, POS_ARRAYS, true, 10, 12, false, 0, 0, false},
     {"decode step (12 of 64 keys): sinks + softcap + rotary offset 8 (R 16 of D 64), bf16 in, f16 out", AT, 1, 8, 2,
      1, 12, 64, 64, ROPEQK_BF16, ROPEQK_BF16, ROPEQK_F16, HS, 16, 8, 1, 0, 11, 0, 2.0, 6.0, {0}, 0, POS_OFFSETS,
-     true, -1, 1, false, 64, 0},
+     true, -1, 1, false, 64, 0, false},
     {"M-RoPE interleaved {12,10,10} + sinks + window, arrays, causal by token order", AT, 1, 4, 2, 24, 60, 64, 64,
-     F32S, HS, 0, 0, 1, 20, 30, 0, 0, 0, {12, 10, 10}, 1, POS_ARRAYS, true, -2, 2, false, 0, 0},
+     F32S, HS, 0, 0, 1, 20, 30, 0, 0, 0, {12, 10, 10}, 1, POS_ARRAYS, true, -2, 2, false, 0, 0, false},
     {"M-RoPE {6,5,5} + rotary offset 16 + softcap, Dv 48, no mask", AT, 1, 2, 1, 7, 33, 96, 48, F32S, IL, 32, 16,
-     0, 0, 0, 0, 3.0, 8.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0},
+     0, 0, 0, 0, 3.0, 8.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0, false},
     {"MLA prefill: D 576, R 64 at 512, Dv 512 = K's first dims (one buffer), Hkv 1, causal", AT, 1, 4, 1, 33, 70,
-     576, 512, F32S, IL, 64, 512, 1, 0, 37, 0, 0, 0, {0}, 0, POS_OFFSETS, false, 0, 0, true, 0, 0},
+     576, 512, F32S, IL, 64, 512, 1, 0, 37, 0, 0, 0, {0}, 0, POS_OFFSETS, false, 0, 0, true, 0, 0, false},
     {"MLA decode, f16 latent cache, Hq 16, sinks, YaRN 40 (DeepSeek)", AT, 1, 16, 1, 1, 500, 576, 512, ROPEQK_F16,
-     ROPEQK_F16, ROPEQK_F32, IL, 64, 512, 1, 0, 499, 0, 0, 0, {0}, 0, POS_OFFSETS, true, -1, 1, true, 0, 40},
+     ROPEQK_F16, ROPEQK_F32, IL, 64, 512, 1, 0, 499, 0, 0, 0, {0}, 0, POS_OFFSETS, true, -1, 1, true, 0, 40, false},
 };
 
 /* several key chunks (llvmpipe's loop limit, vk_attn.c): the sink joins once, after the last; a row
  * before every key keeps O = 0 across the chunks and gets LSE = s_h */
 static const vcase long_cases[] = {
     {"Sk 40000 in two key chunks: sinks + softcap 3, causal, rows that see almost every key", AT, 1, 4, 1, 3, 40000,
-     64, 64, F32S, IL, 0, 0, 1, 0, 39997, 0, 1.0, 3.0, {0}, 0, POS_OFFSETS, true, -1, 1, false, 0, 0},
+     64, 64, F32S, IL, 0, 0, 1, 0, 39997, 0, 1.0, 3.0, {0}, 0, POS_OFFSETS, true, -1, 1, false, 0, 0, false},
     {"Sk 40000 in two key chunks: sinks, every row before every key", AT, 1, 4, 1, 3, 40000, 64, 64, F32S, HS, 0, 0,
-     1, 0, -3, 0, 0, 0, {0}, 0, POS_OFFSETS, true, -1, 1, false, 0, 0},
+     1, 0, -3, 0, 0, 0, {0}, 0, POS_OFFSETS, true, -1, 1, false, 0, 0, false},
+};
+
+/* the host-memory calls: the same shaders through ropeqk_scores / ropeqk_attention */
+static const vcase host_cases[] = {
+    {"host ropeqk_scores: softcap 6 + M-RoPE {6,5,5} + rotary offset 8 (R 32 of D 48), arrays, causal", SC, 1, 4, 2,
+     11, 29, 48, 0, F32S, HS, 32, 8, 1, 0, 18, 0, 2.0, 6.0, {6, 5, 5}, 0, POS_ARRAYS, false, 0, 0, false, 0, 0, true},
+    {"host ropeqk_attention: sinks + softcap 7 + M-RoPE interleaved {12,10,10}, arrays, window, GQA 2, f16 V/O", AT,
+     1, 4, 2, 13, 45, 64, 32, ROPEQK_F32, ROPEQK_F16, ROPEQK_F16, IL, 0, 0, 1, 16, 32, 0, 2.0, 7.0, {12, 10, 10}, 1,
+     POS_ARRAYS, true, -2, 2, false, 0, 0, true},
 };
 
 static void run_all(const vcase *cs, size_t n, uint64_t seed)
@@ -368,6 +390,7 @@ static void run_all(const vcase *cs, size_t n, uint64_t seed)
 
 Test(vk_variants, scores) { run_all(scores_cases, sizeof scores_cases / sizeof scores_cases[0], seed0()); }
 Test(vk_variants, attention) { run_all(attn_cases, sizeof attn_cases / sizeof attn_cases[0], seed0() + 100); }
+Test(vk_variants, host_memory_calls) { run_all(host_cases, sizeof host_cases / sizeof host_cases[0], seed0() + 250); }
 Test(vk_variants, attention_key_chunks) { run_all(long_cases, sizeof long_cases / sizeof long_cases[0], seed0() + 200); }
 
 /* ---- paged decode ------------------------------------------------------------------------------ */
