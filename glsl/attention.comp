@@ -83,7 +83,7 @@ layout(std430, binding = RQ_VK_AT_KPOS) readonly buffer KPos { int kpos[]; };
 layout(std430, binding = RQ_VK_AT_OUT) buffer Out { uint outv[]; };
 layout(std430, binding = RQ_VK_AT_LSE) writeonly buffer Lse { float lse[]; };
 layout(std430, binding = RQ_VK_AT_ST) buffer St { float st[]; };
-/* the same scratch as Qr and Kr, read as vec4 when D is a multiple of 4 (pc.vec4_qk) */
+/* the same scratch as Qr and Kr, read as vec4 when D is a multiple of 4 (RQ_VK_AT_F_VEC4) */
 layout(std430, binding = RQ_VK_AT_QR4) readonly buffer Qr4 { vec4 qr4[]; };
 layout(std430, binding = RQ_VK_AT_KR4) readonly buffer Kr4 { vec4 kr4[]; };
 layout(std430, binding = RQ_VK_AT_SINK) readonly buffer Sinks { float sinkv[]; }; /* [Hq] */

@@ -34,8 +34,8 @@ void main()
     int ptd = unit - half_r;  /* the pass-through dims: [0, rot_off), then [rot_off + R, D) */
     int i0 = pt ? (ptd < pc.rot_off ? ptd : ptd + pc.R) : pc.rot_off + (pc.lay != 0 ? unit : 2 * unit);
     int i1 = pt ? i0 : pc.rot_off + (pc.lay != 0 ? unit + half_r : 2 * unit + 1);
-    vec4 f = pt ? vec4(0.0) : vfreq[unit];
-    uint stream = uint(f.w) * uint(pc.S); /* M-RoPE: this frequency's row of the [3][S] positions */
+    vec4 f = vfreq[min(unit, half_r - 1)]; /* in range for pass-through units too (unused there) */
+    uint stream = pt ? 0u : uint(f.w) * uint(pc.S); /* M-RoPE: this frequency's row of the [3][S] positions */
     for (int row = int(gl_WorkGroupID.y); row < pc.S; row += int(gl_NumWorkGroups.y)) {
         float c = 1.0, s = 0.0;
         if (!pt) {
