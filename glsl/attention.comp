@@ -30,7 +30,13 @@
  *     (RM loads of P and CV loads of V for 4 RM CV vec4 fma);
  *   - a key tile whose every score is masked for all the block's rows (causal, window) is skipped
  *     whole: the test is uniform, made from push constants and shared positions after a barrier;
- *   - everything accumulates in f32; exp() and log() are the built-ins (the old shader's accuracy).
+ *   - everything accumulates in f32; exp() and log() are the built-ins (the old shader's accuracy);
+ *   - variants (docs/conventions.md section 11): soft-capping (pc.softcap > 0) turns each unmasked
+ *     score of the register block into C tanh(S / C) (tanh.glsl) before the row max, no pass of its
+ *     own; attention sinks (RQ_VK_AT_F_SINKS) join each row's denominator once, when the last key
+ *     chunk normalises the row (finish_row): M = max(m, s_h), L = l e^(m - M) + e^(s_h - M), a row
+ *     with no key unmasked gives O = 0 and LSE = s_h exactly; the rotary offset and M-RoPE are the
+ *     RoPE pass's (rotate.comp), and under M-RoPE the masks use the offsets (the host's push constants).
  * No subgroup operations: the row reductions cost one barrier and TX/4 shared vec4 reads per row
  * and tile, about 1% of the tile's shared-memory traffic, so there is nothing to gain that would
  * justify depending on how a driver maps invocations to subgroups.
@@ -77,12 +83,14 @@ layout(std430, binding = RQ_VK_AT_KPOS) readonly buffer KPos { int kpos[]; };
 layout(std430, binding = RQ_VK_AT_OUT) buffer Out { uint outv[]; };
 layout(std430, binding = RQ_VK_AT_LSE) writeonly buffer Lse { float lse[]; };
 layout(std430, binding = RQ_VK_AT_ST) buffer St { float st[]; };
-/* the same scratch as Qr and Kr, read as vec4 when D is a multiple of 4 (pc.vec4_qk) */
+/* the same scratch as Qr and Kr, read as vec4 when D is a multiple of 4 (RQ_VK_AT_F_VEC4) */
 layout(std430, binding = RQ_VK_AT_QR4) readonly buffer Qr4 { vec4 qr4[]; };
 layout(std430, binding = RQ_VK_AT_KR4) readonly buffer Kr4 { vec4 kr4[]; };
+layout(std430, binding = RQ_VK_AT_SINK) readonly buffer Sinks { float sinkv[]; }; /* [Hq] */
 RQ_VK_PC_BLOCK(RQ_VK_AT_PC)
 
 #include "common.glsl"
+#include "tanh.glsl"
 
 /* RQ_VK_AT_SHARED (vk_contract.h) counts exactly these arrays, for the host's fit checks */
 shared vec4 sa[A4];            /* the Q/K step: Q rows [r*QS4 + w], K rows [QK_K + u*QS4 + w];
@@ -151,14 +159,22 @@ void finish_row(int m, int cb, bool keep, ivec4 where, uvec2 sbase, int tx, vec4
     }
     const int b = where.x, g = m / pc.Sq, ii = m - g * pc.Sq, h = where.y * pc.G + g;
     float inv = l > 0.0 ? 1.0 / l : 0.0; /* l >= 1 once a key was unmasked (its max weighs 1) */
+    float lsev = l > 0.0 ? mi + log(l) : uintBitsToFloat(0xFF800000u);
+    if ((pc.flags & RQ_VK_AT_F_SINKS) != 0) { /* the sink s_h: in the denominator, no value */
+        const float sk = sinkv[h];
+        const float mx = l > 0.0 ? max(mi, sk) : sk;
+        const float a = l > 0.0 ? (mi == mx ? 1.0 : exp(mi - mx)) : 0.0; /* the keys' rescaling */
+        const float lt = l * a + (sk == mx ? 1.0 : exp(sk - mx));        /* >= 1: its max weighs 1 */
+        inv = a / lt;
+        lsev = l > 0.0 ? mx + log(lt) : sk; /* fully masked: LSE = s_h exactly, O = 0 (a = 0) */
+    }
     uint ob = pc.o_off + uint(b) * pc.onb0 + uint(h) * pc.onb1 + uint(ii) * pc.onb2;
     [[unroll]] for (int c = 0; c < CVMAX; c++) {
         int col = c0 + 4 * (tx + TX * c);
         store_o4(ob + uint(col), oi[c] * inv, min(4, cend - col));
     }
-    if (pc.with_lse != 0 && cb == 0 && tx == 0)
-        lse[pc.l_off + uint(b) * pc.lnb0 + uint(h) * pc.lnb1 + uint(ii) * pc.lnb2] =
-            l > 0.0 ? mi + log(l) : uintBitsToFloat(0xFF800000u);
+    if ((pc.flags & RQ_VK_AT_F_LSE) != 0 && cb == 0 && tx == 0)
+        lse[pc.l_off + uint(b) * pc.lnb0 + uint(h) * pc.lnb1 + uint(ii) * pc.lnb2] = lsev;
 }
 
 /* O += P V over TK keys of the V step (u0: the step's first key in the tile), NC vec4 columns per
@@ -273,7 +289,7 @@ void main()
                 vec4 x = vec4(0.0);
                 if (r < nrow && d < D) {
                     uint a = (qrow0 + uint(m0 + r)) * uint(D) + uint(d);
-                    if (pc.vec4_qk != 0) {
+                    if ((pc.flags & RQ_VK_AT_F_VEC4) != 0) {
                         x = qr4[a >> 2];
                     } else {
                         [[unroll]] for (int c = 0; c < 4; c++)
@@ -288,7 +304,7 @@ void main()
                 vec4 x = vec4(0.0);
                 if (u < nk && d < D) {
                     uint a = (krow0 + uint(j0 + u)) * uint(D) + uint(d);
-                    if (pc.vec4_qk != 0) {
+                    if ((pc.flags & RQ_VK_AT_F_VEC4) != 0) {
                         x = kr4[a >> 2];
                     } else {
                         [[unroll]] for (int c = 0; c < 4; c++)
@@ -312,7 +328,8 @@ void main()
             barrier(); /* the next step overwrites the stage; P reuses it */
         }
 
-        /* masks, then each row's max over the tile through shared memory */
+        /* soft-capping and masks, then each row's max over the tile through shared memory */
+        const bool cap = pc.softcap > 0.0;
         int pk[RN];
         [[unroll]] for (int j = 0; j < RN; j++) {
             int u = tx + TX * j;
@@ -322,7 +339,8 @@ void main()
             float mx = NEGBIG;
             [[unroll]] for (int j = 0; j < RN; j++) {
                 bool msk = tx + TX * j >= nk || (masks && rq_masked(pi[i], pk[j], causal, pc.window));
-                s[i][j] = msk ? NEGBIG : s[i][j];
+                float sv = cap ? rq_softcap(s[i][j], pc.softcap) : s[i][j];
+                s[i][j] = msk ? NEGBIG : sv;
                 mx = max(mx, s[i][j]);
             }
             int f = (ty + TY * i) * TX + tx;

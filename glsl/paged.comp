@@ -25,6 +25,11 @@
  * Masks are the finite sentinel NEGBIG (exp never sees a masked score); a task with nothing unmasked
  * writes m = NEGBIG, l = 0, o = 0. Branches on tile masks, lengths and splits depend only on
  * work-group-uniform values, so no barrier is skipped by part of a work-group.
+ * Variants (docs/conventions.md section 11): the rotary offset moves the rotated pairs to
+ * [rot_off, rot_off + R) (MLA: the last R dims; the pass-through dims are [0, rot_off) and
+ * [rot_off + R, D)), soft-capping (pc.softcap > 0) turns each unmasked score into C tanh(S / C)
+ * (tanh.glsl) before the tile max; sinks join in paged_combine.comp; MLA's V may be a view of the K
+ * cache's buffer (bound twice, read-only). No loop is added by any of them.
  * llvmpipe's loop limit: the host bounds a split's keys by its count of this shader's loop trips
  * (vk_paged.c, pg_tile_trips); keep it in step with the loops below. */
 #extension GL_GOOGLE_include_directive : require
@@ -51,6 +56,7 @@ RQ_VK_PC_BLOCK(RQ_VK_PG_PC)
 
 #include "common.glsl"
 #include "angle.glsl"
+#include "tanh.glsl"
 
 #define WG RQ_VK_PG_WG
 #define GH RQ_VK_PG_GH
@@ -115,14 +121,16 @@ void main()
                     if (t < nt && u < nu) {
                         const uint kr = krow[t];
                         if (u < half_r) {
-                            int i0 = pc.lay != 0 ? u : 2 * u, i1 = pc.lay != 0 ? u + half_r : 2 * u + 1;
+                            int i0 = pc.rot_off + (pc.lay != 0 ? u : 2 * u);
+                            int i1 = pc.rot_off + (pc.lay != 0 ? u + half_r : 2 * u + 1);
                             vec2 cs = rq_rope_cossin(kp0 + t0 + t, vfreq[u].xyz) * pc.rot_mul;
                             float x0 = RQ_LOAD(kc, kr + uint(i0), KDT);
                             float x1 = RQ_LOAD(kc, kr + uint(i1), KDT);
                             y0 = x0 * cs.x - x1 * cs.y;
                             y1 = x0 * cs.y + x1 * cs.x;
-                        } else { /* pass-through dim */
-                            y0 = RQ_LOAD(kc, kr + uint(pc.R + (u - half_r)), KDT);
+                        } else { /* pass-through dim: [0, rot_off), then [rot_off + R, D) */
+                            const int pd = u - half_r;
+                            y0 = RQ_LOAD(kc, kr + uint(pd < pc.rot_off ? pd : pd + pc.R), KDT);
                         }
                     }
                     ks[t * KS + 2 * uu] = y0;
@@ -133,8 +141,9 @@ void main()
                 for (int uu = 0; uu < nuu; uu++) {
                     const int u = u0 + uu;
                     const bool rot = u < half_r;
-                    const int i0 = rot ? (pc.lay != 0 ? u : 2 * u) : pc.R + (u - half_r);
-                    const int i1 = rot ? (pc.lay != 0 ? u + half_r : 2 * u + 1) : i0; /* y1 = 0 there */
+                    const int pd = u - half_r;
+                    const int i0 = rot ? pc.rot_off + (pc.lay != 0 ? u : 2 * u) : (pd < pc.rot_off ? pd : pd + pc.R);
+                    const int i1 = rot ? pc.rot_off + (pc.lay != 0 ? u + half_r : 2 * u + 1) : i0; /* y1 = 0 there */
                     const float y0 = ks[lid * KS + 2 * uu], y1 = ks[lid * KS + 2 * uu + 1];
                     [[unroll]] for (int g = 0; g < GH; g++)
                         if (g < ng)
@@ -142,8 +151,12 @@ void main()
                 }
             }
             const bool msk = lid >= nt || rq_masked(pq, kp0 + t0 + lid, causal, pc.window);
-            [[unroll]] for (int g = 0; g < GH; g++)
-                sg[g] = msk ? NEGBIG : sg[g];
+            const bool cap = pc.softcap > 0.0;
+            [[unroll]] for (int g = 0; g < GH; g++) {
+                /* heads past ng: their scores stay 0 (never stored), no tanh spent on them */
+                const float sv = cap && g < ng ? rq_softcap(sg[g], pc.softcap) : sg[g];
+                sg[g] = msk ? NEGBIG : sv;
+            }
             /* the tile max of each head */
             float bm[GH];
 #if RQ_PG_SUBGROUP

@@ -3,7 +3,10 @@
  * M = max m_i, L = sum l_i e^(m_i - M), O = sum o_i e^(m_i - M) / L, LSE = M + ln L, over the splits
  * with something unmasked (l_i > 0; paged.comp writes m = -FLT_MAX, l = 0, o = 0 for the others, so
  * exp() never sees a sentinel); a row with nothing unmasked gives O = 0, LSE = -inf. An invocation per (V dim, row); splits from
- * ceil(len / kps) on were not written by pass 1 and are not read. */
+ * ceil(len / kps) on were not written by pass 1 and are not read.
+ * Attention sinks (pc.use_sinks): the head's logit s_h joins once, here, after every split: M takes it
+ * into the max, L adds e^(s_h - M) and carries no value; a row with nothing unmasked gives O = 0 and
+ * LSE = s_h exactly. */
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
 
@@ -14,6 +17,7 @@ layout(std430, binding = RQ_VK_PC_PART) readonly buffer Part { float part[]; };
 layout(std430, binding = RQ_VK_PC_META) readonly buffer Meta { int meta[]; };
 layout(std430, binding = RQ_VK_PC_OUT) buffer Out { uint outv[]; };
 layout(std430, binding = RQ_VK_PC_LSE) writeonly buffer Lse { float lsev[]; };
+layout(std430, binding = RQ_VK_PC_SINK) readonly buffer Sinks { float sinkv[]; }; /* [Hq] */
 RQ_VK_PC_BLOCK(RQ_VK_PC_PC)
 
 #include "common.glsl"
@@ -51,10 +55,21 @@ void main()
                     o = fma(part[r * uint(pc.Dv) + uint(dv)], w, o);
                 }
             }
+        float lse = none ? uintBitsToFloat(0xFF800000u) : M + log(L);
+        if (pc.use_sinks != 0) { /* the sink: once, after the splits */
+            const float sk = sinkv[h];
+            const float mx = none ? sk : max(M, sk);
+            const float a = none ? 0.0 : (M == mx ? 1.0 : exp(M - mx));
+            const float lt = L * a + (sk == mx ? 1.0 : exp(sk - mx));
+            o *= a; /* 0 for a row with nothing unmasked */
+            L = lt;
+            lse = none ? sk : mx + log(lt);
+            none = false; /* O = o / L: 0 where nothing was unmasked */
+        }
         float res = none ? 0.0 : o / L;
         uint oi = pc.out_off + uint(s) * pc.onb0 + uint(h) * pc.onb1 + uint(dv) * pc.onb3;
         RQ_STORE(outv, oi, ODT, res)
         if (pc.use_lse != 0 && dv == 0)
-            lsev[pc.lse_off + uint(s) * pc.lnb0 + uint(h) * pc.lnb1] = none ? uintBitsToFloat(0xFF800000u) : M + log(L);
+            lsev[pc.lse_off + uint(s) * pc.lnb0 + uint(h) * pc.lnb1] = lse;
     }
 }

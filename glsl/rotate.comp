@@ -4,7 +4,11 @@
  * per (row, unit), a unit being a rotary pair (u < R/2) or a pass-through dim; it loops over all B*H
  * heads, so each (position, frequency) angle is computed once and reused by every head: RoPE costs
  * O(S*R) angle evaluations, never one per score. Consecutive invocations take consecutive units of a
- * row, so a work-group reads and writes whole runs of each row. */
+ * row, so a work-group reads and writes whole runs of each row.
+ * Variants (docs/conventions.md section 11): the rotated pairs lie inside [rot_off, rot_off + R), the
+ * pass-through dims are [0, rot_off) and [rot_off + R, D) (rotary_offset; MLA: rot_off = D - R); under
+ * M-RoPE a pair turns by the position of its stream (the freq table's 4th lane), read from the
+ * [3][S] position array, stream-major. */
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
 
@@ -27,13 +31,16 @@ void main()
     if (unit >= half_r + (pc.D - pc.R))
         return;
     bool pt = unit >= half_r; /* pass-through dim: copied (times the scale for Q) */
-    int i0 = pt ? pc.R + (unit - half_r) : (pc.lay != 0 ? unit : 2 * unit);
-    int i1 = pt ? i0 : (pc.lay != 0 ? unit + half_r : 2 * unit + 1);
+    int ptd = unit - half_r;  /* the pass-through dims: [0, rot_off), then [rot_off + R, D) */
+    int i0 = pt ? (ptd < pc.rot_off ? ptd : ptd + pc.R) : pc.rot_off + (pc.lay != 0 ? unit : 2 * unit);
+    int i1 = pt ? i0 : pc.rot_off + (pc.lay != 0 ? unit + half_r : 2 * unit + 1);
+    vec4 f = vfreq[min(unit, half_r - 1)]; /* in range for pass-through units too (unused there) */
+    uint stream = pt ? 0u : uint(f.w) * uint(pc.S); /* M-RoPE: this frequency's row of the [3][S] positions */
     for (int row = int(gl_WorkGroupID.y); row < pc.S; row += int(gl_NumWorkGroups.y)) {
         float c = 1.0, s = 0.0;
         if (!pt) {
-            int p = pc.use_pos != 0 ? pos[pc.pos_off + uint(row)] : pc.pos_base + row;
-            vec2 cs = rq_rope_cossin(p, vfreq[unit].xyz) * pc.rot_mul;
+            int p = pc.use_pos != 0 ? pos[pc.pos_off + stream + uint(row)] : pc.pos_base + row;
+            vec2 cs = rq_rope_cossin(p, f.xyz) * pc.rot_mul;
             c = cs.x;
             s = cs.y;
         }

@@ -6,7 +6,9 @@
  * in shared memory per step, and each invocation accumulates a T x T register block from them (2T
  * loads per T^2 FMAs from shared memory instead of 2 per 1 from global). T and TK are
  * specialization constants chosen by the tuner (vk_contract.h). Rows and keys are interleaved across
- * invocations (row ty + 16*r) so neighbouring invocations read neighbouring shared words. */
+ * invocations (row ty + 16*r) so neighbouring invocations read neighbouring shared words.
+ * Soft-capping (pc.softcap > 0: C tanh(S / C), tanh.glsl) is applied as each score is stored: no
+ * pass of its own. Positions only decide the masks (M-RoPE: the host passes offsets). */
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
 
@@ -20,6 +22,7 @@ layout(std430, binding = RQ_VK_SC_OUT) writeonly buffer Out { float outv[]; };
 RQ_VK_PC_BLOCK(RQ_VK_SC_PC)
 
 #include "common.glsl"
+#include "tanh.glsl"
 
 layout(constant_id = RQ_VK_SC_K1) const int T = RQ_VK_SC_T_DEF;
 layout(constant_id = RQ_VK_SC_K2) const int TK = RQ_VK_SC_TK_DEF;
@@ -84,7 +87,8 @@ void main()
             if (j >= pc.Sk)
                 continue;
             int pk = pc.use_kpos != 0 ? kpos[pc.kpos_off + uint(j)] : pc.k_base + j;
-            float v = rq_masked(pq, pk, pc.causal != 0, pc.window) ? uintBitsToFloat(0xFF800000u) : acc[r][c];
+            float sc = pc.softcap > 0.0 ? rq_softcap(acc[r][c], pc.softcap) : acc[r][c];
+            float v = rq_masked(pq, pk, pc.causal != 0, pc.window) ? uintBitsToFloat(0xFF800000u) : sc;
             uint o = pc.out_off + uint(bhq / pc.Hq) * pc.onb0 + uint(bhq % pc.Hq) * pc.onb1 + uint(i) * pc.onb2 +
                      uint(j) * pc.onb3;
             outv[o] = v;

@@ -6,7 +6,8 @@
  * registers. Same bindings and push constants as scores.comp (the host picks one or the other).
  * Measured on lavapipe (ropeqk-bench --vulkan, decode Hq32/Hkv8 Sk=8192 D=128 f32): scores.comp
  * took 4.6-8.1 s per call, this shader (with the RoPE pass) 0.28-0.37 s (pocl: 19 ms). On a GPU the key rows are read
- * with a stride of D floats between neighbouring invocations; a transposed Kr would coalesce them. */
+ * with a stride of D floats between neighbouring invocations; a transposed Kr would coalesce them.
+ * Soft-capping (pc.softcap > 0) is applied as each score is stored, as in scores.comp. */
 #extension GL_GOOGLE_include_directive : require
 #include "vk_contract.h"
 
@@ -20,6 +21,7 @@ layout(std430, binding = RQ_VK_SC_OUT) writeonly buffer Out { float outv[]; };
 RQ_VK_PC_BLOCK(RQ_VK_SC_PC)
 
 #include "common.glsl"
+#include "tanh.glsl"
 
 #define FM RQ_VK_FEW_M
 shared float qs[FM][RQ_VK_FEW_DMAX];
@@ -53,7 +55,8 @@ void main()
                 break;
             int hq = hkv * pc.G + r / pc.Sq, i = r % pc.Sq;
             int pq = pc.use_qpos != 0 ? qpos[pc.qpos_off + uint(i)] : pc.q_base + i;
-            float v = rq_masked(pq, pk, pc.causal != 0, pc.window) ? uintBitsToFloat(0xFF800000u) : acc[r];
+            float sc = pc.softcap > 0.0 ? rq_softcap(acc[r], pc.softcap) : acc[r];
+            float v = rq_masked(pq, pk, pc.causal != 0, pc.window) ? uintBitsToFloat(0xFF800000u) : sc;
             outv[pc.out_off + uint(b) * pc.onb0 + uint(hq) * pc.onb1 + uint(i) * pc.onb2 + uint(j) * pc.onb3] = v;
         }
     }

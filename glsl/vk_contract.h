@@ -37,16 +37,23 @@
 #define RQ_VK_DT_F16 1
 #define RQ_VK_DT_BF16 2
 
+/* The frequency table of every shader that rotates (binding *_FREQ): a vec4 per rotary frequency u,
+ * (hi, mid, lo, stream): inv_freq/pi as three floats (src/core/plan.c, angle.glsl), and the position
+ * stream u rotates by under M-RoPE (0 temporal, 1 height, 2 width: rq_mrope_stream; 0 without it),
+ * written by the host (vk_plan.c) so that no shader needs the sections. */
+
 /* ---- rotate.comp: rows of Q or K rotated once into packed f32 scratch [bh][row][D] ---------- */
 #define RQ_VK_ROT_SRC 0   /* bindings */
-#define RQ_VK_ROT_POS 1
+#define RQ_VK_ROT_POS 1   /* positions: [S], or [3][S] under M-RoPE (stream-major) */
 #define RQ_VK_ROT_FREQ 2
 #define RQ_VK_ROT_DST 3
+/* rot_off: the first rotated dim (rotary_offset): pairs inside [rot_off, rot_off + R), every other
+ * dim passes through */
 #define RQ_VK_ROT_PC(F)                                                                            \
     F(u32, src_off) F(u32, nb0) F(u32, nb1) F(u32, nb2) /* source view, elements */                \
     F(u32, pos_off) F(u32, dst_off)                                                                \
     F(i32, H) F(i32, BH) F(i32, S) F(i32, D) F(i32, R) F(i32, lay)                              \
-    F(i32, use_pos) F(i32, pos_base) F(f32, rot_mul) F(f32, out_mul)
+    F(i32, use_pos) F(i32, pos_base) F(f32, rot_mul) F(f32, out_mul) F(i32, rot_off)
 #define RQ_VK_ROT_UNITS 64 /* work-group: 64 units (pairs or pass-through dims) of one row */
 
 /* ---- scores.comp: S = Qr . Kr^T, masked, into the output view -------------------------------- */
@@ -55,11 +62,14 @@
 #define RQ_VK_SC_QPOS 2
 #define RQ_VK_SC_KPOS 3
 #define RQ_VK_SC_OUT 4
+/* Positions here only decide the masks: under M-RoPE the host passes use_qpos = use_kpos = 0 and the
+ * offsets (masks follow token order whatever the rotary positions). softcap: C > 0 applies
+ * C tanh(S / C) to unmasked scores (tanh.glsl), 0 = off. */
 #define RQ_VK_SC_PC(F)                                                                             \
     F(u32, qpos_off) F(u32, kpos_off) F(u32, out_off) F(u32, onb0) F(u32, onb1) F(u32, onb2)       \
     F(u32, onb3) F(u32, window) /* window: 0 = off, else W (< 2^32; the host turns larger W off) */ \
     F(i32, Sq) F(i32, Sk) F(i32, D) F(i32, G) F(i32, Hq) F(i32, use_qpos) F(i32, q_base)           \
-    F(i32, use_kpos) F(i32, k_base) F(i32, causal) F(u32, qr_off) F(u32, kr_off)
+    F(i32, use_kpos) F(i32, k_base) F(i32, causal) F(u32, qr_off) F(u32, kr_off) F(f32, softcap)
 /* The tile shape is tuned (ropeqk_tuning vk_block, vk_tk): each of the 16 x 16 invocations computes
  * T x T scores (spec constant RQ_VK_SC_K1: 2, 4 or 8), so a work-group owns a 16T x 16T tile, and
  * TK head dims (RQ_VK_SC_K2: 8, 16 or 32) are staged in shared memory per step, RQ_VK_SC_SHARED
@@ -86,14 +96,16 @@
 #define RQ_VK_PG_QR 4
 #define RQ_VK_PG_PART 5
 /* Offsets and strides in elements of the cache's dtype. A task (work-group) is (split, gi, s):
- * gi = (kv head * ngc + query chunk) * ndvc + V chunk; query heads [chunk*gpg, +gpg) of the KV head. */
+ * gi = (kv head * ngc + query chunk) * ndvc + V chunk; query heads [chunk*gpg, +gpg) of the KV head.
+ * rot_off: the first rotated dim (rotary_offset); softcap: C > 0, or 0 = off. K and V may be views of
+ * one buffer (MLA: V is the first Dv dims of each cached key), bound twice, read-only both times. */
 #define RQ_VK_PG_PC(F)                                                                             \
     F(u32, k_off) F(u32, knb0) F(u32, knb1) F(u32, knb2)                                           \
     F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2)                                           \
     F(u32, window) F(u32, ml_off) F(u32, lens_off) F(u32, qpos_off) F(u32, kpos_off)               \
     F(u32, pages_off) F(i32, n) F(i32, Hq) F(i32, G) F(i32, D) F(i32, Dv) F(i32, R) F(i32, lay)    \
     F(i32, causal) F(i32, ps) F(i32, kps) F(i32, nsplit) F(i32, ngc) F(i32, gpg) F(i32, ndvc)      \
-    F(f32, rot_mul)
+    F(f32, rot_mul) F(i32, rot_off) F(f32, softcap)
 #define RQ_VK_PG_WG 64    /* work-group: keys per tile, V dims per pass */
 /* Keys per split, at most: a work-group walks its split's keys in one invocation's loops, and
  * llvmpipe (lavapipe, CI) silently stops an invocation's loops after 65535 iterations in total; the
@@ -114,10 +126,11 @@
 #define RQ_VK_PC_META 1
 #define RQ_VK_PC_OUT 2
 #define RQ_VK_PC_LSE 3
+#define RQ_VK_PC_SINK 4   /* the plan's attention sinks (Hq f32), with use_sinks */
 #define RQ_VK_PC_PC(F)                                                                             \
     F(u32, out_off) F(u32, onb0) F(u32, onb1) F(u32, onb3) /* elements of out's dtype */           \
     F(u32, lse_off) F(u32, lnb0) F(u32, lnb1) F(u32, ml_off) F(u32, lens_off)                       \
-    F(i32, Hq) F(i32, Dv) F(i32, nsplit) F(i32, kps) F(i32, use_lse) F(i32, rows)
+    F(i32, Hq) F(i32, Dv) F(i32, nsplit) F(i32, kps) F(i32, use_lse) F(i32, rows) F(i32, use_sinks)
 #define RQ_VK_PC_WG 64
 
 #define RQ_VK_PA_SRC 0    /* paged_append.comp bindings */
@@ -143,16 +156,23 @@
 #define RQ_VK_AT_ST 7  /* the plan's chunk state: f32 rows [B*Hkv][M][Dv + 2*ncb] */
 #define RQ_VK_AT_QR4 8 /* Qr and Kr again, read as vec4 where D is a multiple of 4 */
 #define RQ_VK_AT_KR4 9
-#define RQ_VK_AT_NBIND 10
+#define RQ_VK_AT_SINK 10 /* the plan's attention sinks (Hq f32), with RQ_VK_AT_F_SINKS */
+#define RQ_VK_AT_NBIND 11
+/* flags: */
+#define RQ_VK_AT_F_LSE 1   /* write the LSE view */
+#define RQ_VK_AT_F_VEC4 2  /* D % 4 == 0: Q and K steps load vec4 (bindings RQ_VK_AT_QR4/KR4) */
+#define RQ_VK_AT_F_SINKS 4 /* a sink logit per query head joins each row's denominator (last chunk) */
+/* Positions only decide the masks (M-RoPE: the host passes the offsets, use_qpos = use_kpos = 0);
+ * softcap: C > 0 applies C tanh(S / C) to unmasked scores, 0 = off. */
 #define RQ_VK_AT_PC(F)                                                                             \
     F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2) /* V view, elements of V's dtype */       \
     F(u32, o_off) F(u32, onb0) F(u32, onb1) F(u32, onb2) /* O view, elements of O's dtype */       \
     F(u32, l_off) F(u32, lnb0) F(u32, lnb1) F(u32, lnb2) /* LSE view (f32), with_lse only */       \
     F(u32, qpos_off) F(u32, kpos_off) F(u32, window) F(i32, M) F(i32, Sq) F(i32, Sk) F(i32, D)    \
     F(i32, Dv) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos)            \
-    F(i32, k_base) F(i32, causal) F(i32, with_lse)                                               \
+    F(i32, k_base) F(i32, causal) F(i32, flags)                                                  \
     F(i32, kc0) F(i32, kc1) /* this dispatch's keys: [kc0, kc1) of [0, Sk) */                    \
-    F(i32, vec4_qk) /* D % 4 == 0: Q and K steps load vec4 (bindings RQ_VK_AT_QR4/KR4) */
+    F(f32, softcap)
 /* The tile shape (specialization constants; the host's rq_vk_attn_shape, vk_attn.c):
  *   BM query rows per work-group (RQ_VK_SC_AT_BM; the tuned vk_rows: 32, 64 or 128),
  *   BN keys per tile (RQ_VK_SC_AT_BN: 64, or 32 where the device's shared memory needs it),
@@ -168,7 +188,7 @@
 #define RQ_VK_AT_TK 16
 #define RQ_VK_AT_CVMAX 2   /* O: RM * 4 * CV <= 32 f32 accumulators per invocation, next to 16 of S */
 #define RQ_VK_AT_BM_DEF 64 /* the default rows per work-group (vk_rows) */
-#define RQ_VK_AT_DVMAX 256 /* largest Dv (the API's promise) */
+#define RQ_VK_AT_DVMAX 512 /* largest Dv (MLA's 512 latent dims; column blocks of 4*TX*CV) */
 /* attention.comp's shared memory in bytes, exactly its arrays: the Q/K step tile or (aliased) the P
  * tile, the V step tile, the row partials, the row and key positions */
 #define RQ_VK_AT_QK4(bm, bn) (((bm) + (bn)) * (RQ_VK_AT_TK / 4 + 1))

@@ -8,6 +8,8 @@
 #include "ropeqk_vulkan.h"
 #include "vk_contract.h"
 
+#include <float.h>
+
 extern const rq_backend rq_vulkan_backend;
 
 /* The shaders embedded at build time (glsl/, compiled by glslc; rq_spirv.c is generated). */
@@ -79,11 +81,24 @@ struct rq_vk_plan {
                                        * attention.comp: query rows per work-group */
     rq_vk_attn_shape at;              /* attention.comp's shape (attention plans) */
     rq_vk_buf st;                     /* attention: row state between key chunks (vk_attn.c), or none */
+    rq_vk_buf sinks;                  /* attention and paged decode: the plan's sink logits (Hq f32), or none */
     struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
 };
 
 static inline struct rq_vk_ctx *rq_vk(const ropeqk_ctx *ctx) { return (struct rq_vk_ctx *)ctx->impl; }
 static inline struct rq_vk_plan *rq_vkp(const ropeqk_plan *pl) { return (struct rq_vk_plan *)pl->impl; }
+/* The soft-cap C of the push constants (0 = off), as a float the shaders can use: a cap beyond 1e30
+ * changes no float score by more than 1e-8 relative (tanh x = x (1 - x^2/3 ...) for the |S| < 1e26
+ * that can occur) and is turned off rather than rounded to infinity (inf * tanh(S / inf) is NaN); a
+ * positive cap below the smallest normal float (which a device may flush to 0, turning the cap off) is
+ * raised to it: the capped scores are then within 1.2e-38 of the true ones either way. */
+static inline float rq_vk_softcap(const rq_problem *pb)
+{
+    if (!(pb->softcap > 0.0) || pb->softcap > 1e30)
+        return 0.0f;
+    return pb->softcap < (double)FLT_MIN ? FLT_MIN : (float)pb->softcap;
+}
+
 /* Whether ctx is a Vulkan context (ropeqk_vulkan_*'s check, by identity). */
 static inline bool rq_is_vk(const ropeqk_ctx *ctx) { return ctx && ctx->be == &rq_vulkan_backend; }
 
@@ -164,6 +179,9 @@ void rq_vk_paged_free(ropeqk_plan *pl);
  * Qr/Kr scratch of a plan (vp allocated); and the recording of the leading barrier, both rotations
  * and the barrier that makes the scratch visible to the next shader. */
 ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4);
+/* The plan's frequency table (vk_contract.h: hi, mid, lo, M-RoPE stream per frequency) into vp->freq,
+ * and its sink logits (pl->sinks, when the plan has them) into vp->sinks. */
+ropeqk_status rq_vk_tables_upload(ropeqk_plan *pl, const float *vfreq4);
 /* The bytes a view of `extent` bytes at m.offset reaches: 16-bit views are accessed as whole words. */
 size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent);
 ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,

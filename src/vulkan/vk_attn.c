@@ -180,6 +180,7 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
         /* the vec4 views: 16-byte multiples of the same scratch (the dummy where D % 4 != 0) */
         [RQ_VK_AT_QR4] = {v4 ? vp->qr.buf : VK_NULL_HANDLE, 0, vp->qr.size / 16 * 16, 16},
         [RQ_VK_AT_KR4] = {v4 ? vp->kr.buf : VK_NULL_HANDLE, 0, vp->kr.size / 16 * 16, 16},
+        [RQ_VK_AT_SINK] = {vp->sinks.buf, 0, vp->sinks.size, 4}, /* the dummy without sinks */
     };
     uint32_t eo[RQ_VK_AT_NBIND];
     /* every binding is checked before the first command is recorded */
@@ -191,6 +192,10 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
     /* W >= 2^32 masks nothing among int32 positions (their difference is below 2^32) */
     uint32_t window = pb->window > 0 && pb->window < ((int64_t)1 << 32) ? (uint32_t)pb->window : 0u;
     int64_t M = pb->G * pb->Sq;
+    /* positions only decide the masks here: under M-RoPE they follow token order (the offsets) */
+    bool qpos = a->q_pos.buf != VK_NULL_HANDLE && !pb->mrope, kpos = a->k_pos.buf != VK_NULL_HANDLE && !pb->mrope;
+    int32_t flags = (pl->with_lse ? RQ_VK_AT_F_LSE : 0) | (v4 ? RQ_VK_AT_F_VEC4 : 0) |
+                    (vp->sinks.buf ? RQ_VK_AT_F_SINKS : 0);
     at_pc pc = {
         .v_off = eo[RQ_VK_AT_V], .vnb0 = (uint32_t)(pl->v.nb[0] / ves), .vnb1 = (uint32_t)(pl->v.nb[1] / ves),
         .vnb2 = (uint32_t)(pl->v.nb[2] / ves), .o_off = eo[RQ_VK_AT_OUT], .onb0 = (uint32_t)(pl->out.nb[0] / oes),
@@ -199,9 +204,8 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
         .lnb2 = (uint32_t)(pl->lse.nb[2] / 4), .qpos_off = eo[RQ_VK_AT_QPOS], .kpos_off = eo[RQ_VK_AT_KPOS],
         .window = window, .M = (int32_t)M, .Sq = (int32_t)pb->Sq, .Sk = (int32_t)Sk, .D = (int32_t)pb->D,
         .Dv = (int32_t)pb->Dv, .G = (int32_t)pb->G, .Hkv = (int32_t)pb->Hkv,
-        .use_qpos = a->q_pos.buf != VK_NULL_HANDLE, .q_base = (int32_t)q_off,
-        .use_kpos = a->k_pos.buf != VK_NULL_HANDLE, .k_base = (int32_t)k_off, .causal = pb->causal,
-        .with_lse = pl->with_lse, .vec4_qk = v4,
+        .use_qpos = qpos, .q_base = (int32_t)q_off, .use_kpos = kpos, .k_base = (int32_t)k_off,
+        .causal = pb->causal, .flags = flags, .softcap = rq_vk_softcap(pb),
     };
     uint32_t gx = (uint32_t)((M + sh->bm - 1) / sh->bm), gy = (uint32_t)(pb->B * pb->Hkv * sh->ncb);
     /* key chunks in order, each after the previous one's state writes (Sk <= the plan's Sk, so the

@@ -7,6 +7,10 @@ const rq_backend rq_vulkan_backend = {
     .name = "Vulkan",
     .prefix = "vulkan",
     .access_unit = 4, /* 16-bit views are read and written as 32-bit words (no 16-bit storage needed) */
+    /* docs/conventions.md section 11, in the shaders: soft-capping (scores, scores_few, attention,
+     * paged), the rotary offset (rotate, paged), M-RoPE (rotate; the masks by token order), sinks
+     * (attention, paged_combine) */
+    .variants = RQ_VAR_SOFTCAP | RQ_VAR_ROT_OFFSET | RQ_VAR_MROPE | RQ_VAR_SINKS,
     .open = rq_vk_open,
     .close = rq_vk_close,
     .error_name = vk_error_name,

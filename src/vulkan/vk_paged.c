@@ -187,7 +187,7 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
         (st = rq_vk_pipe_get(ctx, pg->sg ? RQ_VK_SH_PAGED_SG : RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_COMBINE, sc, &pg->combine)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_APPEND, sa, &pg->append)) ||
-        (st = rq_vk_buf_upload(ctx, vfreq4, (VkDeviceSize)(pb->R / 2) * 16, &vp->freq)) ||
+        (st = rq_vk_tables_upload(pl, vfreq4)) || /* the frequencies, and the sinks */
         (st = rq_vk_buf_create(ctx, qr_bytes, false, 0, &vp->qr)) ||
         (st = rq_vk_buf_create(ctx, part_bytes, false, 0, &pg->part)) ||
         (st = rq_vk_buf_create(ctx, meta_bytes, false, 0, &pg->meta)))
@@ -305,15 +305,16 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         {vp->qr.buf, 0, vp->qr.size, 4},
         {pg->part.buf, 0, pg->part.size, 4},
     };
-    rq_vk_bind bc[4] = {
+    rq_vk_bind bc[5] = {
         {pg->part.buf, 0, pg->part.size, 4},
         {pg->meta.buf, 0, meta_bytes, 4},
         {args->out.buf, args->out.offset, need_bytes(args->out.offset, oes, ox), (uint32_t)oes},
         {pl->with_lse ? args->lse.buf : VK_NULL_HANDLE, args->lse.offset, lx, 4}, /* NULL: the dummy */
+        {vp->sinks.buf, 0, vp->sinks.size, 4},                                  /* the dummy without sinks */
     };
-    uint32_t er[4], e1[6], ec[4];
+    uint32_t er[4], e1[6], ec[5];
     if ((st = rq_vk_bind_offsets(ctx, br, 4, er)) || (st = rq_vk_bind_offsets(ctx, b1, 6, e1)) ||
-        (st = rq_vk_bind_offsets(ctx, bc, 4, ec)))
+        (st = rq_vk_bind_offsets(ctx, bc, 5, ec)))
         goto done;
     const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
     /* Q: the sequences are the rows (stride nb[0]) of one batch of Hq heads; Qr [h][s][D] */
@@ -321,7 +322,7 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         .src_off = er[0], .nb0 = 0, .nb1 = (uint32_t)(q->nb[1] / qes), .nb2 = (uint32_t)(q->nb[0] / qes),
         .pos_off = er[1] + (uint32_t)meta.qpos_off, .dst_off = 0, .H = (int32_t)pb->Hq, .BH = (int32_t)pb->Hq,
         .S = (int32_t)n, .D = (int32_t)pb->D, .R = (int32_t)pb->R, .lay = pb->layout, .use_pos = 1, .pos_base = 0,
-        .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale,
+        .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale, .rot_off = (int32_t)pb->rot_off,
     };
     /* W >= 2^32 masks nothing among int32 positions */
     uint32_t window = pb->window > 0 && pb->window < ((int64_t)1 << 32) ? (uint32_t)pb->window : 0u;
@@ -334,14 +335,15 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         .pages_off = (uint32_t)meta.pages_off, .n = (int32_t)n, .Hq = (int32_t)pb->Hq, .G = (int32_t)pb->G,
         .D = (int32_t)pb->D, .Dv = (int32_t)pb->Dv, .R = (int32_t)pb->R, .lay = pb->layout, .causal = pb->causal,
         .ps = (int32_t)pl->paged.page_size, .kps = (int32_t)kps, .nsplit = (int32_t)nsplit, .ngc = pg->ngc,
-        .gpg = pg->gpg, .ndvc = pg->ndvc, .rot_mul = (float)pb->attn,
+        .gpg = pg->gpg, .ndvc = pg->ndvc, .rot_mul = (float)pb->attn, .rot_off = (int32_t)pb->rot_off,
+        .softcap = rq_vk_softcap(pb),
     };
     comb_pc pc = {
         .out_off = ec[2], .onb0 = (uint32_t)(o->nb[0] / oes), .onb1 = (uint32_t)(o->nb[1] / oes),
         .onb3 = (uint32_t)(o->nb[3] / oes), .lse_off = ec[3], .lnb0 = (uint32_t)(ls->nb[0] / 4),
         .lnb1 = (uint32_t)(ls->nb[1] / 4), .ml_off = ml_off, .lens_off = (uint32_t)meta.lens_off,
         .Hq = (int32_t)pb->Hq, .Dv = (int32_t)pb->Dv, .nsplit = (int32_t)nsplit, .kps = (int32_t)kps,
-        .use_lse = pl->with_lse, .rows = (int32_t)rows,
+        .use_lse = pl->with_lse, .rows = (int32_t)rows, .use_sinks = vp->sinks.buf != VK_NULL_HANDLE,
     };
 
     record_meta(pl, cmd, &meta);
@@ -353,7 +355,7 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     rq_vk_dispatch(ctx, cmd, pg->pass1, b1, 6, &p1, sizeof p1, (uint32_t)nsplit, (uint32_t)groups, gridz(n));
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-    rq_vk_dispatch(ctx, cmd, pg->combine, bc, 4, &pc, sizeof pc,
+    rq_vk_dispatch(ctx, cmd, pg->combine, bc, 5, &pc, sizeof pc,
                    (uint32_t)((pb->Dv + RQ_VK_PC_WG - 1) / RQ_VK_PC_WG), gridz(rows), 1);
 done:
     free(meta.v);

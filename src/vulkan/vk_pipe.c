@@ -12,8 +12,8 @@ typedef struct {
     RQ_VK_SC_PC(RQ_VK_FIELD)
 } rq_vk_sc_pc;
 /* Vulkan guarantees 128 bytes of push constants on every device */
-_Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 16 * 4, "rotate push constants");
-_Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 20 * 4, "scores push constants");
+_Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 17 * 4, "rotate push constants");
+_Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 21 * 4, "scores push constants");
 /* the default scores.comp shape fits the 32 KiB of shared memory every Vulkan device has */
 _Static_assert(RQ_VK_SC_SHARED(RQ_VK_SC_T_DEF, RQ_VK_SC_TK_DEF) <= 32768, "scores shared memory");
 /* attention.comp: the default rows (with 64 keys) and every tuned row count (with 32 keys where
@@ -30,8 +30,8 @@ typedef struct {
 typedef struct {
     RQ_VK_PA_PC(RQ_VK_FIELD)
 } rq_vk_papp_pc;
-_Static_assert(sizeof(rq_vk_pg_pc) <= 128 && sizeof(rq_vk_pg_pc) == 29 * 4, "paged push constants");
-_Static_assert(sizeof(rq_vk_pcomb_pc) <= 128 && sizeof(rq_vk_pcomb_pc) == 15 * 4, "paged combine push constants");
+_Static_assert(sizeof(rq_vk_pg_pc) <= 128 && sizeof(rq_vk_pg_pc) == 31 * 4, "paged push constants");
+_Static_assert(sizeof(rq_vk_pcomb_pc) <= 128 && sizeof(rq_vk_pcomb_pc) == 16 * 4, "paged combine push constants");
 _Static_assert(sizeof(rq_vk_papp_pc) <= 128 && sizeof(rq_vk_papp_pc) == 16 * 4, "paged append push constants");
 extern const uint32_t rq_spv_paged[], rq_spv_paged_sg[], rq_spv_paged_combine[], rq_spv_paged_append[];
 extern const size_t rq_spv_paged_size, rq_spv_paged_sg_size, rq_spv_paged_combine_size, rq_spv_paged_append_size;
@@ -47,7 +47,7 @@ extern const size_t rq_spv_attention_size;
 extern const uint32_t rq_spv_rotate[], rq_spv_scores[], rq_spv_scores_few[];
 extern const size_t rq_spv_rotate_size, rq_spv_scores_size, rq_spv_scores_few_size;
 
-#define RQ_VK_MAX_BIND 10 /* bindings of a shader, at most (attention.comp) */
+#define RQ_VK_MAX_BIND 11 /* bindings of a shader, at most (attention.comp) */
 _Static_assert(RQ_VK_AT_NBIND <= RQ_VK_MAX_BIND, "bindings");
 
 static const struct {
@@ -61,7 +61,7 @@ static const struct {
     [RQ_VK_SH_SCORES_FEW] = {"scores_few", rq_spv_scores_few, &rq_spv_scores_few_size, 5, sizeof(rq_vk_sc_pc)},
     [RQ_VK_SH_PAGED] = {"paged", rq_spv_paged, &rq_spv_paged_size, 6, sizeof(rq_vk_pg_pc)},
     [RQ_VK_SH_PAGED_SG] = {"paged_sg", rq_spv_paged_sg, &rq_spv_paged_sg_size, 6, sizeof(rq_vk_pg_pc)},
-    [RQ_VK_SH_PAGED_COMBINE] = {"paged_combine", rq_spv_paged_combine, &rq_spv_paged_combine_size, 4,
+    [RQ_VK_SH_PAGED_COMBINE] = {"paged_combine", rq_spv_paged_combine, &rq_spv_paged_combine_size, 5,
                                 sizeof(rq_vk_pcomb_pc)},
     [RQ_VK_SH_PAGED_APPEND] = {"paged_append", rq_spv_paged_append, &rq_spv_paged_append_size, 3,
                                sizeof(rq_vk_papp_pc)},

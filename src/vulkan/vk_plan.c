@@ -89,11 +89,31 @@ ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4)
                      (unsigned long long)lim);
         return ROPEQK_ERR_TOO_LARGE;
     }
-    if ((st = rq_vk_buf_upload(ctx, vfreq4, (VkDeviceSize)(pb->R / 2) * 16, &vp->freq)) ||
-        (st = rq_vk_buf_create(ctx, qn * 4, false, 0, &vp->qr)) ||
+    if ((st = rq_vk_tables_upload(pl, vfreq4)) || (st = rq_vk_buf_create(ctx, qn * 4, false, 0, &vp->qr)) ||
         (st = rq_vk_buf_create(ctx, kn * 4, false, 0, &vp->kr)))
         return st;
     return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_vk_tables_upload(ropeqk_plan *pl, const float *vfreq4)
+{
+    const rq_problem *pb = &pl->pb;
+    struct rq_vk_plan *vp = rq_vkp(pl);
+    size_t nf = (size_t)(pb->R / 2);
+    float *t = malloc(nf * 4 * sizeof *t);
+    if (!t)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    for (size_t u = 0; u < nf; u++) { /* the core's (hi, mid, lo, 0), the 4th lane the stream */
+        t[4 * u + 0] = vfreq4[4 * u + 0];
+        t[4 * u + 1] = vfreq4[4 * u + 1];
+        t[4 * u + 2] = vfreq4[4 * u + 2];
+        t[4 * u + 3] = (float)rq_mrope_stream(pb, (int64_t)u);
+    }
+    ropeqk_status st = rq_vk_buf_upload(pl->ctx, t, (VkDeviceSize)nf * 16, &vp->freq);
+    free(t);
+    if (!st && pl->sinks) /* the plan's own copy (plan.c): Hq logits */
+        st = rq_vk_buf_upload(pl->ctx, pl->sinks, (VkDeviceSize)pb->Hq * 4, &vp->sinks);
+    return st;
 }
 
 void rq_vk_plan_free(ropeqk_plan *pl)
@@ -106,6 +126,7 @@ void rq_vk_plan_free(ropeqk_plan *pl)
     rq_vk_buf_free(pl->ctx, &vp->qr);
     rq_vk_buf_free(pl->ctx, &vp->kr);
     rq_vk_buf_free(pl->ctx, &vp->st);
+    rq_vk_buf_free(pl->ctx, &vp->sinks);
     free(vp);
     pl->impl = NULL;
 }
@@ -119,7 +140,7 @@ static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_p
     uint32_t es = (uint32_t)ropeqk_dtype_size(t->dtype);
     rq_vk_bind b[4] = {
         {m.buf, m.offset, extent, es},
-        {pos.buf, pos.offset, (VkDeviceSize)S * 4, 4},
+        {pos.buf, pos.offset, (VkDeviceSize)(rq_pos_streams(pb) * S) * 4, 4}, /* [3][S] under M-RoPE */
         {rq_vkp(pl)->freq.buf, 0, rq_vkp(pl)->freq.size, 16},
         {dst->buf, 0, dst->size, 4},
     };
@@ -135,7 +156,7 @@ static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_p
         .nb2 = (uint32_t)(t->nb[2] / es), .pos_off = eo[1], .dst_off = 0, .H = (int32_t)t->ne[1],
         .BH = (int32_t)(t->ne[0] * t->ne[1]), .S = (int32_t)S, .D = (int32_t)pb->D, .R = (int32_t)pb->R,
         .lay = pb->layout, .use_pos = pos.buf != VK_NULL_HANDLE, .pos_base = (int32_t)off,
-        .rot_mul = (float)pb->attn, .out_mul = out_mul,
+        .rot_mul = (float)pb->attn, .out_mul = out_mul, .rot_off = (int32_t)pb->rot_off,
     };
     uint32_t units = (uint32_t)(pb->R / 2 + (pb->D - pb->R));
     uint32_t gy = S < 65535 ? (uint32_t)S : 65535u; /* the shader strides over rows past the grid */
@@ -194,13 +215,16 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
         return st;
     /* W >= 2^32 masks nothing among int32 positions (their difference is below 2^32) */
     uint32_t window = pb->window > 0 && pb->window < ((int64_t)1 << 32) ? (uint32_t)pb->window : 0u;
+    /* positions only decide the masks here; under M-RoPE the masks follow token order (the offsets),
+     * whatever the rotary positions the arrays gave rotate.comp */
+    bool qpos = a->q_pos.buf != VK_NULL_HANDLE && !pb->mrope, kpos = a->k_pos.buf != VK_NULL_HANDLE && !pb->mrope;
     sc_pc pc = {
         .qpos_off = eo[2], .kpos_off = eo[3], .out_off = eo[4], .onb0 = (uint32_t)(pl->out.nb[0] / 4),
         .onb1 = (uint32_t)(pl->out.nb[1] / 4), .onb2 = (uint32_t)(pl->out.nb[2] / 4),
         .onb3 = (uint32_t)(pl->out.nb[3] / 4), .window = window, .Sq = (int32_t)pb->Sq, .Sk = (int32_t)Sk,
-        .D = (int32_t)pb->D, .G = (int32_t)pb->G, .Hq = (int32_t)pb->Hq, .use_qpos = a->q_pos.buf != VK_NULL_HANDLE,
-        .q_base = (int32_t)q_off, .use_kpos = a->k_pos.buf != VK_NULL_HANDLE, .k_base = (int32_t)k_off,
-        .causal = pb->causal, .qr_off = 0, .kr_off = 0,
+        .D = (int32_t)pb->D, .G = (int32_t)pb->G, .Hq = (int32_t)pb->Hq, .use_qpos = qpos, .q_base = (int32_t)q_off,
+        .use_kpos = kpos, .k_base = (int32_t)k_off, .causal = pb->causal, .qr_off = 0, .kr_off = 0,
+        .softcap = rq_vk_softcap(pb),
     };
     if (vp->few) { /* 64 keys per work-group, one (batch, KV head) per row of the grid */
         uint64_t gx = ((uint64_t)Sk + 63) / 64;

@@ -1,5 +1,6 @@
-/* vk_angle: glsl/angle.glsl (accurate RoPE angles and cos/sin) measured against an exact reference on
- * the first Vulkan device (lavapipe in CI), with the Khronos validation layer on.
+/* vk_angle: glsl/angle.glsl (accurate RoPE angles and cos/sin) and glsl/tanh.glsl (the soft-cap's
+ * tanh) measured against an exact reference on the first Vulkan device (lavapipe in CI), with the
+ * Khronos validation layer on.
  *
  * usage: test_vk_angle SHADER.spv   (env RQ_SEED=n fixes the random inputs; the seed is printed)
  *
@@ -18,6 +19,11 @@
  * over all categories and a few seeds: cos/sin via rq_half_turns + rq_cossinpi 1.53e-7,
  * rq_rope_cossin 9.0e-8, t 3.2e-8 half-turns, rq_cossinpi alone 8.6e-8. Bumping one sine coefficient
  * by 1e-4 relative (2.5502 -> 2.5505) already fails the rq_cossinpi bound (4.0e-7).
+ *
+ * rq_tanh (mode 2) against tanhl: a dense grid of [-12, 12], every float of a few thousand ulps
+ * around the branch point 0.75 and the clamp at 10, random bit patterns of every normal exponent up to
+ * 2^7, and large, infinite and tiny arguments. Bound: 2.5e-7 relative (the implementation's own
+ * analysis gives ~1e-7 with a correctly rounded division; Vulkan allows the division 2.5 ulp).
  *
  * Exit status: 0 pass, 1 fail (an error over its bound or any validation message), 77 skip (no Vulkan
  * loader/device or no validation layer installed). */
@@ -562,6 +568,57 @@ int main(int argc, char **argv)
             upd(&es, fabs((double)((long double)o[8 * i + 2] - sinl(PI_L * t))));
         }
     }
+    /* rq_tanh (mode 2): relative error against tanhl, over the arguments below */
+    size_t n_th = 0, cap_th = (1u << 20) + 1 + 4 * 8192 + (1u << 18) + 64;
+    float *xin = malloc(cap_th * sizeof *xin);
+    if (!xin) {
+        fprintf(stderr, "out of memory\n");
+        st = 1;
+    }
+    for (size_t i = 0; xin && i <= (1u << 20); i++)
+        xin[n_th++] = (float)(-12.0 + 24.0 * (double)i / (double)(1u << 20));
+    static const float edges[] = {0.75f, -0.75f, 10.0f, -10.0f};
+    for (size_t k = 0; xin && k < 4; k++) { /* every float of 8192 ulps around each edge */
+        uint32_t u;
+        memcpy(&u, &edges[k], 4);
+        for (uint32_t d = 0; d < 8192; d++) {
+            uint32_t w = u - 4096u + d;
+            memcpy(&xin[n_th++], &w, 4);
+        }
+    }
+    for (size_t i = 0; xin && i < (1u << 18); i++) { /* random normal floats of |x| < 2^7 */
+        uint32_t u;
+        do
+            u = (uint32_t)rng();
+        while (((u >> 23) & 0xFFu) == 0 || ((u >> 23) & 0xFFu) > 133u);
+        memcpy(&xin[n_th++], &u, 4);
+    }
+    static const float special[] = {1e3f, -1e3f, 1e30f, -3e38f, INFINITY, -INFINITY, 1e-30f, -1e-20f, 1e-10f,
+                                    0x1p-126f, 0.0f, -0.0f, 9.0f, 20.0f, 0.5f, 1.0f};
+    for (size_t k = 0; xin && k < sizeof special / sizeof special[0]; k++)
+        xin[n_th++] = special[k];
+    double eth = 0;
+    float eth_at = 0;
+    for (size_t base = 0; xin && base < n_th && !st; base += CHUNK) {
+        uint32_t n = (uint32_t)(n_th - base < CHUNK ? n_th - base : CHUNK);
+        uint32_t *w = v.map[0];
+        for (uint32_t i = 0; i < n; i++) {
+            memcpy(&w[4 * i], &xin[base + i], sizeof(float));
+            w[4 * i + 1] = w[4 * i + 2] = w[4 * i + 3] = 0;
+        }
+        if ((st = vk_run(&v, n, 2)))
+            break;
+        const float *o = v.map[1];
+        for (uint32_t i = 0; i < n; i++) {
+            long double x = xin[base + i], ref = tanhl(x);
+            double e = ref == 0.0L ? fabs((double)o[8 * i + 1]) : fabs((double)(((long double)o[8 * i + 1] - ref) / ref));
+            if (!(e <= eth)) {
+                eth = isnan(e) ? INFINITY : e;
+                eth_at = xin[base + i];
+            }
+        }
+    }
+    free(xin);
     vk_destroy(&v);
     free(in.it);
     free(tin);
@@ -578,8 +635,11 @@ int main(int argc, char **argv)
     }
     printf("%-22s %10s %10.3g %10.3g\n", "rq_cossinpi alone", "", ec, es);
     fail |= !(ec <= tol_pi) || !(es <= tol_pi);
-    printf("bounds: t %.1g half-turns, cos/sin %.1g (rq_cossinpi alone %.2g); validation messages: %u\n", tol_t, tol_cs,
-           tol_pi, n_messages);
+    const double tol_tanh = 2.5e-7;
+    printf("%-22s %10.3g relative (worst at x = %.9g; %zu arguments)\n", "rq_tanh", eth, (double)eth_at, n_th);
+    fail |= !(eth <= tol_tanh);
+    printf("bounds: t %.1g half-turns, cos/sin %.1g (rq_cossinpi alone %.2g), tanh %.2g relative; validation "
+           "messages: %u\n", tol_t, tol_cs, tol_pi, tol_tanh, n_messages);
     if (n_messages)
         fail = 1;
     printf("%s\n", fail ? "FAIL" : "PASS");
