@@ -90,7 +90,13 @@ static ropeqk_status attention_group(const job *j, void *scratch, int64_t b, int
         lv.ne[1] = j->G;
         ld = j->lsed + b * j->lse->nb[0] + hk * j->G * j->lse->nb[1];
     }
-    ropeqk_status st = ropeqk_attention_ref(j->p, &qv, qd, &kv, kd, &vv, vd, j->qpos, j->kpos, &o64, o64d,
+    /* this group's query heads hk*G .. hk*G + G-1 take their own sinks */
+    ropeqk_params p = *j->p;
+    if (p.sinks) {
+        p.sinks += hk * j->G;
+        p.n_sinks = (int32_t)j->G;
+    }
+    ropeqk_status st = ropeqk_attention_ref(&p, &qv, qd, &kv, kd, &vv, vd, j->qpos, j->kpos, &o64, o64d,
                                             j->lse ? &l64 : NULL, l64d);
     double err = 0.0, lerr = 0.0;
     int64_t mm = 0;

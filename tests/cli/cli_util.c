@@ -189,14 +189,17 @@ bool no_opencl_platform(void)
 #endif
 }
 
-bool no_device(void)
+bool no_device_for(const char *spec)
 {
     ropeqk_ctx *c = NULL;
-    if (ropeqk_ctx_create(NULL, &c) != ROPEQK_SUCCESS)
+    ropeqk_ctx_params p = {.device = spec};
+    if (ropeqk_ctx_create(&p, &c) != ROPEQK_SUCCESS)
         return true;
     ropeqk_ctx_destroy(c);
     return false;
 }
+
+bool no_device(void) { return no_device_for(NULL); }
 
 int read_args(const char *path, char ***out)
 {

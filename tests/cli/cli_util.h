@@ -34,6 +34,8 @@ bool no_opencl_platform(void);
 /* Whether the library finds no device at all (the default device of `ropeqk_ctx_create`: OpenCL
  * first, else Vulkan): the CLI's device runs skip then. */
 bool no_device(void);
+/* The same for a device spec ("vulkan", "opencl:0:1", ...). */
+bool no_device_for(const char *spec);
 
 /* Splits args.txt into tokens (whitespace separated). Returns the count, tokens malloc'd in *out
  * (NULL-terminated); -1 on error. */

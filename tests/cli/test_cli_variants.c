@@ -8,8 +8,8 @@
  * - --sinks: O and LSE follow from the sink-free run: O' = O / (1 + e^(s - LSE)), LSE' = LSE +
  *   ln(1 + e^(s - LSE)); a row with every key masked has O' = 0 and LSE' = s exactly;
  * - --v-from-k --dv N: the same as --v holding K's first N dims.
- * Each runs on the scalar path (--device ref) and on the default device, the device runs with
- * --check too (exit 3 when it leaves the fp64 tolerance); then the usage and runtime errors. */
+ * Each runs on the scalar path (--device ref), the default device and the Vulkan device, the device
+ * runs with --check too (exit 3 when it leaves the fp64 tolerance); then the usage and runtime errors. */
 #include <criterion/criterion.h>
 
 #include <math.h>
@@ -27,9 +27,12 @@
 
 TestSuite(variants, .init = setup, .fini = teardown, .timeout = 300);
 
-/* Runs `cmd` (scores / attention) with the given arguments (NULL-terminated), then --device ref
- * unless device, and --check on the device. */
-static void run_ok(bool device, const char *const *args)
+/* Where a case runs: NULL = the scalar path (--device ref), else a device spec ("" = the default) */
+typedef const char *where;
+
+/* Runs `cmd` (scores / attention) with the given arguments (NULL-terminated), then --device ref, or
+ * the device and --check. */
+static void run_ok(where device, const char *const *args)
 {
     const char *argv[64];
     int n = 0;
@@ -39,17 +42,19 @@ static void run_ok(bool device, const char *const *args)
         argv[n++] = "--device", argv[n++] = "ref";
     else
         argv[n++] = "--check";
+    if (device && *device)
+        argv[n++] = "--device", argv[n++] = device;
     argv[n] = NULL;
     cli_result r = run(argv);
     cr_assert_eq(r.status, 0, "%s exit %d (%s)\nstdout: %s\nstderr: %s", args[0], r.status,
-                 device ? "device" : "ref", r.out, r.err);
+                 !device ? "ref" : *device ? device : "default device", r.out, r.err);
     cli_result_free(&r);
 }
 
-static void skip_without_device(bool device)
+static void skip_without_device(where device)
 {
-    if (device && no_device())
-        cr_skip_test("no device");
+    if (device && no_device_for(*device ? device : NULL))
+        cr_skip_test("no device %s", device);
 }
 
 /* |a - b| <= tol (1 + |b|) everywhere, and -inf exactly where b is -inf. */
@@ -67,7 +72,7 @@ static void expect_close(const npy_array *a, const float *b, int64_t n, double t
                  (long long)first, first >= 0 ? x[first] : 0.0, first >= 0 ? b[first] : 0.0);
 }
 
-static void check_softcap(bool device)
+static void check_softcap(where device)
 {
     skip_without_device(device);
     /* GQA 4:2, 9 x 11 with offsets so the causal mask cuts rows; |S| up to ~8: tanh(S/3) bends */
@@ -115,7 +120,7 @@ static void save_permuted(const char *from, const char *to)
     npy_free(&a);
 }
 
-static void check_rotary_offset(bool device)
+static void check_rotary_offset(where device)
 {
     skip_without_device(device);
     save_rand(ipath("q.npy"), NPY_F32, 2, 3, 5, 16, 21);
@@ -148,7 +153,7 @@ static void check_rotary_offset(bool device)
     }
 }
 
-static void check_mrope(bool device)
+static void check_mrope(where device)
 {
     skip_without_device(device);
     enum { SQ = 6, SK = 9 };
@@ -221,7 +226,7 @@ static void check_mrope(bool device)
     npy_free(&plain);
 }
 
-static void check_sinks(bool device)
+static void check_sinks(where device)
 {
     skip_without_device(device);
     enum { HQ = 4, SQ = 7, DV = 8 };
@@ -273,7 +278,7 @@ static void check_sinks(bool device)
     npy_free(&ls);
 }
 
-static void check_v_from_k(bool device)
+static void check_v_from_k(where device)
 {
     skip_without_device(device);
     /* MLA-shaped: one key head, D 20 = 12 latent + 8 rotated at the end, V = the latent */
@@ -303,8 +308,9 @@ static void check_v_from_k(bool device)
 }
 
 #define CASE(name)                                                                                            \
-    Test(variants, name##_ref) { check_##name(false); }                                                       \
-    Test(variants, name##_device) { check_##name(true); }
+    Test(variants, name##_ref) { check_##name(NULL); }                                                        \
+    Test(variants, name##_device) { check_##name(""); }                                                       \
+    Test(variants, name##_vulkan) { check_##name("vulkan"); }
 
 CASE(softcap)
 CASE(rotary_offset)
