@@ -77,6 +77,7 @@ void qk_scores_tiled(__global const float *qr, __global const float *kt, __globa
     const int j0 = get_group_id(0) * RQ_TILE, m0 = get_group_id(1) * RQ_TILE, bk = get_group_id(2);
     const int b = bk / Hkv, hk = bk % Hkv;
     const bool masked = causal || window > 0; /* uniform: the work-group takes one branch */
+    const float softcap = a.softcap;
 
     bool skip = false;
     if (masked) {
@@ -184,6 +185,8 @@ void qk_scores_tiled(__global const float *qr, __global const float *kt, __globa
             if (jj >= Sk)
                 continue;
             float4 v = acc[i][jq];
+            if (softcap > 0.0f) /* soft-capping (Gemma 2), before the masks */
+                v = softcap * tanh(v * (1.0f / softcap));
             if (masked) { /* cpos past Sk is unset: those lanes are not stored */
                 int4 pj = (int4)(cpos[c], cpos[c + 1], cpos[c + 2], cpos[c + 3]);
                 if (causal)
