@@ -15,6 +15,7 @@
 
 #include "contract.h"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 
 #ifndef RQ_ATQ
 #define RQ_ATQ 8
@@ -171,7 +172,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         if (softcap > 0.0f) { /* soft-capping (Gemma 2), before the masks */                       \
             _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
-                s[r] = (RQ_AVT)(softcap) * tanh(s[r] * (RQ_AVT)(inv_cap));                         \
+                s[r] = RQ_SOFTCAP(s[r], softcap, inv_cap);                                         \
         }                                                                                          \
         RQ_AIT past = (RQ_AIT)(j0) + RQ_AIOTA >= (RQ_AIT)(Sk);                                     \
         int nk = min(RQ_AVK, Sk - j0);                                                             \

@@ -61,6 +61,7 @@
 
 #include "contract.h"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 
 #ifndef RQ_GA_BM
 #define RQ_GA_BM 32
@@ -332,7 +333,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         if (a.softcap > 0.0f) { /* soft-capping (Gemma 2), before the masks */                     \
             const float cap = a.softcap, inv_cap = 1.0f / cap;                                     \
             _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                   \
-                s[i] = cap * tanh(s[i] * inv_cap);                                                 \
+                s[i] = RQ_SOFTCAP(s[i], cap, inv_cap);                                             \
         }                                                                                          \
         /* masks (exact -inf), then each row's max over the tile through local memory */          \
         const int jb = j0 + 4 * tx;                                                                \

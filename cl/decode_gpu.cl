@@ -24,6 +24,7 @@
 #include "contract.h"
 #include "angle.cl"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 #include "rope.cl" /* rq_unit_dim0, rq_unit_dim1: the dims of a rotary or pass-through unit */
 
 /* one angle per work-item; also defined by rope.cl (GPU form), decode_gpu.cl and paged.cl, whichever comes first in the
@@ -97,7 +98,8 @@ static inline void rq_decode_gpu(__global const uchar *k, __global const int *kp
             float acc = 0.0f;
             for (int d = 0; d < D; d++)
                 acc = fma(q[d], kr[d], acc);
-            s = softcap > 0.0f ? softcap * tanh(acc / softcap) : acc; /* soft-capping (Gemma 2) */
+            /* soft-capping (Gemma 2) */
+            s = softcap > 0.0f ? RQ_SOFTCAP(acc, softcap, 1.0f / softcap) : acc;
         }
         long o = out_off + (long)b * onb0 + (long)(hk * G + g) * onb1 + (long)i * onb2 + (long)j * onb3;
         *(__global float *)(out + o) = s;

@@ -41,6 +41,7 @@
 #include "contract.h"
 #include "angle.cl"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 #include "scores.cl" /* rq_rot_vectors, the 16-lane permutes and row loads of the decode kernel */
 
 /* one angle per work-item; also defined by rope.cl (GPU form), decode_gpu.cl and paged.cl, whichever comes first in the
@@ -257,7 +258,7 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         for (int x = 0; x < nh; x++) {
             float16 v = vload16(0, scs + x * RQ_PKB);
             if (softcap > 0.0f) /* soft-capping (Gemma 2), before the masks */
-                v = softcap * tanh(v * inv_cap);
+                v = RQ_SOFTCAP(v, softcap, inv_cap);
             v = select(v, (float16)(-INFINITY), masked);
             float mn = fmax(m[x], rq_hmax16(v));
             if (mn == -INFINITY) { /* nothing unmasked yet */
@@ -528,13 +529,13 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                         s1 = fma(qs[q1 + c], x, s1);
                     }
                     s1 += sc[(gq + RQ_PSQ) * RQ_PTK + t];
-                    sc[(gq + RQ_PSQ) * RQ_PTK + t] = cap ? softcap * tanh(s1 / softcap) : s1;
+                    sc[(gq + RQ_PSQ) * RQ_PTK + t] = cap ? RQ_SOFTCAP(s1, softcap, 1.0f / softcap) : s1;
                 } else {
                     for (int c = 0; c < nc; c++)
                         s0 = fma(qs[q0 + c], kt[kr0 + c], s0);
                 }
                 s0 += sc[gq * RQ_PTK + t];
-                sc[gq * RQ_PTK + t] = cap ? softcap * tanh(s0 / softcap) : s0;
+                sc[gq * RQ_PTK + t] = cap ? RQ_SOFTCAP(s0, softcap, 1.0f / softcap) : s0;
             }
             barrier(CLK_LOCAL_MEM_FENCE); /* before the next stage rewrites kt and qs */
         }

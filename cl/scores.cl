@@ -31,6 +31,7 @@
 #include "contract.h"
 #include "angle.cl"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 
 #ifndef RQ_TQ
 #define RQ_TQ 16
@@ -230,6 +231,26 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #endif
         }
     }
+    /* Gemma 2's soft-capping, before the masks (which stay -inf), on the accumulators as they are
+     * copied out, not in the epilogue: there, with its loops unrolled on the GPU profile, it took
+     * dg2 to 128 bytes of private memory at TQ 8 / VK 4 (tests/gpucc); a GPU's wide vectors go
+     * 4 lanes at a time (the temporaries of 16 lanes at once spilled there) */
+    if (softcap > 0.0f) {
+#pragma unroll
+        for (int t = 0; t < RQ_NV * RQ_TQ; t++) {
+#if RQ_KP == 0 && RQ_VK == 16
+            res[t].s0123 = RQ_SOFTCAP(res[t].s0123, softcap, inv_cap);
+            res[t].s4567 = RQ_SOFTCAP(res[t].s4567, softcap, inv_cap);
+            res[t].s89ab = RQ_SOFTCAP(res[t].s89ab, softcap, inv_cap);
+            res[t].scdef = RQ_SOFTCAP(res[t].scdef, softcap, inv_cap);
+#elif RQ_KP == 0 && RQ_VK == 8
+            res[t].lo = RQ_SOFTCAP(res[t].lo, softcap, inv_cap);
+            res[t].hi = RQ_SOFTCAP(res[t].hi, softcap, inv_cap);
+#else
+            res[t] = RQ_SOFTCAP(res[t], softcap, inv_cap);
+#endif
+        }
+    }
     RQ_EPI_UNROLL for (int v = 0; v < RQ_NV; v++) {
         int jv = j0 + v * RQ_VK;
         if (jv >= Sk)
@@ -259,8 +280,6 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
             int g = m / Sq, i = m - g * Sq;
             int pi = use_qpos ? qpos[qpos_off + i] : q_base + i;
             RQ_VT x = res[v * RQ_TQ + r];
-            if (softcap > 0.0f) /* Gemma 2's soft-capping, before the masks (which stay -inf) */
-                x = (RQ_VT)(softcap) * tanh(x * (RQ_VT)(inv_cap));
             if (causal)
                 x = select(x, (RQ_VT)(-INFINITY), pj > (RQ_IT)(pi));
             /* window: masked where pi - pj >= window, i.e. pj <= pi - window, in int without overflow */
@@ -556,7 +575,7 @@ void NAME(__global const uchar *k, __global const int *kpos, __global const floa
             }                                                                                      \
             float16 sv = rq_sum16x16(acc);                                                         \
             if (softcap > 0.0f) /* soft-capping (Gemma 2), then the masks */                       \
-                sv = softcap * tanh(sv * inv_cap);                                                 \
+                sv = RQ_SOFTCAP(sv, softcap, inv_cap);                                             \
             sv = select(sv, (float16)(-INFINITY), mask);                                           \
             float sums[16]; /* (row, key) order: each row's two keys side by side */               \
             vstore16(RQ_SH1(sv, RQ_IDX16(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)), 0, sums);   \

@@ -29,6 +29,7 @@
  * RQ_TK. Portable OpenCL C 1.2: no subgroups, no fp16, no Clang builtins (NVIDIA rejects them). */
 
 #include "contract.h"
+#include "variants.cl" /* RQ_SOFTCAP */
 
 #ifndef RQ_TILE
 #define RQ_TILE 64 /* rows and keys of a work-group's tile (the GPU profile's default, tuning.c) */
@@ -186,7 +187,7 @@ void qk_scores_tiled(__global const float *qr, __global const float *kt, __globa
                 continue;
             float4 v = acc[i][jq];
             if (softcap > 0.0f) /* soft-capping (Gemma 2), before the masks */
-                v = softcap * tanh(v * (1.0f / softcap));
+                v = RQ_SOFTCAP(v, softcap, 1.0f / softcap);
             if (masked) { /* cpos past Sk is unset: those lanes are not stored */
                 int4 pj = (int4)(cpos[c], cpos[c + 1], cpos[c + 2], cpos[c + 3]);
                 if (causal)

@@ -37,6 +37,7 @@ static uint64_t seed0(void) { return th_seed(20261130ull); }
 /* ---- a refused variant: skipped on a backend that does not implement it yet, failed on OpenCL ---- */
 
 static int n_run, n_skip;
+static double worst_o, worst_lse, worst_s; /* the test's largest errors (f32 outputs), for the log */
 
 static bool variant_refused(ropeqk_ctx *ctx, ropeqk_status st, const char *what)
 {
@@ -51,7 +52,8 @@ static bool variant_refused(ropeqk_ctx *ctx, ropeqk_status st, const char *what)
 /* At the end of a test: skipped as a whole when every case was refused as not implemented. */
 static void finish_test(const char *what)
 {
-    cr_log_info("%s: %d cases run, %d skipped (variants the backend does not implement)", what, n_run, n_skip);
+    cr_log_info("%s: %d cases run, %d skipped (variants the backend does not implement); largest errors: O %.3g, "
+                "LSE %.3g, scores %.3g (f32 outputs)", what, n_run, n_skip, worst_o, worst_lse, worst_s);
     if (n_run == 0 && n_skip > 0)
         cr_skip_test("%s: every case asks for a variant the %s backend does not implement yet", what,
                      rqs_backend_name(rqs_ctx_backend(th_ctx)));
@@ -344,6 +346,9 @@ static bool run_dense(ropeqk_ctx *ctx, const vcase *c0, uint64_t seed, const cha
             cr_assert_eq(st, ROPEQK_SUCCESS, "metric: %s: %s", ropeqk_last_error(), d);
             double bound = 1e-5 + (c->out == ROPEQK_F16 ? 0x1p-11 : c->out == ROPEQK_BF16 ? 0x1p-8 : 0.0);
             cr_expect(err <= bound, "O error %.3g > %.3g: %s", err, bound, d);
+            if (c->out == ROPEQK_F32)
+                worst_o = fmax(worst_o, err);
+            worst_lse = fmax(worst_lse, lerr);
             cr_expect(lerr <= 1e-5, "LSE error %.3g: %s", lerr, d);
             cr_expect_eq(mism, 0, "%lld rows with NaN or a -inf LSE mismatch: %s", (long long)mism, d);
             /* fully masked rows (reference O exactly 0 with LSE -inf, or s_h with a sink): O exactly 0 and
@@ -369,6 +374,7 @@ static bool run_dense(ropeqk_ctx *ctx, const vcase *c0, uint64_t seed, const cha
             st = ropeqk_max_error(p, &q.t, q.data, &tk, k.data, &ton, o.data, &o64, o64d, &err, &mism);
             cr_assert_eq(st, ROPEQK_SUCCESS, "metric: %s: %s", ropeqk_last_error(), d);
             cr_expect(err <= 1e-5, "score error %.3g: %s", err, d);
+            worst_s = fmax(worst_s, err);
             cr_expect_eq(mism, 0, "%lld mask mismatches or NaN: %s", (long long)mism, d);
         }
         cr_expect(th_guards_intact(&o), "output padding written: %s", d);
