@@ -57,6 +57,13 @@
 #error "RQ_AVK must be 1, 4, 8 or 16"
 #endif
 
+/* Soft-capping in place: vectors take the exp path only where a lane needs it (variants.cl) */
+#if RQ_AVK == 1
+#define RQ_ACAP(x, c, ic) ((x) = RQ_SOFTCAP((x), (c), (ic)))
+#else
+#define RQ_ACAP(x, c, ic) RQ_SOFTCAP_VEC(RQ_AVT, x, c, ic)
+#endif
+
 /* Largest lane and sum of lanes of a vector of scores, as trees of halves (.lo/.hi), not a scalar
  * loop over a stored copy: the reductions run once per row and key block. */
 #if RQ_AVK == 1
@@ -172,7 +179,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         if (softcap > 0.0f) { /* soft-capping (Gemma 2), before the masks */                       \
             _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
-                s[r] = RQ_SOFTCAP(s[r], softcap, inv_cap);                                         \
+                RQ_ACAP(s[r], softcap, inv_cap);                                                   \
         }                                                                                          \
         RQ_AIT past = (RQ_AIT)(j0) + RQ_AIOTA >= (RQ_AIT)(Sk);                                     \
         int nk = min(RQ_AVK, Sk - j0);                                                             \

@@ -258,7 +258,7 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         for (int x = 0; x < nh; x++) {
             float16 v = vload16(0, scs + x * RQ_PKB);
             if (softcap > 0.0f) /* soft-capping (Gemma 2), before the masks */
-                v = RQ_SOFTCAP(v, softcap, inv_cap);
+                RQ_SOFTCAP_VEC(float16, v, softcap, inv_cap);
             v = select(v, (float16)(-INFINITY), masked);
             float mn = fmax(m[x], rq_hmax16(v));
             if (mn == -INFINITY) { /* nothing unmasked yet */

@@ -246,6 +246,8 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #elif RQ_KP == 0 && RQ_VK == 8
             res[t].lo = RQ_SOFTCAP(res[t].lo, softcap, inv_cap);
             res[t].hi = RQ_SOFTCAP(res[t].hi, softcap, inv_cap);
+#elif RQ_KP > 0 && RQ_VK > 1 /* the CPU profile: the exp path only for vectors that need it */
+            RQ_SOFTCAP_VEC(RQ_VT, res[t], softcap, inv_cap);
 #else
             res[t] = RQ_SOFTCAP(res[t], softcap, inv_cap);
 #endif
@@ -575,7 +577,7 @@ void NAME(__global const uchar *k, __global const int *kpos, __global const floa
             }                                                                                      \
             float16 sv = rq_sum16x16(acc);                                                         \
             if (softcap > 0.0f) /* soft-capping (Gemma 2), then the masks */                       \
-                sv = RQ_SOFTCAP(sv, softcap, inv_cap);                                             \
+                RQ_SOFTCAP_VEC(float16, sv, softcap, inv_cap);                                     \
             sv = select(sv, (float16)(-INFINITY), mask);                                           \
             float sums[16]; /* (row, key) order: each row's two keys side by side */               \
             vstore16(RQ_SH1(sv, RQ_IDX16(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)), 0, sums);   \
