@@ -8,7 +8,14 @@
  *     rows of the work-item;
  *   - a key block whose every score is masked for the tile is skipped (causal prefill: half);
  *   - a fully masked row ends with l = 0: O = 0 and LSE = -inf (no 0/0);
- *   - everything accumulates in f32; exp() and log() are the accurate built-ins.
+ *   - everything accumulates in f32; exp() and log() are the accurate built-ins;
+ *   - a work-item keeps RQ_ACB dims of V (RQ_ADVMAX 512 on the CPU profile: MLA's Dv in one block;
+ *     RQ_ADVMAX_GPU 256 in GPU programs, where this is the fallback); larger Dv runs column blocks
+ *     (get_global_id(1) = KV head x block), each computing the scores again, LSE from block 0.
+ * The model-family variants (docs/conventions.md section 11): soft-capping on a key block's scores
+ * before its masks (variants.cl); sinks: a row's running max starts at s_h with a sum of 1 (a key of
+ * logit s_h and value 0), so a fully masked row ends with O = 0 and LSE = s_h; the rotary offset and
+ * M-RoPE are the RoPE pass's (the masks then follow token order: the host passes the offsets).
  * Tuning (-D from the host's profile, src/tuning.c): RQ_ATQ rows per work-item, RQ_AVK keys per
  * block (a floatRQ_AVK vector along keys: explicit SIMD for CPU drivers, 1 on GPUs), RQ_AWG
  * work-items per group. */

@@ -38,7 +38,12 @@
  *     that way. The row state lives in local memory for the same reason (in registers: 162 instead
  *     of 136 at RB 4), and so do the output's strides (see the prologue);
  *   - everything accumulates in f32; exp() and log() are the accurate built-ins (the accuracy
- *     promise of qk_attention_*).
+ *     promise of qk_attention_*);
+ *   - the model-family variants (docs/conventions.md section 11): soft-capping on the S block before
+ *     the masks (variants.cl: exp-based, as OpenCL's tanh put dg2 in private memory); sinks: the
+ *     running max of a row starts at s_h, tx 0's sum partial at 1 (a key of logit s_h and value 0:
+ *     a fully masked row ends with O = 0, LSE = s_h); the rotary offset and M-RoPE are the RoPE
+ *     pass's. MLA (D 576, Dv 512) runs 4 column blocks of the default 128 dims.
  *
  * Tuning space (-D from the host, src/core/tuning.c; ROPEQK_ATTN_TILE, _KEYS, _TK, _RB, _DV):
  *   RQ_GA_BM  query rows per work-group:                  16, 32, 64, 128   (default 32)

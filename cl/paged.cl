@@ -18,6 +18,11 @@
  * The argument structs and constants are in contract.h; the per-call metadata buffer (page lists,
  * lengths, positions) is described there too. Masks are by position: causal where pk > pq, window
  * where pq - pk >= W. Cache slots past a sequence's length are never read (they may hold anything).
+ * Model-family variants (docs/conventions.md section 11): soft-capping of each unmasked score before
+ * the softmax (pass 1), the rotary offset (pass 1's rotated dims [rot_off, rot_off + R): the CPU shape
+ * for offsets that are multiples of 16, chunks shifted; the GPU shape maps its stages' dims), sinks
+ * joined once, in pass 2 (a split of logit s_h and value 0 with a sum of 1: a fully masked row gives
+ * O = 0, LSE = s_h). M-RoPE is refused at plan creation (a cached key carries one position).
  * Storage types are kernel arguments (RQ_DT_*), not build variants: every branch on them is uniform,
  * and hoisted out of the inner loops by hand where it matters; one kernel per shape keeps the program
  * small and pocl's first-call compilation short.

@@ -17,7 +17,11 @@
  * Prefill S=2048 D=128 BH=32 f32 (bench/, device_ms - scores_ms, the 2-core EPYC dev machine): RoPE pass 224 ms
  * with fresh scratch per call, 74 ms with pooled scratch (ctx.c), 15 ms in this form (f16: 9 ms);
  * the loop-free form with 8 heads per work-item, 38 ms.
- * RQ_RV (rows per work-item, one zmm of floats) and the argument layout are in contract.h. */
+ * RQ_RV (rows per work-item, one zmm of floats) and the argument layout are in contract.h.
+ * Model-family variants (docs/conventions.md section 11): the rotated dims are [rot_off, rot_off + R)
+ * (rq_unit_dim0/1 map units to dims, the pass-through units to the dims around them), and under
+ * M-RoPE each frequency rotates by the position of its stream (the .w of its vfreq entry), the arrays
+ * then [3][pos_stride]. */
 
 #include "contract.h"
 #include "angle.cl"

@@ -21,7 +21,10 @@
  *   - rows are the G query heads sharing a KV head times Sq ([bk][G*Sq][D] is exactly the [B][Hq][Sq][D]
  *     order), so GQA (and decode with Sq = 1, G = 8) still fills a tile and K is read once per group;
  *   - masks (causal, sliding window): a tile whose every score is masked skips the d loop (causal
- *     prefill S=1024 D=128: 18.3 ms against 26.5 ms unmasked; the -inf stores remain).
+ *     prefill S=1024 D=128: 18.3 ms against 26.5 ms unmasked; the -inf stores remain);
+ *   - soft-capping (docs/conventions.md section 11) on the accumulators as they are copied out,
+ *     before the masks; the rotary offset and M-RoPE are the RoPE pass's (under M-RoPE the masks
+ *     follow token order: the host passes the offsets, not the arrays).
  * Tuning knobs (-D, chosen per device type on the host, see program.c for the measurements): RQ_TQ,
  * RQ_VK, RQ_NV, RQ_WG (work-items per group along keys), RQ_KP. Without panels the host pads the Kt
  * row stride ldk to cover every loaded vector and to an odd multiple of 64 bytes (see enqueue.c).
@@ -333,8 +336,12 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
  * Lane form of a rotation: interleaved pairs (2u, 2u+1) share frequency u; C holds cos(u) on both
  * lanes and S holds -sin(u), +sin(u), so x' = x*C + swap(x)*S. Half-split: C, S per pair, chunk c of
  * the lower half pairs with chunk c + R/32.
- * Host preconditions: D % 16 == 0, D <= RQ_DMAXD, R % 32 == 0; Qr rows RQ_DMAXD floats apart with
- * >= RQ_DM spare rows at the end (rows M..RQ_DM-1 of a head are computed and dropped). */
+ * Model-family variants: the rotated chunks start at chunk rot_off / 16 (the others pass through);
+ * M-RoPE with arrays rotates a key by the positions of three streams (rq_rot_vectors3; with offsets it
+ * is plain RoPE, the R(p0) R(t) path) and masks by token order; soft-capping before the masks.
+ * Host preconditions: D % 16 == 0, D <= RQ_DMAXD, R % 32 == 0, rot_off % 16 == 0; Qr rows RQ_DMAXD
+ * floats apart with >= RQ_DM spare rows at the end (rows M..RQ_DM-1 of a head are computed and
+ * dropped). */
 
 /* RQ_DM (rows per KV head) and RQ_DMAXD (largest head dim, Qr's row stride) are in contract.h. */
 #ifndef RQ_DKB
