@@ -531,7 +531,7 @@ Test(variants, kernel_forms)
             if (i == 0 || i == 2) { /* decode shapes: 8 query heads of one KV head, D 64, R 32 at 32 */
                 c.Sq = 1, c.Sk = 200, c.Hkv = 1, c.Hq = 8, c.D = 64, c.Dv = 64;
                 c.p.rotary_dim = 32, c.p.rotary_offset = 32, c.p.mrope_section[0] = 6, c.p.mrope_section[1] = 5,
-                c.p.mrope_section[2] = 5;
+                c.p.mrope_section[2] = 5, c.p.layout = f % 2 ? ROPEQK_HALF_SPLIT : ROPEQK_INTERLEAVED;
             } else { /* prefill: 64 rows per KV head (the tiled kernel's) */
                 c.Sq = 64, c.Sk = 90, c.Hkv = 2, c.Hq = 4, c.D = 48, c.Dv = 32;
                 c.p.rotary_dim = 16, c.p.rotary_offset = 10, c.p.mrope_section[0] = 2, c.p.mrope_section[1] = 3,
@@ -768,8 +768,8 @@ static pvcase paged_base(const char *name)
 Test(variants, paged_softcap)
 {
     uint64_t seed = seed0();
-    pvcase c = paged_base("paged softcap");
-    c.p.softcap = 5.0;
+    pvcase c = paged_base("paged softcap 0.3 (scores up to ~5 C: both sides of C/2)");
+    c.p.softcap = 0.3;
     c.p.layout = ROPEQK_HALF_SPLIT;
     run_paged(&c, seed + 500);
     c.name = "paged softcap, window, GQA 8, f16 caches, bf16 out, D 80";
@@ -800,6 +800,10 @@ Test(variants, paged_rotary_offset)
     pvcase c = paged_base("paged rotary offset 32 (CPU shape)");
     c.p.rotary_dim = 32, c.p.rotary_offset = 32, c.p.layout = ROPEQK_HALF_SPLIT;
     run_paged(&c, seed + 520);
+    c.name = "paged rotary offset 16, interleaved, bf16 out (CPU shape)";
+    c.p.rotary_offset = 16, c.p.layout = ROPEQK_INTERLEAVED, c.odt = ROPEQK_BF16;
+    run_paged(&c, seed + 523);
+    c.odt = ROPEQK_F32;
     c.name = "paged rotary offset 6 of D 40 (GPU shape)";
     c.D = 40, c.p.rotary_dim = 18, c.p.rotary_offset = 6, c.p.layout = ROPEQK_INTERLEAVED, c.kdt = ROPEQK_BF16;
     run_paged(&c, seed + 521);
