@@ -237,8 +237,9 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
     /* Gemma 2's soft-capping, before the masks (which stay -inf), on the accumulators as they are
      * copied out, not in the epilogue: there, with its loops unrolled on the GPU profile, it took
      * dg2 to 128 bytes of private memory at TQ 8 / VK 4 (tests/gpucc); a GPU's wide vectors go
-     * 4 lanes at a time (the temporaries of 16 lanes at once spilled there) */
-    if (softcap > 0.0f) {
+     * 4 lanes at a time (the temporaries of 16 lanes at once spilled there); a tile the masks hide
+     * whole is not capped (its stores are -inf) */
+    if (softcap > 0.0f && !skip) {
 #pragma unroll
         for (int t = 0; t < RQ_NV * RQ_TQ; t++) {
 #if RQ_KP == 0 && RQ_VK == 16

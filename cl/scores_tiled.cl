@@ -186,7 +186,7 @@ void qk_scores_tiled(__global const float *qr, __global const float *kt, __globa
             if (jj >= Sk)
                 continue;
             float4 v = acc[i][jq];
-            if (softcap > 0.0f) /* soft-capping (Gemma 2), before the masks */
+            if (softcap > 0.0f && !skip) /* soft-capping (Gemma 2), before the masks */
                 v = RQ_SOFTCAP(v, softcap, 1.0f / softcap);
             if (masked) { /* cpos past Sk is unset: those lanes are not stored */
                 int4 pj = (int4)(cpos[c], cpos[c + 1], cpos[c + 2], cpos[c + 3]);
