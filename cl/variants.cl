@@ -21,8 +21,9 @@
 #define RQ_SOFTCAP(x, c, ic) ((c) * copysign(RQ_TANH_POS(fabs((x) * (ic))), (x)))
 /* The same in place on x, a vector of type VT (CPU kernels: wide vectors per work-item): the exp and
  * the division only where a lane needs them, i.e. has |S| >= C/2; scores below that, the usual case
- * (Gemma 2's C is 50), take the polynomial alone: soft-capped prefill scores on the 2-core EPYC, pocl,
- * +29% over plain with both paths for every vector, see bench/variants.c for the figures now. */
+ * (Gemma 2's C is 50), take the polynomial alone. Causal prefill scores (Hq 16, S 1024, D 128) on
+ * 2 cores of an AMD EPYC, pocl: +11% over plain with C 50 (polynomial), +19-21% with C 0.05 (nearly
+ * every vector through the exp path); attention: +5-6% and +9-11% (ropeqk-bench --variants). */
 #define RQ_SOFTCAP_VEC(VT, x, c, ic)                                                               \
     do {                                                                                           \
         VT y_ = fabs((x) * (ic)), t_ = y_ * RQ_TANH_POLY(y_ * y_);                                 \
