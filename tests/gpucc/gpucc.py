@@ -77,7 +77,7 @@ KNOWN = {
         'o[ATQ][RQ_ADVMAX_GPU/16] float16 accumulators, 1 KiB a row, indexed at run time, live in private '
         'memory: sm_90 stack 1136 B, gfx90a scratch 1088 B, dg2 private 1024 B',
     ('qk_scores [TQ=4 VK=16 *]', 'registers'):
-        'an environment override only (ROPEQK_VK=16: the CPU shape on a GPU): gfx90a 132 VGPRs (130 before '
+        'an environment override only (ROPEQK_VK=16: the CPU shape on a GPU): gfx90a 134 VGPRs (130 before '
         'the soft-capping of the model-family variants)',
 }
 
