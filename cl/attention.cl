@@ -8,13 +8,21 @@
  *     rows of the work-item;
  *   - a key block whose every score is masked for the tile is skipped (causal prefill: half);
  *   - a fully masked row ends with l = 0: O = 0 and LSE = -inf (no 0/0);
- *   - everything accumulates in f32; exp() and log() are the accurate built-ins.
+ *   - everything accumulates in f32; exp() and log() are the accurate built-ins;
+ *   - a work-item keeps RQ_ACB dims of V (RQ_ADVMAX 512 on the CPU profile: MLA's Dv in one block;
+ *     RQ_ADVMAX_GPU 256 in GPU programs, where this is the fallback); larger Dv runs column blocks
+ *     (get_global_id(1) = KV head x block), each computing the scores again, LSE from block 0.
+ * The model-family variants (docs/conventions.md section 11): soft-capping on a key block's scores
+ * before its masks (variants.cl); sinks: a row's running max starts at s_h with a sum of 1 (a key of
+ * logit s_h and value 0), so a fully masked row ends with O = 0 and LSE = s_h; the rotary offset and
+ * M-RoPE are the RoPE pass's (the masks then follow token order: the host passes the offsets).
  * Tuning (-D from the host's profile, src/tuning.c): RQ_ATQ rows per work-item, RQ_AVK keys per
  * block (a floatRQ_AVK vector along keys: explicit SIMD for CPU drivers, 1 on GPUs), RQ_AWG
  * work-items per group. */
 
 #include "contract.h"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 
 #ifndef RQ_ATQ
 #define RQ_ATQ 8
@@ -24,6 +32,12 @@
 #endif
 #ifndef RQ_AWG
 #define RQ_AWG 1
+#endif
+/* V dims per work-item (a column block; contract.h): 512 on the CPU profile, 256 in GPU programs */
+#if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS
+#define RQ_ACB RQ_ADVMAX
+#else
+#define RQ_ACB RQ_ADVMAX_GPU
 #endif
 
 #define RQ_ACAT_(a, b) a##b
@@ -48,6 +62,13 @@
 #endif
 #else
 #error "RQ_AVK must be 1, 4, 8 or 16"
+#endif
+
+/* Soft-capping in place: vectors take the exp path only where a lane needs it (variants.cl) */
+#if RQ_AVK == 1
+#define RQ_ACAP(x, c, ic) ((x) = RQ_SOFTCAP((x), (c), (ic)))
+#else
+#define RQ_ACAP(x, c, ic) RQ_SOFTCAP_VEC(RQ_AVT, x, c, ic)
 #endif
 
 /* Largest lane and sum of lanes of a vector of scores, as trees of halves (.lo/.hi), not a scalar
@@ -103,14 +124,18 @@ static inline void rq_store_out(__global uchar *out, long off, int dtype, float 
     }
 }
 
-#define RQ_ATTN_KERNEL(NAME, LD16)                                                                   \
+#define RQ_ATTN_KERNEL(NAME, LD16, ES)                                                             \
 __kernel __attribute__((reqd_work_group_size(RQ_AWG, 1, 1)))                                       \
 void NAME(__global const float *qr, __global const float *kt, __global const uchar *v,               \
           __global const int *qpos, __global const int *kpos, __global uchar *out,                 \
-          __global uchar *lse, rq_attn_args a)                                                     \
+          __global uchar *lse, __global const float *sinks, rq_attn_args a)                        \
 {                                                                                                  \
     const int M = a.M, Sq = a.Sq, Sk = a.Sk, ldk = a.ldk, D = a.D, Dv = a.Dv, G = a.G;             \
-    const int m0 = get_global_id(0) * RQ_ATQ, bk = get_global_id(1);                               \
+    const int m0 = get_global_id(0) * RQ_ATQ;                                                      \
+    /* the KV head and the column block of V: dims [cv0, cv0 + dvn) */                             \
+    const int ncb = (Dv + RQ_ACB - 1) / RQ_ACB, gb = get_global_id(1), bk = gb / ncb, cb = gb - bk * ncb; \
+    const int cv0 = cb * RQ_ACB, dvn = min(RQ_ACB, Dv - cv0);                                      \
+    const float softcap = a.softcap, inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;             \
     if (m0 >= M)                                                                                   \
         return;                                                                                    \
     const int b = bk / a.Hkv, hk = bk % a.Hkv;                                                     \
@@ -122,17 +147,19 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         pi_min = min(pi_min, pi[r]);                                                               \
         pi_max = max(pi_max, pi[r]);                                                               \
     }                                                                                              \
-    const int nvc = (Dv + 15) / 16; /* 16-lane chunks of a V row; the last may be partial */      \
+    const int nvc = (dvn + 15) / 16; /* 16-lane chunks of the block of a V row; the last may be partial */ \
     float mx[RQ_ATQ], l[RQ_ATQ];                                                                   \
-    float16 o[RQ_ATQ][RQ_ADVMAX / 16];                                                             \
+    float16 o[RQ_ATQ][RQ_ACB / 16];                                                                \
     for (int r = 0; r < RQ_ATQ; r++) {                                                             \
-        mx[r] = -INFINITY;                                                                         \
-        l[r] = 0.0f;                                                                               \
+        /* a sink (gpt-oss) is a key of logit sinks[h] and value 0: the running max starts at it,  \
+         * with a sum of e^0 = 1; a fully masked row then ends with O = 0, LSE = sinks[h] */       \
+        mx[r] = a.use_sinks ? sinks[hk * G + min(m0 + r, M - 1) / Sq] : -INFINITY;                 \
+        l[r] = a.use_sinks ? 1.0f : 0.0f;                                                          \
         for (int c = 0; c < nvc; c++)                                                              \
             o[r][c] = (float16)(0.0f);                                                             \
     }                                                                                              \
     __global const float *qp = qr + ((long)bk * M + m0) * D; /* spare rows follow the last tile */ \
-    __global const uchar *vb = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1;                 \
+    __global const uchar *vb = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1 + (long)cv0 * (ES); \
     for (int j0 = 0; j0 < Sk; j0 += RQ_AVK) {                                                      \
         RQ_AIT pj;                                                                                 \
         int pj_min = INT_MAX, pj_max = INT_MIN;                                                    \
@@ -156,6 +183,10 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             RQ_AVT kv = RQ_AVLOAD(kp + (long)d * ldk);                                             \
             _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
                 s[r] = fma((RQ_AVT)(qp[r * D + d]), kv, s[r]);                                     \
+        }                                                                                          \
+        if (softcap > 0.0f) { /* soft-capping (Gemma 2), before the masks */                       \
+            _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
+                RQ_ACAP(s[r], softcap, inv_cap);                                                   \
         }                                                                                          \
         RQ_AIT past = (RQ_AIT)(j0) + RQ_AIOTA >= (RQ_AIT)(Sk);                                     \
         int nk = min(RQ_AVK, Sk - j0);                                                             \
@@ -187,7 +218,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
                 acc[r] = o[r][c] * corr[r];                                                        \
             for (int u = 0; u < nk; u++) {                                                         \
-                float16 x = LD16(vb + (long)(j0 + u) * a.vnb2, c, Dv);                             \
+                float16 x = LD16(vb + (long)(j0 + u) * a.vnb2, c, dvn);                            \
                 _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                 \
                     acc[r] = fma((float16)(p[r][u]), x, acc[r]);                                   \
             }                                                                                      \
@@ -198,15 +229,15 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     for (int r = 0; r < RQ_ATQ && m0 + r < M; r++) {                                               \
         int m = m0 + r, g = m / Sq, i = m - g * Sq, h = hk * G + g;                                \
         float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* fully masked: O = 0 */                    \
-        long ob = a.o_off + (long)b * a.onb0 + (long)h * a.onb1 + (long)i * a.onb2;                \
         int es = a.o_dtype == 0 ? 4 : 2;                                                           \
+        long ob = a.o_off + (long)b * a.onb0 + (long)h * a.onb1 + (long)i * a.onb2 + (long)cv0 * es; \
         for (int c = 0; c < nvc; c++) {                                                            \
             float t[16];                                                                           \
             vstore16(o[r][c] * inv, 0, t);                                                         \
-            for (int d = c * 16; d < min(Dv, c * 16 + 16); d++)                                    \
+            for (int d = c * 16; d < min(dvn, c * 16 + 16); d++)                                   \
                 rq_store_out(out, ob + (long)d * es, a.o_dtype, t[d - c * 16]);                    \
         }                                                                                          \
-        if (a.with_lse)                                                                            \
+        if (a.with_lse && cb == 0)                                                                 \
             *(__global float *)(lse + a.l_off + (long)b * a.lnb0 + (long)h * a.lnb1 + (long)i * a.lnb2) = \
                 l[r] > 0.0f ? mx[r] + log(l[r]) : -INFINITY;                                       \
     }                                                                                              \
@@ -229,6 +260,6 @@ RQ_DEFINE_LD16(rq_vrow16_f32, float, vload16, rq_load_f32)
 RQ_DEFINE_LD16(rq_vrow16_f16, half, vload_half16, rq_load_f16)
 RQ_DEFINE_LD16(rq_vrow16_bf16, ushort, RQ_VLOAD16_BF16, rq_load_bf16)
 
-RQ_ATTN_KERNEL(qk_attention_f32, rq_vrow16_f32)
-RQ_ATTN_KERNEL(qk_attention_f16, rq_vrow16_f16)
-RQ_ATTN_KERNEL(qk_attention_bf16, rq_vrow16_bf16)
+RQ_ATTN_KERNEL(qk_attention_f32, rq_vrow16_f32, 4)
+RQ_ATTN_KERNEL(qk_attention_f16, rq_vrow16_f16, 2)
+RQ_ATTN_KERNEL(qk_attention_bf16, rq_vrow16_bf16, 2)

@@ -38,7 +38,12 @@
  *     that way. The row state lives in local memory for the same reason (in registers: 162 instead
  *     of 136 at RB 4), and so do the output's strides (see the prologue);
  *   - everything accumulates in f32; exp() and log() are the accurate built-ins (the accuracy
- *     promise of qk_attention_*).
+ *     promise of qk_attention_*);
+ *   - the model-family variants (docs/conventions.md section 11): soft-capping on the S block before
+ *     the masks (variants.cl: exp-based, as OpenCL's tanh put dg2 in private memory); sinks: the
+ *     running max of a row starts at s_h, tx 0's sum partial at 1 (a key of logit s_h and value 0:
+ *     a fully masked row ends with O = 0, LSE = s_h); the rotary offset and M-RoPE are the RoPE
+ *     pass's. MLA (D 576, Dv 512) runs 4 column blocks of the default 128 dims.
  *
  * Tuning space (-D from the host, src/core/tuning.c; ROPEQK_ATTN_TILE, _KEYS, _TK, _RB, _DV):
  *   RQ_GA_BM  query rows per work-group:                  16, 32, 64, 128   (default 32)
@@ -61,6 +66,7 @@
 
 #include "contract.h"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 
 #ifndef RQ_GA_BM
 #define RQ_GA_BM 32
@@ -200,7 +206,7 @@ static inline void rq_ga_store4(__global uchar *out, long off, int dtype, float4
 __kernel __attribute__((reqd_work_group_size(RQ_GA_NT, 1, 1)))                                     \
 void NAME(__global const float *qr, __global const float *kt, __global const uchar *v,               \
           __global const int *qpos, __global const int *kpos, __global uchar *out,                 \
-          __global uchar *lse, rq_attn_args a)                                                     \
+          __global uchar *lse, __global const float *sinks, rq_attn_args a)                        \
 {                                                                                                  \
     __local rq_ga_local L;                                                                         \
     const int M = a.M, Sq = a.Sq, Sk = a.Sk, ldk = a.ldk, D = a.D, Dv = a.Dv, G = a.G;             \
@@ -222,12 +228,14 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     __local float *m_me = L.mstat + ty;                    /* running max, row ty */               \
                                                                                                    \
     for (int t = lid; t < RQ_GA_BM; t += RQ_GA_NT) {                                               \
-        int i = min(m0 + t, M - 1) % Sq; /* rows past M repeat the last: not stored */             \
+        int mm = min(m0 + t, M - 1), i = mm % Sq; /* rows past M repeat the last: not stored */    \
         L.rpos[t] = a.use_qpos ? qpos[a.qpos_off + i] : a.q_base + i;                              \
-        L.mstat[t] = -INFINITY;                                                                    \
+        /* a sink (gpt-oss): a key of logit sinks[h] and value 0, so the running max starts at it and \
+         * the row's sum at e^0 = 1 (tx 0's partial): a fully masked row ends with O = 0, LSE = s_h */ \
+        L.mstat[t] = a.use_sinks ? sinks[hk * G + mm / Sq] : -INFINITY;                            \
     }                                                                                              \
     _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                           \
-        sum_me[i * RQ_GA_TY * RQ_GA_TX + tx] = 0.0f;                                               \
+        sum_me[i * RQ_GA_TY * RQ_GA_TX + tx] = a.use_sinks && tx == 0 ? 1.0f : 0.0f;               \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
     if (lid == 0) { /* in local memory, not in two registers for the whole kernel */               \
         int lo = INT_MAX, hi = INT_MIN;                                                            \
@@ -327,6 +335,11 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             barrier(CLK_LOCAL_MEM_FENCE); /* the next step (or the V steps) overwrite the stage */ \
         }                                                                                          \
                                                                                                    \
+        if (a.softcap > 0.0f) { /* soft-capping (Gemma 2), before the masks */                     \
+            const float cap = a.softcap, inv_cap = 1.0f / cap;                                     \
+            _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                   \
+                s[i] = RQ_SOFTCAP(s[i], cap, inv_cap);                                             \
+        }                                                                                          \
         /* masks (exact -inf), then each row's max over the tile through local memory */          \
         const int jb = j0 + 4 * tx;                                                                \
         /* vectors splat only values that change per tile: a splat of a kernel-wide value is hoisted \

@@ -31,7 +31,11 @@ typedef float rq_f32;
 #define RQ_DM 8      /* qk_decode_*: query rows per KV head (2 keys x 8 rows = one 16-lane sum tree) */
 #define RQ_DMAXD 256 /* qk_decode_*: largest head dim, and Qr's row stride on the decode path */
 #define RQ_DCHUNK 16 /* qk_decode_*: D and R/2 are processed in chunks of this many lanes */
-#define RQ_ADVMAX 256 /* qk_attention_*: largest Dv (the f32 accumulators live in private memory) */
+#define RQ_ADVMAX 512 /* qk_attention_*: V dims per work-item (a column block of V; the f32 accumulators live
+                       * in private memory), CPU-profile programs: Dv 512 (MLA) in one block. Larger Dv
+                       * runs ceil(Dv / RQ_ADVMAX) column blocks, each computing the scores again */
+#define RQ_ADVMAX_GPU 256 /* the same in GPU-profile programs (qk_attention_* is the GPU kernel's fallback
+                           * there, whose private memory is a stack: tests/gpucc) */
 #define RQ_PKB 16    /* paged_attn_cpu_*: keys per block (one float16 across keys) */
 #define RQ_PCH 32    /* paged_attn_cpu_*: query heads per work-item, at most */
 #define RQ_PWG 256   /* paged_attn_gpu: largest work-group size; the host runs 128 work-items, 256 where Dv >
@@ -93,12 +97,13 @@ typedef float rq_f32;
 
 #define RQ_ATTN_ARGS(X)                                                                            \
     X(AT, QR, qr) X(AT, KT, kt) X(AT, V, v) X(AT, QPOS, qpos) X(AT, KPOS, kpos) X(AT, OUT, out)     \
-    X(AT, LSE, lse) X(AT, A, a)
+    X(AT, LSE, lse) X(AT, SINK, sinks) X(AT, A, a)
 /* paged decode (cl/paged.cl): pass 1 over the pages, the reduction of the splits, the cache append */
 #define RQ_PAGED_ARGS(X)                                                                           \
     X(PG, K, kc) X(PG, V, vc) X(PG, META, meta) X(PG, FREQ, vfreq) X(PG, QR, qr) X(PG, PART, part) \
     X(PG, A, a)
-#define RQ_PCOMB_ARGS(X) X(PC, PART, part) X(PC, META, meta) X(PC, OUT, out) X(PC, LSE, lse) X(PC, A, a)
+#define RQ_PCOMB_ARGS(X)                                                                           \
+    X(PC, PART, part) X(PC, META, meta) X(PC, OUT, out) X(PC, LSE, lse) X(PC, SINK, sinks) X(PC, A, a)
 #define RQ_PAPP_ARGS(X) X(PA, SRC, src) X(PA, META, meta) X(PA, DST, dst) X(PA, A, a)
 
 enum { RQ_ROTATE_ARGS(RQ_ARG_ENUM) RQ_ROT_NARGS };
@@ -115,7 +120,10 @@ enum { RQ_PAPP_ARGS(RQ_ARG_ENUM) RQ_PA_NARGS };
  * element strides per head, row and dim). Heads come in blocks of G (the query heads of a KV head;
  * 1 for K): row r of head bh is row m = (bh % G) * S + r of block bh / G, blocks d_bh apart.
  * panel > 0: the rows of a block are grouped in panels of that many rows, d_panel elements apart
- * (m at (m / panel) * d_panel + (m % panel) * d_row); 0: no panels (m * d_row). */
+ * (m at (m / panel) * d_panel + (m % panel) * d_row); 0: no panels (m * d_row).
+ * The rotated dims are [rot_off, rot_off + R) (docs/conventions.md section 11), the others pass
+ * through. Positions: pos[pos_off + st * pos_stride + r] for frequency u's stream st (the .w of
+ * vfreq[u]: 0, or M-RoPE's 0/1/2, the position arrays then [3][pos_stride]), else pos_base + r. */
 typedef struct {
     rq_i64 src_off, nb0, nb1, nb2, nb3; /* bytes */
     rq_i64 pos_off;                     /* elements into pos */
@@ -123,8 +131,9 @@ typedef struct {
     rq_i32 H, BH, S, D, R, layout, use_pos, pos_base, panel, G;
     rq_f32 rot_mul; /* attention factor on cos and sin */
     rq_f32 out_mul; /* score scale for Q, 1 for K */
+    rq_i32 pos_stride, rot_off;
 } rq_rotate_args;
-RQ_STATIC_ASSERT(sizeof(rq_rotate_args) == 10 * 8 + 10 * 4 + 2 * 4, rotate_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_rotate_args) == 10 * 8 + 12 * 4 + 2 * 4, rotate_args_size);
 
 /* qk_scores: S = Qr . Kt with the masks, into the output view (byte offset and strides). */
 typedef struct {
@@ -135,10 +144,14 @@ typedef struct {
     rq_i32 qpanel; /* > 0: Qr in panels of qpw rows (a multiple of RQ_TQ), [bk][qpanel / qpw][D][qpw]
                     * (qpanel: M rounded up to qpw); 0: [bk][M][D] */
     rq_i32 qpw;
+    rq_f32 softcap; /* > 0: S' = softcap * tanh(S / softcap) on unmasked scores */
+    rq_i32 pad_;
 } rq_scores_args;
-RQ_STATIC_ASSERT(sizeof(rq_scores_args) == 8 * 8 + 14 * 4, scores_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_scores_args) == 8 * 8 + 16 * 4, scores_args_size);
 
-/* qk_decode_*: one pass over K (caller's view) for few query rows per KV head. */
+/* qk_decode_*: one pass over K (caller's view) for few query rows per KV head. Keys rotate with
+ * kpos (per frequency stream, kpos_stride apart: see rq_rotate_args) or k_base + j; masks use kpos
+ * only without M-RoPE (mrope: token order, k_base + j; the host sets use_qpos likewise). */
 typedef struct {
     rq_i64 k_off, knb0, knb1, knb2;         /* bytes */
     rq_i64 kpos_off, qpos_off;              /* elements */
@@ -146,20 +159,26 @@ typedef struct {
     rq_i64 out_off, onb0, onb1, onb2, onb3; /* bytes */
     rq_i32 Hkv, Sk, D, R, layout, use_kpos, k_base, M, Sq, G, use_qpos, q_base, causal;
     rq_f32 rot_mul;
+    rq_f32 softcap;                         /* > 0: S' = softcap * tanh(S / softcap) */
+    rq_i32 rot_off, mrope, kpos_stride;
 } rq_decode_args;
-RQ_STATIC_ASSERT(sizeof(rq_decode_args) == 12 * 8 + 13 * 4 + 4, decode_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_decode_args) == 12 * 8 + 13 * 4 + 4 + 4 * 4, decode_args_size);
 
 /* qk_attention_*: online softmax(Qr . Kt) . V for RQ_ATQ query rows per work-item; V is the
- * caller's view (byte offset and strides), out and lse too. o_dtype: ropeqk_dtype of out. */
+ * caller's view (byte offset and strides), out and lse too. o_dtype: ropeqk_dtype of out.
+ * use_sinks: query head h's logit sinks[h] joins every row's softmax (the running max starts at it
+ * with a sum of 1: an extra key of value 0). */
 typedef struct {
     rq_i64 v_off, vnb0, vnb1, vnb2;         /* bytes */
     rq_i64 o_off, onb0, onb1, onb2;         /* bytes */
     rq_i64 l_off, lnb0, lnb1, lnb2;         /* bytes */
     rq_i64 qpos_off, kpos_off, window;
     rq_i32 M, Sq, Sk, ldk, D, Dv, G, Hkv, use_qpos, q_base, use_kpos, k_base, causal, o_dtype, with_lse;
+    rq_i32 use_sinks;
+    rq_f32 softcap;                         /* > 0: S' = softcap * tanh(S / softcap) on unmasked scores */
     rq_i32 pad_;
 } rq_attn_args;
-RQ_STATIC_ASSERT(sizeof(rq_attn_args) == 15 * 8 + 16 * 4, attn_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_attn_args) == 15 * 8 + 18 * 4, attn_args_size);
 /* The per-call metadata of a paged enqueue (one int32 buffer, offsets in elements): pstart[n_seqs + 1]
  * at 0 (sequence s uses pages[pstart[s] .. pstart[s+1])), then lens, q_pos and k_pos0 (n_seqs each;
  * q_pos and k_pos0 unused by the append) and the packed page lists. */
@@ -181,21 +200,25 @@ typedef struct {
     rq_i32 kq, dvch;                  /* GPU kernel: key lanes (1, 2 or 4) and V dims per chunk, dvch =
                                        * (work-group size / kq) * RQ_PVT; ndvc = ceil(Dv / dvch) */
     rq_f32 rot_mul;                   /* attention factor on cos and sin */
+    rq_f32 softcap;                   /* > 0: S' = softcap * tanh(S / softcap) on unmasked scores */
+    rq_i32 rot_off;                   /* first rotated dim: [rot_off, rot_off + R) rotate */
 } rq_paged_args;
-RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 10 * 8 + 24 * 4, paged_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 10 * 8 + 26 * 4, paged_args_size);
 /* paged_attn_gpu: the K tile's buffer holds the key lanes' partial outputs at the end; a key's heads
  * are split evenly over its scorer slots (two each: the scorer is written for two) */
 RQ_STATIC_ASSERT(RQ_PTK * RQ_PKS >= RQ_PWG * RQ_PGH * RQ_PVT, paged_reduce_fits);
 RQ_STATIC_ASSERT(RQ_PGH == 2 * RQ_PSQ && RQ_PDC % 2 == 0 && RQ_PQD % RQ_PDC == 0, paged_scorers);
 
-/* paged_combine: joins the splits of each (sequence, query head) row into out (and lse). */
+/* paged_combine: joins the splits of each (sequence, query head) row into out (and lse); with
+ * use_sinks, query head h's sinks[h] joins the denominator once, here. */
 typedef struct {
     rq_i64 out_off, onb0, onb1, onb3; /* bytes */
     rq_i64 lse_off, lnb0, lnb1;       /* bytes */
     rq_i64 ml_off;                    /* floats into part */
     rq_i32 Hq, Dv, nsplit, kps, lens_off, use_lse, rows, odt; /* odt: RQ_DT_* of out */
+    rq_i32 use_sinks, pad_;
 } rq_pcomb_args;
-RQ_STATIC_ASSERT(sizeof(rq_pcomb_args) == 8 * 8 + 8 * 4, pcomb_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_pcomb_args) == 8 * 8 + 10 * 4, pcomb_args_size);
 
 /* paged_append: copies rows [s][hk][t] of src into token lens[s] + t of sequence s, 2-byte units. */
 typedef struct {

@@ -19,11 +19,16 @@
  * Qr rows are RQ_DMAXD floats apart (the decode path's scratch layout, enqueue.c). Host
  * preconditions: D <= RQ_DMAXD, M <= RQ_DM; the host checks the local memory and the work-group
  * size against the device and the compiled kernel (src/opencl/plan.c). Portable OpenCL C 1.2.
- * Not measured on a GPU: the tuner compares it with the two-pass path (src/opencl/tune.c). */
+ * Not measured on a GPU: the tuner compares it with the two-pass path (src/opencl/tune.c).
+ * Model-family variants: soft-capping of each unmasked score; the rotary offset (the staging maps
+ * units to dims as rope.cl does); M-RoPE (a pair's key position from its frequency's stream of the
+ * [3][kpos_stride] arrays; the masks by token order, k_base + j). */
 
 #include "contract.h"
 #include "angle.cl"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
+#include "rope.cl" /* rq_unit_dim0, rq_unit_dim1: the dims of a rotary or pass-through unit */
 
 /* one angle per work-item; also defined by rope.cl (GPU form), decode_gpu.cl and paged.cl, whichever comes first in the
  * program (both may be in it, or either alone) */
@@ -45,7 +50,9 @@ static inline void rq_decode_gpu(__global const uchar *k, __global const int *kp
     const int Hkv = a.Hkv, Sk = a.Sk, D = a.D, R = a.R, layout = a.layout;
     const int use_kpos = a.use_kpos, k_base = a.k_base, M = a.M, Sq = a.Sq, G = a.G;
     const int use_qpos = a.use_qpos, q_base = a.q_base, causal = a.causal;
-    const float rot_mul = a.rot_mul;
+    const float rot_mul = a.rot_mul, softcap = a.softcap;
+    const int rot_off = a.rot_off, mrope = a.mrope;
+    const long kst = a.kpos_stride; /* M-RoPE: the arrays' streams [3][kst] */
     const int lid = get_local_id(0), j0 = get_group_id(0) * RQ_GDKB, bk = get_group_id(1);
     const int b = bk / Hkv, hk = bk % Hkv, hr = R / 2, units = hr + (D - R);
     const long es = dt == RQ_DT_F32 ? 4 : 2; /* bytes per element; K's dims are contiguous */
@@ -58,8 +65,8 @@ static inline void rq_decode_gpu(__global const uchar *k, __global const int *kp
             continue;
         long ro = kb + (long)j * knb2;
         bool pt = u >= hr; /* pass-through dim: copied */
-        int i0 = pt ? R + (u - hr) : layout ? u : 2 * u;
-        int i1 = pt ? i0 : layout ? u + hr : 2 * u + 1;
+        int i0 = rq_unit_dim0(u, hr, R, rot_off, layout); /* rope.cl: dims [rot_off, rot_off + R) rotate */
+        int i1 = pt ? i0 : rq_unit_dim1(u, hr, rot_off, layout);
         float x0 = dt == RQ_DT_F32 ? rq_load_f32(k, ro + i0 * es)
                    : dt == RQ_DT_F16 ? rq_load_f16(k, ro + i0 * es) : rq_load_bf16(k, ro + i0 * es);
         __local float *kr = ks + jj * RQ_GDSTRIDE;
@@ -69,9 +76,9 @@ static inline void rq_decode_gpu(__global const uchar *k, __global const int *kp
         }
         float x1 = dt == RQ_DT_F32 ? rq_load_f32(k, ro + i1 * es)
                    : dt == RQ_DT_F16 ? rq_load_f16(k, ro + i1 * es) : rq_load_bf16(k, ro + i1 * es);
-        int p = use_kpos ? kpos[kpos_off + j] : k_base + j;
+        float4 v = vfreq[u]; /* .w: the frequency's position stream (M-RoPE; else 0) */
+        int p = use_kpos ? kpos[kpos_off + (long)(int)v.w * kst + j] : k_base + j;
         int lo = p & 0xFFF; /* the split angle.cl expects: a multiple of 4096 and the rest, both exact */
-        float4 v = vfreq[u];
         float t = rq_half_turns1((float)(p - lo), (float)lo, v.x, v.y, v.z);
         float c = cospi(t) * rot_mul, s = sinpi(t) * rot_mul;
         kr[i0] = x0 * c - x1 * s; /* rope.cl's rotation */
@@ -85,7 +92,7 @@ static inline void rq_decode_gpu(__global const uchar *k, __global const int *kp
         if (m >= M || j >= Sk)
             continue;
         int g = m / Sq, i = m - g * Sq;
-        int pj = use_kpos ? kpos[kpos_off + j] : k_base + j;
+        int pj = use_kpos && !mrope ? kpos[kpos_off + j] : k_base + j; /* M-RoPE: token order */
         int pi = use_qpos ? qpos[qpos_off + i] : q_base + i;
         float s = -INFINITY;
         if (!((causal && pj > pi) || (window > 0 && (long)pi - pj >= window))) {
@@ -94,7 +101,8 @@ static inline void rq_decode_gpu(__global const uchar *k, __global const int *kp
             float acc = 0.0f;
             for (int d = 0; d < D; d++)
                 acc = fma(q[d], kr[d], acc);
-            s = acc;
+            /* soft-capping (Gemma 2) */
+            s = softcap > 0.0f ? RQ_SOFTCAP(acc, softcap, 1.0f / softcap) : acc;
         }
         long o = out_off + (long)b * onb0 + (long)(hk * G + g) * onb1 + (long)i * onb2 + (long)j * onb3;
         *(__global float *)(out + o) = s;

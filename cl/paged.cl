@@ -18,6 +18,11 @@
  * The argument structs and constants are in contract.h; the per-call metadata buffer (page lists,
  * lengths, positions) is described there too. Masks are by position: causal where pk > pq, window
  * where pq - pk >= W. Cache slots past a sequence's length are never read (they may hold anything).
+ * Model-family variants (docs/conventions.md section 11): soft-capping of each unmasked score before
+ * the softmax (pass 1), the rotary offset (pass 1's rotated dims [rot_off, rot_off + R): the CPU shape
+ * for offsets that are multiples of 16, chunks shifted; the GPU shape maps its stages' dims), sinks
+ * joined once, in pass 2 (a split of logit s_h and value 0 with a sum of 1: a fully masked row gives
+ * O = 0, LSE = s_h). M-RoPE is refused at plan creation (a cached key carries one position).
  * Storage types are kernel arguments (RQ_DT_*), not build variants: every branch on them is uniform,
  * and hoisted out of the inner loops by hand where it matters; one kernel per shape keeps the program
  * small and pocl's first-call compilation short.
@@ -41,6 +46,7 @@
 #include "contract.h"
 #include "angle.cl"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 #include "scores.cl" /* rq_rot_vectors, the 16-lane permutes and row loads of the decode kernel */
 
 /* one angle per work-item; also defined by rope.cl (GPU form), decode_gpu.cl and paged.cl, whichever comes first in the
@@ -133,6 +139,8 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
     __global const int *pages = meta + a.pages_off + meta[s];
     const int Hq = a.Hq, G = a.G, D = a.D, Dv = a.Dv, R = a.R, ps = a.ps, layout = a.layout;
     const int causal = a.causal, nc = D / 16, hw = R / 32, nr = layout == 0 ? R / 16 : R / 32;
+    const int c0 = a.rot_off / 16; /* the rotated chunks start at c0 (host: rot_off % 16 == 0) */
+    const float softcap = a.softcap, inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
     const int kdt = a.kdt, vdt = a.vdt, esk = rq_dt_size(kdt), esv = rq_dt_size(vdt);
     const long window = a.window;
     int hk0, nkv, g0, ng;
@@ -220,12 +228,12 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                         xk[c] = RQ_LD16_BF16(row, c);
                 if (layout == 0) {
                     for (int c = 0; c < nr; c++)
-                        xk[c] = fma(xk[c], C[c], RQ_SWAP2(xk[c]) * S[c]);
+                        xk[c0 + c] = fma(xk[c0 + c], C[c], RQ_SWAP2(xk[c0 + c]) * S[c]);
                 } else {
                     for (int c = 0; c < nr; c++) {
-                        float16 x0 = xk[c], x1 = xk[c + hw];
-                        xk[c] = x0 * C[c] - x1 * S[c];
-                        xk[c + hw] = fma(x0, S[c], x1 * C[c]);
+                        float16 x0 = xk[c0 + c], x1 = xk[c0 + c + hw];
+                        xk[c0 + c] = x0 * C[c] - x1 * S[c];
+                        xk[c0 + c + hw] = fma(x0, S[c], x1 * C[c]);
                     }
                 }
                 /* dot products two query heads at a time, even and odd chunks apart: four independent
@@ -253,7 +261,10 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         }
         /* online softmax: the block's max joins the running one; p = e^(S - m) */
         for (int x = 0; x < nh; x++) {
-            float16 v = select(vload16(0, scs + x * RQ_PKB), (float16)(-INFINITY), masked);
+            float16 v = vload16(0, scs + x * RQ_PKB);
+            if (softcap > 0.0f) /* soft-capping (Gemma 2), before the masks */
+                RQ_SOFTCAP_VEC(float16, v, softcap, inv_cap);
+            v = select(v, (float16)(-INFINITY), masked);
             float mn = fmax(m[x], rq_hmax16(v));
             if (mn == -INFINITY) { /* nothing unmasked yet */
                 alpha[x] = 1.0f;
@@ -364,10 +375,17 @@ static inline int rq_paged_stage_dims(int st, int nrs, int hr, int D, int R)
     return st < nrs ? 2 * min(RQ_PDC / 2, hr - st * (RQ_PDC / 2)) : min(RQ_PDC, D - R - (st - nrs) * RQ_PDC);
 }
 
-static inline int rq_paged_qdim(int st, int c, int nrs, int hr, int R, int layout)
+/* Pass-through dim k (0 .. D-R-1) of the dims outside [rot_off, rot_off + R), in order. */
+static inline int rq_paged_ptdim(int k, int R, int rot_off)
+{
+    return k < rot_off ? k : k + R;
+}
+
+static inline int rq_paged_qdim(int st, int c, int nrs, int hr, int R, int layout, int rot_off)
 {
     int u = st * (RQ_PDC / 2) + c / 2;
-    return st >= nrs ? R + (st - nrs) * RQ_PDC + c : layout ? u + (c & 1) * hr : 2 * u + (c & 1);
+    return st >= nrs ? rq_paged_ptdim((st - nrs) * RQ_PDC + c, R, rot_off)
+                     : rot_off + (layout ? u + (c & 1) * hr : 2 * u + (c & 1));
 }
 
 /* Whether key position pk is unmasked for query position pq: causal masks pk > pq, a window W > 0
@@ -401,7 +419,8 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
     const int Hq = a.Hq, G = a.G, D = a.D, Dv = a.Dv, R = a.R, hr = a.R / 2, ps = a.ps, layout = a.layout;
     const int causal = a.causal, kdt = a.kdt, vdt = a.vdt, esk = rq_dt_size(kdt), esv = rq_dt_size(vdt);
     const long window = a.window;
-    const float rot_mul = a.rot_mul;
+    const float rot_mul = a.rot_mul, softcap = a.softcap;
+    const int rot_off = a.rot_off; /* rotated dims [rot_off, rot_off + R) */
     /* the head group: rq_paged_group's (CPU kernels only) with kvpg 1, as the host sets it here */
     const int hk0 = gi / a.ngc, g0 = (gi % a.ngc) * a.gpg, ng = min(a.gpg, G - g0);
     const long hk_k = a.k_off + (long)hk0 * a.knb1, hk_v = a.v_off + (long)hk0 * a.vnb1;
@@ -425,7 +444,7 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
         for (int e = lid; e < RQ_PGH * RQ_PQD; e += wg) {
             int g = e / RQ_PQD, st = e % RQ_PQD / RQ_PDC, c = e % RQ_PDC;
             if (g < ng && st < nst && c < rq_paged_stage_dims(st, nrs, hr, D, R))
-                qs[e] = q[g * D + rq_paged_qdim(st, c, nrs, hr, R, layout)];
+                qs[e] = q[g * D + rq_paged_qdim(st, c, nrs, hr, R, layout, rot_off)];
         }
     for (int g = lid; g < RQ_PGH; g += wg) {
         mrun[g] = -INFINITY;
@@ -459,13 +478,13 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
          * slots 2uu, 2uu + 1), then the pass-through dims R..D-1 RQ_PDC at a time */
         for (int st = 0; st < nst; st++) {
             const bool rot = st < nrs;
-            const int u0 = st * (RQ_PDC / 2), c0 = R + (st - nrs) * RQ_PDC;
+            const int u0 = st * (RQ_PDC / 2), k0 = (st - nrs) * RQ_PDC; /* pass-through dims from k0 */
             const int nc = rq_paged_stage_dims(st, nrs, hr, D, R);
             if (!qonce) /* Q's dims of this stage */
                 for (int e = lid; e < RQ_PGH * RQ_PDC; e += wg) {
                     int g = e / RQ_PDC, c = e % RQ_PDC;
                     if (g < ng && c < nc)
-                        qs[g * RQ_PQD + c] = q[g * D + rq_paged_qdim(st, c, nrs, hr, R, layout)];
+                        qs[g * RQ_PQD + c] = q[g * D + rq_paged_qdim(st, c, nrs, hr, R, layout, rot_off)];
                 }
             if (rot) {
                 for (int e = lid; e < RQ_PTK * (RQ_PDC / 2); e += wg) {
@@ -479,7 +498,7 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                         float th = rq_half_turns1((float)(pk - plo), (float)plo, f.x, f.y, f.z);
                         float cs = cospi(th) * rot_mul, sn = sinpi(th) * rot_mul;
                         long kr = krow[t];
-                        int i0 = layout ? u : 2 * u, i1 = layout ? u + hr : 2 * u + 1;
+                        int i0 = rot_off + (layout ? u : 2 * u), i1 = rot_off + (layout ? u + hr : 2 * u + 1);
                         float x0 = rq_load_dt(kc, kr + (long)i0 * esk, kdt);
                         float x1 = rq_load_dt(kc, kr + (long)i1 * esk, kdt);
                         y0 = x0 * cs - x1 * sn;
@@ -492,7 +511,9 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                 for (int e = lid; e < RQ_PTK * RQ_PDC; e += wg) {
                     const int t = e / RQ_PDC, c = e % RQ_PDC;
                     if (c < nc)
-                        kt[t * RQ_PKS + c] = kb[t] == 0.0f ? rq_load_dt(kc, krow[t] + (long)(c0 + c) * esk, kdt) : 0.0f;
+                        kt[t * RQ_PKS + c] =
+                            kb[t] == 0.0f ? rq_load_dt(kc, krow[t] + (long)rq_paged_ptdim(k0 + c, R, rot_off) * esk, kdt)
+                                          : 0.0f;
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -501,22 +522,31 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                 const int t = sl % RQ_PTK, gq = sl / RQ_PTK;
                 if (gq >= ng)
                     continue;
-                const int k0 = t * RQ_PKS, q0 = gq * RQ_PQD + (qonce ? st * RQ_PDC : 0), q1 = q0 + RQ_PSQ * RQ_PQD;
+                const int kr0 = t * RQ_PKS, q0 = gq * RQ_PQD + (qonce ? st * RQ_PDC : 0), q1 = q0 + RQ_PSQ * RQ_PQD;
                 float s0 = 0.0f, s1 = 0.0f;
                 if (gq + RQ_PSQ < ng) {
                     for (int c = 0; c < nc; c++) {
-                        float x = kt[k0 + c];
+                        float x = kt[kr0 + c];
                         s0 = fma(qs[q0 + c], x, s0);
                         s1 = fma(qs[q1 + c], x, s1);
                     }
                     sc[(gq + RQ_PSQ) * RQ_PTK + t] += s1;
                 } else {
                     for (int c = 0; c < nc; c++)
-                        s0 = fma(qs[q0 + c], kt[k0 + c], s0);
+                        s0 = fma(qs[q0 + c], kt[kr0 + c], s0);
                 }
                 sc[gq * RQ_PTK + t] += s0;
             }
             barrier(CLK_LOCAL_MEM_FENCE); /* before the next stage rewrites kt and qs */
+        }
+        /* soft-capping (Gemma 2) of the tile's finished scores, unmasked keys only (the masked stay
+         * -inf): a pass of its own over the local scores (in the scorer slots' loop it took sm_90 from
+         * 96 to 127 registers, tests/gpucc) */
+        if (softcap > 0.0f) { /* uniform */
+            for (int e = lid; e < RQ_PGH * RQ_PTK; e += wg)
+                if (e / RQ_PTK < ng && kb[e % RQ_PTK] == 0.0f)
+                    sc[e] = RQ_SOFTCAP(sc[e], softcap, 1.0f / softcap);
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
         /* 3. the online softmax: every slot of head g finds the same tile max (the same reads in the
          * same order), so no further barrier is needed before its e^(S - m); four chains over the
@@ -668,7 +698,7 @@ static inline void rq_store_dt(__global uchar *base, long off, int dt, float x)
 
 __kernel __attribute__((reqd_work_group_size(RQ_PCWG, 1, 1)))
 void paged_combine(__global const float *part, __global const int *meta, __global uchar *out, __global uchar *lse,
-                   rq_pcomb_args a)
+                   __global const float *sinks, rq_pcomb_args a)
 {
     const int dv = get_global_id(0), row = get_global_id(1);
     if (dv >= a.Dv || row >= a.rows)
@@ -677,10 +707,13 @@ void paged_combine(__global const float *part, __global const int *meta, __globa
     const int nsp = (int)(((long)meta[a.lens_off + s] + a.kps - 1) / a.kps);
     const long r0 = (long)row * a.nsplit;
     __global const float *ml = part + a.ml_off + 2 * r0;
-    float M = -INFINITY;
+    /* a sink (gpt-oss) joins the denominator once, here: a split of logit s_h and value 0 with a sum
+     * of 1 (so a fully masked row gives O = 0, LSE = s_h) */
+    const float sink = a.use_sinks ? sinks[h] : -INFINITY;
+    float M = sink;
     for (int i = 0; i < nsp; i++)
         M = fmax(M, ml[2 * i]);
-    float L = 0.0f, o = 0.0f;
+    float L = a.use_sinks ? exp(sink - M) : 0.0f, o = 0.0f;
     if (M != -INFINITY)
         for (int i = 0; i < nsp; i++) {
             float w = exp(ml[2 * i] - M); /* 0 for a split with nothing unmasked */

@@ -4,6 +4,9 @@
  * the kernels of some operations only, so that a first call compiles less; the paged kernels use
  * scores.cl's helpers. */
 #include "contract.h"
+/* macros only (no code unless used), and first here: a file's text goes where it is first included,
+ * and the kernel files below sit inside #if blocks */
+#include "variants.cl"
 /* The kernels of one profile only: the host creates the CPU profile's one-pass decode kernels
  * (qk_decode_f32/f16/bf16, scores.cl) and paged pass 1 in the CPU shape (paged_attn_cpu, paged.cl)
  * on the CPU profile only, and the GPU profile's qk_scores_tiled and qk_decode_gpu_* on the GPU

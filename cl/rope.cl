@@ -17,7 +17,11 @@
  * Prefill S=2048 D=128 BH=32 f32 (bench/, device_ms - scores_ms, the 2-core EPYC dev machine): RoPE pass 224 ms
  * with fresh scratch per call, 74 ms with pooled scratch (ctx.c), 15 ms in this form (f16: 9 ms);
  * the loop-free form with 8 heads per work-item, 38 ms.
- * RQ_RV (rows per work-item, one zmm of floats) and the argument layout are in contract.h. */
+ * RQ_RV (rows per work-item, one zmm of floats) and the argument layout are in contract.h.
+ * Model-family variants (docs/conventions.md section 11): the rotated dims are [rot_off, rot_off + R)
+ * (rq_unit_dim0/1 map units to dims, the pass-through units to the dims around them), and under
+ * M-RoPE each frequency rotates by the position of its stream (the .w of its vfreq entry), the arrays
+ * then [3][pos_stride]. */
 
 #include "contract.h"
 #include "angle.cl"
@@ -48,6 +52,20 @@
 #endif
 #define RQ_RPF 2
 
+/* The dims of unit u (rq_rotate_args): a rotary pair u < R/2 at [rot_off, rot_off + R) (interleaved
+ * (2u, 2u+1), half-split (u, u + R/2), shifted by rot_off), else pass-through dim k = u - R/2 of the
+ * dims outside that range, in order (k < rot_off: k, else k + R). */
+static inline int rq_unit_dim0(int u, int hr, int R, int rot_off, int layout)
+{
+    int k = u - hr;
+    return u >= hr ? (k < rot_off ? k : k + R) : rot_off + (layout ? u : 2 * u);
+}
+
+static inline int rq_unit_dim1(int u, int hr, int rot_off, int layout) /* rotary units only */
+{
+    return rot_off + (layout ? u + hr : 2 * u + 1);
+}
+
 #if RQ_RUB == 1
 /* One unit per work-item (the GPU profile, src/opencl/ocl.h rq_rot_units): the form for GPUs. The launch
  * is the same (a work-item per RQ_RV rows and one unit, work-groups along units), but the RQ_RV rows
@@ -75,14 +93,16 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
     if (row0 >= S || unit >= half_r + (D - R)) /* units are padded to the group size */            \
         return;                                                                                    \
     const bool pt = unit >= half_r; /* a pass-through dim: copied (times out_mul) */               \
-    const int i0 = pt ? R + (unit - half_r) : a.layout ? unit : 2 * unit;                          \
-    const int i1 = pt ? i0 : a.layout ? unit + half_r : 2 * unit + 1;                              \
+    const int i0 = rq_unit_dim0(unit, half_r, R, a.rot_off, a.layout);                             \
+    const int i1 = pt ? i0 : rq_unit_dim1(unit, half_r, a.rot_off, a.layout);                      \
     const float4 v = vfreq[pt ? 0 : unit];                                                         \
+    /* the frequency's position stream (M-RoPE; 0 otherwise): [3][pos_stride] arrays */            \
+    const long po = a.pos_off + (long)(int)v.w * a.pos_stride;                                     \
     const int rend = min(row0 + RQ_RV, S);                                                         \
     for (int r = row0; r < rend; r++) {                                                            \
         float c = out_mul, s = 0.0f; /* cos and sin times the attention factor and the scale */    \
         if (!pt) {                                                                                 \
-            int p = a.use_pos ? pos[a.pos_off + r] : a.pos_base + r, lo = p & 0xFFF;               \
+            int p = a.use_pos ? pos[po + r] : a.pos_base + r, lo = p & 0xFFF;                      \
             float t = rq_half_turns1((float)(p - lo), (float)lo, v.x, v.y, v.z);                   \
             c = cospi(t) * rot_mul;                                                                \
             s = sinpi(t) * rot_mul;                                                                \
@@ -130,7 +150,7 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
     const long d_panel = a.d_panel;                                                                \
     const int H = a.H, BH = a.BH, S = a.S, D = a.D, R = a.R, layout = a.layout, panel = a.panel;   \
     const int G = a.G;                                                                             \
-    const int use_pos = a.use_pos, pos_base = a.pos_base;                                          \
+    const int use_pos = a.use_pos, pos_base = a.pos_base, rot_off = a.rot_off;                     \
     const float rot_mul = a.rot_mul, out_mul = a.out_mul;                                          \
     int row0 = get_global_id(0) * RQ_RV;                                                           \
     int unit0 = get_global_id(1) * RQ_RUB;                                                         \
@@ -151,17 +171,28 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
     float16 c[RQ_RUB], s[RQ_RUB]; /* of the rotary pairs; pass-through dims (unit >= R/2) are copied */ \
     for (int u = 0; u < nunit; u++) {                                                              \
         c[u] = (float16)(1.0f), s[u] = (float16)(0.0f);                                            \
-        if (unit0 + u < half_r)                                                                    \
-            rq_cossin_rows(vload16(0, pa), vfreq[unit0 + u], rot_mul, &c[u], &s[u]);               \
+        if (unit0 + u < half_r) {                                                                  \
+            float4 v = vfreq[unit0 + u];                                                           \
+            int16 p = vload16(0, pa);                                                              \
+            if (use_pos && v.w != 0.0f) { /* M-RoPE: this frequency's stream of [3][pos_stride] */ \
+                int t[RQ_RV];                                                                      \
+                long so = pos_off + (long)(int)v.w * a.pos_stride;                                 \
+                for (int l = 0; l < RQ_RV; l++)                                                    \
+                    t[l] = pos[so + min(row0 + l, S - 1)];                                         \
+                p = vload16(0, t);                                                                 \
+            }                                                                                      \
+            rq_cossin_rows(p, v, rot_mul, &c[u], &s[u]);                                           \
+        }                                                                                          \
     }                                                                                              \
     /* RQ_RV consecutive elements: rows along d_row == 1, all in one panel (S, row0 multiples of RQ_RV) */ \
     bool vec_store = nrow == RQ_RV && d_row == 1 && panel % RQ_RV == 0 && (G == 1 || S % RQ_RV == 0); \
     /* first and last elements of the block: its rotary pairs span [e0, e1] and [e2, e3] (bytes) */ \
     int ul = unit0 + nunit - 1;                                                                    \
-    long e0 = (long)(unit0 >= half_r ? R + unit0 - half_r : layout ? unit0 : 2 * unit0) * nb3;     \
-    long e1 = (long)(ul >= half_r ? R + ul - half_r : layout ? ul : 2 * ul + 1) * nb3;             \
+    long e0 = (long)rq_unit_dim0(unit0, half_r, R, rot_off, layout) * nb3;                         \
+    long e1 = (long)(ul >= half_r ? rq_unit_dim0(ul, half_r, R, rot_off, layout)                   \
+                                  : rq_unit_dim1(ul, half_r, rot_off, layout)) * nb3;              \
     long e2 = layout && unit0 < half_r ? e0 + (long)half_r * nb3 : e0;                             \
-    long e3 = layout && ul < half_r ? (long)(ul + half_r) * nb3 : e1;                              \
+    long e3 = layout && ul < half_r ? (long)(rot_off + ul + half_r) * nb3 : e1;                    \
     for (int bh = 0; bh < BH; bh++) {                                                              \
         long hb = (long)(bh / H) * nb0 + (long)(bh % H) * nb1;                                     \
         __global float *o = dst + (long)(bh / G) * d_bh;                                           \
@@ -183,8 +214,8 @@ __kernel void NAME(__global const uchar *src, __global const int *pos, __global 
         for (int u = 0; u < nunit; u++) {                                                          \
             int unit = unit0 + u;                                                                  \
             bool pt = unit >= half_r;                                                              \
-            int i0 = pt ? R + (unit - half_r) : layout ? unit : 2 * unit;                          \
-            int i1 = pt ? i0 : layout ? unit + half_r : 2 * unit + 1;                              \
+            int i0 = rq_unit_dim0(unit, half_r, R, rot_off, layout);                               \
+            int i1 = pt ? i0 : rq_unit_dim1(unit, half_r, rot_off, layout);                        \
             float16 x0, x1;                                                                        \
             if (i32) {                                                                             \
                 __global const uchar *hs = src + src_off + hb;                                     \

@@ -21,7 +21,10 @@
  *   - rows are the G query heads sharing a KV head times Sq ([bk][G*Sq][D] is exactly the [B][Hq][Sq][D]
  *     order), so GQA (and decode with Sq = 1, G = 8) still fills a tile and K is read once per group;
  *   - masks (causal, sliding window): a tile whose every score is masked skips the d loop (causal
- *     prefill S=1024 D=128: 18.3 ms against 26.5 ms unmasked; the -inf stores remain).
+ *     prefill S=1024 D=128: 18.3 ms against 26.5 ms unmasked; the -inf stores remain);
+ *   - soft-capping (docs/conventions.md section 11) on the accumulators as they are copied out,
+ *     before the masks; the rotary offset and M-RoPE are the RoPE pass's (under M-RoPE the masks
+ *     follow token order: the host passes the offsets, not the arrays).
  * Tuning knobs (-D, chosen per device type on the host, see program.c for the measurements): RQ_TQ,
  * RQ_VK, RQ_NV, RQ_WG (work-items per group along keys), RQ_KP. Without panels the host pads the Kt
  * row stride ldk to cover every loaded vector and to an odd multiple of 64 bytes (see enqueue.c).
@@ -31,6 +34,7 @@
 #include "contract.h"
 #include "angle.cl"
 #include "load.cl"
+#include "variants.cl" /* RQ_SOFTCAP */
 
 #ifndef RQ_TQ
 #define RQ_TQ 16
@@ -97,6 +101,7 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
     const int causal = a.causal;
     const long qpos_off = a.qpos_off, kpos_off = a.kpos_off, window = a.window;
     const long out_off = a.out_off, onb0 = a.onb0, onb1 = a.onb1, onb2 = a.onb2, onb3 = a.onb3;
+    const float softcap = a.softcap, inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
     int j0 = get_global_id(0) * RQ_KW;
     int m0 = get_global_id(1) * RQ_TQ;
     int bk = get_global_id(2);
@@ -229,6 +234,29 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #endif
         }
     }
+    /* Gemma 2's soft-capping, before the masks (which stay -inf), on the accumulators as they are
+     * copied out, not in the epilogue: there, with its loops unrolled on the GPU profile, it took
+     * dg2 to 128 bytes of private memory at TQ 8 / VK 4 (tests/gpucc); a GPU's wide vectors go
+     * 4 lanes at a time (the temporaries of 16 lanes at once spilled there); a tile the masks hide
+     * whole is not capped (its stores are -inf) */
+    if (softcap > 0.0f && !skip) {
+#pragma unroll
+        for (int t = 0; t < RQ_NV * RQ_TQ; t++) {
+#if RQ_KP == 0 && RQ_VK == 16
+            res[t].s0123 = RQ_SOFTCAP(res[t].s0123, softcap, inv_cap);
+            res[t].s4567 = RQ_SOFTCAP(res[t].s4567, softcap, inv_cap);
+            res[t].s89ab = RQ_SOFTCAP(res[t].s89ab, softcap, inv_cap);
+            res[t].scdef = RQ_SOFTCAP(res[t].scdef, softcap, inv_cap);
+#elif RQ_KP == 0 && RQ_VK == 8
+            res[t].lo = RQ_SOFTCAP(res[t].lo, softcap, inv_cap);
+            res[t].hi = RQ_SOFTCAP(res[t].hi, softcap, inv_cap);
+#elif RQ_KP > 0 && RQ_VK > 1 /* the CPU profile: the exp path only for vectors that need it */
+            RQ_SOFTCAP_VEC(RQ_VT, res[t], softcap, inv_cap);
+#else
+            res[t] = RQ_SOFTCAP(res[t], softcap, inv_cap);
+#endif
+        }
+    }
     RQ_EPI_UNROLL for (int v = 0; v < RQ_NV; v++) {
         int jv = j0 + v * RQ_VK;
         if (jv >= Sk)
@@ -309,8 +337,12 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
  * Lane form of a rotation: interleaved pairs (2u, 2u+1) share frequency u; C holds cos(u) on both
  * lanes and S holds -sin(u), +sin(u), so x' = x*C + swap(x)*S. Half-split: C, S per pair, chunk c of
  * the lower half pairs with chunk c + R/32.
- * Host preconditions: D % 16 == 0, D <= RQ_DMAXD, R % 32 == 0; Qr rows RQ_DMAXD floats apart with
- * >= RQ_DM spare rows at the end (rows M..RQ_DM-1 of a head are computed and dropped). */
+ * Model-family variants: the rotated chunks start at chunk rot_off / 16 (the others pass through);
+ * M-RoPE with arrays rotates a key by the positions of three streams (rq_rot_vectors3; with offsets it
+ * is plain RoPE, the R(p0) R(t) path) and masks by token order; soft-capping before the masks.
+ * Host preconditions: D % 16 == 0, D <= RQ_DMAXD, R % 32 == 0, rot_off % 16 == 0; Qr rows RQ_DMAXD
+ * floats apart with >= RQ_DM spare rows at the end (rows M..RQ_DM-1 of a head are computed and
+ * dropped). */
 
 /* RQ_DM (rows per KV head) and RQ_DMAXD (largest head dim, Qr's row stride) are in contract.h. */
 #ifndef RQ_DKB
@@ -382,6 +414,32 @@ static inline void rq_rot_vectors(int p, const float *fx, const float *fy, const
     }
 }
 
+/* The same for M-RoPE (docs/conventions.md section 11): frequency u turns by the position of its
+ * stream, fs[u] (0 t, 1 h, 2 w), of the key's three p0, p1, p2. */
+static inline void rq_rot_vectors3(int p0, int p1, int p2, const int *fs, const float *fx, const float *fy,
+                                   const float *fz, int hw, int layout, float mul, float16 *C, float16 *S)
+{
+    const float16 sgn = (float16)(-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f,
+                                  -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f);
+    for (int w = 0; w < hw; w++) {
+        int16 st = vload16(w, fs);
+        int16 p = select(select((int16)(p0), (int16)(p1), st == (int16)(1)), (int16)(p2), st == (int16)(2));
+        int16 lo = p & 0xFFF;
+        float16 t = rq_half_turns16(convert_float16(p - lo), convert_float16(lo), vload16(w, fx), vload16(w, fy),
+                                    vload16(w, fz));
+        float16 c = cospi(t) * mul, s = sinpi(t) * mul;
+        if (layout == 0) {
+            C[2 * w] = RQ_LO2(c);
+            C[2 * w + 1] = RQ_HI2(c);
+            S[2 * w] = sgn * RQ_LO2(s);
+            S[2 * w + 1] = sgn * RQ_HI2(s);
+        } else {
+            C[w] = c;
+            S[w] = s;
+        }
+    }
+}
+
 /* Sums of 16 vectors, as the 16 lanes of one vector (lane i = sum of v[i]). */
 static inline float16 rq_sum16x16(const float16 *v)
 {
@@ -435,7 +493,8 @@ void NAME(__global const uchar *k, __global const int *kpos, __global const floa
     const int Hkv = a.Hkv, Sk = a.Sk, D = a.D, R = a.R, layout = a.layout;                         \
     const int use_kpos = a.use_kpos, k_base = a.k_base, M = a.M, Sq = a.Sq, G = a.G;               \
     const int use_qpos = a.use_qpos, q_base = a.q_base, causal = a.causal;                         \
-    const float rot_mul = a.rot_mul;                                                               \
+    const float rot_mul = a.rot_mul, softcap = a.softcap, inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f; \
+    const int mrope = a.mrope, kst = a.kpos_stride, c0 = a.rot_off / 16; /* rotated chunks from c0 */ \
     int jb = get_global_id(0) * RQ_DKB;                                                            \
     int b = get_global_id(1);                                                                      \
     if (jb >= Sk)                                                                                  \
@@ -443,9 +502,11 @@ void NAME(__global const uchar *k, __global const int *kpos, __global const floa
     int nc = D / 16, hw = R / 32;                                                                  \
     int nr = layout == 0 ? R / 16 : R / 32, wt = layout == 0 ? R : R / 2; /* rotation chunks, lanes */ \
     float fx[RQ_DMAXD / 2], fy[RQ_DMAXD / 2], fz[RQ_DMAXD / 2];                                    \
+    int fs[RQ_DMAXD / 2]; /* M-RoPE: each frequency's position stream */                           \
     for (int u = 0; u < R / 2; u++) {                                                              \
         float4 v = vfreq[u];                                                                       \
         fx[u] = v.x, fy[u] = v.y, fz[u] = v.z;                                                     \
+        fs[u] = (int)v.w;                                                                          \
     }                                                                                              \
     /* lane l of the 16 sums is (key l / 8, row l % 8): per-lane query positions and mask limits */ \
     int pil[16], liml[16], wl[16];                                                                 \
@@ -470,7 +531,11 @@ void NAME(__global const uchar *k, __global const int *kpos, __global const floa
         int jj[2] = {j, min(j + 1, Sk - 1)}, pj[2];                                                \
         float16 C[2][RQ_DMAXD / 16], S[2][RQ_DMAXD / 16]; /* R(pk) of the two keys */              \
         for (int t = 0; t < 2; t++) {                                                              \
-            if (use_kpos) {                                                                        \
+            if (use_kpos && mrope) { /* three streams [3][kst]; the masks follow token order */    \
+                __global const int *kp = kpos + kpos_off + jj[t];                                  \
+                pj[t] = k_base + jj[t];                                                            \
+                rq_rot_vectors3(kp[0], kp[kst], kp[2 * (long)kst], fs, fx, fy, fz, hw, layout, rot_mul, C[t], S[t]); \
+            } else if (use_kpos) {                                                                 \
                 pj[t] = kpos[kpos_off + jj[t]];                                                    \
                 rq_rot_vectors(pj[t], fx, fy, fz, hw, layout, rot_mul, C[t], S[t]);                \
             } else { /* R(p0) R(t) */                                                              \
@@ -495,29 +560,33 @@ void NAME(__global const uchar *k, __global const int *kpos, __global const floa
             }                                                                                      \
             float16 acc[16];                                                                       \
             _Pragma("unroll") for (int r = 0; r < 16; r++) acc[r] = (float16)(0.0f);               \
-            if (layout == 0) {                                                                     \
+            if (layout == 0) { /* rotated chunks c0 + c (rot_off = 16 c0) */                       \
                 for (int c = 0; c < nr; c++) {                                                     \
-                    float16 xa = LD16(ka, c), xb = LD16(kb, c);                                    \
+                    float16 xa = LD16(ka, c0 + c), xb = LD16(kb, c0 + c);                          \
                     xa = fma(xa, C[0][c], RQ_SWAP2(xa) * S[0][c]);                                 \
                     xb = fma(xb, C[1][c], RQ_SWAP2(xb) * S[1][c]);                                 \
-                    RQ_DOT2(c, xa, xb)                                                             \
+                    RQ_DOT2(c0 + c, xa, xb)                                                        \
                 }                                                                                  \
             } else {                                                                               \
                 for (int c = 0; c < hw; c++) {                                                     \
-                    float16 xa = LD16(ka, c), xb = LD16(kb, c);                                    \
-                    float16 ya = LD16(ka, c + hw), yb = LD16(kb, c + hw);                          \
+                    float16 xa = LD16(ka, c0 + c), xb = LD16(kb, c0 + c);                          \
+                    float16 ya = LD16(ka, c0 + c + hw), yb = LD16(kb, c0 + c + hw);                \
                     float16 ra = xa * C[0][c] - ya * S[0][c], rb = xb * C[1][c] - yb * S[1][c];    \
-                    RQ_DOT2(c, ra, rb)                                                             \
+                    RQ_DOT2(c0 + c, ra, rb)                                                        \
                     ra = fma(xa, S[0][c], ya * C[0][c]);                                           \
                     rb = fma(xb, S[1][c], yb * C[1][c]);                                           \
-                    RQ_DOT2(c + hw, ra, rb)                                                        \
+                    RQ_DOT2(c0 + c + hw, ra, rb)                                                   \
                 }                                                                                  \
             }                                                                                      \
-            for (int c = 2 * hw; c < nc; c++) { /* pass-through dims */                            \
+            for (int t = 0; t < nc - 2 * hw; t++) { /* pass-through dims: chunks before c0 and after */ \
+                int c = t < c0 ? t : t + 2 * hw;                                                   \
                 float16 xa = LD16(ka, c), xb = LD16(kb, c);                                        \
                 RQ_DOT2(c, xa, xb)                                                                 \
             }                                                                                      \
-            float16 sv = select(rq_sum16x16(acc), (float16)(-INFINITY), mask);                     \
+            float16 sv = rq_sum16x16(acc);                                                         \
+            if (softcap > 0.0f) /* soft-capping (Gemma 2), then the masks */                       \
+                RQ_SOFTCAP_VEC(float16, sv, softcap, inv_cap);                                     \
+            sv = select(sv, (float16)(-INFINITY), mask);                                           \
             float sums[16]; /* (row, key) order: each row's two keys side by side */               \
             vstore16(RQ_SH1(sv, RQ_IDX16(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)), 0, sums);   \
             __global uchar *ob = out + (long)hk * G * onb1 + (long)j * onb3;                        \

@@ -29,6 +29,7 @@
  * RQ_TK. Portable OpenCL C 1.2: no subgroups, no fp16, no Clang builtins (NVIDIA rejects them). */
 
 #include "contract.h"
+#include "variants.cl" /* RQ_SOFTCAP */
 
 #ifndef RQ_TILE
 #define RQ_TILE 64 /* rows and keys of a work-group's tile (the GPU profile's default, tuning.c) */
@@ -77,6 +78,7 @@ void qk_scores_tiled(__global const float *qr, __global const float *kt, __globa
     const int j0 = get_group_id(0) * RQ_TILE, m0 = get_group_id(1) * RQ_TILE, bk = get_group_id(2);
     const int b = bk / Hkv, hk = bk % Hkv;
     const bool masked = causal || window > 0; /* uniform: the work-group takes one branch */
+    const float softcap = a.softcap;
 
     bool skip = false;
     if (masked) {
@@ -184,6 +186,8 @@ void qk_scores_tiled(__global const float *qr, __global const float *kt, __globa
             if (jj >= Sk)
                 continue;
             float4 v = acc[i][jq];
+            if (softcap > 0.0f && !skip) /* soft-capping (Gemma 2), before the masks */
+                v = RQ_SOFTCAP(v, softcap, 1.0f / softcap);
             if (masked) { /* cpos past Sk is unset: those lanes are not stored */
                 int4 pj = (int4)(cpos[c], cpos[c + 1], cpos[c + 2], cpos[c + 3]);
                 if (causal)

@@ -16,13 +16,10 @@ static const char *attn_kernel_name(ropeqk_dtype v, bool gpu)
 
 ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
 {
-    if (pl->pb.Dv > RQ_ADVMAX) {
-        rq_set_error("attention: Dv %lld exceeds %d, the kernel's accumulator size", (long long)pl->pb.Dv,
-                     RQ_ADVMAX);
-        return ROPEQK_ERR_TOO_LARGE;
-    }
     cl_int err = CL_SUCCESS;
     const rq_tuning *tn = &pl->ctx->tune;
+    /* qk_attention_*'s column block of V (cl/attention.cl): larger Dv runs several */
+    rq_clp(pl)->acb = tn->profile == ROPEQK_PROFILE_CPU ? RQ_ADVMAX : RQ_ADVMAX_GPU;
     /* qk_attention_gpu_* where the context built it (-DRQ_GA_BM, src/opencl/tune.c) and the compiled
      * kernel runs its work-group with its local memory, else qk_attention_* */
     if (tn->ga_bm > 0) {
@@ -81,7 +78,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     /* softmax spans every key of a row, so the keys cannot be split like the scores' */
     /* qk_attention_gpu_*: a work-group per tile of rows, KV head and column block of V */
     bool gattn = rq_clp(pl)->gattn;
-    int64_t ncb = gattn ? (pb->Dv + tn->ga_dv - 1) / tn->ga_dv : 1;
+    int64_t cbw = gattn ? tn->ga_dv : rq_clp(pl)->acb, ncb = (pb->Dv + cbw - 1) / cbw;
     if (qr_n * sizeof(float) > rq_cl(ctx)->max_alloc || kt_n * sizeof(float) > rq_cl(ctx)->max_alloc || M > INT32_MAX ||
         (int64_t)sk_pad > INT32_MAX || pb->B * pb->Hkv * ncb > INT32_MAX) {
         rq_set_error("attention: scratch of %zu + %zu bytes exceeds the device's allocation limit %llu",
@@ -101,10 +98,13 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     cl_event kev = NULL, last = NULL, qev = NULL;
     cl_mem qpos = m->q_pos.buf ? m->q_pos.buf : rq_clp(pl)->vfreq, kpos = m->k_pos.buf ? m->k_pos.buf : rq_clp(pl)->vfreq;
     cl_mem lse = pl->with_lse ? m->lse.buf : rq_clp(pl)->vfreq; /* unwritten without with_lse */
+    cl_mem sinks = rq_clp(pl)->sinks ? rq_clp(pl)->sinks : rq_clp(pl)->vfreq; /* unread without sinks */
+    /* the masks' positions: the arrays', except under M-RoPE (token order: the offsets) */
+    bool qmask = m->q_pos.buf && !pb->mrope, kmask = m->k_pos.buf && !pb->mrope;
     cl_kernel ka = rq_clp(pl)->kx[0];
     size_t awg = (size_t)tn->awg;
     pthread_mutex_lock(&rq_clp(pl)->lock);
-    cl_int err = rq_set_rotate(rq_clp(pl)->krk, pl, &pl->k, m->k, m->k_pos, Sk, k_off, 1.0f, sk->buf,
+    cl_int err = rq_set_rotate(rq_clp(pl)->krk, pl, &pl->k, m->k, m->k_pos, Sk, Sk, k_off, 1.0f, sk->buf,
                                (int64_t)(pb->D * sk_pad), 1, (int64_t)sk_pad, 0, 0, 1);
     if (!err)
         err = rq_enqueue_rotate(queue, rq_clp(pl)->krk, pl, Sk, num_wait, wait, &kev);
@@ -114,8 +114,8 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
         qm.offset += (size_t)(r0 * pl->q.nb[2]);
         if (qp.buf)
             qp.offset += (size_t)r0 * sizeof(cl_int);
-        err = rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, qm, qp, n, q_off + r0, (float)pb->scale, sq->buf, n * pb->D,
-                            pb->D, 1, 0, 0, 1);
+        err = rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, qm, qp, n, Sq, q_off + r0, (float)pb->scale, sq->buf,
+                            n * pb->D, pb->D, 1, 0, 0, 1);
         if (!err)
             err = rq_enqueue_rotate(queue, rq_clp(pl)->krq, pl, n, last ? 1 : num_wait, last ? &last : wait, &qev);
         if (err)
@@ -133,9 +133,10 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
             .qpos_off = (rq_i64)(m->q_pos.offset / sizeof(cl_int) + (size_t)r0),
             .kpos_off = (rq_i64)(m->k_pos.offset / sizeof(cl_int)), .window = pb->window, .M = (rq_i32)Mp,
             .Sq = (rq_i32)n, .Sk = (rq_i32)Sk, .ldk = (rq_i32)sk_pad, .D = (rq_i32)pb->D, .Dv = (rq_i32)pb->Dv,
-            .G = (rq_i32)pb->G, .Hkv = (rq_i32)pb->Hkv, .use_qpos = m->q_pos.buf != NULL,
-            .q_base = (rq_i32)(q_off + r0), .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)k_off,
+            .G = (rq_i32)pb->G, .Hkv = (rq_i32)pb->Hkv, .use_qpos = qmask,
+            .q_base = (rq_i32)(q_off + r0), .use_kpos = kmask, .k_base = (rq_i32)k_off,
             .causal = pb->causal, .o_dtype = (rq_i32)pl->out.dtype, .with_lse = pl->with_lse,
+            .use_sinks = rq_clp(pl)->sinks != NULL, .softcap = (float)pb->softcap,
         };
         RQ_SET_ARG(ka, RQ_AT_QR, sq->buf);
         RQ_SET_ARG(ka, RQ_AT_KT, sk->buf);
@@ -144,8 +145,10 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
         RQ_SET_ARG(ka, RQ_AT_KPOS, kpos);
         RQ_SET_ARG(ka, RQ_AT_OUT, m->out.buf);
         RQ_SET_ARG(ka, RQ_AT_LSE, lse);
+        RQ_SET_ARG(ka, RQ_AT_SINK, sinks);
         RQ_SET_ARG(ka, RQ_AT_A, a);
-        size_t g[2] = {rq_round_up(((size_t)Mp + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv)}, l[2] = {awg, 1};
+        size_t g[2] = {rq_round_up(((size_t)Mp + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv * ncb)},
+               l[2] = {awg, 1};
         if (gattn) {
             size_t bm = (size_t)tn->ga_bm, nt = rq_gattn_items(tn);
             g[0] = ((size_t)Mp + bm - 1) / bm * nt;

@@ -9,8 +9,8 @@
 
 /* Arguments of a rope_rotate_* kernel for one tensor (rows S of view t in m) into dst. */
 cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
-                         ropeqk_opencl_mem pos, int64_t S, int64_t off, float out_mul, cl_mem dst, int64_t d_bh,
-                         int64_t d_row, int64_t d_dim, int32_t panel, int64_t d_panel, int32_t G)
+                     ropeqk_opencl_mem pos, int64_t S, int64_t pos_stride, int64_t off, float out_mul, cl_mem dst,
+                     int64_t d_bh, int64_t d_row, int64_t d_dim, int32_t panel, int64_t d_panel, int32_t G)
 {
     const rq_problem *pb = &pl->pb;
     rq_rotate_args a = {
@@ -19,7 +19,8 @@ cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t,
         .d_panel = d_panel, .panel = panel, .G = G,
         .H = (rq_i32)t->ne[1], .BH = (rq_i32)(t->ne[0] * t->ne[1]), .S = (rq_i32)S, .D = (rq_i32)pb->D,
         .R = (rq_i32)pb->R, .layout = pb->layout, .use_pos = pos.buf != NULL, .pos_base = (rq_i32)off,
-        .rot_mul = (float)pb->attn, .out_mul = out_mul,
+        .rot_mul = (float)pb->attn, .out_mul = out_mul, .pos_stride = (rq_i32)pos_stride,
+        .rot_off = (rq_i32)pb->rot_off,
     };
     cl_mem pbuf = pos.buf ? pos.buf : rq_clp(pl)->vfreq; /* unread when use_pos is 0: any valid buffer */
     cl_int err = CL_SUCCESS;
@@ -146,15 +147,18 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     cl_mem qpos = m->q_pos.buf ? m->q_pos.buf : rq_clp(pl)->vfreq, kpos = m->k_pos.buf ? m->k_pos.buf : rq_clp(pl)->vfreq;
     rq_i64 qpos_off = (rq_i64)(m->q_pos.offset / sizeof(cl_int)), kpos_off = (rq_i64)(m->k_pos.offset / sizeof(cl_int));
     const int64_t *onb = pl->out.nb;
+    /* the masks' positions: the arrays', except under M-RoPE (token order: the offsets) */
+    bool qmask = m->q_pos.buf && !pb->mrope, kmask = m->k_pos.buf && !pb->mrope;
 
     int32_t kp = (int32_t)kpw;
 
     pthread_mutex_lock(&rq_clp(pl)->lock); /* the kernels' arguments are the plan's: set and enqueue as one step */
     /* Q -> Qr [B*Hq][Sq][qrow] (or panels, above) times the scale */
-    cl_int err = Mp ? rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
-                                    (int64_t)(Mp * qrow), 1, (int64_t)qpw, (int32_t)qpw, (int64_t)(qpw * qrow), (int32_t)pb->G)
-                    : rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_off, (float)pb->scale, qr,
-                                    r->Sq * (int64_t)qrow, (int64_t)qrow, 1, 0, 0, 1);
+    cl_int err = Mp ? rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_stride, r->q_off,
+                                    (float)pb->scale, qr, (int64_t)(Mp * qrow), 1, (int64_t)qpw, (int32_t)qpw,
+                                    (int64_t)(qpw * qrow), (int32_t)pb->G)
+                    : rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_stride, r->q_off,
+                                    (float)pb->scale, qr, r->Sq * (int64_t)qrow, (int64_t)qrow, 1, 0, 0, 1);
     if (!err)
         err = rq_enqueue_rotate(queue, rq_clp(pl)->krq, pl, r->Sq, num_wait, wait, &ev[0]);
     if (dec) { /* qk_decode_*: reads K itself; waits for Qr (whose kernel waited for `wait`) */
@@ -164,8 +168,9 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
             .onb0 = onb[0], .onb1 = onb[1], .onb2 = onb[2], .onb3 = onb[3], .Hkv = (rq_i32)pb->Hkv,
             .Sk = (rq_i32)r->Sk, .D = (rq_i32)pb->D, .R = (rq_i32)pb->R, .layout = pb->layout,
             .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)r->k_off, .M = (rq_i32)M, .Sq = (rq_i32)r->Sq,
-            .G = (rq_i32)pb->G, .use_qpos = m->q_pos.buf != NULL, .q_base = (rq_i32)r->q_off,
-            .causal = pb->causal, .rot_mul = (float)pb->attn,
+            .G = (rq_i32)pb->G, .use_qpos = qmask, .q_base = (rq_i32)r->q_off,
+            .causal = pb->causal, .rot_mul = (float)pb->attn, .softcap = (float)pb->softcap,
+            .rot_off = (rq_i32)pb->rot_off, .mrope = pb->mrope, .kpos_stride = (rq_i32)r->k_stride,
         };
         RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_K, m->k.buf);
         RQ_SET_ARG(rq_clp(pl)->ks, RQ_DEC_KPOS, kpos);
@@ -187,7 +192,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
     } else {
         /* K -> Kt [B*Hkv][D][sk_pad] (or [B*Hkv][sk_pad / kp][D][kp]) */
         if (!err)
-            err = rq_set_rotate(rq_clp(pl)->krk, pl, &pl->k, m->k, m->k_pos, r->Sk, r->k_off, 1.0f, kt,
+            err = rq_set_rotate(rq_clp(pl)->krk, pl, &pl->k, m->k, m->k_pos, r->Sk, r->k_stride, r->k_off, 1.0f, kt,
                                 (int64_t)(pb->D * sk_pad), 1, kp ? kp : (int64_t)sk_pad, kp, (int64_t)kp * pb->D, 1);
         if (!err)
             err = rq_enqueue_rotate(queue, rq_clp(pl)->krk, pl, r->Sk, num_wait, wait, &ev[1]);
@@ -195,9 +200,9 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
             .qpos_off = qpos_off, .kpos_off = kpos_off, .out_off = (rq_i64)m->out.offset, .onb0 = onb[0],
             .onb1 = onb[1], .onb2 = onb[2], .onb3 = onb[3], .window = pb->window, .M = (rq_i32)M,
             .Sq = (rq_i32)r->Sq, .Sk = (rq_i32)r->Sk, .ldk = (rq_i32)sk_pad, .D = (rq_i32)pb->D, .G = (rq_i32)pb->G,
-            .Hkv = (rq_i32)pb->Hkv, .use_qpos = m->q_pos.buf != NULL, .q_base = (rq_i32)r->q_off,
-            .use_kpos = m->k_pos.buf != NULL, .k_base = (rq_i32)r->k_off, .causal = pb->causal,
-            .qpanel = (rq_i32)Mp, .qpw = (rq_i32)qpw,
+            .Hkv = (rq_i32)pb->Hkv, .use_qpos = qmask, .q_base = (rq_i32)r->q_off,
+            .use_kpos = kmask, .k_base = (rq_i32)r->k_off, .causal = pb->causal,
+            .qpanel = (rq_i32)Mp, .qpw = (rq_i32)qpw, .softcap = (float)pb->softcap,
         };
         RQ_SET_ARG(rq_clp(pl)->ks, RQ_SC_QR, qr);
         RQ_SET_ARG(rq_clp(pl)->ks, RQ_SC_KT, kt);
@@ -298,7 +303,8 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
         queue = rq_cl(ctx)->queue;
     if (pl->op == ROPEQK_OP_ATTENTION)
         return rq_attn_enqueue(pl, queue, args, x.Sk, x.q_off, x.k_off, num_wait, wait, event);
-    rq_run r = {.Sq = pl->pb.Sq, .Sk = x.Sk, .q_off = x.q_off, .k_off = x.k_off, .m = *args};
+    rq_run r = {.Sq = pl->pb.Sq, .Sk = x.Sk, .q_off = x.q_off, .k_off = x.k_off, .q_stride = pl->pb.Sq,
+                .k_stride = x.Sk, .m = *args};
     return rq_plan_run(pl, queue, &r, num_wait, wait, event);
 }
 

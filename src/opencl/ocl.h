@@ -58,7 +58,10 @@ typedef struct rq_cl_plan {
     bool tiled;                /* ks is qk_scores_tiled (same arguments as qk_scores, its own launch) */
     bool dec_gpu;              /* with dec: ks is qk_decode_gpu_* (same arguments, its own launch) */
     bool gattn;                /* attention: kx[0] is qk_attention_gpu_* (same arguments, its own launch) */
-    cl_mem vfreq;              /* inv_freq/pi as three floats per frequency (float4) */
+    int acb;                   /* attention with qk_attention_*: V dims per work-item (its column block) */
+    cl_mem vfreq;              /* inv_freq/pi as three floats per frequency, then its M-RoPE position
+                                * stream (float4: x, y, z, stream; the stream 0 without M-RoPE) */
+    cl_mem sinks;              /* attention and paged decode with sinks: the plan's Hq logits */
     cl_mem ctab;               /* decode kernel's R(t) table, dec only */
     cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */
     cl_kernel kx[4];           /* attention and paged decode kernels */
@@ -126,10 +129,11 @@ ropeqk_status rq_cl_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, rq_mem *r);
 /* Shared by the scores and attention enqueues (enqueue.c): the arguments of a rope_rotate_* kernel
  * for S rows of view t in m, rotated into dst with element strides per head, row and dim (times
  * out_mul), heads in blocks of G, rows grouped in panels of `panel` rows d_panel elements apart (0:
- * no panels; see rq_rotate_args); its launch over S rows. */
+ * no panels; see rq_rotate_args); its launch over S rows. pos_stride: the position array's entries
+ * per stream (M-RoPE's [3][pos_stride]: the whole call's rows, not this part's). */
 cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
-                     ropeqk_opencl_mem pos, int64_t S, int64_t off, float out_mul, cl_mem dst, int64_t d_bh,
-                     int64_t d_row, int64_t d_dim, int32_t panel, int64_t d_panel, int32_t G);
+                     ropeqk_opencl_mem pos, int64_t S, int64_t pos_stride, int64_t off, float out_mul, cl_mem dst,
+                     int64_t d_bh, int64_t d_row, int64_t d_dim, int32_t panel, int64_t d_panel, int32_t G);
 void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, size_t g[2], size_t l[2]);
 cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S, cl_uint num_wait,
                          const cl_event *wait, cl_event *ev);
@@ -137,7 +141,9 @@ cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan 
 /* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
 typedef struct {
     int64_t Sq, Sk;         /* query rows and keys of this part */
-    int64_t q_off, k_off;   /* position offsets (used where no array is given) */
+    int64_t q_off, k_off;   /* position offsets (used where no array is given; the masks' under M-RoPE) */
+    int64_t q_stride, k_stride; /* entries per stream of the position arrays (M-RoPE's [3][S]: the whole
+                                 * call's Sq and Sk, which a part's halves keep) */
     ropeqk_opencl_args m;   /* buffers with their byte offsets, shifted for a part */
 } rq_run;
 /* Enqueues a checked run of a scores plan (enqueue.c): scratch, arguments, kernels; splits a run

@@ -17,7 +17,8 @@ _Static_assert(RQ_DT_F32 == ROPEQK_F32 && RQ_DT_F16 == ROPEQK_F16 && RQ_DT_BF16 
 static bool cpu_shape(const ropeqk_plan *pl)
 {
     const rq_problem *pb = &pl->pb;
-    return pl->ctx->tune.profile != ROPEQK_PROFILE_GPU && pb->D % 16 == 0 && pb->R % 32 == 0 && pb->D <= RQ_DMAXD;
+    return pl->ctx->tune.profile != ROPEQK_PROFILE_GPU && pb->D % 16 == 0 && pb->R % 32 == 0 && pb->rot_off % 16 == 0 &&
+           pb->D <= RQ_DMAXD;
 }
 
 /* paged_attn_gpu's work-group size: 128 work-items, or as many as cover Dv with RQ_PVT dims each up to
@@ -193,6 +194,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
         .pos_off = meta.qpos_off, .d_bh = pb->D, .d_row = pb->Hq * pb->D, .d_dim = 1, .H = (rq_i32)pb->Hq,
         .BH = (rq_i32)pb->Hq, .S = (rq_i32)n, .D = (rq_i32)pb->D, .R = (rq_i32)pb->R, .layout = pb->layout,
         .use_pos = 1, .pos_base = 0, .G = 1, .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale,
+        .pos_stride = 0, .rot_off = (rq_i32)pb->rot_off, /* one stream: the core refuses M-RoPE here */
     };
     a.k_off = (rq_i64)args->k_cache.offset, a.knb0 = k->nb[0], a.knb1 = k->nb[1], a.knb2 = k->nb[2];
     a.v_off = (rq_i64)args->v_cache.offset, a.vnb0 = v->nb[0], a.vnb1 = v->nb[1], a.vnb2 = v->nb[2];
@@ -203,14 +205,17 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     a.ps = (rq_i32)pl->paged.page_size, a.kps = (rq_i32)kps, a.nsplit = (rq_i32)nsplit;
     a.lens_off = meta.lens_off, a.qpos_off = meta.qpos_off, a.kpos_off = meta.kpos_off;
     a.pages_off = meta.pages_off, a.rot_mul = (float)pb->attn;
+    a.softcap = (float)pb->softcap, a.rot_off = (rq_i32)pb->rot_off;
     a.kdt = (rq_i32)pl->k.dtype, a.vdt = (rq_i32)pl->v.dtype;
     rq_pcomb_args ca = {
         .out_off = (rq_i64)args->out.offset, .onb0 = o->nb[0], .onb1 = o->nb[1], .onb3 = o->nb[3],
         .lse_off = (rq_i64)args->lse.offset, .lnb0 = ls->nb[0], .lnb1 = ls->nb[1], .ml_off = a.ml_off,
         .Hq = (rq_i32)pb->Hq, .Dv = (rq_i32)pb->Dv, .nsplit = (rq_i32)nsplit, .kps = (rq_i32)kps,
         .lens_off = meta.lens_off, .use_lse = pl->with_lse, .rows = (rq_i32)rows, .odt = (rq_i32)pl->out.dtype,
+        .use_sinks = cp->sinks != NULL,
     };
     cl_mem lse_buf = pl->with_lse ? args->lse.buf : cp->vfreq; /* never written without LSE: any buffer */
+    cl_mem sink_buf = cp->sinks ? cp->sinks : cp->vfreq;       /* never read without sinks */
     cl_event ev[3] = {NULL, NULL, NULL};
     size_t rg[2], rl_[2];
     rq_rotate_grid(&ctx->tune, n, pb->R / 2 + (pb->D - pb->R), rg, rl_);
@@ -245,6 +250,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     RQ_SET_ARG(cp->kx[2], RQ_PC_META, mbuf);
     RQ_SET_ARG(cp->kx[2], RQ_PC_OUT, args->out.buf);
     RQ_SET_ARG(cp->kx[2], RQ_PC_LSE, lse_buf);
+    RQ_SET_ARG(cp->kx[2], RQ_PC_SINK, sink_buf);
     RQ_SET_ARG(cp->kx[2], RQ_PC_A, ca);
     if (!err)
         err = clEnqueueNDRangeKernel(queue, cp->kx[2], 2, NULL, g2, l2, 1, &ev[1], &ev[2]);

@@ -75,7 +75,7 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
      * needs no 16-lane chunks); scores only */
     bool gpu = tn->profile == ROPEQK_PROFILE_GPU;
     bool dec = op == ROPEQK_OP_SCORES && M <= RQ_DM && pb->D <= RQ_DMAXD && tn->decode &&
-               (gpu || (pb->D % RQ_DCHUNK == 0 && pb->R % (2 * RQ_DCHUNK) == 0));
+               (gpu || (pb->D % RQ_DCHUNK == 0 && pb->R % (2 * RQ_DCHUNK) == 0 && pb->rot_off % RQ_DCHUNK == 0));
     size_t tab_n = dec ? (size_t)tn->dkb * 2 * decode_lanes(pb) : 0;
     float *tab = dec ? malloc(tab_n * sizeof *tab) : NULL;
     if (dec && !tab)
@@ -103,8 +103,23 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
             dec = cp->dec = false;
         }
     }
-    cp->vfreq = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                               (size_t)(pb->R / 2) * 4 * sizeof(float), (void *)freq4, &err);
+    /* the frequencies, each with its M-RoPE position stream in the spare fourth float (contract.h's
+     * rq_rotate_args; 0 without M-RoPE) */
+    size_t nf = (size_t)(pb->R / 2) * 4;
+    float *f4 = malloc(nf * sizeof *f4);
+    if (!f4) {
+        st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        goto done;
+    }
+    memcpy(f4, freq4, nf * sizeof *f4);
+    for (int64_t u = 0; u < pb->R / 2; u++)
+        f4[4 * u + 3] = (float)rq_mrope_stream(pb, u);
+    cp->vfreq = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nf * sizeof *f4, f4, &err);
+    free(f4);
+    /* attention sinks: the plan's copy (pl->sinks, Hq logits) on the device */
+    if (!err && pl->sinks)
+        cp->sinks = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                   (size_t)pb->Hq * sizeof *pl->sinks, pl->sinks, &err);
     if (!err && dec)
         cp->ctab = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, tab_n * sizeof *tab,
                                   tab, &err);
@@ -153,6 +168,7 @@ void rq_cl_plan_free(ropeqk_plan *pl)
     if (cp->krk) clReleaseKernel(cp->krk);
     if (cp->krq) clReleaseKernel(cp->krq);
     if (cp->ctab) clReleaseMemObject(cp->ctab);
+    if (cp->sinks) clReleaseMemObject(cp->sinks);
     if (cp->vfreq) clReleaseMemObject(cp->vfreq);
     if (cp->lock_ok)
         pthread_mutex_destroy(&cp->lock);

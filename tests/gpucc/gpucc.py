@@ -74,10 +74,11 @@ KNOWN = {
     ('qk_attention_* [ATQ=1 AVK=1 AWG=64]', 'frame'):
         'the GPU profile\'s last-resort fallback only (a plan whose compiled qk_attention_gpu_* does not fit '
         'the device builds it, -DRQ_ATTN_FALLBACK=1; the tuner no longer tries it): the CPU kernel\'s '
-        'o[ATQ][RQ_ADVMAX/16] float16 accumulators, 1 KiB a row, indexed at run time, live in private '
+        'o[ATQ][RQ_ADVMAX_GPU/16] float16 accumulators, 1 KiB a row, indexed at run time, live in private '
         'memory: sm_90 stack 1136 B, gfx90a scratch 1088 B, dg2 private 1024 B',
     ('qk_scores [TQ=4 VK=16 *]', 'registers'):
-        'an environment override only (ROPEQK_VK=16: the CPU shape on a GPU): gfx90a 130 VGPRs',
+        'an environment override only (ROPEQK_VK=16: the CPU shape on a GPU): gfx90a 134 VGPRs (130 before '
+        'the soft-capping of the model-family variants)',
 }
 
 TARGETS = ['sm_90', 'sm_80', 'gfx90a', 'gfx1030', 'dg2']

@@ -25,7 +25,10 @@ t0=$(date +%s.%N)
 # 48 KiB of local memory, as NVIDIA's OpenCL (oclgrind's default 32 KiB is too little for qk_decode_gpu_*)
 # Its reports go to stderr (not --log: each new OpenCL context truncates the log file, and the program
 # makes two), the program's TAP lines and the instruction counts to stdout.
-oclgrind --data-races --check-api --inst-counts --max-errors 40 --local-mem-size 49152 "$exe" \
+# One worker thread: oclgrind 21.10's instruction counter (--inst-counts) is not thread-safe, and
+# with its default of one thread per core it aborted ("double free or corruption") in 3 of 4 runs
+# once the kernels held the variants' code (soft-capping, M-RoPE); with one thread, never (4 of 4).
+OCLGRIND_NUM_THREADS=1 oclgrind --data-races --check-api --inst-counts --max-errors 40 --local-mem-size 49152 "$exe" \
   >"$dir/out" 2>"$dir/log"
 rc=$?
 t1=$(date +%s.%N)

@@ -11,6 +11,8 @@
  *      of a ragged batch (rope_rotate_f32, paged_attn_gpu, paged_combine): 72 and 71 tokens (three
  *      key tiles), D 80 with rotary width 72 (two stages of rotation pairs and one of pass-through
  *      dims), Dv 16 (four key lanes).
+ * Each again with the model-family variants (docs/conventions.md section 11): soft-capping, a rotary
+ * offset, M-RoPE position arrays (scores, attention), attention sinks (attention, paged decode).
  * Output: TAP lines without a plan (oclgrind.sh adds its own and the plan). */
 #include <ropeqk_opencl.h>
 
@@ -62,9 +64,10 @@ static void fill(void *p, ropeqk_dtype t, size_t n, uint64_t *rng)
     }
 }
 
-/* Scores of one shape against fp64; positions: per-token arrays (shuffled around 5000) if pos. */
+/* Scores of one shape against fp64; positions: per-token arrays (shuffled around 5000) if pos;
+ * variants: soft-capping, rotary dims [8, 24), M-RoPE with [3][S] arrays if pos. */
 static void scores(ropeqk_ctx *ctx, const char *what, ropeqk_dtype dt, int64_t Hq, int64_t Sq, int64_t Sk, int pos,
-                   int64_t window, uint64_t *rng)
+                   int64_t window, int variants, uint64_t *rng)
 {
     const int64_t B = 1, Hkv = 1, D = 24;
     ropeqk_params p;
@@ -75,12 +78,18 @@ static void scores(ropeqk_ctx *ctx, const char *what, ropeqk_dtype dt, int64_t H
     p.window = window;
     p.q_pos_offset = 1000;
     p.k_pos_offset = 996;
+    int64_t ns = 1; /* position streams */
+    if (variants) {
+        p.softcap = 2.0, p.rotary_offset = 8;
+        if (pos)
+            p.mrope_section[0] = 2, p.mrope_section[1] = 3, p.mrope_section[2] = 3, p.mrope_interleaved = 1, ns = 3;
+    }
     int32_t *qp = NULL, *kp = NULL;
     if (pos) {
-        qp = xmalloc((size_t)Sq * 4), kp = xmalloc((size_t)Sk * 4);
-        for (int64_t i = 0; i < Sq; i++)
+        qp = xmalloc((size_t)(ns * Sq) * 4), kp = xmalloc((size_t)(ns * Sk) * 4);
+        for (int64_t i = 0; i < ns * Sq; i++)
             qp[i] = 5000 + (int32_t)rqs_below(rng, 64);
-        for (int64_t j = 0; j < Sk; j++)
+        for (int64_t j = 0; j < ns * Sk; j++)
             kp[j] = 4990 + (int32_t)rqs_below(rng, 64);
     }
     ropeqk_tensor q = ropeqk_tensor_bhsd(dt, B, Hq, Sq, D), k = ropeqk_tensor_bhsd(dt, B, Hkv, Sk, D);
@@ -104,7 +113,8 @@ static void scores(ropeqk_ctx *ctx, const char *what, ropeqk_dtype dt, int64_t H
     free(qd), free(kd), free(sd), free(rd), free(qp), free(kp);
 }
 
-static void attention(ropeqk_ctx *ctx, uint64_t *rng)
+/* variants: soft-capping, sinks (row 0 of head 0 sees no key), rotary dims [8, 16), M-RoPE arrays */
+static void attention(ropeqk_ctx *ctx, int variants, uint64_t *rng)
 {
     const int64_t B = 1, Hq = 2, Hkv = 1, Sq = 20, Sk = 24, D = 16, Dv = 8;
     ropeqk_params p;
@@ -112,6 +122,17 @@ static void attention(ropeqk_ctx *ctx, uint64_t *rng)
     p.causal = 1;
     p.window = 9;
     p.q_pos_offset = 4;
+    const float sinks[2] = {0.5f, -1.0f};
+    int32_t *qp = NULL, *kp = NULL;
+    if (variants) {
+        p.softcap = 3.0, p.sinks = sinks, p.n_sinks = 2, p.rotary_dim = 8, p.rotary_offset = 8, p.k_pos_offset = 5;
+        p.mrope_section[0] = 1, p.mrope_section[1] = 2, p.mrope_section[2] = 1;
+        qp = xmalloc(3 * Sq * 4), kp = xmalloc(3 * Sk * 4);
+        for (int64_t i = 0; i < 3 * Sq; i++)
+            qp[i] = (int32_t)rqs_below(rng, 1000);
+        for (int64_t j = 0; j < 3 * Sk; j++)
+            kp[j] = (int32_t)rqs_below(rng, 1000);
+    }
     ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F16, B, Hq, Sq, D), k = ropeqk_tensor_bhsd(ROPEQK_F16, B, Hkv, Sk, D);
     ropeqk_tensor v = ropeqk_tensor_bhsd(ROPEQK_F16, B, Hkv, Sk, Dv);
     ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, B, Hq, Sq, Dv), o64 = ropeqk_tensor_bhsd(ROPEQK_F64, B, Hq, Sq, Dv);
@@ -123,18 +144,20 @@ static void attention(ropeqk_ctx *ctx, uint64_t *rng)
     fill(qd, ROPEQK_F16, (size_t)(B * Hq * Sq * D), rng);
     fill(kd, ROPEQK_F16, (size_t)(B * Hkv * Sk * D), rng);
     fill(vd, ROPEQK_F16, (size_t)(B * Hkv * Sk * Dv), rng);
-    ropeqk_status st = ropeqk_attention(ctx, &p, &q, qd, &k, kd, &v, vd, NULL, NULL, &o, od, &l, ld);
-    check(st == ROPEQK_SUCCESS, "attention: %s %s", ropeqk_status_string(st), st ? ropeqk_last_error() : "");
+    ropeqk_status st = ropeqk_attention(ctx, &p, &q, qd, &k, kd, &v, vd, qp, kp, &o, od, &l, ld);
+    check(st == ROPEQK_SUCCESS, "attention%s: %s %s", variants ? " (variants)" : "", ropeqk_status_string(st),
+          st ? ropeqk_last_error() : "");
     if (!st) {
         double err = 0, lerr = 0;
         int64_t mism = 0;
-        st = ropeqk_attention_ref(&p, &q, qd, &k, kd, &v, vd, NULL, NULL, &o64, o64d, &l64, l64d);
+        st = ropeqk_attention_ref(&p, &q, qd, &k, kd, &v, vd, qp, kp, &o64, o64d, &l64, l64d);
         if (!st)
             st = ropeqk_attention_max_error(&v, vd, &o, od, &o64, o64d, &l, ld, &l64, l64d, &err, &lerr, &mism);
         check(!st && err <= 1e-5 && lerr <= 1e-5 && mism == 0,
-              "attention against fp64: O error %.3g, LSE error %.3g, mismatches %lld", err, lerr, (long long)mism);
+              "attention%s against fp64: O error %.3g, LSE error %.3g, mismatches %lld", variants ? " (variants)" : "",
+              err, lerr, (long long)mism);
     }
-    free(qd), free(kd), free(vd), free(od), free(ld), free(o64d), free(l64d);
+    free(qd), free(kd), free(vd), free(od), free(ld), free(o64d), free(l64d), free(qp), free(kp);
 }
 
 static cl_mem buffer(ropeqk_ctx *ctx, size_t n, const void *data)
@@ -149,7 +172,8 @@ static cl_mem buffer(ropeqk_ctx *ctx, size_t n, const void *data)
     return m;
 }
 
-static void paged(ropeqk_ctx *ctx, uint64_t *rng)
+/* variants: soft-capping, sinks, rotary dims [8, 80) */
+static void paged(ropeqk_ctx *ctx, int variants, uint64_t *rng)
 {
     enum { NS = 2, PS = 16, MAXP = 5, NP = 11, HQ = 4, HKV = 2, D = 80, DV = 16, CAP = MAXP * PS };
     const ropeqk_dtype ct = ROPEQK_BF16;
@@ -158,6 +182,9 @@ static void paged(ropeqk_ctx *ctx, uint64_t *rng)
     p.layout = ROPEQK_HALF_SPLIT;
     p.causal = 1;
     p.rotary_dim = 72;
+    const float sinks[HQ] = {1.0f, -0.5f, 2.0f, 0.0f};
+    if (variants)
+        p.softcap = 4.0, p.sinks = sinks, p.n_sinks = HQ, p.rotary_offset = 8;
     ropeqk_plan_desc d;
     memset(&d, 0, sizeof d);
     d.op = ROPEQK_OP_PAGED_DECODE;
@@ -263,11 +290,15 @@ int main(void)
     printf("# device: %s\n# options: %s\n", ropeqk_ctx_device_description(ctx), ropeqk_ctx_build_options(ctx));
     uint64_t rng = 20261207;
     /* Hq 2, Hkv 1: 2 x 40 = 80 rows per KV head, at least half of the 64-row tile: qk_scores_tiled */
-    scores(ctx, "tiled kernel, offsets", ROPEQK_F32, 2, 40, 44, 0, 0, &rng);
-    scores(ctx, "tiled kernel, positions and window", ROPEQK_F32, 2, 40, 70, 1, 12, &rng);
-    scores(ctx, "decode shape, qk_scores", ROPEQK_F32, 4, 1, 70, 0, 0, &rng); /* 4 rows: below half a tile */
-    attention(ctx, &rng);
-    paged(ctx, &rng);
+    scores(ctx, "tiled kernel, offsets", ROPEQK_F32, 2, 40, 44, 0, 0, 0, &rng);
+    scores(ctx, "tiled kernel, positions and window", ROPEQK_F32, 2, 40, 70, 1, 12, 0, &rng);
+    scores(ctx, "decode shape, qk_scores", ROPEQK_F32, 4, 1, 70, 0, 0, 0, &rng); /* 4 rows: below half a tile */
+    scores(ctx, "tiled kernel, variants, M-RoPE arrays", ROPEQK_F32, 2, 40, 70, 1, 12, 1, &rng);
+    scores(ctx, "decode shape, qk_scores, variants", ROPEQK_F32, 4, 1, 70, 0, 0, 1, &rng);
+    attention(ctx, 0, &rng);
+    attention(ctx, 1, &rng);
+    paged(ctx, 0, &rng);
+    paged(ctx, 1, &rng);
     ropeqk_ctx_destroy(ctx);
     /* the GPU profile's decode kernel (cl/decode_gpu.cl), off by default, and its attention with the
      * GPU attention kernel off: the fallback qk_attention_* of devices without room for it */
@@ -278,9 +309,11 @@ int main(void)
         printf("Bail out! ropeqk_ctx_create (decode on): %s: %s\n", ropeqk_status_string(st), ropeqk_last_error());
         return 1;
     }
-    scores(ctx, "decode kernel, f16", ROPEQK_F16, 4, 1, 70, 0, 0, &rng);
-    scores(ctx, "decode kernel, f16, positions and window", ROPEQK_F16, 4, 2, 50, 1, 20, &rng);
-    attention(ctx, &rng);
+    scores(ctx, "decode kernel, f16", ROPEQK_F16, 4, 1, 70, 0, 0, 0, &rng);
+    scores(ctx, "decode kernel, f16, positions and window", ROPEQK_F16, 4, 2, 50, 1, 20, 0, &rng);
+    scores(ctx, "decode kernel, f16, variants, M-RoPE arrays", ROPEQK_F16, 4, 2, 50, 1, 20, 1, &rng);
+    attention(ctx, 0, &rng);
+    attention(ctx, 1, &rng);
     ropeqk_ctx_destroy(ctx);
     return n_fail != 0;
 }
