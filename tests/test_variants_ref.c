@@ -1,8 +1,8 @@
 /* The model-family variants of docs/conventions.md section 11 on the fp64 reference path, against
  * hand-computed cases and exact identities: logit soft-capping, the rotary offset, M-RoPE (both
  * assignments of the position streams), attention sinks; every invalid parameter refused with its
- * status and a message; and, until their kernels exist, device plans that ask for a variant refused
- * by name. Random inputs print their seed. */
+ * status and a message; device plans accept every variant (the paged decode refuses M-RoPE by name).
+ * Random inputs print their seed. */
 #include "harness.h"
 #include "rng.h"
 
@@ -282,9 +282,10 @@ Test(variants_ref, invalid_parameters_are_refused_with_messages)
     expect_refused(&p, true, ROPEQK_ERR_BAD_PARAM, "n_sinks");
 }
 
-/* Until the kernels have them, a device plan asking for a variant is refused by name (never computed
- * without it); the reference path above is the definition the kernels will be held to. */
-Test(variants_ref, device_plans_refuse_variants_their_kernels_lack)
+/* Every backend's kernels implement the four variants (rq_backend.variants): a plan asking for one is
+ * made (a backend that lacked one would refuse it by name, never compute without it); tests/
+ * test_variants.c holds the kernels to the reference above. The paged decode refuses M-RoPE. */
+Test(variants_ref, device_plans_accept_every_variant)
 {
     char why[256];
     ropeqk_ctx *ctx = th_ctx_or_skip_reason(why, sizeof why);
@@ -300,22 +301,30 @@ Test(variants_ref, device_plans_refuse_variants_their_kernels_lack)
     const float sinks[2] = {0, 0};
     for (int variant = 0; variant < 4; variant++) {
         ropeqk_default_params(&d.params);
-        const char *needle = "";
+        const char *what = "";
         switch (variant) {
-        case 0: d.params.softcap = 30.0, needle = "softcap"; break;
-        case 1: d.params.rotary_dim = 4, d.params.rotary_offset = 4, needle = "rotary_offset"; break;
-        case 2: d.params.mrope_section[0] = 4, needle = "M-RoPE"; break;
-        default: d.params.sinks = sinks, d.params.n_sinks = 2, needle = "sinks"; break;
+        case 0: d.params.softcap = 30.0, what = "softcap"; break;
+        case 1: d.params.rotary_dim = 4, d.params.rotary_offset = 4, what = "rotary_offset"; break;
+        case 2: d.params.mrope_section[0] = 4, what = "M-RoPE"; break;
+        default: d.params.sinks = sinks, d.params.n_sinks = 2, what = "sinks"; break;
         }
         ropeqk_plan *pl = NULL;
         ropeqk_status st = ropeqk_plan_create(ctx, &d, &pl);
-        if (st == ROPEQK_SUCCESS) { /* a backend that implements it: fine, nothing to refuse */
-            ropeqk_plan_destroy(pl);
-            continue;
-        }
-        cr_expect_eq(st, ROPEQK_ERR_BAD_PARAM, "%s: %s", needle, ropeqk_status_string(st));
-        cr_expect(strstr(ropeqk_last_error(), needle), "message '%s' lacks '%s'", ropeqk_last_error(), needle);
-        cr_expect_null(pl);
+        cr_expect_eq(st, ROPEQK_SUCCESS, "%s: %s (%s)", what, ropeqk_status_string(st), ropeqk_last_error());
+        ropeqk_plan_destroy(pl);
     }
+    /* the paged cache keeps one position per key: M-RoPE is refused by name */
+    ropeqk_default_params(&d.params);
+    d.params.mrope_section[0] = 4;
+    d.op = ROPEQK_OP_PAGED_DECODE;
+    d.q = ropeqk_tensor_bhsd(ROPEQK_F32, 2, 2, 1, 8);
+    d.k = d.v = ropeqk_tensor_bhsd(ROPEQK_F32, 4, 1, 16, 8);
+    d.out = d.q;
+    d.paged.page_size = 16, d.paged.max_pages_per_seq = 2, d.paged.max_seqs = 2;
+    ropeqk_plan *pl = NULL;
+    ropeqk_status st = ropeqk_plan_create(ctx, &d, &pl);
+    cr_expect_eq(st, ROPEQK_ERR_BAD_PARAM, "paged M-RoPE: %s", ropeqk_status_string(st));
+    cr_expect(strstr(ropeqk_last_error(), "M-RoPE"), "message '%s'", ropeqk_last_error());
+    cr_expect_null(pl);
     ropeqk_ctx_destroy(ctx);
 }
