@@ -82,6 +82,7 @@ typedef enum {
     ROPEQK_ERR_PAGE_RANGE = -4018,      /* a page-table entry outside [0, num_pages) */
     ROPEQK_ERR_PAGE_DUPLICATE = -4019,  /* a page used twice by one sequence */
     ROPEQK_ERR_SEQ_LENGTH = -4020,      /* a sequence length < 0 (or 0 where keys are needed), or beyond its pages' capacity */
+    ROPEQK_ERR_QUERY_ROWS = -4021,      /* q_indptr: not from 0, not increasing (q_len 0), total beyond max_q_rows, or q_len > the sequence's length */
 } ropeqk_status;
 
 /* A fixed English description of a status ("unknown status" for other values). */
@@ -396,23 +397,33 @@ ROPEQK_API ropeqk_status ropeqk_ctx_warmup(ropeqk_ctx *ctx);
 typedef enum {
     ROPEQK_OP_SCORES = 1,    /* S = scale * RoPE(Q) RoPE(K)^T, masked; out [B,Hq,Sq,Sk] f32 */
     ROPEQK_OP_ATTENTION = 2, /* O = softmax(S) V, S as above but never written; out [B,Hq,Sq,Dv] */
-    ROPEQK_OP_PAGED_DECODE = 3, /* attention of a ragged batch of sequences over a paged KV cache */
+    ROPEQK_OP_PAGED_DECODE = 3, /* attention of a ragged batch of sequences (1..n query rows each:
+                                 * decode, speculative steps, prefill chunks) over a paged KV cache */
 } ropeqk_op;
 
 /*
  * A paged KV cache (ROPEQK_OP_PAGED_DECODE). Keys and values are stored unrotated, in pages of
  * page_size tokens: the plan's k describes the K cache as [num_pages, Hkv, page_size, D] and v the
  * V cache as [num_pages, Hkv, page_size, Dv] (any strides, last dim contiguous, f32/f16/bf16). q is
- * [max_seqs, Hq, 1, D] (one new token per sequence), out [max_seqs, Hq, 1, Dv], lse [max_seqs, Hq, 1, 1].
- * Per enqueue, host arrays say for each sequence s: its pages (a row of the page table), its length
- * (tokens cached), the position of its query token and that of its first cached token (key j sits
- * at k_pos0[s] + j). Keys are rotated with their own positions at read time, so shifting or trimming
- * a context, or changing the scaling, needs no cache rewrite.
+ * [max_q_rows, Hq, 1, D] (the query rows of all sequences, packed), out [max_q_rows, Hq, 1, Dv], lse
+ * [max_q_rows, Hq, 1, 1]. Per enqueue, host arrays say for each sequence s: its pages (a row of the
+ * page table), its length (tokens cached, the new tokens' K/V appended first), its query rows
+ * (q_indptr: FlashInfer's qo_indptr) and their positions, and the position of its first cached token
+ * (key j sits at k_pos0[s] + j). Causal masking (params.causal) is by position within each sequence:
+ * a row at position p sees the keys at positions <= p (and > p - window with a sliding window).
+ * Keys are rotated with their own positions at read time, so shifting or trimming a context, or
+ * changing the scaling, needs no cache rewrite.
+ *
+ * How it runs: every query row is a task of the decode kernels (split over pages, flash-decoding,
+ * then a reduction of the splits), with its own position and the length it can see; the split is
+ * computed per call on the host from the rows' lengths and the device's compute units
+ * (docs/conventions.md section 10).
  */
 typedef struct {
     int64_t page_size;          /* tokens per page, 16..256 */
     int64_t max_pages_per_seq;  /* length of a page-table row */
-    int64_t max_seqs;           /* sequences per enqueue, at most (q.ne[0]) */
+    int64_t max_seqs;           /* sequences per enqueue, at most */
+    int64_t max_q_rows;         /* query rows per enqueue, at most (q.ne[0]); 0: max_seqs (one each) */
 } ropeqk_paged_desc;
 
 /*
@@ -422,12 +433,20 @@ typedef struct {
  *   page_table [n_seqs][max_pages_per_seq]  pages of each sequence in order (entries past a
  *                                           sequence's last page are ignored)
  *   seq_lens   [n_seqs]  tokens cached per sequence (>= 1, <= max_pages_per_seq * page_size)
- *   q_pos      [n_seqs]  position of each sequence's query token
+ *   q_pos      [n_seqs]  position of each sequence's first query row (its rows: q_pos[s],
+ *                        q_pos[s] + 1, ...)
  *   k_pos0     [n_seqs]  position of each sequence's first cached token (NULL: 0)
+ *   q_indptr   [n_seqs + 1]  NULL: one query row per sequence (row s). Else sequence s has the rows
+ *                        q_indptr[s] .. q_indptr[s+1] - 1 of q, out and lse: q_indptr[0] == 0,
+ *                        q_len[s] = q_indptr[s+1] - q_indptr[s] in [1, seq_lens[s]] (a row's own
+ *                        token is cached), q_indptr[n_seqs] <= max_q_rows; else
+ *                        ROPEQK_ERR_QUERY_ROWS. Appends ignore it.
+ * Rows past q_indptr[n_seqs] (or n_seqs) of out and lse are not written.
  */
 typedef struct {
     int64_t n_seqs;
     const int32_t *page_table, *seq_lens, *q_pos, *k_pos0;
+    const int32_t *q_indptr;
 } ropeqk_paged_batch;
 
 typedef enum {

@@ -51,16 +51,22 @@ void pdata_make(const pcase *c, pdata *d, uint64_t *rng)
         for (int64_t i = 0; i < (d->lens[s] + c->ps - 1) / c->ps; i++)
             d->table[s * c->maxp + i] = perm[at++];
     free(perm);
+    d->rows = 0;
     for (int64_t s = 0; s < c->n_seqs; s++) {
         int64_t k0 = c->kpos_lo + (c->kpos_span ? (int64_t)(rqs_rand(rng) % (uint64_t)(c->kpos_span + 1)) : 0);
+        int64_t ql = c->qlens[s] ? c->qlens[s] : 1;
         d->kpos0[s] = (int32_t)k0;
-        d->qpos[s] = (int32_t)(k0 + d->lens[s] - 1 + c->q_ahead);
+        d->qpos[s] = (int32_t)(k0 + d->lens[s] - ql + c->q_ahead); /* the last row at the last key + q_ahead */
+        d->qind[s] = (int32_t)d->rows;
+        d->rows += ql;
     }
-    d->tq = ropeqk_tensor_bhsd(c->qdt, c->max_seqs, c->Hq, 1, c->D);
+    d->qind[c->n_seqs] = (int32_t)d->rows;
+    d->max_rows = c->max_rows ? c->max_rows : c->ragged ? d->rows + 3 : c->max_seqs;
+    d->tq = ropeqk_tensor_bhsd(c->qdt, d->max_rows, c->Hq, 1, c->D);
     d->tk = cache_view(c, c->kdt, d->num_pages, c->D);
     d->tv = cache_view(c, c->vdt, d->num_pages, c->Dv);
-    d->to = ropeqk_tensor_bhsd(c->odt, c->max_seqs, c->Hq, 1, c->Dv);
-    d->tl = ropeqk_tensor_bhsd(ROPEQK_F32, c->max_seqs, c->Hq, 1, 1);
+    d->to = ropeqk_tensor_bhsd(c->odt, d->max_rows, c->Hq, 1, c->Dv);
+    d->tl = ropeqk_tensor_bhsd(ROPEQK_F32, d->max_rows, c->Hq, 1, 1);
     d->qb = ropeqk_tensor_extent(&d->tq);
     d->kb = ropeqk_tensor_extent(&d->tk);
     d->vb = ropeqk_tensor_extent(&d->tv);
@@ -95,14 +101,15 @@ void pdata_free(pdata *d)
 ropeqk_paged_batch batch_of(const pcase *c, pdata *d)
 {
     return (ropeqk_paged_batch){.n_seqs = c->n_seqs, .page_table = d->table, .seq_lens = d->lens, .q_pos = d->qpos,
-                                .k_pos0 = d->kpos0};
+                                .k_pos0 = d->kpos0, .q_indptr = c->ragged ? d->qind : NULL};
 }
 
 ropeqk_plan_desc desc_of(const pcase *c, const pdata *d)
 {
     return (ropeqk_plan_desc){.op = ROPEQK_OP_PAGED_DECODE, .params = c->p, .q = d->tq, .k = d->tk, .v = d->tv,
                               .out = d->to, .lse = d->tl, .with_lse = c->with_lse,
-                              .paged = {.page_size = c->ps, .max_pages_per_seq = c->maxp, .max_seqs = c->max_seqs}};
+                              .paged = {.page_size = c->ps, .max_pages_per_seq = c->maxp, .max_seqs = c->max_seqs,
+                                        .max_q_rows = c->ragged ? d->max_rows : 0}};
 }
 
 /* ---- device buffers -------------------------------------------------------------------------- */
@@ -155,14 +162,20 @@ void pf_check(const pcase *c, const pdata *d, const unsigned char *out, const fl
         int64_t len = d->lens[s];
         ropeqk_tensor tk = ropeqk_tensor_bhsd(c->kdt, 1, c->Hkv, len, c->D);
         ropeqk_tensor tv = ropeqk_tensor_bhsd(c->vdt, 1, c->Hkv, len, c->Dv);
+        /* the sequence's query rows as [1, Hq, q_len, D] views of the packed rows */
+        int64_t r0 = d->qind[s], ql = d->qind[s + 1] - r0;
         ropeqk_tensor tq = d->tq, to = d->to, tl = d->tl;
         tq.ne[0] = to.ne[0] = tl.ne[0] = 1;
-        ropeqk_tensor o64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, c->Hq, 1, c->Dv);
-        ropeqk_tensor l64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, c->Hq, 1, 1);
+        tq.ne[2] = to.ne[2] = tl.ne[2] = ql;
+        tq.nb[2] = d->tq.nb[0], to.nb[2] = d->to.nb[0], tl.nb[2] = d->tl.nb[0];
+        ropeqk_tensor o64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, c->Hq, ql, c->Dv);
+        ropeqk_tensor l64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, c->Hq, ql, 1);
         unsigned char *k = malloc((size_t)(c->Hkv * len * c->D) * kes), *v = malloc((size_t)(c->Hkv * len * c->Dv) * ves);
-        int32_t *kpos = malloc((size_t)len * sizeof *kpos);
-        double *ro = malloc((size_t)(c->Hq * c->Dv) * sizeof *ro), *rl = malloc((size_t)c->Hq * sizeof *rl);
-        cr_assert(k && v && kpos && ro && rl);
+        int32_t *kpos = malloc((size_t)len * sizeof *kpos), *qpos = malloc((size_t)ql * sizeof *qpos);
+        double *ro = malloc((size_t)(c->Hq * ql * c->Dv) * sizeof *ro), *rl = malloc((size_t)(c->Hq * ql) * sizeof *rl);
+        cr_assert(k && v && kpos && qpos && ro && rl);
+        for (int64_t i = 0; i < ql; i++)
+            qpos[i] = d->qpos[s] + (int32_t)i;
         for (int64_t j = 0; j < len; j++) {
             int64_t page = d->table[s * c->maxp + j / c->ps], slot = j % c->ps;
             kpos[j] = d->kpos0[s] + (int32_t)j;
@@ -171,26 +184,27 @@ void pf_check(const pcase *c, const pdata *d, const unsigned char *out, const fl
                 memcpy(v + off4(&tv, 0, h, j, 0), d->v + off4(&d->tv, page, h, slot, 0), (size_t)c->Dv * ves);
             }
         }
-        ropeqk_status st = ropeqk_attention_ref(&c->p, &tq, d->q + s * d->tq.nb[0], &tk, k, &tv, v, &d->qpos[s], kpos,
+        ropeqk_status st = ropeqk_attention_ref(&c->p, &tq, d->q + r0 * d->tq.nb[0], &tk, k, &tv, v, qpos, kpos,
                                                 &o64, ro, &l64, rl);
         cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): reference: %s: %s", c->name, (unsigned long long)seed,
                      ropeqk_status_string(st), ropeqk_last_error());
         double e = 0, el = 0;
         int64_t mm = 0;
-        const unsigned char *os = out + s * d->to.nb[0];
+        const unsigned char *os = out + r0 * d->to.nb[0];
         st = ropeqk_attention_max_error(&tv, v, &to, os, &o64, ro, lse ? &tl : NULL,
-                                        lse ? (const unsigned char *)lse + s * d->tl.nb[0] : NULL, lse ? &l64 : NULL,
+                                        lse ? (const unsigned char *)lse + r0 * d->tl.nb[0] : NULL, lse ? &l64 : NULL,
                                         lse ? rl : NULL, &e, &el, &mm);
         cr_assert_eq(st, ROPEQK_SUCCESS, "%s: metric: %s", c->name, ropeqk_last_error());
         worst = fmax(worst, e), worst_lse = fmax(worst_lse, el), mism += mm;
         /* a row whose every key is masked: O exactly 0 */
         for (int64_t h = 0; h < c->Hq; h++)
-            if (isinf(rl[h]) && rl[h] < 0) {
-                masked_rows++;
-                for (int64_t i = 0; i < c->Dv; i++)
-                    nonzero += load(os + off4(&to, 0, h, 0, i), c->odt) != 0.0;
-            }
-        free(k), free(v), free(kpos), free(ro), free(rl);
+            for (int64_t r = 0; r < ql; r++)
+                if (isinf(rl[h * ql + r]) && rl[h * ql + r] < 0) {
+                    masked_rows++;
+                    for (int64_t i = 0; i < c->Dv; i++)
+                        nonzero += load(os + off4(&to, 0, h, r, i), c->odt) != 0.0;
+                }
+        free(k), free(v), free(kpos), free(qpos), free(ro), free(rl);
     }
     double tol = c->tol > 0 ? c->tol : 1e-5;
     cr_log_info("%s (seed %llu): max error %.3g, LSE %.3g, %lld fully masked rows", c->name,
@@ -229,9 +243,9 @@ void run_case(const pcase *c, uint64_t seed)
     cr_assert_eq(rqs_devbuf_read(b.o, out), ROPEQK_SUCCESS);
     cr_assert_eq(rqs_devbuf_read(b.l, lse), ROPEQK_SUCCESS);
     pf_check(c, &d, out, c->with_lse ? lse : NULL, seed);
-    /* rows past n_seqs, and the LSE without with_lse, are never written */
+    /* rows past the batch's, and the LSE without with_lse, are never written */
     size_t row_bytes = (size_t)d.to.nb[0];
-    for (size_t i = (size_t)c->n_seqs * row_bytes; i < d.ob; i++)
+    for (size_t i = (size_t)d.rows * row_bytes; i < d.ob; i++)
         cr_assert_eq(out[i], 0x5A, "%s: output byte %zu past the batch written", c->name, i);
     if (!c->with_lse)
         for (size_t i = 0; i < d.lb; i++)

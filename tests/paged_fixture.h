@@ -23,6 +23,11 @@ typedef struct {
     /* positions: k_pos0 from [kpos_lo, kpos_lo + kpos_span]; q_pos = last key + q_ahead (may be < 0) */
     int64_t kpos_lo, kpos_span, q_ahead;
     double tol;                /* 0: 1e-5 */
+    /* ragged query rows (q_indptr): qlens[s] rows for sequence s (0: 1), the last at the sequence's
+     * last key + q_ahead; ragged: pass q_indptr even when every sequence has one row; max_rows: the
+     * plan's max_q_rows (0: the rows' total + 3) */
+    bool ragged;
+    int64_t qlens[MAXS], max_rows;
 } pcase;
 
 typedef struct {
@@ -31,6 +36,8 @@ typedef struct {
     size_t qb, kb, vb, ob, lb;
     int64_t num_pages;
     int32_t *table, lens[MAXS], qpos[MAXS], kpos0[MAXS];
+    int32_t qind[MAXS + 1];    /* q_indptr */
+    int64_t rows, max_rows;    /* query rows of the batch, and of the plan (q.ne[0]) */
 } pdata;
 
 /* A problem's device buffers (support/devbuf.h) on th_ctx. */
@@ -53,14 +60,15 @@ ropeqk_plan_desc desc_of(const pcase *c, const pdata *d);
 void pbufs_make(const pdata *d, pbufs *b, bool canaries);
 void pbufs_free(pbufs *b);
 rqs_paged_args args_of(const pcase *c, const pbufs *b);
-/* out [max_seqs, Hq, 1, Dv] (c->odt) and lse [max_seqs, Hq, 1, 1] (NULL without with_lse), host copies
- * of the device's, against ropeqk_attention_ref sequence by sequence (keys and values gathered from
+/* out [max_rows, Hq, 1, Dv] (c->odt) and lse [max_rows, Hq, 1, 1] (NULL without with_lse), host copies
+ * of the device's, against ropeqk_attention_ref sequence by sequence (its query rows as a dense
+ * [1, Hq, q_len, D] view at positions q_pos .. q_pos + q_len - 1; keys and values gathered from
  * the pages into dense [1, Hkv, len, D] views, key j at position k_pos0 + j) with the metric of
  * docs/conventions.md section 10 (ropeqk_attention_max_error); rows whose every key is masked must
  * be exactly 0 (LSE -inf). */
 void pf_check(const pcase *c, const pdata *d, const unsigned char *out, const float *lse, uint64_t seed);
-/* Decode on the device, then pf_check; rows past n_seqs, the LSE without with_lse, the inputs and the
- * canaries untouched. */
+/* Decode on the device, then pf_check; rows past the batch's, the LSE without with_lse, the inputs and
+ * the canaries untouched. */
 void run_case(const pcase *c, uint64_t seed);
 /* f32, Hq 8 / Hkv 2, D = Dv = 64, pages of 16, 5 of 6 sequences up to 5000 tokens, LSE. */
 pcase base_case(const char *name);

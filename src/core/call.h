@@ -55,11 +55,15 @@ ropeqk_status rq_call_check(const ropeqk_plan *pl, const ropeqk_step *step, cons
                             const char *paged_fn, rq_extents *x);
 
 /* ---- paged KV cache (paged.c) ---- */
-/* The packed metadata of one paged call (cl/contract.h, glsl/vk_contract.h): pstart[n+1], lens[n],
- * q_pos[n], k_pos0[n], pages. */
+/* The packed metadata of one paged call (cl/contract.h, glsl/vk_contract.h), per query row r (a
+ * decode: q_indptr's rows, or one per sequence; an append: one per sequence): pstart[rows+1] (where
+ * the row's sequence's page list starts; the lists are stored once per sequence), lens[rows] (keys
+ * the row reads: its sequence's length, cut after the row's position when causal), q_pos[rows],
+ * k_pos0[rows], then the page lists. */
 typedef struct {
     int32_t *v;
     size_t n;                 /* int32 elements */
+    int64_t rows;             /* query rows (the kernels' "sequences") */
     int32_t lens_off, qpos_off, kpos_off, pages_off;
     int64_t max_pages;        /* most pages any sequence uses */
 } rq_paged_meta;
@@ -71,6 +75,11 @@ ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
  * sequence). On success m->v is the caller's to free. */
 ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batch *b, int64_t n_new,
                                   const char *fn, rq_paged_meta *m);
+
+/* The batch's query rows (paged_rows.c): q_indptr checked against the lengths and the plan's
+ * max_q_rows (ROPEQK_ERR_QUERY_ROWS, ROPEQK_ERR_POSITION_RANGE); *rows their total (n_seqs without
+ * q_indptr). Needs seq_lens checked first. */
+ropeqk_status rq_paged_rows(const ropeqk_plan *pl, const ropeqk_paged_batch *b, const char *fn, int64_t *rows);
 
 /* The buffers of a paged decode, and of an append. */
 typedef struct {

@@ -37,9 +37,15 @@ ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb)
         rq_set_error("%s: max_seqs %lld outside [1, INT32_MAX]", fn, (long long)pg->max_seqs);
         return ROPEQK_ERR_BAD_PARAM;
     }
-    if (d->q.ne[0] != pg->max_seqs || d->q.ne[2] != 1) {
-        rq_set_error("%s: q must be [max_seqs, Hq, 1, D] (max_seqs %lld; q.ne[0] %lld, q.ne[2] %lld)", fn,
-                     (long long)pg->max_seqs, (long long)d->q.ne[0], (long long)d->q.ne[2]);
+    if (pg->max_q_rows != 0 && (pg->max_q_rows < pg->max_seqs || pg->max_q_rows > INT32_MAX)) {
+        rq_set_error("%s: max_q_rows %lld outside [max_seqs %lld, INT32_MAX] (0: max_seqs, one row each)", fn,
+                     (long long)pg->max_q_rows, (long long)pg->max_seqs);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    const int64_t max_rows = pg->max_q_rows ? pg->max_q_rows : pg->max_seqs;
+    if (d->q.ne[0] != max_rows || d->q.ne[2] != 1) {
+        rq_set_error("%s: q must be [max_q_rows, Hq, 1, D] (max_q_rows %lld; q.ne[0] %lld, q.ne[2] %lld)", fn,
+                     (long long)max_rows, (long long)d->q.ne[0], (long long)d->q.ne[2]);
         return ROPEQK_ERR_BAD_SHAPE;
     }
     if (d->k.ne[2] != pg->page_size || d->v.ne[2] != pg->page_size) {
@@ -48,11 +54,11 @@ ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb)
         return ROPEQK_ERR_BAD_SHAPE;
     }
     /* Q, out, lse and every parameter through the attention validation, against stand-in caches of
-     * one sequence's capacity per batch entry. Per-token positions: DYNAMIC and LONGROPE need an
+     * one sequence's capacity per query row. Per-token positions: DYNAMIC and LONGROPE need an
      * explicit seq_len (positions vary per enqueue). */
     int64_t cap = pg->max_pages_per_seq * pg->page_size;
-    ropeqk_tensor ks = ropeqk_tensor_bhsd(d->k.dtype, pg->max_seqs, d->k.ne[1], cap, d->k.ne[3]);
-    ropeqk_tensor vs = ropeqk_tensor_bhsd(d->v.dtype, pg->max_seqs, d->v.ne[1], cap, d->v.ne[3]);
+    ropeqk_tensor ks = ropeqk_tensor_bhsd(d->k.dtype, max_rows, d->k.ne[1], cap, d->k.ne[3]);
+    ropeqk_tensor vs = ropeqk_tensor_bhsd(d->v.dtype, max_rows, d->v.ne[1], cap, d->v.ne[3]);
     rq_problem r;
     ropeqk_status st = rq_validate_attention(&d->params, &d->q, &ks, &vs, &d->out, d->with_lse ? &d->lse : NULL,
                                              false, true, &r);
@@ -134,7 +140,11 @@ ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batc
         if (np > m->max_pages)
             m->max_pages = np;
     }
-    size_t nints = (size_t)(4 * n + 1) + (size_t)total;
+    int64_t rows = n;
+    ropeqk_status st = decode ? rq_paged_rows(pl, b, fn, &rows) : ROPEQK_SUCCESS;
+    if (st)
+        return st;
+    size_t nints = (size_t)(4 * rows + 1) + (size_t)total;
     if (nints > INT32_MAX) {
         rq_set_error("%s: the batch's page lists exceed 2^31 entries", fn);
         return ROPEQK_ERR_TOO_LARGE;
@@ -148,11 +158,13 @@ ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batc
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
     m->n = nints;
-    m->lens_off = (int32_t)(n + 1);
-    m->qpos_off = (int32_t)(2 * n + 1);
-    m->kpos_off = (int32_t)(3 * n + 1);
-    m->pages_off = (int32_t)(4 * n + 1);
-    ropeqk_status st = ROPEQK_SUCCESS;
+    m->rows = rows;
+    m->lens_off = (int32_t)(rows + 1);
+    m->qpos_off = (int32_t)(2 * rows + 1);
+    m->kpos_off = (int32_t)(3 * rows + 1);
+    m->pages_off = (int32_t)(4 * rows + 1);
+    if (decode)
+        m->max_pages = 0; /* recounted over the rows' visible keys below */
     int32_t *pages = m->v + m->pages_off;
     int32_t at = 0;
     for (int64_t s = 0; s < n && !st; s++) {
@@ -160,10 +172,22 @@ ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batc
         /* pages the append writes: from the one holding token len on */
         int64_t first_written = decode ? np : len / ps;
         const int32_t *row = b->page_table + s * pg->max_pages_per_seq;
-        m->v[s] = at;
-        m->v[m->lens_off + s] = (int32_t)len;
-        m->v[m->qpos_off + s] = decode ? b->q_pos[s] : 0;
-        m->v[m->kpos_off + s] = decode && b->k_pos0 ? b->k_pos0[s] : 0;
+        /* the sequence's query rows (a decode: q_indptr's, else one; an append: its entry) */
+        int64_t r0 = decode && b->q_indptr ? b->q_indptr[s] : s, r1 = decode && b->q_indptr ? b->q_indptr[s + 1] : s + 1;
+        int64_t kp0 = decode && b->k_pos0 ? b->k_pos0[s] : 0;
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t qp = decode ? (int64_t)b->q_pos[s] + (r - r0) : 0, vis = len;
+            /* causal: keys past the row's position are masked; the row reads up to its own (at least
+             * one key, which the kernels mask where the row sees none) */
+            if (decode && pl->pb.causal && qp - kp0 + 1 < len)
+                vis = qp - kp0 + 1 < 1 ? 1 : qp - kp0 + 1;
+            m->v[r] = at;
+            m->v[m->lens_off + r] = (int32_t)vis;
+            m->v[m->qpos_off + r] = (int32_t)qp;
+            m->v[m->kpos_off + r] = (int32_t)kp0;
+            if (decode && (vis + ps - 1) / ps > m->max_pages)
+                m->max_pages = (vis + ps - 1) / ps;
+        }
         int64_t i = 0;
         for (; i < np; i++) {
             int32_t e = row[i];
@@ -189,7 +213,7 @@ ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batc
         for (int64_t k = 0; k < i; k++) /* clear this row's marks for the next sequence */
             seen[row[k] >> 3] &= (unsigned char)~(1u << (row[k] & 7));
     }
-    m->v[n] = at;
+    m->v[rows] = at;
     free(seen);
     free(written);
     if (st) {

@@ -39,7 +39,7 @@ ropeqk_status rq_paged_call_check(const ropeqk_plan *pl, const rq_paged_mems *m,
     }
     if ((st = rq_paged_build_meta(pl, batch, -1, fn, meta)))
         return st;
-    const int64_t n = batch->n_seqs;
+    const int64_t n = meta->rows; /* q, out and lse hold a row per query row */
     rq_range rq = {0, 0, 0}, rk = rq, rv = rq, ro = rq, rl = rq;
     if ((st = rq_check_mem(be, &m->q, ropeqk_dtype_size(pl->q.dtype), rq_rows_extent(&pl->q, n), fn, "q", &rq)) ||
         (st = rq_check_mem(be, &m->k_cache, ropeqk_dtype_size(pl->k.dtype), pb->k_extent, fn, "k_cache", &rk)) ||

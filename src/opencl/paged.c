@@ -152,7 +152,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     rq_paged_meta meta;
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
-    const int64_t n = batch->n_seqs;
+    const int64_t n = meta.rows; /* the query rows are the kernels' sequences (src/core/paged_rows.c) */
 
     /* the split, the scratch: Qr [n][Hq][D], part [n*Hq][nsplit][Dv] then (m, l) per row */
     bool gpu = !cpu_shape(pl);
@@ -188,7 +188,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     if (!queue)
         queue = rq_cl(ctx)->queue;
     const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
-    /* Q: the sequences are the rows of one batch of Hq heads; positions from the metadata */
+    /* Q: the query rows are the rows of one batch of Hq heads; positions from the metadata */
     rq_rotate_args ra = {
         .src_off = (rq_i64)args->q.offset, .nb0 = 0, .nb1 = q->nb[1], .nb2 = q->nb[0], .nb3 = q->nb[3],
         .pos_off = meta.qpos_off, .d_bh = pb->D, .d_row = pb->Hq * pb->D, .d_dim = 1, .H = (rq_i32)pb->Hq,

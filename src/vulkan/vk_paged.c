@@ -118,7 +118,7 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
     vp->pg = pg;
     bool gpu;
     int64_t units = device_units(ctx, &gpu), ps = pl->paged.page_size, maxp = pl->paged.max_pages_per_seq;
-    int64_t max_seqs = pl->paged.max_seqs;
+    int64_t max_seqs = pl->q.ne[0]; /* query rows, at most: the kernels' sequences (src/core/paged_rows.c) */
     pg->target = units * (gpu ? 8 : 4);
     pg->min_pages = ((gpu ? 256 : 512) + ps - 1) / ps; /* no split shorter than a few hundred keys */
     /* query heads per task: up to RQ_VK_PG_GH, as many as shared memory has room for next to the key
@@ -169,9 +169,9 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
     uint64_t range = lim->maxStorageBufferRange;
     uint64_t qr_bytes = (uint64_t)(max_seqs * pb->Hq * pb->D) * 4;
     uint64_t part_bytes = (uint64_t)pg->slots * (uint64_t)(pb->Hq * (pb->Dv + 2)) * 4;
-    /* the packed batch: 4 n + 1 ints and the page lists (a sequence uses each page once) */
+    /* the packed batch: 4 rows + 1 ints and the page lists (a sequence uses each page once) */
     int64_t num_pages = pl->k.ne[0], per_seq = maxp < num_pages ? maxp : num_pages;
-    uint64_t meta_bytes = (uint64_t)(4 * max_seqs + 1 + max_seqs * per_seq) * 4;
+    uint64_t meta_bytes = (uint64_t)(4 * max_seqs + 1 + pl->paged.max_seqs * per_seq) * 4;
     if (qr_bytes > range)
         return too_large("the rotated Q scratch", qr_bytes, range);
     if (part_bytes > range)
@@ -272,7 +272,7 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
     struct rq_vk_paged *pg = vp->pg;
-    const int64_t n = batch->n_seqs, rows = n * pb->Hq;
+    const int64_t n = meta.rows, rows = n * pb->Hq; /* the query rows are the kernels' sequences */
     size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
     size_t ves = ropeqk_dtype_size(pl->v.dtype), oes = ropeqk_dtype_size(pl->out.dtype);
     size_t qx = rq_rows_extent(&pl->q, n), ox = rq_rows_extent(&pl->out, n), lx = rq_rows_extent(&pl->lse, n);
