@@ -27,6 +27,7 @@
 #include "host_cost.h"
 #include "impls.h"
 #include "paged.h"
+#include "ragged.h"
 #include "scores_bench.h"
 #include "variants.h"
 #if RQ_HAVE_VULKAN
@@ -52,6 +53,7 @@ typedef struct {
     double attn_budget, attn_max_run, ref_max_gflop;
     int host_cost;   /* --host-cost [N]: only the per-call host cost, N calls */
     long long paged; /* --paged [LEN]: only the paged-KV decode, one sequence of LEN tokens */
+    bool ragged;     /* --ragged: only the ragged paged step and prefill chunk (ragged.c) */
     int variants;    /* --variants [RUNS]: only the model-family variants against plain attention */
     const char *csv, *plot, *shape_filter, *impl_filter;
 } bopts;
@@ -60,9 +62,12 @@ static void usage(void)
 {
     puts("usage: ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME...]]\n"
          "                    [--csv FILE] [--plot FILE.svg|.png] [--no-first-call] [--ref-max-gflop X]\n"
-         "                    [--host-cost [N]] [--paged [LEN]] [--attention | --no-attention]\n"
+         "                    [--host-cost [N]] [--paged [LEN]] [--ragged] [--attention | --no-attention]\n"
          "                    [--attn-budget S] [--attn-max-run S] [--vulkan] [--variants [RUNS]]\n"
          "  --host-cost: host time per decode-shaped enqueue over N calls (default 10000), one-shot vs plan\n"
+         "  --ragged: a serving step over a paged cache (4 decodes at 4k-32k, 2 prefill chunks of 512, a\n"
+         "           speculative step of 4) in one ragged call vs per-sequence dense attention on copies;\n"
+         "           a prefill chunk of 512 over 4k cached tokens vs dense attention\n"
          "  --paged: paged-KV decode, Hq 32 / Hkv 8 / D 128, one sequence of LEN tokens (default 32768),\n"
          "           f32 and f16 caches, against a copy kernel over the same bytes\n"
          "  --variants: soft-capping, rotary offset, M-RoPE, sinks, all together, and MLA, each against plain\n"
@@ -107,6 +112,7 @@ static int parse_args(int argc, char **argv, bopts *o)
         else if (!strcmp(s, "--impl") && v) { o->impl_filter = v; a++; }
         else if (!strcmp(s, "--ref-max-gflop") && v) { o->ref_max_gflop = atof(v); a++; }
         else if (!strcmp(s, "--host-cost")) { o->host_cost = num ? atoi(v) : 10000; a += num; }
+        else if (!strcmp(s, "--ragged")) o->ragged = true;
         else if (!strcmp(s, "--paged")) { o->paged = num ? atoll(v) : 32768; a += num; }
         else if (!strcmp(s, "--variants")) { o->variants = num ? atoi(v) : 9; a += num; }
         else { usage(); return strcmp(s, "--help") && strcmp(s, "-h") ? 2 : 0; }
@@ -254,6 +260,8 @@ int main(int argc, char **argv)
         rc = bench_host_cost(&e, o.host_cost) ? 1 : 0;
     else if (o.paged > 0)
         rc = bench_paged(&e, o.paged) ? 1 : 0;
+    else if (o.ragged)
+        rc = bench_ragged(&e) ? 1 : 0;
     else if (o.variants > 0)
         rc = bench_variants(&e, o.variants, o.shape_filter) ? 1 : 0;
     else

@@ -105,6 +105,7 @@ typedef float rq_f32;
 #define RQ_PCOMB_ARGS(X)                                                                           \
     X(PC, PART, part) X(PC, META, meta) X(PC, OUT, out) X(PC, LSE, lse) X(PC, SINK, sinks) X(PC, A, a)
 #define RQ_PAPP_ARGS(X) X(PA, SRC, src) X(PA, META, meta) X(PA, DST, dst) X(PA, A, a)
+#define RQ_PGAT_ARGS(X) X(PT, SRC, src) X(PT, META, meta) X(PT, DST, dst) X(PT, A, a)
 
 enum { RQ_ROTATE_ARGS(RQ_ARG_ENUM) RQ_ROT_NARGS };
 enum { RQ_ATTN_ARGS(RQ_ARG_ENUM) RQ_AT_NARGS };
@@ -113,6 +114,7 @@ enum { RQ_DECODE_ARGS(RQ_ARG_ENUM) RQ_DEC_NARGS };
 enum { RQ_PAGED_ARGS(RQ_ARG_ENUM) RQ_PG_NARGS };
 enum { RQ_PCOMB_ARGS(RQ_ARG_ENUM) RQ_PC_NARGS };
 enum { RQ_PAPP_ARGS(RQ_ARG_ENUM) RQ_PA_NARGS };
+enum { RQ_PGAT_ARGS(RQ_ARG_ENUM) RQ_PT_NARGS };
 
 /* ---- scalar argument structs ------------------------------------------------------------------ */
 
@@ -227,5 +229,14 @@ typedef struct {
     rq_i32 Hkv, n_new, ps, units, lens_off, pages_off;
 } rq_papp_args;
 RQ_STATIC_ASSERT(sizeof(rq_papp_args) == 8 * 8 + 6 * 4, papp_args_size);
+
+/* paged_gather: copies tokens 0 .. len-1 of the sequence whose page list metadata row `row` points
+ * at into dense rows [t][hk] of dst (BSHD: a prefill chunk's K or V for the attention kernel), 2-byte units. */
+typedef struct {
+    rq_i64 src_off, snb0, snb1, snb2; /* bytes: the cache */
+    rq_i64 dnb1, dnb2;                /* bytes: the dense rows (offset 0) */
+    rq_i32 Hkv, len, ps, units, row, pages_off;
+} rq_pgat_args;
+RQ_STATIC_ASSERT(sizeof(rq_pgat_args) == 6 * 8 + 6 * 4, pgat_args_size);
 
 #endif

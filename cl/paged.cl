@@ -741,3 +741,25 @@ void paged_append(__global const uchar *src, __global const int *meta, __global 
                                           (long)t * a.snb2 + 2L * u);
     *(__global ushort *)(dst + a.dst_off + page * a.dnb0 + (long)hk * a.dnb1 + slot * a.dnb2 + 2L * u) = v;
 }
+
+/* ---- gather: token t of the sequence of metadata row a.row -> dense row [t][hk] (BSHD), 2-byte
+ * units, eight per work-item (vload8: 16 bytes in flight; a work-item per unit made pocl launch a
+ * work-group per 64 units, and the gather of a 2.5k-token chunk cost more than its attention) ---- */
+__kernel __attribute__((reqd_work_group_size(RQ_PCWG, 1, 1)))
+void paged_gather(__global const uchar *src, __global const int *meta, __global uchar *dst, rq_pgat_args a)
+{
+    const int per = (a.units + 7) / 8;
+    const long i = get_global_id(0), rowi = i / per;
+    if (rowi >= (long)a.len * a.Hkv)
+        return;
+    const int t = (int)(rowi / a.Hkv), hk = (int)(rowi % a.Hkv), u0 = (int)(i % per) * 8;
+    const long page = meta[a.pages_off + meta[a.row] + t / a.ps], slot = t % a.ps;
+    __global const ushort *s = (__global const ushort *)(src + a.src_off + page * a.snb0 + (long)hk * a.snb1 +
+                                                          slot * a.snb2) + u0;
+    __global ushort *d = (__global ushort *)(dst + (long)hk * a.dnb1 + (long)t * a.dnb2) + u0;
+    if (u0 + 8 <= a.units)
+        vstore8(vload8(0, s), 0, d);
+    else
+        for (int u = 0; u < a.units - u0; u++)
+            d[u] = s[u];
+}

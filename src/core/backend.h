@@ -26,6 +26,9 @@ typedef struct rq_backend {
     /* The model-family variants its kernels implement (RQ_VAR_* bits); plans asking for others are
      * refused at creation with ROPEQK_ERR_BAD_PARAM and a message naming the variant. */
     unsigned variants;
+    /* Whether its paged decode runs a sequence's long chunk of query rows through the attention
+     * kernel over K/V gathered from the pages (plan->chunk, made by the core for paged plans). */
+    bool paged_chunks;
 
     /* ---- devices and contexts ---- */
     /* Opens a device into ctx (zeroed, locks made): `spec` is the part after "<prefix>:" when

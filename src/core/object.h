@@ -35,6 +35,10 @@ struct ropeqk_plan {
     bool arrays;               /* per-token positions allowed at enqueue */
     ropeqk_paged_desc paged;
     float *sinks;              /* the plan's copy of params.sinks (pb.sinks points here), or NULL */
+    /* paged plans on a backend with paged_chunks: the attention plan that serves a sequence's long
+     * chunk of query rows (prefill) over its K/V gathered from the pages (plan.c's chunk_plan), NULL
+     * where it could not be made (the rows then take the decode kernels) */
+    struct ropeqk_plan *chunk;
     void *impl;                /* the backend's plan (kernels or pipelines, tables, scratch) */
 };
 

@@ -60,6 +60,30 @@ static ropeqk_status check_desc(const ropeqk_plan_desc *d)
     return ROPEQK_SUCCESS;
 }
 
+/* A paged plan's companion attention plan: one sequence's rows of the packed q, out and lse as
+ * [1, Hq, max_q_rows, *] views, dense K/V of a sequence's capacity in the caches' dtypes, BSHD (the
+ * backend gathers the pages into them), the same parameters; positions by offsets (the chunk's
+ * q_pos and k_pos0 at enqueue). NULL when the description does not make one (e.g. a capacity whose
+ * dense K would not fit a view): the paged plan still serves every row through its decode kernels. */
+static ropeqk_plan *chunk_plan(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc)
+{
+    ropeqk_plan_desc a = {.op = ROPEQK_OP_ATTENTION, .params = desc->params, .positions = ROPEQK_POS_OFFSETS,
+                          .with_lse = desc->with_lse};
+    int64_t rows = desc->q.ne[0], cap = desc->paged.max_pages_per_seq * desc->paged.page_size;
+    const ropeqk_tensor *src[3] = {&desc->q, &desc->out, &desc->lse};
+    ropeqk_tensor *dst[3] = {&a.q, &a.out, &a.lse};
+    for (int i = 0; i < 3; i++) {
+        *dst[i] = *src[i];
+        dst[i]->ne[0] = 1, dst[i]->ne[2] = rows, dst[i]->nb[2] = src[i]->nb[0];
+    }
+    /* BSHD memory: a token's heads together, so the strides do not depend on the capacity and a
+     * sequence's gathered keys fill a prefix of the view */
+    a.k = ropeqk_tensor_bshd(desc->k.dtype, 1, cap, desc->k.ne[1], desc->k.ne[3]);
+    a.v = ropeqk_tensor_bshd(desc->v.dtype, 1, cap, desc->v.ne[1], desc->v.ne[3]);
+    ropeqk_plan *pl = NULL;
+    return ropeqk_plan_create(ctx, &a, &pl) ? NULL : pl;
+}
+
 ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, ropeqk_plan **out)
 {
     if (!out)
@@ -128,6 +152,8 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
     pl->pb = pb;
     split_freqs(&pb, inv, freq4);
     st = ctx->be->plan_init(pl, freq4, inv);
+    if (!st && desc->op == ROPEQK_OP_PAGED_DECODE && ctx->be->paged_chunks)
+        pl->chunk = chunk_plan(ctx, desc);
 done:
     free(inv);
     free(freq4);
@@ -146,6 +172,7 @@ void ropeqk_plan_destroy(ropeqk_plan *pl)
     /* safe with work in flight: each backend keeps what its enqueued or recorded commands use alive
      * (OpenCL's reference counts), or documents that the caller waits (Vulkan) */
     pl->ctx->be->plan_free(pl);
+    ropeqk_plan_destroy(pl->chunk);
     free(pl->sinks);
     free(pl);
 }

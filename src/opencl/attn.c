@@ -45,7 +45,7 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
 
 /* Query rows per pass (ctx.h, RQ_ATTN_PASS_BYTES), in equal passes: 16385 rows at 4096 per pass
  * are 5 x 3277, not 4 x 4096 + 1. */
-static int64_t attn_pass_rows(const ropeqk_ctx *ctx, const rq_problem *pb)
+static int64_t attn_pass_rows(const ropeqk_ctx *ctx, const rq_problem *pb, int64_t Sq)
 {
     size_t row = (size_t)(pb->B * pb->Hq) * (size_t)pb->D * sizeof(float), cap = rq_cl(ctx)->attn_pass_bytes;
     size_t spare = (size_t)ctx->tune.atq * (size_t)pb->D * sizeof(float); /* rows past the last tile */
@@ -55,17 +55,19 @@ static int64_t attn_pass_rows(const ropeqk_ctx *ctx, const rq_problem *pb)
     int64_t per = (int64_t)(cap / row), passes;
     if (per < 1)
         per = 1;
-    passes = (pb->Sq + per - 1) / per;
-    return (pb->Sq + passes - 1) / passes;
+    passes = (Sq + per - 1) / per;
+    return (Sq + passes - 1) / passes;
 }
 
-ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
-                              int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait, cl_event *event)
+ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sq,
+                              int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait,
+                              cl_event *event)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     const rq_tuning *tn = &ctx->tune;
-    int64_t Sq = pb->Sq, rows = attn_pass_rows(ctx, pb), M = pb->G * rows;
+    /* Sq: the plan's rows, or fewer (a paged plan's chunk of one sequence, src/opencl/paged_chunk.c) */
+    int64_t rows = attn_pass_rows(ctx, pb, Sq), M = pb->G * rows;
     size_t avk = (size_t)tn->avk, atq = (size_t)tn->atq, sk_pad = rq_kt_stride((size_t)Sk, avk);
     size_t qr_n, kt_n, tmp;
     bool ovf = __builtin_mul_overflow((size_t)(pb->B * pb->Hq), (size_t)rows, &qr_n) ||

@@ -302,7 +302,7 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
     if (!queue)
         queue = rq_cl(ctx)->queue;
     if (pl->op == ROPEQK_OP_ATTENTION)
-        return rq_attn_enqueue(pl, queue, args, x.Sk, x.q_off, x.k_off, num_wait, wait, event);
+        return rq_attn_enqueue(pl, queue, args, pl->pb.Sq, x.Sk, x.q_off, x.k_off, num_wait, wait, event);
     rq_run r = {.Sq = pl->pb.Sq, .Sk = x.Sk, .q_off = x.q_off, .k_off = x.k_off, .q_stride = pl->pb.Sq,
                 .k_stride = x.Sk, .m = *args};
     return rq_plan_run(pl, queue, &r, num_wait, wait, event);

@@ -66,10 +66,10 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
     const char *rot = pl->q.dtype == ROPEQK_F16    ? "rope_rotate_f16"
                       : pl->q.dtype == ROPEQK_BF16 ? "rope_rotate_bf16"
                                                    : "rope_rotate_f32";
-    const char *names[4] = {rot, cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
-                            "paged_append"};
+    const char *names[5] = {rot, cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
+                            "paged_append", "paged_gather"};
     cl_int err = CL_SUCCESS;
-    for (int i = 0; i < 4 && !err; i++)
+    for (int i = 0; i < 5 && !err; i++)
         cp->kx[i] = clCreateKernel(prog, names[i], &err);
     if (!err)
         err = clGetDeviceInfo(rq_cl(ctx)->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cp->cus, &cp->cus, NULL);
@@ -153,6 +153,8 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
     const int64_t n = meta.rows; /* the query rows are the kernels' sequences (src/core/paged_rows.c) */
+    /* long chunks take the attention kernel after the decode kernels (src/opencl/paged_chunk.c) */
+    const int64_t nchunks = rq_paged_chunk_mark(pl, batch, &meta);
 
     /* the split, the scratch: Qr [n][Hq][D], part [n*Hq][nsplit][Dv] then (m, l) per row */
     bool gpu = !cpu_shape(pl);
@@ -261,8 +263,15 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     cl_event last = ev[2] ? ev[2] : ev[1] ? ev[1] : ev[0];
     rq_scratch_put(ctx, sq, last ? 1 : 0, &last);
     rq_scratch_put(ctx, sp, last ? 1 : 0, &last);
+    cl_event chained = NULL; /* the chunks' last command, after the combine */
+    if (!err && nchunks > 0)
+        st = rq_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ev[2], &chained);
     clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
-    if (!err && event) {
+    if (chained) {
+        clReleaseEvent(ev[2]);
+        ev[2] = chained;
+    }
+    if (!st && event) {
         *event = ev[2];
         ev[2] = NULL;
     }

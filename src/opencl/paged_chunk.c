@@ -1,0 +1,123 @@
+/* Prefill chunks over the paged cache on OpenCL: a sequence with many query rows in a ragged batch
+ * (RQ_CHUNK_MIN_ROWS or more) does not go through the decode kernels row by row, each row reading
+ * and rotating every key again; its K and V are gathered from the pages into dense scratch
+ * (paged_gather, cl/paged.cl) and its rows run through the attention kernel of the plan's companion
+ * (plan->chunk, src/core/plan.c), which rotates the keys once and tiles the rows. */
+#include "ocl.h"
+
+#include <stdlib.h>
+
+/* Rows from which a sequence's chunk takes the attention kernel. Measured on pocl (2 AMD EPYC cores,
+ * Hq 32 / Hkv 8 / D 128, f16 cache, `ropeqk-bench --ragged`): a row through the decode kernels costs
+ * ~0.4 us per key (it rotates every key), the attention kernel ~0.12 us per key and row plus the
+ * gather and the rotation of K once (~1.6 us per key): even at about 6 rows; 16 keeps speculative
+ * steps (2-8 rows), whose keys the decode kernels read in one split-K pass, on them. */
+enum { RQ_CHUNK_MIN_ROWS = 16 };
+
+static int64_t rows_of(const ropeqk_paged_batch *b, int64_t s)
+{
+    return b->q_indptr ? (int64_t)b->q_indptr[s + 1] - b->q_indptr[s] : 1;
+}
+
+int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta)
+{
+    int64_t n = 0;
+    if (!pl->chunk || !b->q_indptr)
+        return 0;
+    meta->max_pages = 0;
+    for (int64_t s = 0; s < b->n_seqs; s++) {
+        bool chunk = rows_of(b, s) >= RQ_CHUNK_MIN_ROWS;
+        n += chunk;
+        for (int64_t r = b->q_indptr[s]; r < b->q_indptr[s + 1]; r++) {
+            if (chunk) /* a placeholder row of one key for the decode kernels; overwritten after them */
+                meta->v[meta->lens_off + r] = 1;
+            int64_t np = (meta->v[meta->lens_off + r] + pl->paged.page_size - 1) / pl->paged.page_size;
+            if (np > meta->max_pages)
+                meta->max_pages = np;
+        }
+    }
+    return n;
+}
+
+/* One gather of K or V (the cache view c, its buffer m) of sequence row r0's pages into dst. */
+static cl_int gather(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *c, ropeqk_opencl_mem m,
+                     const rq_paged_meta *meta, int64_t r0, int64_t len, cl_mem dst, cl_uint nw, const cl_event *w,
+                     cl_event *ev)
+{
+    cl_kernel k = rq_clp(pl)->kx[4];
+    int64_t es = (int64_t)ropeqk_dtype_size(c->dtype), row = c->ne[3] * es;
+    rq_pgat_args a = {
+        .src_off = (rq_i64)m.offset, .snb0 = c->nb[0], .snb1 = c->nb[1], .snb2 = c->nb[2],
+        .dnb1 = row, .dnb2 = c->ne[1] * row, .Hkv = (rq_i32)c->ne[1], .len = (rq_i32)len,
+        .ps = (rq_i32)pl->paged.page_size, .units = (rq_i32)(row / 2), .row = (rq_i32)r0,
+        .pages_off = meta->pages_off,
+    };
+    cl_int err = CL_SUCCESS; /* the META argument: set by the caller */
+    RQ_SET_ARG(k, RQ_PT_SRC, m.buf);
+    RQ_SET_ARG(k, RQ_PT_DST, dst);
+    RQ_SET_ARG(k, RQ_PT_A, a);
+    size_t g = rq_round_up((size_t)(len * c->ne[1] * ((a.units + 7) / 8)), RQ_PCWG), l = RQ_PCWG;
+    if (!err)
+        err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, &l, nw, w, ev);
+    return err;
+}
+
+ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
+                                      const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
+                                      cl_event after, cl_event *last)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    ropeqk_status st = ROPEQK_SUCCESS;
+    cl_event prev = after; /* the chain: each chunk's gathers wait for the command before */
+    clRetainEvent(prev);
+    for (int64_t s = 0; s < b->n_seqs && !st; s++) {
+        int64_t ql = rows_of(b, s), len = b->seq_lens[s], r0 = b->q_indptr[s];
+        if (ql < RQ_CHUNK_MIN_ROWS)
+            continue;
+        size_t kb = (size_t)(len * pb->Hkv * pb->D) * ropeqk_dtype_size(pl->k.dtype);
+        size_t vb = (size_t)(len * pb->Hkv * pb->Dv) * ropeqk_dtype_size(pl->v.dtype);
+        rq_scratch *sk = NULL, *sv = NULL;
+        if ((st = rq_scratch_get(ctx, kb, &sk)) || (st = rq_scratch_get(ctx, vb, &sv))) {
+            rq_scratch_put(ctx, sk, 0, NULL);
+            break;
+        }
+        cl_event ev[3] = {NULL, NULL, NULL};
+        cl_int err = CL_SUCCESS;
+        pthread_mutex_lock(&rq_clp(pl)->lock);
+        RQ_SET_ARG(rq_clp(pl)->kx[4], RQ_PT_META, mbuf);
+        if (!err)
+            err = gather(pl, queue, &pl->k, args->k_cache, meta, r0, len, sk->buf, 1, &prev, &ev[0]);
+        if (!err)
+            err = gather(pl, queue, &pl->v, args->v_cache, meta, r0, len, sv->buf, 1, &prev, &ev[1]);
+        pthread_mutex_unlock(&rq_clp(pl)->lock);
+        if (err) {
+            st = rq_cl_fail(ctx, err);
+        } else {
+            /* the sequence's rows of q, out and lse (the companion's views start at row 0) */
+            ropeqk_opencl_args a = {
+                .q = {args->q.buf, args->q.offset + (size_t)(r0 * pl->q.nb[0])},
+                .k = {sk->buf, 0}, .v = {sv->buf, 0},
+                .out = {args->out.buf, args->out.offset + (size_t)(r0 * pl->out.nb[0])},
+                .lse = {args->lse.buf, pl->with_lse ? args->lse.offset + (size_t)(r0 * pl->lse.nb[0]) : 0},
+            };
+            /* after both gathers and the decode kernels' placeholder rows (prev) */
+            cl_event dep[3] = {ev[0], ev[1], prev};
+            st = rq_attn_enqueue(pl->chunk, queue, &a, ql, len, b->q_pos[s], b->k_pos0 ? b->k_pos0[s] : 0, 3, dep,
+                                 &ev[2]);
+        }
+        cl_event used = ev[2] ? ev[2] : ev[1] ? ev[1] : ev[0];
+        rq_scratch_put(ctx, sk, used ? 1 : 0, &used);
+        rq_scratch_put(ctx, sv, used ? 1 : 0, &used);
+        if (ev[2]) {
+            clReleaseEvent(prev);
+            prev = ev[2];
+            ev[2] = NULL;
+        }
+        for (int i = 0; i < 3; i++)
+            if (ev[i])
+                clReleaseEvent(ev[i]);
+    }
+    *last = prev;
+    return st;
+}
