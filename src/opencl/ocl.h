@@ -40,10 +40,11 @@ typedef struct rq_scratch {
  * unless ROPEQK_DENSE_DECODE says otherwise (0 turns it off; at most RQ_DENSE_ROWS_MAX): each row is a
  * sequence of the decode, which reads K and V once per row where the old path rotates K once for all
  * rows. Measured (`ropeqk-bench --dense-decode`, 32768 keys, Hkv 8, D 128, f16, causal, 2-core AMD
- * EPYC AVX-512, pocl, shared machine: medians of 11 interleaved rounds), old path time / new path
- * time: Hq 32 (GQA 4) Sq 1, 2, 4, 8, 16: 4.3x, 4.7x, 2.9x, 2.0x, 2.1x (Sq 32: 1.29x, Sq 64: 1.15x in
- * an earlier run); Hq 8 (no GQA) Sq 1, 2, 4, 8: 13x, 5.3x, 3.5x, 1.8x. The new path's time grows by
- * one K+V read per row; 16 keeps a margin of about 2x on both shapes. */
+ * EPYC AVX-512, pocl, shared machine at load 1 to 4: medians of 11 interleaved rounds, three runs),
+ * old path time / new path time: Hq 32 (GQA 4) Sq 1, 2, 4, 8, 16: 4.3-4.5x, 4.0-4.7x, 2.6-2.9x,
+ * 1.9-2.0x, 1.45-2.1x (Sq 32: 1.29x, Sq 64: 1.15x in an earlier run); Hq 8 (no GQA) Sq 1, 2, 4, 8:
+ * 12-13x, 5.3-6.8x, 2.9-3.5x, 1.4-1.8x. The new path's time grows by one K+V read per row, the old
+ * one's more slowly: 16 rows keep it ahead on both shapes. */
 #define RQ_DENSE_ROWS 16
 #define RQ_DENSE_ROWS_MAX 1024
 
