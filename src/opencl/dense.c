@@ -120,7 +120,7 @@ static ropeqk_status build_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off
                                 int64_t X, int64_t Y, rq_paged_meta *m)
 {
     const rq_problem *pb = &pl->pb;
-    const int64_t B = pb->B, Sq = pb->Sq, n = B * Sq, P = RQ_DENSE_PAGE, nch = (Sk + P - 1) / P;
+    const int64_t B = pb->B, Sq = pb->Sq, n = B * Sq, P = RQ_DENSE_PAGE;
     memset(m, 0, sizeof *m);
     /* per query row: its first and one-past-last page */
     int64_t *c0 = malloc((size_t)Sq * 2 * sizeof *c0), *c1 = c0 ? c0 + Sq : NULL, total = 0;
@@ -140,7 +140,6 @@ static ropeqk_status build_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off
         if (c1[i] - c0[i] > m->max_pages)
             m->max_pages = c1[i] - c0[i];
     }
-    (void)nch;
     size_t nints = (size_t)(4 * n + 1) + (size_t)(total * B);
     if (nints > INT32_MAX || !(m->v = malloc(nints * sizeof *m->v))) {
         free(c0);
