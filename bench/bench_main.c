@@ -3,7 +3,7 @@
  *   ropeqk-bench [--quick] [--runs N] [--warmup N] [--shape SUBSTR] [--impl NAME[,NAME]]
  *                [--csv FILE] [--plot FILE.svg|.png] [--no-first-call] [--ref-max-gflop X]
  *                [--attention | --no-attention] [--attn-budget S] [--attn-max-run S] [--vulkan]
- *                [--variants [RUNS]]
+ *                [--variants [RUNS]] [--dense-decode [LEN]]
  *
  * This file is the top of the program: options, the OpenCL environment (benv.c), and which modes run
  * in which order; each mode is a module of its own, and the modules share only what lies below them
@@ -12,17 +12,18 @@
  *   bench_main.c ─┬─ scores_bench.c ── scores_impl.c ─┬─ baseline.c ── benv.c
  *                 ├─ attn_bench.c ──── attn_impl.c ───┤   values.c, impls.c, cpu.c
  *                 ├─ vk_bench.c (support/devbuf) ─────┘
- *                 ├─ first_call.c, host_cost.c, paged.c, variants.c
+ *                 ├─ first_call.c, host_cost.c, paged.c, variants.c, dense_decode.c
  *                 └─ support/plot.h (the chart)
  *
  * Default run: every scores implementation is checked against ropeqk_scores_ref on small shapes (an
  * implementation that fails is not timed, and the exit status is 3), first-call latency is measured
  * in child processes, the scores shapes are timed, and the attention implementations get their fp64
  * checks. --attention times the attention shapes instead (the unfused baseline alone takes minutes
- * per shape on a 2-core pocl device). --vulkan, --host-cost, --paged and --variants run their mode
- * alone. */
+ * per shape on a 2-core pocl device). --vulkan, --host-cost, --paged, --variants and --dense-decode run
+ * their mode alone. */
 #include "attn_bench.h"
 #include "benv.h"
+#include "dense_decode.h"
 #include "first_call.h"
 #include "host_cost.h"
 #include "impls.h"
@@ -55,6 +56,7 @@ typedef struct {
     long long paged; /* --paged [LEN]: only the paged-KV decode, one sequence of LEN tokens */
     bool ragged;     /* --ragged: only the ragged paged step and prefill chunk (ragged.c) */
     int variants;    /* --variants [RUNS]: only the model-family variants against plain attention */
+    long long dense; /* --dense-decode [LEN]: only the dense attention decode against the paged one */
     const char *csv, *plot, *shape_filter, *impl_filter;
 } bopts;
 
@@ -64,12 +66,16 @@ static void usage(void)
          "                    [--csv FILE] [--plot FILE.svg|.png] [--no-first-call] [--ref-max-gflop X]\n"
          "                    [--host-cost [N]] [--paged [LEN]] [--ragged] [--attention | --no-attention]\n"
          "                    [--attn-budget S] [--attn-max-run S] [--vulkan] [--variants [RUNS]]\n"
+         "                    [--dense-decode [LEN]]\n"
          "  --host-cost: host time per decode-shaped enqueue over N calls (default 10000), one-shot vs plan\n"
          "  --ragged: a serving step over a paged cache (4 decodes at 4k-32k, 2 prefill chunks of 512, a\n"
          "           speculative step of 4) in one ragged call vs per-sequence dense attention on copies;\n"
          "           a prefill chunk of 512 over 4k cached tokens vs dense attention\n"
          "  --paged: paged-KV decode, Hq 32 / Hkv 8 / D 128, one sequence of LEN tokens (default 32768),\n"
          "           f32 and f16 caches, against a copy kernel over the same bytes\n"
+         "  --dense-decode: dense attention decode over LEN keys (default 32768), Hq 32 / Hkv 8 / D 128, f16,\n"
+         "           Sq 1, 2, 4, 8: the default path, the old one (K rotated into scratch first) and the paged\n"
+         "           decode on the same values, in interleaved rounds\n"
          "  --variants: soft-capping, rotary offset, M-RoPE, sinks, all together, and MLA, each against plain\n"
          "           attention on the same shape (attention, scores, paged; dense and paged MLA), RUNS rounds\n"
          "           (default 9) of every variant in turn, medians; honours --shape\n"
@@ -114,6 +120,7 @@ static int parse_args(int argc, char **argv, bopts *o)
         else if (!strcmp(s, "--host-cost")) { o->host_cost = num ? atoi(v) : 10000; a += num; }
         else if (!strcmp(s, "--ragged")) o->ragged = true;
         else if (!strcmp(s, "--paged")) { o->paged = num ? atoll(v) : 32768; a += num; }
+        else if (!strcmp(s, "--dense-decode")) { o->dense = num ? atoll(v) : 32768; a += num; }
         else if (!strcmp(s, "--variants")) { o->variants = num ? atoi(v) : 9; a += num; }
         else { usage(); return strcmp(s, "--help") && strcmp(s, "-h") ? 2 : 0; }
     }
@@ -262,6 +269,8 @@ int main(int argc, char **argv)
         rc = bench_paged(&e, o.paged) ? 1 : 0;
     else if (o.ragged)
         rc = bench_ragged(&e) ? 1 : 0;
+    else if (o.dense > 0)
+        rc = (rc = bench_dense_decode(&e, o.dense)) == 3 ? 3 : rc ? 1 : 0;
     else if (o.variants > 0)
         rc = bench_variants(&e, o.variants, o.shape_filter) ? 1 : 0;
     else

@@ -212,15 +212,18 @@ RQ_STATIC_ASSERT(RQ_PTK * RQ_PKS >= RQ_PWG * RQ_PGH * RQ_PVT, paged_reduce_fits)
 RQ_STATIC_ASSERT(RQ_PGH == 2 * RQ_PSQ && RQ_PDC % 2 == 0 && RQ_PQD % RQ_PDC == 0, paged_scorers);
 
 /* paged_combine: joins the splits of each (sequence, query head) row into out (and lse); with
- * use_sinks, query head h's sinks[h] joins the denominator once, here. */
+ * use_sinks, query head h's sinks[h] joins the denominator once, here. Sequence s's rows of out and
+ * lse are at (s % nbat) * onb0 + (s / nbat) * onb2: the paged decode sets nbat = n_seqs (s * onb0),
+ * the dense decode (src/opencl/dense.c) numbers its sequences s = i * B + b for query row i of batch
+ * entry b, so nbat = B. */
 typedef struct {
-    rq_i64 out_off, onb0, onb1, onb3; /* bytes */
-    rq_i64 lse_off, lnb0, lnb1;       /* bytes */
-    rq_i64 ml_off;                    /* floats into part */
+    rq_i64 out_off, onb0, onb1, onb2, onb3; /* bytes */
+    rq_i64 lse_off, lnb0, lnb1, lnb2;       /* bytes */
+    rq_i64 ml_off;                          /* floats into part */
     rq_i32 Hq, Dv, nsplit, kps, lens_off, use_lse, rows, odt; /* odt: RQ_DT_* of out */
-    rq_i32 use_sinks, pad_;
+    rq_i32 use_sinks, nbat;
 } rq_pcomb_args;
-RQ_STATIC_ASSERT(sizeof(rq_pcomb_args) == 8 * 8 + 10 * 4, pcomb_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_pcomb_args) == 10 * 8 + 10 * 4, pcomb_args_size);
 
 /* paged_append: copies rows [s][hk][t] of src into token lens[s] + t of sequence s, 2-byte units. */
 typedef struct {

@@ -704,6 +704,8 @@ void paged_combine(__global const float *part, __global const int *meta, __globa
     if (dv >= a.Dv || row >= a.rows)
         return;
     const int s = row / a.Hq, h = row % a.Hq;
+    const long ob = (long)(s % a.nbat) * a.onb0 + (long)(s / a.nbat) * a.onb2;
+    const long lb = (long)(s % a.nbat) * a.lnb0 + (long)(s / a.nbat) * a.lnb2;
     const int nsp = (int)(((long)meta[a.lens_off + s] + a.kps - 1) / a.kps);
     const long r0 = (long)row * a.nsplit;
     __global const float *ml = part + a.ml_off + 2 * r0;
@@ -720,10 +722,10 @@ void paged_combine(__global const float *part, __global const int *meta, __globa
             L = fma(ml[2 * i + 1], w, L);
             o = fma(part[(r0 + i) * a.Dv + dv], w, o);
         }
-    rq_store_dt(out, a.out_off + (long)s * a.onb0 + (long)h * a.onb1 + (long)dv * a.onb3, a.odt,
+    rq_store_dt(out, a.out_off + ob + (long)h * a.onb1 + (long)dv * a.onb3, a.odt,
                 M == -INFINITY ? 0.0f : o / L);
     if (a.use_lse && dv == 0)
-        *(__global float *)(lse + a.lse_off + (long)s * a.lnb0 + (long)h * a.lnb1) =
+        *(__global float *)(lse + a.lse_off + lb + (long)h * a.lnb1) =
             M == -INFINITY ? -INFINITY : M + log(L);
 }
 

@@ -83,8 +83,9 @@ Test(config, knobs_from_api_with_env_override)
 
 /* Every malformed value is refused with a message naming the variable; nothing is created. The
  * knobs' variables on every backend; the OpenCL context's limits (scratch pool, attention pass, the
- * allocation limit that forces split runs) only where a context reads them: a Vulkan context does
- * not read ROPEQK_POOL_BYTES, ROPEQK_ATTN_PASS_BYTES or ROPEQK_MAX_ALLOC at all. */
+ * allocation limit that forces split runs, the dense decode's rows) only where a context reads them:
+ * a Vulkan context does not read ROPEQK_POOL_BYTES, ROPEQK_ATTN_PASS_BYTES, ROPEQK_MAX_ALLOC or
+ * ROPEQK_DENSE_DECODE at all. */
 Test(config, malformed_environment_is_an_error)
 {
     static const struct {
@@ -96,7 +97,8 @@ Test(config, malformed_environment_is_an_error)
         {"ROPEQK_VK", "3", 0},        {"ROPEQK_NV", "3", 0},       {"ROPEQK_DKB", "7", 0},      {"ROPEQK_DWG", "1e2", 0},
         {"ROPEQK_DECODE", "yes", 0},  {"ROPEQK_ROT_UWG", " 8", 0}, {"ROPEQK_VK_BLOCK", "x", 0}, {"ROPEQK_VK_ROWS", "-32", 0},
         {"ROPEQK_POOL_BYTES", "lots", 1}, {"ROPEQK_ATTN_PASS_BYTES", "-5", 1}, {"ROPEQK_MAX_ALLOC", "-1", 1},
-        {"ROPEQK_MAX_ALLOC", "99999999999999999999999", 1},
+        {"ROPEQK_MAX_ALLOC", "99999999999999999999999", 1}, {"ROPEQK_DENSE_DECODE", "on", 1},
+        {"ROPEQK_DENSE_DECODE", "100000", 1},
     };
     ropeqk_ctx *probe = th_ctx_tuned(NULL);
     bool vk = th_is_vulkan(probe);

@@ -118,6 +118,7 @@ static ropeqk_status impl_alloc(ropeqk_ctx *ctx)
     c->pool_lock_ok = true;
     c->pool_budget = (size_t)256 << 20;
     c->attn_pass_bytes = RQ_ATTN_PASS_BYTES;
+    c->dense_rows = RQ_DENSE_ROWS;
     return ROPEQK_SUCCESS;
 }
 
@@ -135,7 +136,8 @@ static ropeqk_status finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
      * allocation limit than the device's: exercises the split path on small devices' behalf (tests),
      * or keeps the library's scratch small next to an app's own buffers. ROPEQK_ATTN_PASS_BYTES: most
      * bytes of rotated Q per attention pass (attn.c); small values make every query range run in many
-     * passes (tests). */
+     * passes (tests). ROPEQK_DENSE_DECODE: most query rows of an attention plan that runs few-row
+     * calls through the paged kernels (dense.c; 0: never; up to RQ_DENSE_ROWS_MAX). */
     unsigned long long v = 0;
     int r = rq_env_u64("ROPEQK_POOL_BYTES", &v);
     if (r > 0)
@@ -148,6 +150,15 @@ static ropeqk_status finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
         r = rq_env_u64("ROPEQK_ATTN_PASS_BYTES", &v);
     if (r > 0)
         c->attn_pass_bytes = (size_t)v;
+    if (r >= 0)
+        r = rq_env_u64("ROPEQK_DENSE_DECODE", &v);
+    if (r > 0 && v > RQ_DENSE_ROWS_MAX) {
+        rq_set_error("ROPEQK_DENSE_DECODE='%llu': expected the most query rows of the dense decode path, 0 (off) to "
+                     "%d", v, RQ_DENSE_ROWS_MAX);
+        r = -1;
+    }
+    if (r > 0)
+        c->dense_rows = (int64_t)v;
     return r < 0 ? ROPEQK_ERR_BAD_CONFIG : ROPEQK_SUCCESS;
 }
 

@@ -36,6 +36,18 @@ typedef struct rq_scratch {
  * Hq = 32, D = 128, so the bench's prefill shapes run as before. */
 #define RQ_ATTN_PASS_BYTES ((size_t)64 << 20)
 
+/* Attention plans with at most this many query rows run through the paged decode's kernels (dense.c)
+ * unless ROPEQK_DENSE_DECODE says otherwise (0 turns it off; at most RQ_DENSE_ROWS_MAX): each row is a
+ * sequence of the decode, which reads K and V once per row where the old path rotates K once for all
+ * rows. Measured (`ropeqk-bench --dense-decode`, 32768 keys, Hkv 8, D 128, f16, causal, 2-core AMD
+ * EPYC AVX-512, pocl, shared machine at load 1 to 4: medians of 11 interleaved rounds, three runs),
+ * old path time / new path time: Hq 32 (GQA 4) Sq 1, 2, 4, 8, 16: 4.3-4.5x, 4.0-4.7x, 2.6-2.9x,
+ * 1.9-2.0x, 1.45-2.1x (Sq 32: 1.29x, Sq 64: 1.15x in an earlier run); Hq 8 (no GQA) Sq 1, 2, 4, 8:
+ * 12-13x, 5.3-6.8x, 2.9-3.5x, 1.4-1.8x. The new path's time grows by one K+V read per row, the old
+ * one's more slowly: 16 rows keep it ahead on both shapes. */
+#define RQ_DENSE_ROWS 16
+#define RQ_DENSE_ROWS_MAX 1024
+
 /* ctx->impl of an OpenCL context. */
 typedef struct rq_cl_ctx {
     cl_context context;
@@ -50,6 +62,7 @@ typedef struct rq_cl_ctx {
     size_t pool_free_bytes;
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
     size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
+    int64_t dense_rows;        /* most query rows of a dense decode call (ROPEQK_DENSE_DECODE, RQ_DENSE_ROWS; 0 off) */
 } rq_cl_ctx;
 
 /* pl->impl of a plan on an OpenCL context. */
@@ -58,6 +71,7 @@ typedef struct rq_cl_plan {
     bool tiled;                /* ks is qk_scores_tiled (same arguments as qk_scores, its own launch) */
     bool dec_gpu;              /* with dec: ks is qk_decode_gpu_* (same arguments, its own launch) */
     bool gattn;                /* attention: kx[0] is qk_attention_gpu_* (same arguments, its own launch) */
+    bool dense;                /* attention: few-row calls may run the paged kernels kx[1], kx[2] (dense.c) */
     int acb;                   /* attention with qk_attention_*: V dims per work-item (its column block) */
     cl_mem vfreq;              /* inv_freq/pi as three floats per frequency, then its M-RoPE position
                                 * stream (float4: x, y, z, stream; the stream 0 without M-RoPE) */
@@ -116,6 +130,47 @@ void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len);
 ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out);
 void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event *ev);
 void rq_scratch_free_all(ropeqk_ctx *ctx);
+
+/* paged.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
+ * sequences described by a metadata buffer (contract.h), shared by the paged decode and the dense
+ * decode (dense.c). K and V are addressed as pages: page * knb[0] + head * knb[1] + slot * knb[2];
+ * out and lse rows of sequence s at (s % nbat) * onb[0] + (s / nbat) * onb[2] (rq_pcomb_args). The
+ * Q rotation (ra, with q and qpos its source and position buffers) writes Qr [s][Hq][D]. Pass 1
+ * also waits for meta_wait (commands writing into the metadata). */
+#define RQ_PAGED_MAX_META_WAIT 4
+typedef struct {
+    const char *fn;                  /* the entry point, for messages */
+    cl_mem meta;
+    int32_t lens_off, qpos_off, kpos_off, pages_off;
+    int64_t n, max_pages, page_size, nbat;
+    rq_rotate_args ra;
+    ropeqk_opencl_mem q, k, v, out, lse;
+    cl_mem qpos;
+    int64_t knb[3], vnb[3], onb[4], lnb[3];
+    cl_uint meta_nwait;
+    const cl_event *meta_wait;
+} rq_paged_launch;
+ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L, cl_kernel krot,
+                           cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event);
+/* Pass 1 in the CPU shape (paged_attn_cpu) for this plan, else paged_attn_gpu; the GPU shape's
+ * work-group size into cp->pwg (ROPEQK_ERR_TOO_LARGE where the device cannot run it); a metadata
+ * array as a device buffer (copied: the host array may go at once). */
+bool rq_paged_cpu_shape(const ropeqk_plan *pl);
+ropeqk_status rq_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp);
+cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err);
+
+/* dense.c: few-row dense attention through the paged decode's kernels, reading and rotating K as it
+ * goes (no K pre-pass). rq_dense_plan_wants: whether a plan may take it (op, M-RoPE, query rows
+ * against the context's limit), decided before its program is built (the program then holds the
+ * paged kernels too); rq_dense_plan_init: its kernels (cp->dense false where the device cannot run
+ * them); rq_dense_enqueue: runs a call that way and sets *taken, or leaves *taken false (and
+ * enqueues nothing) where the call needs the old path (per-token key positions, views whose pages
+ * cannot be numbered, sizes). */
+bool rq_dense_plan_wants(const ropeqk_plan *pl);
+ropeqk_status rq_dense_plan_init(ropeqk_plan *pl, cl_program prog);
+ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
+                               int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait, cl_event *event,
+                               bool *taken);
 
 /* plan.c, attn.c, paged.c: the op-specific parts of plan creation (the program, scratch-free). */
 ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double *inv);

@@ -14,7 +14,7 @@ _Static_assert(RQ_DT_F32 == ROPEQK_F32 && RQ_DT_F16 == ROPEQK_F16 && RQ_DT_BF16 
                "contract.h's storage-type codes are ropeqk_dtype's");
 
 /* Pass 1 in the CPU shape (cl/paged.cl): the CPU profile, for the head dims its vectors cover. */
-static bool cpu_shape(const ropeqk_plan *pl)
+bool rq_paged_cpu_shape(const ropeqk_plan *pl)
 {
     const rq_problem *pb = &pl->pb;
     return pl->ctx->tune.profile != ROPEQK_PROFILE_GPU && pb->D % 16 == 0 && pb->R % 32 == 0 && pb->rot_off % 16 == 0 &&
@@ -30,7 +30,7 @@ static bool cpu_shape(const ropeqk_plan *pl)
  * run 128 still runs every shape. Its local memory (RQ_PAGED_LOCAL_BYTES, whatever D, Dv and the
  * heads) is checked against the device's: ROPEQK_ERR_TOO_LARGE at plan creation where it does not
  * fit (a full-profile OpenCL 1.2 device has at least 32 KiB). */
-static ropeqk_status gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp)
+ropeqk_status rq_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp)
 {
     size_t kwg = 0;
     cl_ulong lm = 0;
@@ -66,7 +66,7 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
     const char *rot = pl->q.dtype == ROPEQK_F16    ? "rope_rotate_f16"
                       : pl->q.dtype == ROPEQK_BF16 ? "rope_rotate_bf16"
                                                    : "rope_rotate_f32";
-    const char *names[5] = {rot, cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
+    const char *names[5] = {rot, rq_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
                             "paged_append", "paged_gather"};
     cl_int err = CL_SUCCESS;
     for (int i = 0; i < 5 && !err; i++)
@@ -77,11 +77,11 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
         return rq_cl_fail(ctx, err); /* kernels made so far: ropeqk_plan_destroy */
     if (cp->cus < 1)
         cp->cus = 1;
-    return cpu_shape(pl) ? ROPEQK_SUCCESS : gpu_fit(ctx, &pl->pb, cp);
+    return rq_paged_cpu_shape(pl) ? ROPEQK_SUCCESS : rq_paged_gpu_fit(ctx, &pl->pb, cp);
 }
 
 /* The call's metadata as a device buffer (copied at creation: the host array may go at once). */
-static cl_mem meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err)
+cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err)
 {
     return clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, meta->n * sizeof(int32_t), meta->v,
                           err);
@@ -129,6 +129,121 @@ static ropeqk_status plan_is_cl(const ropeqk_plan *pl, const char *fn)
     return ROPEQK_SUCCESS;
 }
 
+ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L, cl_kernel krot,
+                           cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    rq_cl_plan *cp = rq_clp(pl);
+    const int64_t n = L->n;
+    /* the split, the scratch: Qr [n][Hq][D], part [n*Hq][nsplit][Dv] then (m, l) per row */
+    bool gpu = !rq_paged_cpu_shape(pl);
+    rq_paged_args a = {0};
+    int64_t groups;
+    head_groups(pb, gpu, cp->pwg, &a, &groups);
+    int64_t pps = rq_paged_pages_per_split((int64_t)cp->cus * (gpu ? 8 : 4), n * groups * a.ndvc, L->max_pages,
+                                           L->page_size, gpu ? 256 : 512, 0);
+    int64_t nsplit = (L->max_pages + pps - 1) / pps, kps = pps * L->page_size;
+    int64_t rows = n * pb->Hq;
+    size_t qr_bytes, part_n, part_bytes;
+    if (__builtin_mul_overflow((size_t)rows, (size_t)pb->D * sizeof(float), &qr_bytes) ||
+        __builtin_mul_overflow((size_t)(rows * nsplit), (size_t)pb->Dv + 2, &part_n) ||
+        __builtin_mul_overflow(part_n, sizeof(float), &part_bytes) || qr_bytes > rq_cl(ctx)->max_alloc ||
+        part_bytes > rq_cl(ctx)->max_alloc || rows > INT32_MAX || kps > INT32_MAX || nsplit > INT32_MAX) {
+        rq_set_error("%s: the scratch for this batch exceeds the device's allocation limit", L->fn);
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    ropeqk_status st;
+    rq_scratch *sq = NULL, *sp = NULL;
+    if ((st = rq_scratch_get(ctx, qr_bytes, &sq)) || (st = rq_scratch_get(ctx, part_bytes, &sp))) {
+        rq_scratch_put(ctx, sq, 0, NULL);
+        return st;
+    }
+    a.k_off = (rq_i64)L->k.offset, a.knb0 = L->knb[0], a.knb1 = L->knb[1], a.knb2 = L->knb[2];
+    a.v_off = (rq_i64)L->v.offset, a.vnb0 = L->vnb[0], a.vnb1 = L->vnb[1], a.vnb2 = L->vnb[2];
+    a.window = pb->window;
+    a.ml_off = (rq_i64)(rows * nsplit * pb->Dv);
+    a.Hq = (rq_i32)pb->Hq, a.Hkv = (rq_i32)pb->Hkv, a.G = (rq_i32)pb->G, a.D = (rq_i32)pb->D;
+    a.Dv = (rq_i32)pb->Dv, a.R = (rq_i32)pb->R, a.layout = pb->layout, a.causal = pb->causal;
+    a.ps = (rq_i32)L->page_size, a.kps = (rq_i32)kps, a.nsplit = (rq_i32)nsplit;
+    a.lens_off = L->lens_off, a.qpos_off = L->qpos_off, a.kpos_off = L->kpos_off;
+    a.pages_off = L->pages_off, a.rot_mul = (float)pb->attn;
+    a.softcap = (float)pb->softcap, a.rot_off = (rq_i32)pb->rot_off;
+    a.kdt = (rq_i32)pl->k.dtype, a.vdt = (rq_i32)pl->v.dtype;
+    rq_pcomb_args ca = {
+        .out_off = (rq_i64)L->out.offset, .onb0 = L->onb[0], .onb1 = L->onb[1], .onb2 = L->onb[2],
+        .onb3 = L->onb[3], .lse_off = (rq_i64)L->lse.offset, .lnb0 = L->lnb[0], .lnb1 = L->lnb[1],
+        .lnb2 = L->lnb[2], .ml_off = a.ml_off, .Hq = (rq_i32)pb->Hq, .Dv = (rq_i32)pb->Dv,
+        .nsplit = (rq_i32)nsplit, .kps = (rq_i32)kps, .lens_off = L->lens_off, .use_lse = pl->with_lse,
+        .rows = (rq_i32)rows, .odt = (rq_i32)pl->out.dtype, .use_sinks = cp->sinks != NULL,
+        .nbat = (rq_i32)L->nbat,
+    };
+    rq_rotate_args ra = L->ra;
+    cl_mem lse_buf = pl->with_lse ? L->lse.buf : cp->vfreq; /* never written without LSE: any buffer */
+    cl_mem sink_buf = cp->sinks ? cp->sinks : cp->vfreq;    /* never read without sinks */
+    cl_event ev[3] = {NULL, NULL, NULL};
+    size_t rg[2], rl_[2];
+    rq_rotate_grid(&ctx->tune, ra.S, pb->R / 2 + (pb->D - pb->R), rg, rl_);
+    size_t g1[3], l1[3];
+    if (gpu) {
+        g1[0] = (size_t)nsplit * cp->pwg, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;
+        l1[0] = cp->pwg, l1[1] = 1, l1[2] = 1;
+    } else {
+        g1[0] = (size_t)nsplit, g1[1] = (size_t)groups, g1[2] = (size_t)n;
+        l1[0] = 1, l1[1] = 1, l1[2] = 1;
+    }
+    size_t g2[2] = {rq_round_up((size_t)pb->Dv, RQ_PCWG), (size_t)rows}, l2[2] = {RQ_PCWG, 1};
+
+    cl_int err = CL_SUCCESS;
+    pthread_mutex_lock(&cp->lock); /* the kernels' arguments are the plan's: set and enqueue as one step */
+    RQ_SET_ARG(krot, RQ_ROT_SRC, L->q.buf);
+    RQ_SET_ARG(krot, RQ_ROT_POS, L->qpos);
+    RQ_SET_ARG(krot, RQ_ROT_FREQ, cp->vfreq);
+    RQ_SET_ARG(krot, RQ_ROT_DST, sq->buf);
+    RQ_SET_ARG(krot, RQ_ROT_A, ra);
+    if (!err)
+        err = clEnqueueNDRangeKernel(queue, krot, 2, NULL, rg, rl_, num_wait, wait, &ev[0]);
+    RQ_SET_ARG(kp1, RQ_PG_K, L->k.buf);
+    RQ_SET_ARG(kp1, RQ_PG_V, L->v.buf);
+    RQ_SET_ARG(kp1, RQ_PG_META, L->meta);
+    RQ_SET_ARG(kp1, RQ_PG_FREQ, cp->vfreq);
+    RQ_SET_ARG(kp1, RQ_PG_QR, sq->buf);
+    RQ_SET_ARG(kp1, RQ_PG_PART, sp->buf);
+    RQ_SET_ARG(kp1, RQ_PG_A, a);
+    /* pass 1 waits for Q's rotation, and for the caller's list too: the metadata may be written by
+     * commands of that list (the dense decode's position copies) that the rotation does not wait for */
+    cl_uint n1 = 1 + L->meta_nwait;
+    cl_event w1[1 + RQ_PAGED_MAX_META_WAIT];
+    w1[0] = ev[0];
+    for (cl_uint i = 0; i < L->meta_nwait; i++)
+        w1[1 + i] = L->meta_wait[i];
+    if (!err)
+        err = clEnqueueNDRangeKernel(queue, kp1, 3, NULL, g1, l1, n1, w1, &ev[1]);
+    RQ_SET_ARG(kcomb, RQ_PC_PART, sp->buf);
+    RQ_SET_ARG(kcomb, RQ_PC_META, L->meta);
+    RQ_SET_ARG(kcomb, RQ_PC_OUT, L->out.buf);
+    RQ_SET_ARG(kcomb, RQ_PC_LSE, lse_buf);
+    RQ_SET_ARG(kcomb, RQ_PC_SINK, sink_buf);
+    RQ_SET_ARG(kcomb, RQ_PC_A, ca);
+    if (!err)
+        err = clEnqueueNDRangeKernel(queue, kcomb, 2, NULL, g2, l2, 1, &ev[1], &ev[2]);
+    pthread_mutex_unlock(&cp->lock);
+    if (err)
+        st = rq_cl_fail(ctx, err);
+    /* scratch reusable once the last enqueued command has completed (each waits for the one before) */
+    cl_event last = ev[2] ? ev[2] : ev[1] ? ev[1] : ev[0];
+    rq_scratch_put(ctx, sq, last ? 1 : 0, &last);
+    rq_scratch_put(ctx, sp, last ? 1 : 0, &last);
+    if (!err && event) {
+        *event = ev[2];
+        ev[2] = NULL;
+    }
+    for (int i = 0; i < 3; i++)
+        if (ev[i])
+            clReleaseEvent(ev[i]);
+    return st;
+}
+
 ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queue,
                                           const ropeqk_opencl_paged_args *args, const ropeqk_paged_batch *batch,
                                           cl_uint num_wait, const cl_event *wait, cl_event *event)
@@ -155,130 +270,48 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     const int64_t n = meta.rows; /* the query rows are the kernels' sequences (src/core/paged_rows.c) */
     /* long chunks take the attention kernel after the decode kernels (src/opencl/paged_chunk.c) */
     const int64_t nchunks = rq_paged_chunk_mark(pl, batch, &meta);
-
-    /* the split, the scratch: Qr [n][Hq][D], part [n*Hq][nsplit][Dv] then (m, l) per row */
-    bool gpu = !cpu_shape(pl);
-    rq_paged_args a = {0};
-    int64_t groups;
-    head_groups(pb, gpu, cp->pwg, &a, &groups);
-    int64_t pps = rq_paged_pages_per_split((int64_t)cp->cus * (gpu ? 8 : 4), n * groups * a.ndvc, meta.max_pages,
-                                           pl->paged.page_size, gpu ? 256 : 512, 0);
-    int64_t nsplit = (meta.max_pages + pps - 1) / pps, kps = pps * pl->paged.page_size;
-    int64_t rows = n * pb->Hq;
-    size_t qr_bytes, part_n, part_bytes;
-    if (__builtin_mul_overflow((size_t)rows, (size_t)pb->D * sizeof(float), &qr_bytes) ||
-        __builtin_mul_overflow((size_t)(rows * nsplit), (size_t)pb->Dv + 2, &part_n) ||
-        __builtin_mul_overflow(part_n, sizeof(float), &part_bytes) || qr_bytes > rq_cl(ctx)->max_alloc ||
-        part_bytes > rq_cl(ctx)->max_alloc || rows > INT32_MAX) {
-        rq_set_error("%s: the scratch for this batch exceeds the device's allocation limit", fn);
-        st = ROPEQK_ERR_TOO_LARGE;
-        goto done;
-    }
-
     cl_int err = CL_SUCCESS;
-    cl_mem mbuf = meta_upload(ctx, &meta, &err);
+    cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
-        goto done;
-    }
-    rq_scratch *sq = NULL, *sp = NULL;
-    if ((st = rq_scratch_get(ctx, qr_bytes, &sq)) || (st = rq_scratch_get(ctx, part_bytes, &sp))) {
-        rq_scratch_put(ctx, sq, 0, NULL);
-        clReleaseMemObject(mbuf);
-        goto done;
+        free(meta.v);
+        return st;
     }
     if (!queue)
         queue = rq_cl(ctx)->queue;
     const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
-    /* Q: the query rows are the rows of one batch of Hq heads; positions from the metadata */
-    rq_rotate_args ra = {
-        .src_off = (rq_i64)args->q.offset, .nb0 = 0, .nb1 = q->nb[1], .nb2 = q->nb[0], .nb3 = q->nb[3],
-        .pos_off = meta.qpos_off, .d_bh = pb->D, .d_row = pb->Hq * pb->D, .d_dim = 1, .H = (rq_i32)pb->Hq,
-        .BH = (rq_i32)pb->Hq, .S = (rq_i32)n, .D = (rq_i32)pb->D, .R = (rq_i32)pb->R, .layout = pb->layout,
-        .use_pos = 1, .pos_base = 0, .G = 1, .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale,
-        .pos_stride = 0, .rot_off = (rq_i32)pb->rot_off, /* one stream: the core refuses M-RoPE here */
+    rq_paged_launch L = {
+        .fn = fn, .meta = mbuf, .lens_off = meta.lens_off, .qpos_off = meta.qpos_off, .kpos_off = meta.kpos_off,
+        .pages_off = meta.pages_off, .n = n, .max_pages = meta.max_pages, .page_size = pl->paged.page_size,
+        .nbat = n,
+        /* Q: the query rows are the rows of one batch of Hq heads; positions from the metadata */
+        .ra = {
+            .src_off = (rq_i64)args->q.offset, .nb0 = 0, .nb1 = q->nb[1], .nb2 = q->nb[0], .nb3 = q->nb[3],
+            .pos_off = meta.qpos_off, .d_bh = pb->D, .d_row = pb->Hq * pb->D, .d_dim = 1, .H = (rq_i32)pb->Hq,
+            .BH = (rq_i32)pb->Hq, .S = (rq_i32)n, .D = (rq_i32)pb->D, .R = (rq_i32)pb->R, .layout = pb->layout,
+            .use_pos = 1, .pos_base = 0, .G = 1, .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale,
+            .pos_stride = 0, .rot_off = (rq_i32)pb->rot_off, /* one stream: the core refuses M-RoPE here */
+        },
+        .q = args->q, .qpos = mbuf, .k = args->k_cache, .v = args->v_cache, .out = args->out, .lse = args->lse,
+        .knb = {k->nb[0], k->nb[1], k->nb[2]}, .vnb = {v->nb[0], v->nb[1], v->nb[2]},
+        .onb = {o->nb[0], o->nb[1], 0, o->nb[3]}, .lnb = {ls->nb[0], ls->nb[1], 0},
     };
-    a.k_off = (rq_i64)args->k_cache.offset, a.knb0 = k->nb[0], a.knb1 = k->nb[1], a.knb2 = k->nb[2];
-    a.v_off = (rq_i64)args->v_cache.offset, a.vnb0 = v->nb[0], a.vnb1 = v->nb[1], a.vnb2 = v->nb[2];
-    a.window = pb->window;
-    a.ml_off = (rq_i64)(rows * nsplit * pb->Dv);
-    a.Hq = (rq_i32)pb->Hq, a.Hkv = (rq_i32)pb->Hkv, a.G = (rq_i32)pb->G, a.D = (rq_i32)pb->D;
-    a.Dv = (rq_i32)pb->Dv, a.R = (rq_i32)pb->R, a.layout = pb->layout, a.causal = pb->causal;
-    a.ps = (rq_i32)pl->paged.page_size, a.kps = (rq_i32)kps, a.nsplit = (rq_i32)nsplit;
-    a.lens_off = meta.lens_off, a.qpos_off = meta.qpos_off, a.kpos_off = meta.kpos_off;
-    a.pages_off = meta.pages_off, a.rot_mul = (float)pb->attn;
-    a.softcap = (float)pb->softcap, a.rot_off = (rq_i32)pb->rot_off;
-    a.kdt = (rq_i32)pl->k.dtype, a.vdt = (rq_i32)pl->v.dtype;
-    rq_pcomb_args ca = {
-        .out_off = (rq_i64)args->out.offset, .onb0 = o->nb[0], .onb1 = o->nb[1], .onb3 = o->nb[3],
-        .lse_off = (rq_i64)args->lse.offset, .lnb0 = ls->nb[0], .lnb1 = ls->nb[1], .ml_off = a.ml_off,
-        .Hq = (rq_i32)pb->Hq, .Dv = (rq_i32)pb->Dv, .nsplit = (rq_i32)nsplit, .kps = (rq_i32)kps,
-        .lens_off = meta.lens_off, .use_lse = pl->with_lse, .rows = (rq_i32)rows, .odt = (rq_i32)pl->out.dtype,
-        .use_sinks = cp->sinks != NULL,
-    };
-    cl_mem lse_buf = pl->with_lse ? args->lse.buf : cp->vfreq; /* never written without LSE: any buffer */
-    cl_mem sink_buf = cp->sinks ? cp->sinks : cp->vfreq;       /* never read without sinks */
-    cl_event ev[3] = {NULL, NULL, NULL};
-    size_t rg[2], rl_[2];
-    rq_rotate_grid(&ctx->tune, n, pb->R / 2 + (pb->D - pb->R), rg, rl_);
-    size_t g1[3], l1[3];
-    if (gpu) {
-        g1[0] = (size_t)nsplit * cp->pwg, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;
-        l1[0] = cp->pwg, l1[1] = 1, l1[2] = 1;
-    } else {
-        g1[0] = (size_t)nsplit, g1[1] = (size_t)groups, g1[2] = (size_t)n;
-        l1[0] = 1, l1[1] = 1, l1[2] = 1;
-    }
-    size_t g2[2] = {rq_round_up((size_t)pb->Dv, RQ_PCWG), (size_t)rows}, l2[2] = {RQ_PCWG, 1};
-
-    pthread_mutex_lock(&cp->lock); /* the kernels' arguments are the plan's: set and enqueue as one step */
-    RQ_SET_ARG(cp->kx[0], RQ_ROT_SRC, args->q.buf);
-    RQ_SET_ARG(cp->kx[0], RQ_ROT_POS, mbuf);
-    RQ_SET_ARG(cp->kx[0], RQ_ROT_FREQ, cp->vfreq);
-    RQ_SET_ARG(cp->kx[0], RQ_ROT_DST, sq->buf);
-    RQ_SET_ARG(cp->kx[0], RQ_ROT_A, ra);
-    if (!err)
-        err = clEnqueueNDRangeKernel(queue, cp->kx[0], 2, NULL, rg, rl_, num_wait, wait, &ev[0]);
-    RQ_SET_ARG(cp->kx[1], RQ_PG_K, args->k_cache.buf);
-    RQ_SET_ARG(cp->kx[1], RQ_PG_V, args->v_cache.buf);
-    RQ_SET_ARG(cp->kx[1], RQ_PG_META, mbuf);
-    RQ_SET_ARG(cp->kx[1], RQ_PG_FREQ, cp->vfreq);
-    RQ_SET_ARG(cp->kx[1], RQ_PG_QR, sq->buf);
-    RQ_SET_ARG(cp->kx[1], RQ_PG_PART, sp->buf);
-    RQ_SET_ARG(cp->kx[1], RQ_PG_A, a);
-    if (!err)
-        err = clEnqueueNDRangeKernel(queue, cp->kx[1], 3, NULL, g1, l1, 1, ev, &ev[1]);
-    RQ_SET_ARG(cp->kx[2], RQ_PC_PART, sp->buf);
-    RQ_SET_ARG(cp->kx[2], RQ_PC_META, mbuf);
-    RQ_SET_ARG(cp->kx[2], RQ_PC_OUT, args->out.buf);
-    RQ_SET_ARG(cp->kx[2], RQ_PC_LSE, lse_buf);
-    RQ_SET_ARG(cp->kx[2], RQ_PC_SINK, sink_buf);
-    RQ_SET_ARG(cp->kx[2], RQ_PC_A, ca);
-    if (!err)
-        err = clEnqueueNDRangeKernel(queue, cp->kx[2], 2, NULL, g2, l2, 1, &ev[1], &ev[2]);
-    pthread_mutex_unlock(&cp->lock);
-    if (err)
-        st = rq_cl_fail(ctx, err);
-    /* scratch reusable once the last enqueued command has completed (each waits for the one before) */
-    cl_event last = ev[2] ? ev[2] : ev[1] ? ev[1] : ev[0];
-    rq_scratch_put(ctx, sq, last ? 1 : 0, &last);
-    rq_scratch_put(ctx, sp, last ? 1 : 0, &last);
-    cl_event chained = NULL; /* the chunks' last command, after the combine */
-    if (!err && nchunks > 0)
-        st = rq_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ev[2], &chained);
+    cl_event ran = NULL, chained = NULL; /* the combine's event; the chunks' last command after it */
+    st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait,
+                      event || nchunks > 0 ? &ran : NULL);
+    if (!st && nchunks > 0)
+        st = rq_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ran, &chained);
     clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
     if (chained) {
-        clReleaseEvent(ev[2]);
-        ev[2] = chained;
+        clReleaseEvent(ran);
+        ran = chained;
     }
     if (!st && event) {
-        *event = ev[2];
-        ev[2] = NULL;
+        *event = ran;
+        ran = NULL;
     }
-    for (int i = 0; i < 3; i++)
-        if (ev[i])
-            clReleaseEvent(ev[i]);
-done:
+    if (ran)
+        clReleaseEvent(ran);
     free(meta.v);
     return st;
 }
@@ -312,7 +345,7 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
         return st;
     const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
     cl_int err = CL_SUCCESS;
-    cl_mem mbuf = meta_upload(ctx, &meta, &err);
+    cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
         goto done;

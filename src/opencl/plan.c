@@ -87,6 +87,10 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     cl_int err = CL_SUCCESS;
     cl_program prog;
     unsigned ops = op == ROPEQK_OP_SCORES ? RQ_OPS_SCORES : op == ROPEQK_OP_ATTENTION ? RQ_OPS_ATTN : RQ_OPS_PAGED;
+    /* few-row attention plans may run the paged kernels (dense.c): their program holds both */
+    bool dense = rq_dense_plan_wants(pl);
+    if (dense)
+        ops |= RQ_OPS_PAGED;
     if ((st = rq_get_program(ctx, rq_cl(ctx)->device, ops, &prog)))
         goto done;
     /* the GPU decode kernel where the compiled kernel runs its work-group, else the two-pass path */
@@ -148,6 +152,8 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     }
     if (op == ROPEQK_OP_ATTENTION)
         st = rq_attn_plan_init(pl, prog);
+    if (!st && dense) /* from the same program: rq_attn_plan_init may take an attention-only one */
+        st = rq_dense_plan_init(pl, prog);
     else if (op == ROPEQK_OP_PAGED_DECODE)
         st = rq_paged_plan_init(pl, prog);
 done:

@@ -43,6 +43,9 @@ int main(int argc, char **argv)
         {"cpu-scores", ROPEQK_PROFILE_CPU, false, 0, RQ_OPS_SCORES, 0, 0, 0},
         {"gpu-attn", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_ATTN, 0, 0, 0},
         {"cpu-paged", ROPEQK_PROFILE_CPU, true, 0, RQ_OPS_PAGED, 0, 0, 0},
+        /* few-row attention plans carry the paged kernels too (src/opencl/dense.c) */
+        {"cpu-attn-paged", ROPEQK_PROFILE_CPU, true, 0, RQ_OPS_ATTN | RQ_OPS_PAGED, 0, 0, 0},
+        {"gpu-attn-paged", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_ATTN | RQ_OPS_PAGED, 0, 0, 0},
         {"gpu-untiled", ROPEQK_PROFILE_GPU, false, 0, 0, -1, 0, 0},
         {"gpu-t128", ROPEQK_PROFILE_GPU, false, 4, RQ_OPS_SCORES, 128, 8, 8},
         {"gpu-t16", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_SCORES, 16, 4, 4},

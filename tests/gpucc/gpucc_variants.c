@@ -96,7 +96,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *suffix;
         int ops;
-    } opsv[] = {{"", 0}, {"-scores", RQ_OPS_SCORES}, {"-attn", RQ_OPS_ATTN}, {"-paged", RQ_OPS_PAGED}};
+    } opsv[] = {{"", 0}, {"-scores", RQ_OPS_SCORES}, {"-attn", RQ_OPS_ATTN}, {"-paged", RQ_OPS_PAGED},
+                {"-attn-paged", RQ_OPS_ATTN | RQ_OPS_PAGED}}; /* few-row attention plans: src/opencl/dense.c */
     char name[128];
     rq_tuning t;
     int err = 0;
