@@ -101,6 +101,14 @@ static void describe(const vcase *c, uint64_t seed, const char *what, char *buf,
 }
 
 /* A random case with the variants `vars` (V_* bits), the rest drawn from idx and the seed. */
+/* The case is returned by value: p.sinks, which points at the case's own sinks array, is pointed at
+ * the caller's copy by MAKE_CASE (C does not promise the copy is built in place). */
+#define MAKE_CASE(c, idx, vars, seed)                                                              \
+    do {                                                                                           \
+        (c) = make_case((idx), (vars), (seed));                                                    \
+        if ((c).p.sinks)                                                                           \
+            (c).p.sinks = (c).sinks;                                                               \
+    } while (0)
 static vcase make_case(int idx, unsigned vars, uint64_t seed)
 {
     uint64_t rng = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(idx + 1)) ^ ((uint64_t)vars << 48);
@@ -394,7 +402,8 @@ static void sweep(const char *what, unsigned vars, int n, int first)
     uint64_t seed = seed0();
     cr_log_info("%s: seed %llu", what, (unsigned long long)seed);
     for (int i = first; i < first + n; i++) {
-        vcase c = make_case(i, vars, seed);
+        vcase c;
+        MAKE_CASE(c, i, vars, seed);
         run_dense(th_ctx, &c, seed + (uint64_t)i, what);
     }
     finish_test(what);
@@ -415,7 +424,8 @@ Test(variants, combinations)
             continue;
         for (int i = 0; i < 3; i++) {
             int idx = (int)vars * 3 + i;
-            vcase c = make_case(idx, vars, seed);
+            vcase c;
+            MAKE_CASE(c, idx, vars, seed);
             run_dense(th_ctx, &c, seed + (uint64_t)idx, "combinations");
         }
     }
@@ -489,7 +499,8 @@ Test(variants, splits_with_mrope_arrays)
     ropeqk_ctx *x = NULL;
     cr_assert_eq(ropeqk_ctx_create(NULL, &x), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     unsetenv("ROPEQK_MAX_ALLOC");
-    vcase c = make_case(2, V_MROPE | V_SOFTCAP | V_ROTOFF, seed);
+    vcase c;
+    MAKE_CASE(c, 2, V_MROPE | V_SOFTCAP | V_ROTOFF, seed);
     c.attn = false, c.arrays = true, c.Sq = 127, c.Sk = 300, c.D = 64, c.Hq = 4, c.Hkv = 2, c.B = 1;
     c.p.rotary_dim = 32, c.p.rotary_offset = 16;
     c.p.mrope_section[0] = 6, c.p.mrope_section[1] = 5, c.p.mrope_section[2] = 5;
@@ -524,7 +535,8 @@ Test(variants, kernel_forms)
         ropeqk_ctx *x = th_ctx_tuned(&forms[f]);
         for (int i = 0; i < 6; i++) {
             unsigned vars = V_SOFTCAP | V_ROTOFF | V_MROPE | (i % 2 ? V_SINKS : 0);
-            vcase c = make_case(40 + i, vars, seed);
+            vcase c;
+            MAKE_CASE(c, 40 + i, vars, seed);
             c.attn = i >= 2;
             if (!c.attn)
                 c.p.sinks = NULL, c.p.n_sinks = 0;
