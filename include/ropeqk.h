@@ -290,10 +290,12 @@ ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", 
  * override that wins over this struct (ROPEQK_PROFILE, ROPEQK_TQ, ROPEQK_WG, ROPEQK_VK, ROPEQK_DKB,
  * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG, ROPEQK_ATQ, ROPEQK_AVK, ROPEQK_AWG, ROPEQK_NV, ROPEQK_TILE, ROPEQK_RB,
  * ROPEQK_TK, ROPEQK_VK_BLOCK, ROPEQK_VK_TK, ROPEQK_VK_ROWS, ROPEQK_ATTN_TILE, ROPEQK_ATTN_KEYS, ROPEQK_ATTN_TK,
- * ROPEQK_ATTN_RB, ROPEQK_ATTN_DV; ROPEQK_TILE=0 and ROPEQK_ATTN_TILE=0 turn those kernels off); a
+ * ROPEQK_ATTN_RB, ROPEQK_ATTN_DV, ROPEQK_CHUNK_ROWS, ROPEQK_DENSE_DECODE; ROPEQK_TILE=0,
+ * ROPEQK_ATTN_TILE=0 and ROPEQK_DENSE_DECODE=0 turn those kernels or paths off); a
  * malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
  * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the knobs up to
- * tk and the attn_* ones, the Vulkan shaders the vk_* ones.
+ * tk and the attn_* ones, the Vulkan shaders the vk_* ones; the OpenCL host reads chunk_rows and
+ * dense_rows.
  */
 typedef struct {
     ropeqk_profile profile;
@@ -327,6 +329,17 @@ typedef struct {
     int32_t attn_tk;   /* a multiple of 4, 4..64, dividing attn_keys */
     int32_t attn_rb;   /* 1, 2, 4 or 8, dividing attn_tile */
     int32_t attn_dv;   /* a multiple of attn_keys, 16..256 */
+    /* two crossovers of the OpenCL backend, decided per call on the host (no kernel reads them; the
+     * Vulkan backend has neither path and ignores them):
+     * chunk_rows: a sequence of a ragged paged call with at least this many query rows has its K/V
+     *   gathered from the pages and its rows run through the attention kernel; fewer rows run through
+     *   the split-K decode kernels row by row. 1..1048576 (more than any chunk: never); default 16.
+     *   $ROPEQK_CHUNK_ROWS. */
+    int32_t chunk_rows;
+    /* dense_rows: dense attention calls with at most this many query rows run the paged decode
+     *   kernels on the dense K/V (no K pre-pass). 1..1024, -1 = off; default 16.
+     *   $ROPEQK_DENSE_DECODE (0 = off). */
+    int32_t dense_rows;
 } ropeqk_tuning;
 
 /* ---- contexts ----------------------------------------------------------------------------- */
@@ -378,7 +391,10 @@ typedef struct {
 /*
  * Searches kernel configurations for the context's device and profile: prefill scores (TQ, VK,
  * WG; on the GPU profile also the tiled kernel's TILE, RB, TK), the decode kernel (DKB, DWG; CPU profile) and attention (ATQ, AVK, AWG;
- * on the GPU profile first the GPU attention kernel's shapes, attn_*). Every candidate is
+ * on the GPU profile first the GPU attention kernel's shapes, attn_*); on OpenCL also the two
+ * crossovers, chunk_rows (4, 8, 16, 32, 64: a ragged paged call with sequences of 2 to 48 rows over
+ * ~3k cached tokens) and dense_rows (off, 4, 8, 16, 32: dense attention of 1 to 24 rows over 8k
+ * keys). Every candidate is
  * first checked against the fp64 path on a small case (a candidate that fails is dropped), then
  * timed (median of 3). The winners go to the per-user cache ($XDG_CACHE_HOME/ropeqk/, else
  * ~/.cache/ropeqk/), keyed by device, driver and library version and written atomically; contexts

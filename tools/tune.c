@@ -31,7 +31,10 @@ int cmd_tune(int argc, char **argv)
     if (help) {
         cli_print_help(stdout, "ropeqk tune [--device SPEC] [--budget SECONDS] [--dry-run]",
                        "Searches kernel configurations for the device and its profile ($ROPEQK_PROFILE):\n"
-                       "on OpenCL prefill scores, the decode kernel and attention; on Vulkan the tile\n"
+                       "on OpenCL prefill scores, the decode kernel, attention and two crossovers:\n"
+                       "the query rows from which a sequence of a ragged paged call takes the chunk\n"
+                       "path (chunk_rows) and up to which dense attention runs the paged decode\n"
+                       "kernels (dense_rows, 0 = off); on Vulkan the tile\n"
                        "shape of the prefill scores shader (vk_block x vk_tk) and the attention shader's\n"
                        "rows per work-group (vk_rows). Checks every candidate against the\n"
                        "fp64 path before timing it, and writes the winners to $XDG_CACHE_HOME/ropeqk/\n"
@@ -65,9 +68,10 @@ int cmd_tune(int argc, char **argv)
                rqs_now() - t0);
     else
         printf("best: tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d "
-               "attn=%d/%d/%d/%d/%d (%.1f s)\n", best.tq, best.vk, best.nv, best.wg, best.tile, best.rb, best.tk, best.dkb,
-               best.dwg, best.atq, best.avk, best.awg, best.attn_tile, best.attn_keys, best.attn_tk, best.attn_rb,
-               best.attn_dv, rqs_now() - t0);
+               "attn=%d/%d/%d/%d/%d chunk_rows=%d dense_rows=%d (%.1f s)\n", best.tq, best.vk, best.nv, best.wg, best.tile,
+               best.rb, best.tk, best.dkb, best.dwg, best.atq, best.avk, best.awg, best.attn_tile, best.attn_keys,
+               best.attn_tk, best.attn_rb, best.attn_dv, best.chunk_rows, best.dense_rows > 0 ? best.dense_rows : 0,
+               rqs_now() - t0);
     if (dry)
         printf("dry run: cache not written\n");
     else

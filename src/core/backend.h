@@ -14,8 +14,11 @@
 /* The model-family variants of docs/conventions.md section 11, as a backend's capability bits. */
 enum { RQ_VAR_SOFTCAP = 1, RQ_VAR_ROT_OFFSET = 2, RQ_VAR_MROPE = 4, RQ_VAR_SINKS = 8 };
 
-/* The tuner's kernel families (src/core/tune.c), searched in this order. */
-typedef enum { RQ_FAM_SCORES, RQ_FAM_DECODE, RQ_FAM_ATTN, RQ_FAM_COUNT } rq_family;
+/* The tuner's kernel families (src/core/tune.c), searched in this order. The core checks and times
+ * the first three on its own shapes; RQ_FAM_CHUNK (the ragged paged call's chunk_rows) and
+ * RQ_FAM_DENSE (dense attention's dense_rows) are host-side crossovers whose check and timing the
+ * backend does itself (tune_measure). */
+typedef enum { RQ_FAM_SCORES, RQ_FAM_DECODE, RQ_FAM_ATTN, RQ_FAM_CHUNK, RQ_FAM_DENSE, RQ_FAM_COUNT } rq_family;
 
 typedef struct rq_backend {
     const char *name;   /* "OpenCL": ropeqk_ctx_backend_error's name, and messages */
@@ -83,6 +86,10 @@ typedef struct rq_backend {
     /* After family f's search, NULL when not needed: may adjust the winner *best from the n
      * candidates that passed (their times in ms), e.g. keep the best knobs of a fallback kernel. */
     void (*tune_finish)(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
+    /* Families past RQ_FAM_ATTN, NULL when tune_families has none: checks candidate context c
+     * against the fp64 path on a small case (ROPEQK_ERR_BAD_CONFIG with a message when it is off),
+     * then times the family's representative shape into *ms (median of 3 after a warm-up). */
+    ropeqk_status (*tune_measure)(ropeqk_ctx *c, rq_family f, double *ms);
     /* The knobs this backend reads, for the tuner's progress lines ("tq=8 vk=16 ..."). */
     void (*tune_describe)(const rq_tuning *t, char *buf, size_t len);
 } rq_backend;

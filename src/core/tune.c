@@ -1,11 +1,12 @@
 /* The tuner's driver (ropeqk_tune), for every backend: a coordinate search over the kernel knobs of
- * the context's profile, one kernel family at a time (prefill scores, decode, attention). Each
+ * the context's profile, one kernel family at a time (prefill scores, decode, attention; the
+ * backend's host-side crossovers: chunk rows of ragged paged calls, dense decode rows). Each
  * candidate is a library context on the same device and queue with that configuration (the
  * backend's tune_clone): it is built, checked against the fp64 path on a small case (dropped if it
  * fails), then timed as the median of 3 runs after a warm-up on a representative shape (the
- * backend's time_plan). The first candidate of each family is the configuration in effect, so the
- * result is never worse than what the device had, and a budget that runs out keeps the best found
- * so far. Compiling dominates on pocl (~1 s a candidate). Which knobs each family searches, and
+ * backend's time_plan; for the crossovers the backend's tune_measure does both). The first
+ * candidate of each family is the configuration in effect, so the result is never worse than what
+ * the device had, and a budget that runs out keeps the best found so far. Compiling dominates on pocl (~1 s a candidate). Which knobs each family searches, and
  * which shapes a device takes, is each backend's (tune_candidate, tune_fits: src/opencl/tune.c,
  * src/vulkan/vk_tune.c). */
 #include "backend.h"
@@ -29,7 +30,7 @@ typedef rq_family family;
 #define FAM_SCORES RQ_FAM_SCORES
 #define FAM_DECODE RQ_FAM_DECODE
 #define FAM_ATTN RQ_FAM_ATTN
-static const char *const fam_name[] = {"scores", "decode", "attention"};
+static const char *const fam_name[] = {"scores", "decode", "attention", "chunk", "dense"};
 
 /* Shapes: the check case is small (fp64 reference in milliseconds); the timed one is what the
  * family is for, kept small enough that a candidate costs well under a second on pocl. */
@@ -152,16 +153,18 @@ static ropeqk_status search(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, 
                 break; /* out of budget: the best so far stands (the first candidate always runs) */
             /* the plans' own fit test at the timed head dims: a shape the device does not take
              * would run as the plan's fallback and be timed under the wrong name */
-            if (!be->tune_fits(ctx, (rq_family)f, &t, time_shape[f].D)) {
+            if (f <= FAM_ATTN && !be->tune_fits(ctx, (rq_family)f, &t, time_shape[f].D)) {
                 say(ctx, p, fam_name[f], &t, "skipped (the device does not take this shape)");
                 continue;
             }
             ropeqk_ctx *c = NULL;
             double ms = 0;
             ropeqk_status st = be->tune_clone(ctx, &t, &c);
-            if (!st)
+            if (!st && f > FAM_ATTN) /* the backend's own check and shape (host-side crossovers) */
+                st = be->tune_measure(c, (family)f, &ms);
+            else if (!st)
                 st = check_candidate(c, (family)f);
-            if (!st)
+            if (!st && f <= FAM_ATTN)
                 st = time_candidate(c, (family)f, &ms);
             ropeqk_ctx_destroy(c);
             char res[96];
@@ -201,7 +204,7 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
                                       "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_NV", "ROPEQK_TILE",   "ROPEQK_RB",
                                       "ROPEQK_TK",  "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK", "ROPEQK_VK_ROWS",
                                       "ROPEQK_ATTN_TILE", "ROPEQK_ATTN_KEYS", "ROPEQK_ATTN_TK", "ROPEQK_ATTN_RB",
-                                      "ROPEQK_ATTN_DV"};
+                                      "ROPEQK_ATTN_DV", "ROPEQK_CHUNK_ROWS", "ROPEQK_DENSE_DECODE"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         if (getenv(env[i])) {
             rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);

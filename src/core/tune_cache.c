@@ -1,13 +1,16 @@
 /* The per-user cache of tuned kernel configurations (written by ropeqk_tune, read by every context
  * at creation). One small text file per device:
  *   $XDG_CACHE_HOME/ropeqk/<fnv64(platform, device)>.tune   (else ~/.cache/ropeqk/)
- *     ropeqk-tune 3
+ *     ropeqk-tune 4
  *     library 0.1.0
  *     platform <platform name>
  *     device <device name>
  *     driver <driver version>
  *     profile cpu|gpu
  *     tq 16 ... (one knob a line, every knob of rq_tuning; tile 0 = the tiled kernel off)
+ * Format 4 added chunk_rows and dense_rows (the OpenCL crossovers); a format 3 file is still read,
+ * and those two keep the values they had before the file (the profile's defaults or a shipped
+ * entry). Formats 1 and 2 lack kernel knobs: stale.
  * A file that does not parse is corrupt; one whose platform/device lines differ from the device's
  * is foreign (a hash collision or a copied file); one from another library or driver version is
  * stale. Each is ignored with a note (ropeqk_ctx_config_source), never an error: the library then
@@ -23,7 +26,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define RQ_TUNE_MAGIC "ropeqk-tune 3"
+#define RQ_TUNE_MAGIC "ropeqk-tune 4"
+#define RQ_TUNE_MAGIC_PREV "ropeqk-tune 3" /* before chunk_rows and dense_rows: read, those two left as they were */
 #define RQ_TUNE_MAGIC_OLD "ropeqk-tune 1" /* before the tiled kernel's and the Vulkan knobs */
 #define RQ_TUNE_MAGIC_OLD2 "ropeqk-tune 2" /* before the GPU attention kernel's knobs */
 
@@ -76,8 +80,12 @@ static const struct {
     {"attn_tile", offsetof(rq_tuning, ga_bm), 0, 128}, {"attn_keys", offsetof(rq_tuning, ga_bn), 16, 128},
     {"attn_tk", offsetof(rq_tuning, ga_tk), 4, 64},   {"attn_rb", offsetof(rq_tuning, ga_rb), 1, 8},
     {"attn_dv", offsetof(rq_tuning, ga_dv), 16, 256},
+    /* format 4 on (the last NEW4 entries: not required in a format 3 file) */
+    {"chunk_rows", offsetof(rq_tuning, chunk_rows), 1, RQ_CHUNK_ROWS_MAX},
+    {"dense_rows", offsetof(rq_tuning, dense_rows), 0, RQ_DENSE_ROWS_MAX},
 };
 #define NKNOBS (sizeof knobs / sizeof knobs[0]) /* all required (format 1 files lack some: stale) */
+#define NEW4 2
 
 /* Reads "key value" (value = rest of the line) from line; 0 if it has that key. */
 static const char *value_of(const char *line, const char *key)
@@ -98,6 +106,7 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
         return RQ_CACHE_NONE;
     char line[512];
     int lineno = 0, seen = 0;
+    bool v3 = false;
     rq_tuning c = *t;
     rq_cache_result res = RQ_CACHE_OK;
     const char *why = "";
@@ -116,6 +125,8 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
             if (!strcmp(line, RQ_TUNE_MAGIC_OLD) || !strcmp(line, RQ_TUNE_MAGIC_OLD2)) { /* fewer knobs */
                 res = RQ_CACHE_STALE;
                 snprintf(detail, sizeof detail, "an older file format, '%s'", line);
+            } else if (!strcmp(line, RQ_TUNE_MAGIC_PREV)) {
+                v3 = true;
             } else if (strcmp(line, RQ_TUNE_MAGIC) != 0) {
                 res = RQ_CACHE_CORRUPT;
                 why = "not a ropeqk tuning file";
@@ -167,7 +178,10 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     }
     bool read_error = ferror(f) != 0;
     fclose(f);
-    if (res == RQ_CACHE_OK && (read_error || seen != (1 << (5 + NKNOBS)) - 1)) {
+    int need = (1 << (5 + NKNOBS)) - 1;
+    if (v3) /* format 3: the newer knobs may be absent */
+        need &= ~(((1 << NEW4) - 1) << (5 + NKNOBS - NEW4));
+    if (res == RQ_CACHE_OK && (read_error || (seen & need) != need)) {
         res = RQ_CACHE_CORRUPT;
         why = read_error ? "read error" : "a required line is missing";
     }

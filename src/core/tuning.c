@@ -133,6 +133,25 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->ga_tk = 16;
     t->ga_rb = 2;
     t->ga_dv = 128;
+    /* The OpenCL backend's two host-side crossovers (the tuner's "chunk" and "dense" families search
+     * them per device: src/opencl/tune_paged.c). Both profiles: not yet measured on a GPU.
+     * chunk_rows: rows from which a sequence of a ragged paged call takes the chunk path
+     * (src/opencl/paged_chunk.c). Measured on pocl (2 AMD EPYC cores, Hq 32 / Hkv 8 / D 128, f16
+     * cache, `ropeqk-bench --ragged`): a row through the decode kernels costs ~0.4 us per key (it
+     * rotates every key), the attention kernel ~0.12 us per key and row plus the gather and the
+     * rotation of K once (~1.6 us per key): even at about 6 rows; 16 keeps speculative steps (2-8
+     * rows), whose keys the decode kernels read in one split-K pass, on them. */
+    t->chunk_rows = 16;
+    /* dense_rows: attention calls with at most this many query rows run through the paged decode's
+     * kernels (src/opencl/dense.c): each row is a sequence of the decode, which reads K and V once
+     * per row where the old path rotates K once for all rows. Measured (`ropeqk-bench
+     * --dense-decode`, 32768 keys, Hkv 8, D 128, f16, causal, 2-core AMD EPYC AVX-512, pocl, shared
+     * machine at load 1 to 4: medians of 11 interleaved rounds, three runs), old path time / new
+     * path time: Hq 32 (GQA 4) Sq 1, 2, 4, 8, 16: 4.3-4.5x, 4.0-4.7x, 2.6-2.9x, 1.9-2.0x, 1.45-2.1x
+     * (Sq 32: 1.29x, Sq 64: 1.15x in an earlier run); Hq 8 (no GQA) Sq 1, 2, 4, 8: 12-13x,
+     * 5.3-6.8x, 2.9-3.5x, 1.4-1.8x. The new path's time grows by one K+V read per row, the old
+     * one's more slowly: 16 rows keep it ahead on both shapes. */
+    t->dense_rows = 16;
 }
 
 static void note_override(rq_tuning *t, const char *name);
@@ -302,6 +321,17 @@ ropeqk_status rq_tuning_resolve(const rq_backend *be, const ropeqk_tuning *req, 
                      t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv);
         return ROPEQK_ERR_BAD_CONFIG;
     }
+    /* the crossovers: chunk_rows 1..RQ_CHUNK_ROWS_MAX; dense_rows API -1 = off, 0 = default,
+     * ROPEQK_DENSE_DECODE=0 = off (its meaning since it was an environment limit only) */
+    if ((st = apply(t, &t->chunk_rows, req->chunk_rows, "ROPEQK_CHUNK_ROWS", 1, RQ_CHUNK_ROWS_MAX, NULL)))
+        return st;
+    if (req->dense_rows == -1) {
+        t->dense_rows = 0;
+        note_override(t, "DENSE_DECODE");
+    }
+    if ((st = apply(t, &t->dense_rows, req->dense_rows == -1 ? 0 : req->dense_rows, "ROPEQK_DENSE_DECODE", 0,
+                    RQ_DENSE_ROWS_MAX, NULL)))
+        return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
         rq_set_error("tuning: decode must be 0 (default), 1 (on) or -1 (off)");
@@ -337,6 +367,8 @@ void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->vk_block = t->vk_block, o->vk_tk = t->vk_tk, o->vk_rows = t->vk_rows;
     o->attn_tile = t->ga_bm ? t->ga_bm : -1;
     o->attn_keys = t->ga_bn, o->attn_tk = t->ga_tk, o->attn_rb = t->ga_rb, o->attn_dv = t->ga_dv;
+    o->chunk_rows = t->chunk_rows;
+    o->dense_rows = t->dense_rows ? t->dense_rows : -1;
 }
 
 void rq_tuning_note(rq_tuning *t, const char *fmt, ...)

@@ -23,11 +23,19 @@ typedef struct {
     int vk_rows;         /* Vulkan attention.comp: query rows (invocations) per work-group */
     int ga_bm, ga_bn, ga_tk, ga_rb, ga_dv; /* qk_attention_gpu_*: rows per work-group (0 = off),
                           * keys per tile, dims per step, rows per work-item, V dims per work-group */
+    int chunk_rows;      /* paged ragged calls: query rows from which a sequence takes the chunk path
+                          * (K/V gathered, attention kernel) instead of the decode kernels (host only) */
+    int dense_rows;      /* dense attention: most query rows run through the paged decode kernels on
+                          * the dense K/V, no K pre-pass (host only; 0 = never) */
     int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
     ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
     char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */
     char config_source[512];    /* where the knobs came from: cache, shipped, heuristic, overrides */
 } rq_tuning;
+
+/* The crossovers' ranges (API, environment, cache file): chunk_rows beyond any chunk means never */
+#define RQ_CHUNK_ROWS_MAX (1 << 20)
+#define RQ_DENSE_ROWS_MAX 1024
 
 /* What the configuration depends on, read from the device once by its backend. */
 typedef struct {

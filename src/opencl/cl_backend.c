@@ -118,7 +118,6 @@ static ropeqk_status impl_alloc(ropeqk_ctx *ctx)
     c->pool_lock_ok = true;
     c->pool_budget = (size_t)256 << 20;
     c->attn_pass_bytes = RQ_ATTN_PASS_BYTES;
-    c->dense_rows = RQ_DENSE_ROWS;
     return ROPEQK_SUCCESS;
 }
 
@@ -136,8 +135,7 @@ static ropeqk_status finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
      * allocation limit than the device's: exercises the split path on small devices' behalf (tests),
      * or keeps the library's scratch small next to an app's own buffers. ROPEQK_ATTN_PASS_BYTES: most
      * bytes of rotated Q per attention pass (attn.c); small values make every query range run in many
-     * passes (tests). ROPEQK_DENSE_DECODE: most query rows of an attention plan that runs few-row
-     * calls through the paged kernels (dense.c; 0: never; up to RQ_DENSE_ROWS_MAX). */
+     * passes (tests). (ROPEQK_DENSE_DECODE is a tuning knob now: src/core/tuning.c.) */
     unsigned long long v = 0;
     int r = rq_env_u64("ROPEQK_POOL_BYTES", &v);
     if (r > 0)
@@ -150,15 +148,6 @@ static ropeqk_status finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
         r = rq_env_u64("ROPEQK_ATTN_PASS_BYTES", &v);
     if (r > 0)
         c->attn_pass_bytes = (size_t)v;
-    if (r >= 0)
-        r = rq_env_u64("ROPEQK_DENSE_DECODE", &v);
-    if (r > 0 && v > RQ_DENSE_ROWS_MAX) {
-        rq_set_error("ROPEQK_DENSE_DECODE='%llu': expected the most query rows of the dense decode path, 0 (off) to "
-                     "%d", v, RQ_DENSE_ROWS_MAX);
-        r = -1;
-    }
-    if (r > 0)
-        c->dense_rows = (int64_t)v;
     return r < 0 ? ROPEQK_ERR_BAD_CONFIG : ROPEQK_SUCCESS;
 }
 
@@ -290,12 +279,14 @@ const rq_backend rq_opencl_backend = {
     .plan_init = rq_cl_plan_init,
     .plan_free = rq_cl_plan_free,
     .host_run = rq_cl_host_run,
-    .tune_families = (1u << RQ_FAM_SCORES) | (1u << RQ_FAM_DECODE) | (1u << RQ_FAM_ATTN),
+    .tune_families = (1u << RQ_FAM_SCORES) | (1u << RQ_FAM_DECODE) | (1u << RQ_FAM_ATTN) | (1u << RQ_FAM_CHUNK) |
+                     (1u << RQ_FAM_DENSE),
     .tune_candidate = rq_cl_tune_candidate,
     .tune_fits = rq_cl_tune_fits,
     .tune_clone = rq_cl_tune_clone,
     .time_plan = rq_cl_time_plan,
     .tune_lock = NULL,
     .tune_finish = rq_cl_tune_finish,
+    .tune_measure = rq_cl_tune_measure,
     .tune_describe = rq_cl_tune_describe,
 };

@@ -20,7 +20,7 @@
  * by position as ever.
  *
  * Taken (the host decides per call, cheap checks only): attention plans without M-RoPE whose Sq is at
- * most the context's ROPEQK_DENSE_DECODE rows (default RQ_DENSE_ROWS, ocl.h, measured), calls with
+ * most the context's dense_rows (ROPEQK_DENSE_DECODE; the default, measured, in src/core/tuning.c), calls with
  * offset key positions (per-token key positions: each key would need its own position, which the
  * pages do not carry: the old path), views whose pages can be numbered, scratch within the device's
  * allocation limit. Everything else the dense attention supports runs here too: layouts, partial
@@ -50,7 +50,7 @@ long long rq_dense_decode_runs(void)
 
 bool rq_dense_plan_wants(const ropeqk_plan *pl)
 {
-    return pl->op == ROPEQK_OP_ATTENTION && !pl->pb.mrope && pl->pb.Sq <= rq_cl(pl->ctx)->dense_rows;
+    return pl->op == ROPEQK_OP_ATTENTION && !pl->pb.mrope && pl->pb.Sq <= pl->ctx->tune.dense_rows;
 }
 
 ropeqk_status rq_dense_plan_init(ropeqk_plan *pl, cl_program prog)

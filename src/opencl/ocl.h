@@ -36,17 +36,6 @@ typedef struct rq_scratch {
  * Hq = 32, D = 128, so the bench's prefill shapes run as before. */
 #define RQ_ATTN_PASS_BYTES ((size_t)64 << 20)
 
-/* Attention plans with at most this many query rows run through the paged decode's kernels (dense.c)
- * unless ROPEQK_DENSE_DECODE says otherwise (0 turns it off; at most RQ_DENSE_ROWS_MAX): each row is a
- * sequence of the decode, which reads K and V once per row where the old path rotates K once for all
- * rows. Measured (`ropeqk-bench --dense-decode`, 32768 keys, Hkv 8, D 128, f16, causal, 2-core AMD
- * EPYC AVX-512, pocl, shared machine at load 1 to 4: medians of 11 interleaved rounds, three runs),
- * old path time / new path time: Hq 32 (GQA 4) Sq 1, 2, 4, 8, 16: 4.3-4.5x, 4.0-4.7x, 2.6-2.9x,
- * 1.9-2.0x, 1.45-2.1x (Sq 32: 1.29x, Sq 64: 1.15x in an earlier run); Hq 8 (no GQA) Sq 1, 2, 4, 8:
- * 12-13x, 5.3-6.8x, 2.9-3.5x, 1.4-1.8x. The new path's time grows by one K+V read per row, the old
- * one's more slowly: 16 rows keep it ahead on both shapes. */
-#define RQ_DENSE_ROWS 16
-#define RQ_DENSE_ROWS_MAX 1024
 
 /* ctx->impl of an OpenCL context. */
 typedef struct rq_cl_ctx {
@@ -62,7 +51,6 @@ typedef struct rq_cl_ctx {
     size_t pool_free_bytes;
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
     size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
-    int64_t dense_rows;        /* most query rows of a dense decode call (ROPEQK_DENSE_DECODE, RQ_DENSE_ROWS; 0 off) */
 } rq_cl_ctx;
 
 /* pl->impl of a plan on an OpenCL context. */
@@ -120,6 +108,11 @@ ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk
 ropeqk_status rq_cl_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
 void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len);
+/* tune_paged.c: the crossover families' check and timed shape (backend.h's tune_measure: both;
+ * apart for the tests). */
+ropeqk_status rq_cl_tune_measure(ropeqk_ctx *c, rq_family f, double *ms);
+ropeqk_status rq_cl_tune_check(ropeqk_ctx *c, rq_family f);
+ropeqk_status rq_cl_tune_time(ropeqk_ctx *c, rq_family f, double *ms);
 
 /* pool.c: a scratch buffer of at least `bytes` (CL_MEM_READ_WRITE, contents undefined) from the pool
  * or new. On failure returns the status (recorded as the backend error for CL errors) and *out is
@@ -161,7 +154,8 @@ cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *
 
 /* dense.c: few-row dense attention through the paged decode's kernels, reading and rotating K as it
  * goes (no K pre-pass). rq_dense_plan_wants: whether a plan may take it (op, M-RoPE, query rows
- * against the context's limit), decided before its program is built (the program then holds the
+ * against the context's dense_rows: ROPEQK_DENSE_DECODE, its default and measurement in
+ * src/core/tuning.c), decided before its program is built (the program then holds the
  * paged kernels too); rq_dense_plan_init: its kernels (cp->dense false where the device cannot run
  * them); rq_dense_enqueue: runs a call that way and sets *taken, or leaves *taken false (and
  * enqueues nothing) where the call needs the old path (per-token key positions, views whose pages
@@ -210,7 +204,8 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
 ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
                               int64_t Sq, int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait,
                               const cl_event *wait, cl_event *event);
-/* paged_chunk.c: a ragged batch's long chunks of query rows. rq_paged_chunk_mark sets their rows to
+/* paged_chunk.c: a ragged batch's long chunks of query rows (the context's chunk_rows or more:
+ * ROPEQK_CHUNK_ROWS, its default and measurement in src/core/tuning.c). rq_paged_chunk_mark sets their rows to
  * one key in meta (placeholders for the decode kernels) and returns how many sequences it marked;
  * rq_paged_chunks_enqueue then gathers each one's K/V and runs its rows through plan->chunk's
  * attention kernel, after `after` (the combine); *last: the chain's last event (retained). */

@@ -1,18 +1,29 @@
 /* Prefill chunks over the paged cache on OpenCL: a sequence with many query rows in a ragged batch
- * (RQ_CHUNK_MIN_ROWS or more) does not go through the decode kernels row by row, each row reading
+ * (the context's chunk_rows or more) does not go through the decode kernels row by row, each row reading
  * and rotating every key again; its K and V are gathered from the pages into dense scratch
  * (paged_gather, cl/paged.cl) and its rows run through the attention kernel of the plan's companion
  * (plan->chunk, src/core/plan.c), which rotates the keys once and tiles the rows. */
 #include "ocl.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
-/* Rows from which a sequence's chunk takes the attention kernel. Measured on pocl (2 AMD EPYC cores,
- * Hq 32 / Hkv 8 / D 128, f16 cache, `ropeqk-bench --ragged`): a row through the decode kernels costs
- * ~0.4 us per key (it rotates every key), the attention kernel ~0.12 us per key and row plus the
- * gather and the rotation of K once (~1.6 us per key): even at about 6 rows; 16 keeps speculative
- * steps (2-8 rows), whose keys the decode kernels read in one split-K pass, on them. */
-enum { RQ_CHUNK_MIN_ROWS = 16 };
+/* Rows from which a sequence's chunk takes the attention kernel: the context's chunk_rows (a tuning
+ * knob, ROPEQK_CHUNK_ROWS; its default and the measurement that chose it: src/core/tuning.c). */
+static int64_t min_rows(const ropeqk_plan *pl)
+{
+    return pl->ctx->tune.chunk_rows;
+}
+
+/* Sequences run through the chunk path, for the tests (tests/test_tune_paths.c links the library
+ * statically), as dense.c counts its calls. */
+static atomic_llong chunk_runs;
+
+long long rq_paged_chunk_runs(void);
+long long rq_paged_chunk_runs(void)
+{
+    return atomic_load(&chunk_runs);
+}
 
 static int64_t rows_of(const ropeqk_paged_batch *b, int64_t s)
 {
@@ -26,7 +37,7 @@ int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, 
         return 0;
     meta->max_pages = 0;
     for (int64_t s = 0; s < b->n_seqs; s++) {
-        bool chunk = rows_of(b, s) >= RQ_CHUNK_MIN_ROWS;
+        bool chunk = rows_of(b, s) >= min_rows(pl);
         n += chunk;
         for (int64_t r = b->q_indptr[s]; r < b->q_indptr[s + 1]; r++) {
             if (chunk) /* a placeholder row of one key for the decode kernels; overwritten after them */
@@ -73,7 +84,7 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
     clRetainEvent(prev);
     for (int64_t s = 0; s < b->n_seqs && !st; s++) {
         int64_t ql = rows_of(b, s), len = b->seq_lens[s], r0 = b->q_indptr[s];
-        if (ql < RQ_CHUNK_MIN_ROWS)
+        if (ql < min_rows(pl))
             continue;
         size_t kb = (size_t)(len * pb->Hkv * pb->D) * ropeqk_dtype_size(pl->k.dtype);
         size_t vb = (size_t)(len * pb->Hkv * pb->Dv) * ropeqk_dtype_size(pl->v.dtype);
@@ -110,6 +121,7 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
         rq_scratch_put(ctx, sk, used ? 1 : 0, &used);
         rq_scratch_put(ctx, sv, used ? 1 : 0, &used);
         if (ev[2]) {
+            atomic_fetch_add(&chunk_runs, 1);
             clReleaseEvent(prev);
             prev = ev[2];
             ev[2] = NULL;

@@ -173,9 +173,30 @@ void rq_cl_tuning_fit(const rq_devinfo *dev, rq_tuning *t)
 
 /* ---- the tuner's hooks (src/core/tune.c drives them) ---- */
 
+/* The k-th (from 0) of n values that differs from cur: a crossover's candidates without the one in
+ * effect (candidate 0) again; -1 past the last. */
+static int other_value(const int *v, int n, int cur, int k)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] != cur && k-- == 0)
+            return v[i];
+    return -1;
+}
+
 bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
 {
     k--; /* k = 0 is the configuration in effect: the core never asks for it */
+    if (f == RQ_FAM_CHUNK || f == RQ_FAM_DENSE) {
+        /* the crossovers, the same on both profiles: around the default of 16 by factors of 2 (the
+         * timed shapes have a sequence or call between each two: src/opencl/tune_paged.c); dense 0
+         * is the old path for every row count */
+        static const int chunk[] = {4, 8, 16, 32, 64}, dense[] = {0, 4, 8, 16, 32};
+        int v = f == RQ_FAM_CHUNK ? other_value(chunk, 5, t->chunk_rows, k) : other_value(dense, 5, t->dense_rows, k);
+        if (v < 0)
+            return false;
+        *(f == RQ_FAM_CHUNK ? &t->chunk_rows : &t->dense_rows) = v;
+        return true;
+    }
     if (f == RQ_FAM_SCORES) {
         /* CPU: (tq, nv) pairs; 16 rows of two vectors would not fit 32 zmm registers */
         static const int ctq[] = {8, 12, 16}, cnv[] = {2, 2, 1}, cvk[] = {8, 16}, cwg[] = {8, 16};
@@ -271,8 +292,9 @@ ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk
 void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len)
 {
     snprintf(buf, len, "tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d "
-             "attn=%d/%d/%d/%d/%d", t->tq, t->vk, t->nv, t->wg, t->tile, t->rb, t->tk, t->dkb, t->dwg, t->atq, t->avk,
-             t->awg, t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv);
+             "attn=%d/%d/%d/%d/%d chunk_rows=%d dense_rows=%d", t->tq, t->vk, t->nv, t->wg, t->tile, t->rb, t->tk,
+             t->dkb, t->dwg, t->atq, t->avk, t->awg, t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, t->chunk_rows,
+             t->dense_rows);
 }
 
 static double now_s(void)
