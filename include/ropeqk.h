@@ -381,7 +381,8 @@ ROPEQK_API const char *ropeqk_ctx_config_source(const ropeqk_ctx *ctx);
 
 /* ---- tuner ---------------------------------------------------------------------------------- */
 typedef struct {
-    double budget_seconds;  /* wall-clock budget of the search; 0 = 120 */
+    double budget_seconds;  /* wall-clock budget of the search; 0 = 120. A family reached after
+                             * it is spent only checks the configuration in effect (not timed) */
     int32_t no_write;       /* 1: search only, leave the cache alone */
     /* optional: called with one line per candidate ("scores tq=8 vk=16 wg=16: 1.23 ms ok") */
     void (*progress)(void *user, const char *line);

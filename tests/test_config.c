@@ -82,10 +82,10 @@ Test(config, knobs_from_api_with_env_override)
 }
 
 /* Every malformed value is refused with a message naming the variable; nothing is created. The
- * knobs' variables on every backend; the OpenCL context's limits (scratch pool, attention pass, the
- * allocation limit that forces split runs, the dense decode's rows) only where a context reads them:
- * a Vulkan context does not read ROPEQK_POOL_BYTES, ROPEQK_ATTN_PASS_BYTES, ROPEQK_MAX_ALLOC or
- * ROPEQK_DENSE_DECODE at all. */
+ * knobs' variables on every backend (the crossovers ROPEQK_CHUNK_ROWS and ROPEQK_DENSE_DECODE
+ * included: knobs, though only OpenCL has those paths); the OpenCL context's limits (scratch pool,
+ * attention pass, the allocation limit that forces split runs) only where a context reads them: a
+ * Vulkan context does not read ROPEQK_POOL_BYTES, ROPEQK_ATTN_PASS_BYTES or ROPEQK_MAX_ALLOC at all. */
 Test(config, malformed_environment_is_an_error)
 {
     static const struct {
@@ -97,8 +97,10 @@ Test(config, malformed_environment_is_an_error)
         {"ROPEQK_VK", "3", 0},        {"ROPEQK_NV", "3", 0},       {"ROPEQK_DKB", "7", 0},      {"ROPEQK_DWG", "1e2", 0},
         {"ROPEQK_DECODE", "yes", 0},  {"ROPEQK_ROT_UWG", " 8", 0}, {"ROPEQK_VK_BLOCK", "x", 0}, {"ROPEQK_VK_ROWS", "-32", 0},
         {"ROPEQK_POOL_BYTES", "lots", 1}, {"ROPEQK_ATTN_PASS_BYTES", "-5", 1}, {"ROPEQK_MAX_ALLOC", "-1", 1},
-        {"ROPEQK_MAX_ALLOC", "99999999999999999999999", 1}, {"ROPEQK_DENSE_DECODE", "on", 1},
-        {"ROPEQK_DENSE_DECODE", "100000", 1},
+        {"ROPEQK_MAX_ALLOC", "99999999999999999999999", 1}, {"ROPEQK_DENSE_DECODE", "on", 0},
+        {"ROPEQK_DENSE_DECODE", "100000", 0}, {"ROPEQK_DENSE_DECODE", "-1", 0}, {"ROPEQK_CHUNK_ROWS", "0", 0},
+        {"ROPEQK_CHUNK_ROWS", "-16", 0}, {"ROPEQK_CHUNK_ROWS", "16 rows", 0}, {"ROPEQK_CHUNK_ROWS", "", 0},
+        {"ROPEQK_CHUNK_ROWS", "1048577", 0}, {"ROPEQK_CHUNK_ROWS", "99999999999999999999", 0},
     };
     ropeqk_ctx *probe = th_ctx_tuned(NULL);
     bool vk = th_is_vulkan(probe);
@@ -121,7 +123,7 @@ Test(config, malformed_environment_is_an_error)
 
 Test(config, out_of_range_api_values_are_errors)
 {
-    ropeqk_tuning bad[6];
+    ropeqk_tuning bad[10];
     memset(bad, 0, sizeof bad);
     bad[0].vk = 2;
     bad[1].tq = 33;
@@ -129,7 +131,11 @@ Test(config, out_of_range_api_values_are_errors)
     bad[3].profile = (ropeqk_profile)7;
     bad[4].decode = 2;
     bad[5].nv = 3;
-    for (int i = 0; i < 6; i++) {
+    bad[6].chunk_rows = -1;
+    bad[7].chunk_rows = (1 << 20) + 1;
+    bad[8].dense_rows = -2;
+    bad[9].dense_rows = 1025;
+    for (int i = 0; i < 10; i++) {
         ropeqk_ctx_params cp;
         memset(&cp, 0, sizeof cp);
         cp.tuning = bad[i];
@@ -217,6 +223,52 @@ Test(config, vulkan_knobs_refused_and_overridden)
     cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VK_BLOCK"), "%s", ropeqk_last_error());
     ropeqk_ctx_destroy(x);
     unsetenv("ROPEQK_VK_BLOCK");
+}
+
+/* The crossovers (chunk_rows, dense_rows): API values and environment values in range are taken, the
+ * environment winning and noted in the configuration source; ROPEQK_DENSE_DECODE=0 and API -1 turn
+ * the dense decode off (reported as -1); the tuner refuses to run under either variable. Which path
+ * a call then takes: tests/test_tune_paths.c. */
+Test(config, crossover_knobs_from_api_and_env)
+{
+    ropeqk_tuning t, got;
+    ropeqk_ctx *x = th_ctx_tuned(NULL);
+    cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
+    cr_expect(got.chunk_rows == 16 && got.dense_rows == 16, "defaults %d %d", got.chunk_rows, got.dense_rows);
+    ropeqk_ctx_destroy(x);
+    memset(&t, 0, sizeof t);
+    t.chunk_rows = 9;
+    t.dense_rows = -1;
+    x = th_ctx_tuned(&t);
+    cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
+    cr_expect(got.chunk_rows == 9 && got.dense_rows == -1, "%d %d", got.chunk_rows, got.dense_rows);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "CHUNK_ROWS") && strstr(ropeqk_ctx_config_source(x), "DENSE_DECODE"),
+              "%s", ropeqk_ctx_config_source(x));
+    ropeqk_ctx_destroy(x);
+    static const struct {
+        const char *chunk, *dense;
+        int32_t want_chunk, want_dense;
+    } env[] = {{"1", "0", 1, -1}, {"48", "1024", 48, 1024}, {"1048576", "3", 1 << 20, 3}};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+        setenv("ROPEQK_CHUNK_ROWS", env[i].chunk, 1);
+        setenv("ROPEQK_DENSE_DECODE", env[i].dense, 1);
+        t.dense_rows = 5;
+        x = th_ctx_tuned(&t); /* API 9 and 5, overridden */
+        cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
+        cr_expect(got.chunk_rows == env[i].want_chunk && got.dense_rows == env[i].want_dense,
+                  "ROPEQK_CHUNK_ROWS=%s ROPEQK_DENSE_DECODE=%s: %d %d", env[i].chunk, env[i].dense, got.chunk_rows,
+                  got.dense_rows);
+        const char *src = ropeqk_ctx_config_source(x);
+        cr_expect(strstr(src, "ROPEQK_CHUNK_ROWS") && strstr(src, "ROPEQK_DENSE_DECODE"), "%s", src);
+        ropeqk_tune_params p = {.budget_seconds = 0.01, .no_write = 1};
+        cr_expect_eq(ropeqk_tune(x, &p, NULL, NULL, 0), ROPEQK_ERR_BAD_CONFIG);
+        cr_expect(strstr(ropeqk_last_error(), "ROPEQK_CHUNK_ROWS"), "%s", ropeqk_last_error());
+        unsetenv("ROPEQK_CHUNK_ROWS");
+        cr_expect_eq(ropeqk_tune(x, &p, NULL, NULL, 0), ROPEQK_ERR_BAD_CONFIG);
+        cr_expect(strstr(ropeqk_last_error(), "ROPEQK_DENSE_DECODE"), "%s", ropeqk_last_error());
+        unsetenv("ROPEQK_DENSE_DECODE");
+        ropeqk_ctx_destroy(x);
+    }
 }
 
 #if RQS_HAVE_OPENCL

@@ -1,9 +1,10 @@
 /* The tuner and its per-user cache, on either backend: a search writes a file that the next context
  * loads (a hand-edited knob shows in the context's tuning and kernels, and the cached shape still
- * matches fp64); a missing, corrupt, stale, foreign or other-profile file is ignored with a note
- * (never an error); caller and environment values win over the cache; an unwritable cache directory
- * and a set ROPEQK_<knob> are errors of ropeqk_tune. XDG_CACHE_HOME points into a fresh folder per
- * test. */
+ * matches fp64; on OpenCL the crossover families run and their knobs round-trip; a file of the
+ * previous format, without them, is still read); a missing, corrupt, stale, foreign or
+ * other-profile file is ignored with a note (never an error); caller and environment values win
+ * over the cache; an unwritable cache directory and a set ROPEQK_<knob> are errors of ropeqk_tune.
+ * XDG_CACHE_HOME points into a fresh folder per test. */
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -72,12 +73,24 @@ static int32_t tq_of(const ropeqk_ctx *x)
     return t.tq;
 }
 
-static int lines;
+/* text without the line starting with `key ` */
+static char *without_line(const char *text, const char *key)
+{
+    static char out[4096];
+    const char *p = strstr(text, key);
+    cr_assert(p, "no %s line", key);
+    const char *e = strchr(p, '\n');
+    snprintf(out, sizeof out, "%.*s%s", (int)(p - text), text, e + 1);
+    return out;
+}
+
+static int lines, chunk_lines, dense_lines;
 static void count(void *u, const char *line)
 {
     (void)u;
-    (void)line;
     lines++;
+    chunk_lines += strncmp(line, "chunk ", 6) == 0;
+    dense_lines += strncmp(line, "dense ", 6) == 0;
 }
 
 Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignored)
@@ -91,6 +104,11 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     ropeqk_status st = ropeqk_tune(x, &p, &best, path, sizeof path);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_status_string(st), ropeqk_last_error());
     cr_expect(lines >= 2, "%d progress lines", lines); /* the first candidate of each family at least */
+    /* OpenCL: the crossover families too (their first candidate, the knobs in effect) */
+    cr_expect(vk || (chunk_lines == 1 && dense_lines == 1), "chunk %d, dense %d progress lines", chunk_lines,
+              dense_lines);
+    cr_expect(!vk || (chunk_lines == 0 && dense_lines == 0), "Vulkan has no crossover family");
+    cr_expect(best.chunk_rows == 16 && best.dense_rows == 16, "%d %d", best.chunk_rows, best.dense_rows);
     cr_expect(strstr(path, dir) == path && strstr(path, "/ropeqk/"), "%s", path);
     if (vk) /* the first candidate is the defaults */
         cr_expect(best.vk_block == 4 && best.vk_tk == 16, "%d %d", best.vk_block, best.vk_tk);
@@ -102,7 +120,10 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     snprintf(original, sizeof original, "%s", slurp(path));
     cr_assert(strstr(original, vk ? "platform Vulkan\n" : "platform "), "%s", original);
     char edited[4096];
+    cr_assert(strstr(original, "\nchunk_rows 16\n") && strstr(original, "\ndense_rows 16\n"), "%s", original);
     snprintf(edited, sizeof edited, "%s", with_line(original, "tq", "3"));
+    snprintf(edited, sizeof edited, "%s", with_line(edited, "chunk_rows", "5"));
+    snprintf(edited, sizeof edited, "%s", with_line(edited, "dense_rows", "0"));
     put(path, with_line(edited, "vk_block", "8"));
     x = th_ctx_tuned(NULL);
     char want[4200];
@@ -111,6 +132,8 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     ropeqk_tuning got;
     cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
     cr_expect(got.tq == 3 && got.vk_block == 8, "tq %d vk_block %d", got.tq, got.vk_block);
+    cr_expect(got.chunk_rows == 5 && got.dense_rows == -1, "chunk_rows %d dense_rows %d (0 in the file: off)",
+              got.chunk_rows, got.dense_rows);
     const char *opt = vk ? "scores block 8 " : "-DRQ_TQ=3 ";
     cr_expect(strstr(ropeqk_ctx_build_options(x), opt), "%s", ropeqk_ctx_build_options(x));
     th_case c;
@@ -160,6 +183,8 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
         {"attn_tile", "48", "ignored corrupt"},      {"attn_keys", "24", "ignored corrupt"},
         {"attn_tk", "12", "ignored corrupt"},        {"attn_rb", "3", "ignored corrupt"},
         {"attn_dv", "40", "ignored corrupt"},
+        {"chunk_rows", "0", "ignored corrupt"},      {"chunk_rows", "1048577", "ignored corrupt"},
+        {"dense_rows", "-1", "ignored corrupt"},     {"dense_rows", "1025", "ignored corrupt"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put(path, with_line(original, bad[i].key, bad[i].value));
@@ -174,7 +199,25 @@ Test(tune, search_writes_a_cache_the_next_context_loads_and_bad_files_are_ignore
     x = th_ctx_tuned(NULL);
     cr_expect(strstr(ropeqk_ctx_config_source(x), "older file format"), "%s", ropeqk_ctx_config_source(x));
     ropeqk_ctx_destroy(x);
-    static const char *const garbage[] = {"", "ropeqk-tune 3\n", "\x01\x02 binary", "ropeqk-tune 3\nlibrary"};
+    /* format 4 needs the crossovers' lines */
+    put(path, without_line(original, "chunk_rows"));
+    x = th_ctx_tuned(NULL);
+    cr_expect(strstr(ropeqk_ctx_config_source(x), "ignored corrupt"), "%s", ropeqk_ctx_config_source(x));
+    ropeqk_ctx_destroy(x);
+    /* a format 3 file (before the crossovers) is still read: its knobs are used, the crossovers keep
+     * their defaults */
+    char v3[4096];
+    snprintf(v3, sizeof v3, "%s", with_line(original, "ropeqk-tune", "3"));
+    snprintf(v3, sizeof v3, "%s", with_line(v3, "tq", "3"));
+    snprintf(v3, sizeof v3, "%s", without_line(v3, "chunk_rows"));
+    put(path, without_line(v3, "dense_rows"));
+    x = th_ctx_tuned(NULL);
+    cr_expect_str_eq(ropeqk_ctx_config_source(x), want);
+    cr_assert_eq(ropeqk_ctx_tuning(x, &got, NULL), ROPEQK_SUCCESS);
+    cr_expect(got.tq == 3 && got.chunk_rows == 16 && got.dense_rows == 16, "format 3: tq %d chunk_rows %d dense_rows %d",
+              got.tq, got.chunk_rows, got.dense_rows);
+    ropeqk_ctx_destroy(x);
+    static const char *const garbage[] = {"", "ropeqk-tune 4\n", "\x01\x02 binary", "ropeqk-tune 3\nlibrary"};
     for (size_t i = 0; i < 4; i++) {
         put(path, garbage[i]);
         x = th_ctx_tuned(NULL);

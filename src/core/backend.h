@@ -88,7 +88,8 @@ typedef struct rq_backend {
     void (*tune_finish)(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
     /* Families past RQ_FAM_ATTN, NULL when tune_families has none: checks candidate context c
      * against the fp64 path on a small case (ROPEQK_ERR_BAD_CONFIG with a message when it is off),
-     * then times the family's representative shape into *ms (median of 3 after a warm-up). */
+     * then times the family's representative shape into *ms (median of 3 after a warm-up; ms NULL:
+     * the check only). */
     ropeqk_status (*tune_measure)(ropeqk_ctx *c, rq_family f, double *ms);
     /* The knobs this backend reads, for the tuner's progress lines ("tq=8 vk=16 ..."). */
     void (*tune_describe)(const rq_tuning *t, char *buf, size_t len);

@@ -6,7 +6,8 @@
  * fails), then timed as the median of 3 runs after a warm-up on a representative shape (the
  * backend's time_plan; for the crossovers the backend's tune_measure does both). The first
  * candidate of each family is the configuration in effect, so the result is never worse than what
- * the device had, and a budget that runs out keeps the best found so far. Compiling dominates on pocl (~1 s a candidate). Which knobs each family searches, and
+ * the device had, and a budget that runs out keeps the best found so far (a family reached after
+ * it ran out only checks the knobs in effect). Compiling dominates on pocl (~1 s a candidate). Which knobs each family searches, and
  * which shapes a device takes, is each backend's (tune_candidate, tune_fits: src/opencl/tune.c,
  * src/vulkan/vk_tune.c). */
 #include "backend.h"
@@ -145,11 +146,15 @@ static ropeqk_status search(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, 
         rq_tuning ok[RQ_TUNE_MAX]; /* the candidates that passed, and their times */
         double ok_ms[RQ_TUNE_MAX];
         int n_ok = 0, best = -1;
+        /* a family reached with the budget spent runs its first candidate (the knobs in effect) through
+         * the check only: one candidate has nothing to be compared with, and timing it can cost more
+         * than the whole budget (the dense crossover's shape: ~15 s under the GPU profile on pocl) */
+        const bool spent = rqt_now() - t0 > budget;
         for (int k = 0; n_ok < RQ_TUNE_MAX; k++) {
             rq_tuning t = win;
             if (k > 0 && !be->tune_candidate((rq_family)f, cpu, k, &t))
                 break;
-            if (k > 0 && rqt_now() - t0 > budget)
+            if (k > 0 && (spent || rqt_now() - t0 > budget))
                 break; /* out of budget: the best so far stands (the first candidate always runs) */
             /* the plans' own fit test at the timed head dims: a shape the device does not take
              * would run as the plan's fallback and be timed under the wrong name */
@@ -161,15 +166,17 @@ static ropeqk_status search(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, 
             double ms = 0;
             ropeqk_status st = be->tune_clone(ctx, &t, &c);
             if (!st && f > FAM_ATTN) /* the backend's own check and shape (host-side crossovers) */
-                st = be->tune_measure(c, (family)f, &ms);
+                st = be->tune_measure(c, (family)f, spent ? NULL : &ms);
             else if (!st)
                 st = check_candidate(c, (family)f);
-            if (!st && f <= FAM_ATTN)
+            if (!st && f <= FAM_ATTN && !spent)
                 st = time_candidate(c, (family)f, &ms);
             ropeqk_ctx_destroy(c);
             char res[96];
             if (st)
                 snprintf(res, sizeof res, "dropped (%s)", ropeqk_status_string(st));
+            else if (spent)
+                snprintf(res, sizeof res, "checked, not timed (budget spent)");
             else
                 snprintf(res, sizeof res, "%.3f ms", ms);
             say(ctx, p, fam_name[f], &t, res);

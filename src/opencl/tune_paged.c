@@ -304,5 +304,5 @@ ropeqk_status rq_cl_tune_time(ropeqk_ctx *c, rq_family f, double *ms)
 ropeqk_status rq_cl_tune_measure(ropeqk_ctx *c, rq_family f, double *ms)
 {
     ropeqk_status st = rq_cl_tune_check(c, f);
-    return st ? st : rq_cl_tune_time(c, f, ms);
+    return st || !ms ? st : rq_cl_tune_time(c, f, ms);
 }
