@@ -7,9 +7,9 @@
  * backend's time_plan; for the crossovers the backend's tune_measure does both). The first
  * candidate of each family is the configuration in effect, so the result is never worse than what
  * the device had, and a budget that runs out keeps the best found so far (a family reached after
- * it ran out only checks the knobs in effect). Compiling dominates on pocl (~1 s a candidate). Which knobs each family searches, and
- * which shapes a device takes, is each backend's (tune_candidate, tune_fits: src/opencl/tune.c,
- * src/vulkan/vk_tune.c). */
+ * it ran out only checks the knobs in effect). Compiling dominates on pocl (~1 s a candidate).
+ * Which knobs each family searches, and which shapes a device takes, is each backend's
+ * (tune_candidate, tune_fits: src/opencl/tune.c, src/vulkan/vk_tune.c). */
 #include "backend.h"
 
 #include <math.h>
