@@ -395,8 +395,8 @@ typedef struct {
  * on the GPU profile first the GPU attention kernel's shapes, attn_*); on OpenCL also the two
  * crossovers, chunk_rows (4, 8, 16, 32, 64: a ragged paged call with sequences of 2 to 48 rows over
  * ~3k cached tokens) and dense_rows (off, 4, 8, 16, 32: dense attention of 1 to 24 rows over 8k
- * keys). Every candidate is
- * first checked against the fp64 path on a small case (a candidate that fails is dropped), then
+ * keys; ROPEQK_CHUNK_ROWS and ROPEQK_DENSE_DECODE count as knob overrides below). Every candidate
+ * is first checked against the fp64 path on a small case (a candidate that fails is dropped), then
  * timed (median of 3). The winners go to the per-user cache ($XDG_CACHE_HOME/ropeqk/, else
  * ~/.cache/ropeqk/), keyed by device, driver and library version and written atomically; contexts
  * created afterwards load them. *best (optional) receives them, path (optional) the cache file.
