@@ -144,11 +144,12 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     rq_cl_plan *cp = rq_clp(pl);
-    const ropeqk_opencl_mem in[5] = {args->q, args->k_cache, args->v_cache, args->out, args->lse};
-    rq_mem mm[5];
-    if ((st = mems(ctx, in, mm, 5)))
+    const ropeqk_opencl_mem in[7] = {args->q,   args->k_cache, args->v_cache, args->out,
+                                     args->lse, args->k_scale, args->v_scale};
+    rq_mem mm[7];
+    if ((st = mems(ctx, in, mm, 7)))
         return st;
-    rq_paged_mems pm = {mm[0], mm[1], mm[2], mm[3], mm[4]};
+    rq_paged_mems pm = {mm[0], mm[1], mm[2], mm[3], mm[4], mm[5], mm[6]};
     rq_paged_meta meta;
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
@@ -278,14 +279,14 @@ done:
 
 ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
                                          ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
-                                         ropeqk_opencl_mem v_new_mem, ropeqk_opencl_mem k_cache,
-                                         ropeqk_opencl_mem v_cache, const ropeqk_paged_batch *batch,
-                                         cl_uint num_wait, const cl_event *wait, cl_event *event)
+                                         ropeqk_opencl_mem v_new_mem, const ropeqk_opencl_paged_cache *cache,
+                                         const ropeqk_paged_batch *batch, cl_uint num_wait, const cl_event *wait,
+                                         cl_event *event)
 {
     const char *fn = "ropeqk_opencl_paged_append";
     if (event)
         *event = NULL;
-    if (!pl || !k_new || !v_new || !batch || (num_wait > 0 && !wait))
+    if (!pl || !k_new || !v_new || !cache || !batch || (num_wait > 0 && !wait))
         return ROPEQK_ERR_NULL_POINTER;
     ropeqk_status st = plan_is_cl(pl, fn);
     if (st)
@@ -293,11 +294,12 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     rq_cl_plan *cp = rq_clp(pl);
-    const ropeqk_opencl_mem in[4] = {k_new_mem, v_new_mem, k_cache, v_cache};
-    rq_mem mm[4];
-    if ((st = mems(ctx, in, mm, 4)))
+    const ropeqk_opencl_mem k_cache = cache->k_cache, v_cache = cache->v_cache;
+    const ropeqk_opencl_mem in[6] = {k_new_mem, v_new_mem, k_cache, v_cache, cache->k_scale, cache->v_scale};
+    rq_mem mm[6];
+    if ((st = mems(ctx, in, mm, 6)))
         return st;
-    rq_append_mems am = {mm[0], mm[1], mm[2], mm[3]};
+    rq_append_mems am = {mm[0], mm[1], mm[2], mm[3], mm[4], mm[5]};
     rq_paged_meta meta;
     if ((st = rq_append_call_check(pl, k_new, v_new, &am, batch, fn, &meta)))
         return st;
