@@ -14,8 +14,8 @@ static const ropeqk_dtype q8[3] = {ROPEQK_I8, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2};
 
 enum { IS = 3, IHQ = 4, IHKV = 2, ID = 32, IPS = 16, IMAXP = 4, INP = 12 };
 
-/* Whether the suite's backend reads 8-bit caches (no backend does yet: the kernels come next). */
-static bool backend_reads_q8(void) { return false; }
+/* Whether the suite's backend reads 8-bit caches (OpenCL; Vulkan's shaders not yet). */
+static bool backend_reads_q8(void) { return rqs_ctx_backend(th_ctx) == RQS_BACKEND_OPENCL; }
 
 Test(paged_quant, dtype_size_and_dense_refusals)
 {

@@ -173,8 +173,10 @@ ropeqk_status rq_append_call_check(const ropeqk_plan *pl, const ropeqk_tensor *k
         st = ROPEQK_ERR_OVERLAP;
         goto fail;
     }
-    if (batch->n_seqs * pb->Hkv > INT32_MAX || k_new->ne[2] > INT32_MAX) {
-        rq_set_error("%s: n_seqs * Hkv or n_new beyond INT32_MAX", fn);
+    bool q8 = rq_dtype_q8(pl->k.dtype) || rq_dtype_q8(pl->v.dtype); /* quantized: a row per work-item */
+    if (batch->n_seqs * pb->Hkv > INT32_MAX || k_new->ne[2] > INT32_MAX ||
+        (q8 && batch->n_seqs * pb->Hkv * k_new->ne[2] > INT32_MAX)) {
+        rq_set_error("%s: n_seqs * Hkv, n_new (or, 8-bit caches, their product) beyond INT32_MAX", fn);
         st = ROPEQK_ERR_TOO_LARGE;
         goto fail;
     }

@@ -268,7 +268,7 @@ const rq_backend rq_opencl_backend = {
     .access_unit = 1,
     /* every variant of docs/conventions.md section 11, fused into the kernels (cl/contract.h) */
     .variants = RQ_VAR_SOFTCAP | RQ_VAR_ROT_OFFSET | RQ_VAR_MROPE | RQ_VAR_SINKS,
-    .kv_quant = 0, /* 8-bit paged caches: the kernels come next */
+    .kv_quant = RQ_KV_I8 | RQ_KV_FP8_E4M3 | RQ_KV_FP8_E5M2,
     .open = cl_open,
     .close = cl_close,
     .error_name = cl_error_name,
