@@ -222,3 +222,72 @@ Test(paged_quant, append_bytes_match_the_host_quantizer)
         ropeqk_plan_destroy(pl);
     }
 }
+
+/* ---- the quantization error against unquantized inputs ---------------------------------------------
+ * Not the kernels' accuracy (the tests above hold that to 1e-5 against the stored values) but what
+ * storing a cache in 8 bits costs: one decode row of N(0, 1) Q, K and V (Hq 8, Hkv 2, D 128, 4096
+ * keys, interleaved RoPE at positions 0..4095, query at 4095), O in fp64 from the f32 K and V against
+ * O in fp64 from the quantized ones. Figures: relative L2 error of O over the heads, and section 10's
+ * metric (max |dO| / max ||V||_inf). f16 and bf16 caches (round to nearest even) for comparison. The
+ * bounds are about twice what the rule gives (docs/conventions.md section 12 has the figures). */
+enum { EHQ = 8, EHKV = 2, ED = 128, ESK = 4096 };
+
+static float round_to(float x, ropeqk_dtype dt)
+{
+    return dt == ROPEQK_F16 ? rqs_half_to_float(rqs_float_to_half(x)) : rqs_bf16_to_float(rqs_float_to_bf16(x));
+}
+
+Test(paged_quant, quantization_error_figure)
+{
+    const uint64_t seed = pf_seed();
+    uint64_t rng = seed;
+    const size_t nk = (size_t)EHKV * ESK * ED;
+    float *q = malloc(EHQ * ED * sizeof *q), *k = malloc(nk * sizeof *k), *v = malloc(nk * sizeof *v);
+    float *kq = malloc(nk * sizeof *kq), *vq = malloc(nk * sizeof *vq);
+    double *o = malloc(EHQ * ED * sizeof *o), *oq = malloc(EHQ * ED * sizeof *oq);
+    cr_assert(q && k && v && kq && vq && o && oq);
+    for (int i = 0; i < EHQ * ED; i++)
+        q[i] = (float)rqs_normal(&rng);
+    for (size_t i = 0; i < nk; i++)
+        k[i] = (float)rqs_normal(&rng), v[i] = (float)rqs_normal(&rng);
+    ropeqk_params p;
+    ropeqk_default_params(&p);
+    p.q_pos_offset = ESK - 1;
+    ropeqk_tensor tq = ropeqk_tensor_bhsd(ROPEQK_F32, 1, EHQ, 1, ED), tk = ropeqk_tensor_bhsd(ROPEQK_F32, 1, EHKV, ESK, ED);
+    ropeqk_tensor to = ropeqk_tensor_bhsd(ROPEQK_F64, 1, EHQ, 1, ED);
+    cr_assert_eq(ropeqk_attention_ref(&p, &tq, q, &tk, k, &tk, v, NULL, NULL, &to, o, NULL, NULL), ROPEQK_SUCCESS);
+    const ropeqk_dtype dts[5] = {ROPEQK_I8, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2, ROPEQK_F16, ROPEQK_BF16};
+    static const char *const names[5] = {"int8", "fp8 e4m3", "fp8 e5m2", "f16", "bf16"};
+    const double bound[5] = {2e-2, 8e-2, 1.5e-1, 1e-3, 5e-3}; /* relative L2 of O */
+    for (int di = 0; di < 5; di++) {
+        uint8_t row[ED];
+        for (size_t r = 0; r < nk / ED; r++)
+            for (int kv = 0; kv < 2; kv++) {
+                const float *x = (kv ? v : k) + r * ED;
+                float *y = (kv ? vq : kq) + r * ED;
+                if (di < 3) {
+                    float sc = rqs_q8_quantize(x, ED, dts[di], row);
+                    for (int i = 0; i < ED; i++)
+                        y[i] = rqs_q8_value(row[i], dts[di]) * sc;
+                } else {
+                    for (int i = 0; i < ED; i++)
+                        y[i] = round_to(x[i], dts[di]);
+                }
+            }
+        cr_assert_eq(ropeqk_attention_ref(&p, &tq, q, &tk, kq, &tk, vq, NULL, NULL, &to, oq, NULL, NULL),
+                     ROPEQK_SUCCESS);
+        double num = 0, den = 0, dmax = 0, vmax = 0;
+        for (int i = 0; i < EHQ * ED; i++) {
+            num += (oq[i] - o[i]) * (oq[i] - o[i]), den += o[i] * o[i];
+            dmax = fmax(dmax, fabs(oq[i] - o[i]));
+        }
+        for (size_t i = 0; i < nk; i++)
+            vmax = fmax(vmax, fabs(v[i]));
+        double rel = sqrt(num / den);
+        cr_log_info("quantization error, %s cache: O relative L2 %.3g, max |dO| / max |V| %.3g (seed %llu)",
+                    names[di], rel, dmax / vmax, (unsigned long long)seed);
+        cr_expect(rel <= bound[di] && rel > 0, "%s (seed %llu): O relative L2 error %.3g outside (0, %g]", names[di],
+                  (unsigned long long)seed, rel, bound[di]);
+    }
+    free(q), free(k), free(v), free(kq), free(vq), free(o), free(oq);
+}

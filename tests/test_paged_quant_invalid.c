@@ -100,3 +100,105 @@ Test(paged_quant, paged_descriptions)
         }
     }
 }
+
+/* ---- the scale buffers at the calls ------------------------------------------------------------- */
+static void expect_canary(const rqs_devbuf *m, unsigned char byte, const char *what)
+{
+    size_t bytes = rqs_devbuf_bytes(m);
+    unsigned char *h = malloc(bytes);
+    cr_assert(h);
+    cr_assert_eq(rqs_devbuf_read(m, h), ROPEQK_SUCCESS);
+    size_t i = 0;
+    while (i < bytes && h[i] == byte)
+        i++;
+    cr_expect_eq(i, bytes, "%s: byte %zu changed by a refused call", what, i);
+    free(h);
+}
+
+Test(paged_quant, scale_buffers_checked_and_nothing_written)
+{
+    TH_SKIP_ON_VULKAN(th_ctx, "the Vulkan shaders do not read 8-bit caches yet (plan creation refuses them)");
+    pcase c = base_case("scale refusals");
+    c.Hq = IHQ, c.Hkv = IHKV, c.D = ID, c.Dv = ID, c.ps = IPS, c.maxp = IMAXP;
+    c.n_seqs = IS, c.max_seqs = IS, c.spare_pages = 2, c.len_max = IPS * IMAXP;
+    c.kdt = ROPEQK_I8, c.vdt = ROPEQK_FP8_E4M3;
+    uint64_t rng = 5;
+    static pdata d;
+    pdata_make(&c, &d, &rng);
+    ropeqk_plan_desc desc = desc_of(&c, &d);
+    ropeqk_plan *pl = NULL;
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    pbufs b;
+    pbufs_make(&d, &b, false);
+    rqs_devbuf *small = NULL, *big = NULL;
+    cr_assert_eq(rqs_devbuf_create(th_ctx, d.ksb - 4, NULL, false, &small), ROPEQK_SUCCESS);
+    cr_assert_eq(rqs_devbuf_create(th_ctx, 4 * (d.ksb + d.ob), NULL, false, &big), ROPEQK_SUCCESS);
+    cr_assert_eq(rqs_devbuf_fill(big, 0x5A), ROPEQK_SUCCESS);
+    ropeqk_paged_batch batch = batch_of(&c, &d);
+    const rqs_paged_args good = args_of(&c, &b);
+    struct {
+        rqs_paged_args a;
+        ropeqk_status want;
+        const char *what;
+    } cs[6];
+    for (int i = 0; i < 6; i++)
+        cs[i].a = good;
+    cs[0].a.k_scale.buf = NULL, cs[0].want = ROPEQK_ERR_NULL_POINTER, cs[0].what = "no k_scale";
+    cs[1].a.v_scale.buf = NULL, cs[1].want = ROPEQK_ERR_NULL_POINTER, cs[1].what = "no v_scale";
+    cs[2].a.v_scale.buf = small, cs[2].want = ROPEQK_ERR_BUFFER_TOO_SMALL, cs[2].what = "v_scale too small";
+    cs[3].a.k_scale = (rqs_view){big, 2, 0}, cs[3].want = ROPEQK_ERR_BAD_STRIDES, cs[3].what = "k_scale offset 2";
+    cs[4].a.k_scale = (rqs_view){big, 0, 0}, cs[4].a.out = (rqs_view){big, 8, 0};
+    cs[4].want = ROPEQK_ERR_OVERLAP, cs[4].what = "out over k_scale";
+    cs[5].a.lse = (rqs_view){b.vs, 0, 0}, cs[5].want = ROPEQK_ERR_OVERLAP, cs[5].what = "lse over v_scale";
+    for (int i = 0; i < 6; i++) {
+        ropeqk_status st = rqs_paged_run(th_ctx, NULL, pl, &cs[i].a, &batch);
+        cr_expect_eq(st, cs[i].want, "%s: got %s (%s)", cs[i].what, ropeqk_status_string(st), ropeqk_last_error());
+    }
+    expect_canary(b.o, 0x5A, "out");
+    expect_canary(b.l, 0x5A, "lse");
+    expect_canary(big, 0x5A, "the overlapping buffer");
+    /* the append: scales required, sized, apart from the caches; new rows unquantized */
+    ropeqk_tensor tkn = ropeqk_tensor_bhsd(ROPEQK_F32, IS, IHKV, 1, ID), tvn = ropeqk_tensor_bhsd(ROPEQK_BF16, IS, IHKV, 1, ID);
+    ropeqk_tensor tkn8 = ropeqk_tensor_bhsd(ROPEQK_I8, IS, IHKV, 1, ID);
+    rqs_devbuf *kn = NULL;
+    cr_assert_eq(rqs_devbuf_create(th_ctx, ropeqk_tensor_extent(&tkn), NULL, false, &kn), ROPEQK_SUCCESS);
+    int32_t lens[IS] = {0, 0, 0};
+    ropeqk_paged_batch ab = {.n_seqs = IS, .page_table = d.table, .seq_lens = lens};
+    rqs_paged_cache gc = {rqs_whole(b.k), rqs_whole(b.v), rqs_whole(b.ks), rqs_whole(b.vs)}, cc[4];
+    for (int i = 0; i < 4; i++)
+        cc[i] = gc;
+    cc[0].k_scale.buf = NULL;
+    cc[1].v_scale.buf = small;
+    cc[2].k_scale = rqs_whole(b.v); /* K's scales over the V cache */
+    const ropeqk_status want[4] = {ROPEQK_ERR_NULL_POINTER, ROPEQK_ERR_BUFFER_TOO_SMALL, ROPEQK_ERR_OVERLAP,
+                                   ROPEQK_ERR_BAD_DTYPE};
+    for (int i = 0; i < 4; i++) {
+        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, pl, i == 3 ? &tkn8 : &tkn, rqs_whole(kn), &tvn,
+                                                rqs_whole(kn), &cc[i], &ab);
+        cr_expect_eq(st, want[i], "append case %d: got %s (%s)", i, ropeqk_status_string(st), ropeqk_last_error());
+    }
+    bool intact = false;
+    cr_expect(rqs_devbuf_check(b.k, d.k, &intact) == ROPEQK_SUCCESS && intact, "K cache written by a refused append");
+    cr_expect(rqs_devbuf_check(b.ks, d.ks, &intact) == ROPEQK_SUCCESS && intact, "K scales written by a refused append");
+    cr_expect(rqs_devbuf_check(b.vs, d.vs, &intact) == ROPEQK_SUCCESS && intact, "V scales written by a refused append");
+    rqs_devbuf_free(kn), rqs_devbuf_free(small), rqs_devbuf_free(big);
+    pbufs_free(&b);
+    ropeqk_plan_destroy(pl);
+    /* a scale buffer beside a 16-bit cache */
+    c.vdt = ROPEQK_F16;
+    pdata d2;
+    rng = 6;
+    pdata_make(&c, &d2, &rng);
+    desc = desc_of(&c, &d2);
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    pbufs_make(&d2, &b, false);
+    rqs_paged_args a = args_of(&c, &b);
+    a.v_scale = a.k_scale;
+    ropeqk_paged_batch b2 = batch_of(&c, &d2);
+    ropeqk_status st = rqs_paged_run(th_ctx, NULL, pl, &a, &b2);
+    cr_expect_eq(st, ROPEQK_ERR_BAD_PARAM, "v_scale for an f16 V cache: got %s", ropeqk_status_string(st));
+    pbufs_free(&b);
+    ropeqk_plan_destroy(pl);
+    pdata_free(&d2);
+    pdata_free(&d);
+}
