@@ -104,7 +104,16 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *plan, VkCommandB
 /* ---- paged KV cache (ROPEQK_OP_PAGED_DECODE plans; docs/conventions.md section 10) ------------ */
 typedef struct {
     ropeqk_vulkan_mem q, k_cache, v_cache, out, lse; /* lse only with with_lse ({0} otherwise) */
+    /* the f32 scales of 8-bit caches (ropeqk.h, docs/conventions.md section 12): required exactly
+     * when that cache is 8-bit, {0} otherwise. The Vulkan shaders do not read 8-bit caches yet: plan
+     * creation refuses them on a Vulkan context (ROPEQK_ERR_BAD_DTYPE) */
+    ropeqk_vulkan_mem k_scale, v_scale;
 } ropeqk_vulkan_paged_args;
+
+/* The caches an append writes: K and V, and their scales (8-bit caches only). */
+typedef struct {
+    ropeqk_vulkan_mem k_cache, v_cache, k_scale, v_scale;
+} ropeqk_vulkan_paged_cache;
 
 /*
  * Records decode over the paged cache into `cmd` (split over pages, then a reduction pass), as
@@ -121,13 +130,13 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *plan, VkCommand
                                                     const ropeqk_paged_batch *batch);
 
 /* Records the append of n_new unrotated K/V rows per sequence (k_new [n_seqs, Hkv, n_new, D],
- * v_new [n_seqs, Hkv, n_new, Dv], the caches' dtypes) at tokens seq_lens[s] .. seq_lens[s]+n_new-1
- * of each sequence's pages (batch->seq_lens: the lengths before the append; q_pos and k_pos0 are not
- * used), as ropeqk_opencl_paged_append does. Same checks, barrier and metadata rules as above. */
+ * v_new [n_seqs, Hkv, n_new, Dv], the caches' dtypes; for an 8-bit cache f32/f16/bf16) at tokens
+ * seq_lens[s] .. seq_lens[s]+n_new-1 of each sequence's pages (batch->seq_lens: the lengths before
+ * the append; q_pos and k_pos0 are not used), as ropeqk_opencl_paged_append does. Same checks, barrier and metadata rules as above. */
 ROPEQK_API ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *plan, VkCommandBuffer cmd,
                                                    const ropeqk_tensor *k_new, ropeqk_vulkan_mem k_new_mem,
                                                    const ropeqk_tensor *v_new, ropeqk_vulkan_mem v_new_mem,
-                                                   ropeqk_vulkan_mem k_cache, ropeqk_vulkan_mem v_cache,
+                                                   const ropeqk_vulkan_paged_cache *cache,
                                                    const ropeqk_paged_batch *batch);
 
 #ifdef __cplusplus

@@ -81,12 +81,16 @@ ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batc
  * q_indptr). Needs seq_lens checked first. */
 ropeqk_status rq_paged_rows(const ropeqk_plan *pl, const ropeqk_paged_batch *b, const char *fn, int64_t *rows);
 
-/* The buffers of a paged decode, and of an append. */
+/* The bytes of an 8-bit cache's scale buffer (docs/conventions.md section 12): num_pages * Hkv *
+ * page_size floats of the cache view [num_pages, Hkv, page_size, dim]; true on overflow. */
+bool rq_paged_scale_bytes(const ropeqk_tensor *cache, size_t *bytes);
+
+/* The buffers of a paged decode, and of an append (k_scale / v_scale: 8-bit caches only). */
 typedef struct {
-    rq_mem q, k_cache, v_cache, out, lse;
+    rq_mem q, k_cache, v_cache, out, lse, k_scale, v_scale;
 } rq_paged_mems;
 typedef struct {
-    rq_mem k_new, v_new, k_cache, v_cache;
+    rq_mem k_new, v_new, k_cache, v_cache, k_scale, v_scale;
 } rq_append_mems;
 /* A paged decode's checks before anything is enqueued or recorded: the plan is a paged one,
  * buffers present (lse exactly when the plan has with_lse), the batch (packed into *meta, which the

@@ -44,7 +44,7 @@ static cl_int gather(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tenso
                      const rq_paged_meta *meta, int64_t r0, int64_t len, cl_mem dst, cl_uint nw, const cl_event *w,
                      cl_event *ev)
 {
-    cl_kernel k = rq_clp(pl)->kx[4];
+    cl_kernel k = rq_clp(pl)->kx[5];
     int64_t es = (int64_t)ropeqk_dtype_size(c->dtype), row = c->ne[3] * es;
     rq_pgat_args a = {
         .src_off = (rq_i64)m.offset, .snb0 = c->nb[0], .snb1 = c->nb[1], .snb2 = c->nb[2],
@@ -85,7 +85,7 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
         cl_event ev[3] = {NULL, NULL, NULL};
         cl_int err = CL_SUCCESS;
         pthread_mutex_lock(&rq_clp(pl)->lock);
-        RQ_SET_ARG(rq_clp(pl)->kx[4], RQ_PT_META, mbuf);
+        RQ_SET_ARG(rq_clp(pl)->kx[5], RQ_PT_META, mbuf);
         if (!err)
             err = gather(pl, queue, &pl->k, args->k_cache, meta, r0, len, sk->buf, 1, &prev, &ev[0]);
         if (!err)

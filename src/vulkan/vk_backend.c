@@ -11,6 +11,7 @@ const rq_backend rq_vulkan_backend = {
      * paged), the rotary offset (rotate, paged), M-RoPE (rotate; the masks by token order), sinks
      * (attention, paged_combine) */
     .variants = RQ_VAR_SOFTCAP | RQ_VAR_ROT_OFFSET | RQ_VAR_MROPE | RQ_VAR_SINKS,
+    .kv_quant = 0, /* 8-bit paged caches: not read by the shaders yet (refused at plan creation) */
     .open = rq_vk_open,
     .close = rq_vk_close,
     .error_name = vk_error_name,

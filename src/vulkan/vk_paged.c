@@ -266,8 +266,9 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     struct rq_vk_plan *vp = rq_vkp(pl);
-    rq_paged_mems pm = {rq_vk_mem(args->q), rq_vk_mem(args->k_cache), rq_vk_mem(args->v_cache), rq_vk_mem(args->out),
-                        rq_vk_mem(args->lse)};
+    rq_paged_mems pm = {rq_vk_mem(args->q),   rq_vk_mem(args->k_cache), rq_vk_mem(args->v_cache),
+                        rq_vk_mem(args->out), rq_vk_mem(args->lse),     rq_vk_mem(args->k_scale),
+                        rq_vk_mem(args->v_scale)};
     rq_paged_meta meta;
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
@@ -397,17 +398,19 @@ static ropeqk_status append_one(ropeqk_plan *pl, const ropeqk_tensor *src, ropeq
 
 ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_tensor *k_new,
                                          ropeqk_vulkan_mem k_new_mem, const ropeqk_tensor *v_new,
-                                         ropeqk_vulkan_mem v_new_mem, ropeqk_vulkan_mem k_cache,
-                                         ropeqk_vulkan_mem v_cache, const ropeqk_paged_batch *batch)
+                                         ropeqk_vulkan_mem v_new_mem, const ropeqk_vulkan_paged_cache *cache,
+                                         const ropeqk_paged_batch *batch)
 {
     const char *fn = "ropeqk_vulkan_paged_append";
-    if (!pl || !cmd || !k_new || !v_new || !batch)
+    if (!pl || !cmd || !k_new || !v_new || !cache || !batch)
         return ROPEQK_ERR_NULL_POINTER;
     ropeqk_status st = plan_ok(pl, fn);
     if (st)
         return st;
     const rq_problem *pb = &pl->pb;
-    rq_append_mems am = {rq_vk_mem(k_new_mem), rq_vk_mem(v_new_mem), rq_vk_mem(k_cache), rq_vk_mem(v_cache)};
+    const ropeqk_vulkan_mem k_cache = cache->k_cache, v_cache = cache->v_cache;
+    rq_append_mems am = {rq_vk_mem(k_new_mem), rq_vk_mem(v_new_mem), rq_vk_mem(k_cache),
+                         rq_vk_mem(v_cache),   rq_vk_mem(cache->k_scale), rq_vk_mem(cache->v_scale)};
     rq_paged_meta meta;
     if ((st = rq_append_call_check(pl, k_new, v_new, &am, batch, fn, &meta)))
         return st;
