@@ -63,9 +63,10 @@ static ropeqk_status check_desc(const ropeqk_plan_desc *d)
 /* A paged plan's companion attention plan: one sequence's rows of the packed q, out and lse as
  * [1, Hq, max_q_rows, *] views, dense K/V of a sequence's capacity in the caches' dtypes, BSHD (the
  * backend gathers the pages into them), the same parameters; positions by offsets (the chunk's
- * q_pos and k_pos0 at enqueue). NULL when the description does not make one (e.g. a capacity whose
- * dense K would not fit a view): the paged plan still serves every row through its decode kernels. */
-static ropeqk_plan *chunk_plan(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc)
+ * q_pos and k_pos0 at enqueue). A description the attention path refuses (a dtype or extent it does
+ * not take) leaves *out NULL and succeeds: the paged plan then serves every row through its decode
+ * kernels. A failure to make it (memory, the backend) is the paged plan's failure. */
+static ropeqk_status chunk_plan(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, ropeqk_plan **out)
 {
     ropeqk_plan_desc a = {.op = ROPEQK_OP_ATTENTION, .params = desc->params, .positions = ROPEQK_POS_OFFSETS,
                           .with_lse = desc->with_lse};
@@ -80,8 +81,9 @@ static ropeqk_plan *chunk_plan(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc)
      * sequence's gathered keys fill a prefix of the view */
     a.k = ropeqk_tensor_bshd(desc->k.dtype, 1, cap, desc->k.ne[1], desc->k.ne[3]);
     a.v = ropeqk_tensor_bshd(desc->v.dtype, 1, cap, desc->v.ne[1], desc->v.ne[3]);
-    ropeqk_plan *pl = NULL;
-    return ropeqk_plan_create(ctx, &a, &pl) ? NULL : pl;
+    ropeqk_status st = ropeqk_plan_create(ctx, &a, out);
+    return st == ROPEQK_ERR_OUT_OF_HOST_MEMORY || st == ROPEQK_ERR_BACKEND || st == ROPEQK_ERR_BUILD ? st
+                                                                                                      : ROPEQK_SUCCESS;
 }
 
 /* A paged plan's 8-bit caches against what the backend's kernels read (backend.h's kv_quant). */
@@ -173,7 +175,7 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
     split_freqs(&pb, inv, freq4);
     st = ctx->be->plan_init(pl, freq4, inv);
     if (!st && desc->op == ROPEQK_OP_PAGED_DECODE && ctx->be->paged_chunks)
-        pl->chunk = chunk_plan(ctx, desc);
+        st = chunk_plan(ctx, desc, &pl->chunk);
 done:
     free(inv);
     free(freq4);

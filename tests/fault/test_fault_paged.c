@@ -40,7 +40,7 @@ static void make(pproblem *pr)
     d->out = ropeqk_tensor_bhsd(ROPEQK_F32, S, HQ, 1, DV);
     d->lse = ropeqk_tensor_bhsd(ROPEQK_F32, S, HQ, 1, 1);
     d->with_lse = 1;
-    d->paged = (ropeqk_paged_desc){PS, MAXP, S};
+    d->paged = (ropeqk_paged_desc){PS, MAXP, S, 0};
     pr->kn = ropeqk_tensor_bhsd(ROPEQK_F16, S, HKV, NNEW, D);
     pr->vn = ropeqk_tensor_bhsd(ROPEQK_F32, S, HKV, NNEW, DV);
     uint64_t rng = 99;
