@@ -105,12 +105,13 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *plan, VkCommandB
 typedef struct {
     ropeqk_vulkan_mem q, k_cache, v_cache, out, lse; /* lse only with with_lse ({0} otherwise) */
     /* the f32 scales of 8-bit caches (ropeqk.h, docs/conventions.md section 12): required exactly
-     * when that cache is 8-bit, {0} otherwise. The Vulkan shaders do not read 8-bit caches yet: plan
-     * creation refuses them on a Vulkan context (ROPEQK_ERR_BAD_DTYPE) */
+     * when that cache is 8-bit, {0} otherwise. An 8-bit cache needs no alignment beyond a byte (codes
+     * are taken out of 32-bit words; the range must hold the word of the last byte) */
     ropeqk_vulkan_mem k_scale, v_scale;
 } ropeqk_vulkan_paged_args;
 
-/* The caches an append writes: K and V, and their scales (8-bit caches only). */
+/* The caches an append writes: K and V, and their scales (8-bit caches only: the append quantizes its
+ * rows into them with the bytes and scales of the OpenCL append and support/quant.c, on any device). */
 typedef struct {
     ropeqk_vulkan_mem k_cache, v_cache, k_scale, v_scale;
 } ropeqk_vulkan_paged_cache;

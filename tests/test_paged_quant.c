@@ -2,8 +2,8 @@
  * caches against the fp64 reference computed from the stored values (q * scale; the 1e-5 metric of
  * section 10), caches quantized on the host and uploaded as they are (what an engine quantizing
  * itself does); the append's bytes and scales against support/quant.c bit for bit, on awkward rows;
- * and the quantization error against unquantized inputs (a documented figure, bounded). OpenCL only
- * until the Vulkan shaders read 8-bit caches (plan creation refuses them there). Seeds:
+ * and the quantization error against unquantized inputs (a documented figure, bounded). Both
+ * backends (paged_quant_vulkan: paged.comp and paged_append_q8.comp on lavapipe). Seeds:
  * ROPEQK_TEST_SEED (default 20261201), printed with every failure. */
 #include "paged_fixture.h"
 #include "quant.h"
@@ -16,14 +16,11 @@
 
 TestSuite(paged_quant, .init = th_ctx_init, .fini = th_ctx_fini);
 
-#define SKIP_VK() TH_SKIP_ON_VULKAN(th_ctx, "the Vulkan shaders do not read 8-bit caches yet")
-
 static const ropeqk_dtype q8[3] = {ROPEQK_I8, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2};
 
 /* each 8-bit dtype for K and V alike: GQA 8/2, pages of 16, ragged lengths with 1 and page_size +-1 */
 Test(paged_quant, each_dtype_gqa_causal)
 {
-    SKIP_VK();
     static const char *const names[3] = {"int8 caches", "e4m3 caches", "e5m2 caches"};
     for (int i = 0; i < 3; i++) {
         pcase c = base_case(names[i]);
@@ -40,7 +37,6 @@ Test(paged_quant, each_dtype_gqa_causal)
  * partial rotary, Dv != D with a tail of dims, f16 output */
 Test(paged_quant, mixed_dtypes_partial_rotary_bshd)
 {
-    SKIP_VK();
     const ropeqk_dtype ks[4] = {ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2, ROPEQK_F16, ROPEQK_I8};
     const ropeqk_dtype vs[4] = {ROPEQK_I8, ROPEQK_BF16, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2};
     for (int i = 0; i < 4; i++) {
@@ -63,7 +59,6 @@ Test(paged_quant, mixed_dtypes_partial_rotary_bshd)
  * dim the CPU shape does not take (D 80: the GPU shape on either profile) */
 Test(paged_quant, window_large_positions_odd_head_dim)
 {
-    SKIP_VK();
     for (int i = 0; i < 3; i++) {
         pcase c = base_case("8-bit, window 700, positions near 2^31, D 80");
         c.kdt = q8[i], c.vdt = q8[(i + 2) % 3];
@@ -75,12 +70,26 @@ Test(paged_quant, window_large_positions_odd_head_dim)
     }
 }
 
+/* rows starting anywhere in a 32-bit word (D 66, Dv 42, BHSD: rows 66 and 42 bytes apart): Vulkan
+ * takes each code out of its word */
+Test(paged_quant, unaligned_rows)
+{
+    for (int i = 0; i < 3; i++) {
+        pcase c = base_case("8-bit, D 66, Dv 42");
+        c.kdt = q8[i], c.vdt = q8[(i + 1) % 3];
+        c.D = 66, c.Dv = 42, c.Hq = 4, c.Hkv = 2;
+        c.p.causal = 1;
+        c.len_max = 1500;
+        run_case(&c, pf_seed() + 30 + (uint64_t)i);
+    }
+}
+
 /* ---- the append's bytes ------------------------------------------------------------------------ */
-enum { AS = 2, AHKV = 2, AD = 64, APS = 16, AMAXP = 4, ANEW = 20, AROWS = AS * AHKV * ANEW };
+enum { AS = 2, AHKV = 2, ADMAX = 66, APS = 16, AMAXP = 4, ANEW = 20, AROWS = AS * AHKV * ANEW };
 
 /* Row r of the new rows: awkward values by kind (r % 10), the rest random. Rows whose absmax is QMAX
  * have scale 1 exactly, so their values hit the code grid's ties exactly. */
-static void awkward_row(int r, ropeqk_dtype dt, float *x, uint64_t *rng)
+static void awkward_row(int r, ropeqk_dtype dt, int AD, float *x, uint64_t *rng)
 {
     const float qmax = rqs_q8_qmax(dt);
     for (int i = 0; i < AD; i++)
@@ -141,9 +150,10 @@ static void f32_to_dt(const float *x, int n, ropeqk_dtype dt, unsigned char *out
     }
 }
 
-Test(paged_quant, append_bytes_match_the_host_quantizer)
+/* The append of AROWS awkward rows of AD values into 8-bit caches whose views start `off` bytes into
+ * their buffers (K BSHD: rows AHKV * AD bytes apart), each cache byte and scale against the host's. */
+static void append_case(int AD, size_t off)
 {
-    SKIP_VK();
     const uint64_t seed = pf_seed();
     const ropeqk_dtype src_dt[3] = {ROPEQK_F32, ROPEQK_F16, ROPEQK_BF16};
     const int64_t num_pages = AS * AMAXP;
@@ -160,8 +170,8 @@ Test(paged_quant, append_bytes_match_the_host_quantizer)
         cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
         /* new rows [AS, AHKV, ANEW, AD] in their source dtypes, and the host's expected bytes */
         ropeqk_tensor tkn = ropeqk_tensor_bhsd(sk, AS, AHKV, ANEW, AD), tvn = ropeqk_tensor_bhsd(sv, AS, AHKV, ANEW, AD);
-        static unsigned char kn[AROWS * AD * 4], vn[AROWS * AD * 4];
-        size_t kb = (size_t)(num_pages * APS * AHKV * AD), sb = (size_t)(num_pages * AHKV * APS) * sizeof(float);
+        static unsigned char kn[AROWS * ADMAX * 4], vn[AROWS * ADMAX * 4];
+        size_t kb = (size_t)(num_pages * APS * AHKV * AD) + off, sb = (size_t)(num_pages * AHKV * APS) * sizeof(float);
         unsigned char *kexp = malloc(kb), *vexp = malloc(kb), *kgot = malloc(kb), *vgot = malloc(kb);
         float *ksexp = malloc(sb), *vsexp = malloc(sb), *ksgot = malloc(sb), *vsgot = malloc(sb);
         cr_assert(kexp && vexp && kgot && vgot && ksexp && vsexp && ksgot && vsgot);
@@ -170,14 +180,15 @@ Test(paged_quant, append_bytes_match_the_host_quantizer)
         for (int r = 0; r < AROWS; r++) {
             const int t = r % ANEW, h = r / ANEW % AHKV, s = r / (ANEW * AHKV);
             const int tok = lens[s] + t, page = table[s * AMAXP + tok / APS], slot = tok % APS;
-            float x[AD], xr[AD];
+            float x[ADMAX], xr[ADMAX];
             for (int kv = 0; kv < 2; kv++) {
                 const ropeqk_dtype dt = kv ? vdt : kdt, sdt = kv ? sv : sk;
-                awkward_row(r + 3 * kv, dt, x, &rng);
+                awkward_row(r + 3 * kv, dt, AD, x, &rng);
                 f32_to_dt(x, AD, sdt, (kv ? vn : kn) + (size_t)r * AD * ropeqk_dtype_size(sdt), xr);
                 const ropeqk_tensor *tc = kv ? &desc.v : &desc.k;
                 size_t si = (size_t)((page * AHKV + h) * APS + slot);
-                (kv ? vsexp : ksexp)[si] = rqs_q8_quantize(xr, AD, dt, (kv ? vexp : kexp) + off4(tc, page, h, slot, 0));
+                (kv ? vsexp : ksexp)[si] =
+                    rqs_q8_quantize(xr, AD, dt, (kv ? vexp : kexp) + off + off4(tc, page, h, slot, 0));
             }
         }
         rqs_devbuf *bkn, *bvn, *bk, *bv, *bks, *bvs;
@@ -191,7 +202,7 @@ Test(paged_quant, append_bytes_match_the_host_quantizer)
         for (int b = 0; b < 4; b++)
             cr_assert_eq(rqs_devbuf_fill(all[b], 0xA5), ROPEQK_SUCCESS);
         ropeqk_paged_batch batch = {.n_seqs = AS, .page_table = table, .seq_lens = lens};
-        rqs_paged_cache cache = {rqs_whole(bk), rqs_whole(bv), rqs_whole(bks), rqs_whole(bvs)};
+        rqs_paged_cache cache = {{bk, off, 0}, {bv, off, 0}, rqs_whole(bks), rqs_whole(bvs)};
         ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, pl, &tkn, rqs_whole(bkn), &tvn, rqs_whole(bvn), &cache,
                                                 &batch);
         cr_assert_eq(st, ROPEQK_SUCCESS, "seed %llu: %s: %s", (unsigned long long)seed, ropeqk_status_string(st),
@@ -208,8 +219,8 @@ Test(paged_quant, append_bytes_match_the_host_quantizer)
                 cr_log_error("V byte %zu: device 0x%02x, host 0x%02x", b, vgot[b], vexp[b]);
         }
         bads = (size_t)(memcmp(ksgot, ksexp, sb) != 0) + (size_t)(memcmp(vsgot, vsexp, sb) != 0);
-        cr_expect_eq(bad, 0, "K %d / V %d from %d / %d (seed %llu): %zu cache bytes differ from the host quantizer",
-                     kdt, vdt, sk, sv, (unsigned long long)seed, bad);
+        cr_expect_eq(bad, 0, "D %d, offset %zu, K %d / V %d from %d / %d (seed %llu): %zu cache bytes differ from the host "
+                     "quantizer", AD, off, kdt, vdt, sk, sv, (unsigned long long)seed, bad);
         cr_expect_eq(bads, 0, "K %d / V %d (seed %llu): scale bytes differ from the host quantizer", kdt, vdt,
                      (unsigned long long)seed);
         for (int b = 0; b < 4; b++) {
@@ -222,6 +233,13 @@ Test(paged_quant, append_bytes_match_the_host_quantizer)
         ropeqk_plan_destroy(pl);
     }
 }
+
+Test(paged_quant, append_bytes_match_the_host_quantizer) { append_case(64, 0); }
+
+/* rows that start anywhere in a 32-bit word (D 66: K's BSHD rows 132 bytes apart and V's 66, the
+ * caches 1 byte into their buffers): Vulkan's append shares words between neighbouring rows (and the
+ * bytes before the cache, which must stay 0xA5) */
+Test(paged_quant, append_bytes_unaligned_rows) { append_case(66, 1); }
 
 /* ---- the quantization error against unquantized inputs ---------------------------------------------
  * Not the kernels' accuracy (the tests above hold that to 1e-5 against the stored values) but what

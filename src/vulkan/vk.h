@@ -22,6 +22,7 @@ typedef enum {
     RQ_VK_SH_PAGED_SG, /* paged.comp with subgroup reductions (where the device has them) */
     RQ_VK_SH_PAGED_COMBINE,
     RQ_VK_SH_PAGED_APPEND,
+    RQ_VK_SH_PAGED_APPEND_Q8, /* the append into an 8-bit cache (quantizing) */
     RQ_VK_SH_COUNT
 } rq_vk_shader;
 
