@@ -157,6 +157,21 @@
     F(u32, pages_off) F(i32, words)
 #define RQ_VK_PA_WG 64
 
+/* paged_gather.comp: prefill chunks (vk_paged_chunk.c) gather a sequence's first len cached rows of K
+ * or V from its pages into dense BSHD scratch [len][Hkv][dim] in the cache's dtype (the companion
+ * attention plan's view): the inverse of paged_append.comp, a unit (32-bit word, or 16-bit half when
+ * the cache's offsets and strides or the rows are not word-aligned: words = 0) per invocation, units
+ * over x, tokens over y and heads over z (each strided past 65535). Offsets and strides in units; row:
+ * the metadata row (the chunk's first query row) whose page list it reads. */
+#define RQ_VK_GA_SRC 0
+#define RQ_VK_GA_META 1
+#define RQ_VK_GA_DST 2
+#define RQ_VK_GA_PC(F)                                                                             \
+    F(u32, src_off) F(u32, snb0) F(u32, snb1) F(u32, snb2) F(u32, dnb1) F(u32, dnb2)              \
+    F(i32, len) F(i32, Hkv) F(i32, ps) F(i32, units) F(i32, row) F(u32, pages_off) F(i32, words)
+/* loop trips of one invocation (the token and head loops, each strided past the grid's 65535) */
+#define RQ_VK_GA_TRIPS(len, hkv) (((int64_t)(len) / 65535 + 2) * ((int64_t)(hkv) / 65535 + 2))
+
 /* paged_append_q8.comp: the append into an 8-bit cache, a new row (sequence, KV head, token) per
  * invocation (x + y * 65535 * RQ_VK_PA_WG: no grid-stride loop), quantizing as cl/quant.cl's
  * paged_append_q8 (docs/conventions.md section 12). Source in elements of its dtype (push constant

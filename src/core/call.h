@@ -104,6 +104,20 @@ ropeqk_status rq_paged_call_check(const ropeqk_plan *pl, const rq_paged_mems *m,
 ropeqk_status rq_append_call_check(const ropeqk_plan *pl, const ropeqk_tensor *k_new, const ropeqk_tensor *v_new,
                                    const rq_append_mems *m, const ropeqk_paged_batch *batch, const char *fn,
                                    rq_paged_meta *meta);
+/* Prefill chunks (backends with paged_chunks, plan->chunk): a sequence with RQ_PAGED_CHUNK_MIN_ROWS
+ * query rows or more runs them through the companion attention plan over its K/V gathered from the
+ * pages, not row by row through the decode kernels. Measured on pocl (2 AMD EPYC cores, Hq 32 / Hkv
+ * 8 / D 128, f16 cache, `ropeqk-bench --ragged`): a row through the decode kernels costs ~0.4 us per
+ * key (it rotates every key), the attention kernel ~0.12 us per key and row plus the gather and the
+ * rotation of K once (~1.6 us per key): even at about 6 rows; 16 keeps speculative steps (2-8 rows),
+ * whose keys the decode kernels read in one split-K pass, on them. The same rule on Vulkan. */
+enum { RQ_PAGED_CHUNK_MIN_ROWS = 16 };
+/* Query rows of sequence s of a decode batch. */
+int64_t rq_paged_seq_rows(const ropeqk_paged_batch *b, int64_t s);
+/* Sets the rows of every chunk to one key in meta (placeholders for the decode kernels, which the
+ * chunk's attention overwrites after them), recomputes meta->max_pages, and returns how many
+ * sequences it marked (0 without plan->chunk or q_indptr). */
+int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta);
 /* A view's extent with its first dim cut to n rows (a batch's sequences). */
 size_t rq_rows_extent(const ropeqk_tensor *t, int64_t n);
 

@@ -198,3 +198,28 @@ int64_t rq_paged_pages_per_split(int64_t target, int64_t tasks, int64_t longest_
         pps = max_pages;
     return pps < 1 ? 1 : pps;
 }
+
+int64_t rq_paged_seq_rows(const ropeqk_paged_batch *b, int64_t s)
+{
+    return b->q_indptr ? (int64_t)b->q_indptr[s + 1] - b->q_indptr[s] : 1;
+}
+
+int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta)
+{
+    int64_t n = 0;
+    if (!pl->chunk || !b->q_indptr)
+        return 0;
+    meta->max_pages = 0;
+    for (int64_t s = 0; s < b->n_seqs; s++) {
+        bool chunk = rq_paged_seq_rows(b, s) >= RQ_PAGED_CHUNK_MIN_ROWS;
+        n += chunk;
+        for (int64_t r = b->q_indptr[s]; r < b->q_indptr[s + 1]; r++) {
+            if (chunk) /* a placeholder row of one key for the decode kernels; overwritten after them */
+                meta->v[meta->lens_off + r] = 1;
+            int64_t np = (meta->v[meta->lens_off + r] + pl->paged.page_size - 1) / pl->paged.page_size;
+            if (np > meta->max_pages)
+                meta->max_pages = np;
+        }
+    }
+    return n;
+}

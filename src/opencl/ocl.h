@@ -155,11 +155,10 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
 ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
                               int64_t Sq, int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait,
                               const cl_event *wait, cl_event *event);
-/* paged_chunk.c: a ragged batch's long chunks of query rows. rq_paged_chunk_mark sets their rows to
- * one key in meta (placeholders for the decode kernels) and returns how many sequences it marked;
- * rq_paged_chunks_enqueue then gathers each one's K/V and runs its rows through plan->chunk's
- * attention kernel, after `after` (the combine); *last: the chain's last event (retained). */
-int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta);
+/* paged_chunk.c: a ragged batch's long chunks of query rows, marked by the core's rq_paged_chunk_mark
+ * (src/core/call.h): rq_paged_chunks_enqueue gathers each one's K/V and runs its rows through
+ * plan->chunk's attention kernel, after `after` (the combine); *last: the chain's last event
+ * (retained). */
 ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
                                       const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
                                       cl_event after, cl_event *last);

@@ -1,43 +1,11 @@
 /* Prefill chunks over the paged cache on OpenCL: a sequence with many query rows in a ragged batch
- * (RQ_CHUNK_MIN_ROWS or more) does not go through the decode kernels row by row, each row reading
+ * (RQ_PAGED_CHUNK_MIN_ROWS or more, src/core/call.h) does not go through the decode kernels row by row, each row reading
  * and rotating every key again; its K and V are gathered from the pages into dense scratch
  * (paged_gather, cl/paged.cl) and its rows run through the attention kernel of the plan's companion
  * (plan->chunk, src/core/plan.c), which rotates the keys once and tiles the rows. */
 #include "ocl.h"
 
 #include <stdlib.h>
-
-/* Rows from which a sequence's chunk takes the attention kernel. Measured on pocl (2 AMD EPYC cores,
- * Hq 32 / Hkv 8 / D 128, f16 cache, `ropeqk-bench --ragged`): a row through the decode kernels costs
- * ~0.4 us per key (it rotates every key), the attention kernel ~0.12 us per key and row plus the
- * gather and the rotation of K once (~1.6 us per key): even at about 6 rows; 16 keeps speculative
- * steps (2-8 rows), whose keys the decode kernels read in one split-K pass, on them. */
-enum { RQ_CHUNK_MIN_ROWS = 16 };
-
-static int64_t rows_of(const ropeqk_paged_batch *b, int64_t s)
-{
-    return b->q_indptr ? (int64_t)b->q_indptr[s + 1] - b->q_indptr[s] : 1;
-}
-
-int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta)
-{
-    int64_t n = 0;
-    if (!pl->chunk || !b->q_indptr)
-        return 0;
-    meta->max_pages = 0;
-    for (int64_t s = 0; s < b->n_seqs; s++) {
-        bool chunk = rows_of(b, s) >= RQ_CHUNK_MIN_ROWS;
-        n += chunk;
-        for (int64_t r = b->q_indptr[s]; r < b->q_indptr[s + 1]; r++) {
-            if (chunk) /* a placeholder row of one key for the decode kernels; overwritten after them */
-                meta->v[meta->lens_off + r] = 1;
-            int64_t np = (meta->v[meta->lens_off + r] + pl->paged.page_size - 1) / pl->paged.page_size;
-            if (np > meta->max_pages)
-                meta->max_pages = np;
-        }
-    }
-    return n;
-}
 
 /* One gather of K or V (the cache view c, its buffer m) of sequence row r0's pages into dst. */
 static cl_int gather(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *c, ropeqk_opencl_mem m,
@@ -72,8 +40,8 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
     cl_event prev = after; /* the chain: each chunk's gathers wait for the command before */
     clRetainEvent(prev);
     for (int64_t s = 0; s < b->n_seqs && !st; s++) {
-        int64_t ql = rows_of(b, s), len = b->seq_lens[s], r0 = b->q_indptr[s];
-        if (ql < RQ_CHUNK_MIN_ROWS)
+        int64_t ql = rq_paged_seq_rows(b, s), len = b->seq_lens[s], r0 = b->q_indptr[s];
+        if (ql < RQ_PAGED_CHUNK_MIN_ROWS)
             continue;
         size_t kb = (size_t)(len * pb->Hkv * pb->D) * ropeqk_dtype_size(pl->k.dtype);
         size_t vb = (size_t)(len * pb->Hkv * pb->Dv) * ropeqk_dtype_size(pl->v.dtype);

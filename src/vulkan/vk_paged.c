@@ -184,6 +184,11 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
         if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_APPEND_Q8, s8, &pg->append_q8[i])))
             return st;
     }
+    /* prefill chunks (vk_paged_chunk.c) where the core can make the companion attention plan: caches
+     * of 16/32-bit dtypes */
+    if (!rq_dtype_q8(pl->k.dtype) && !rq_dtype_q8(pl->v.dtype) &&
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_GATHER, sa, &pg->gather)))
+        return st;
     if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
         (st = rq_vk_pipe_get(ctx, pg->sg ? RQ_VK_SH_PAGED_SG : RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_COMBINE, sc, &pg->combine)) ||
@@ -203,6 +208,8 @@ void rq_vk_paged_free(ropeqk_plan *pl)
         return;
     rq_vk_buf_free(pl->ctx, &pg->meta);
     rq_vk_buf_free(pl->ctx, &pg->part);
+    rq_vk_buf_free(pl->ctx, &pg->gk);
+    rq_vk_buf_free(pl->ctx, &pg->gv);
     free(pg);
     rq_vkp(pl)->pg = NULL;
 }
@@ -232,7 +239,8 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
     size_t ves = ropeqk_dtype_size(pl->v.dtype), oes = ropeqk_dtype_size(pl->out.dtype);
     size_t qx = rq_rows_extent(&pl->q, n), ox = rq_rows_extent(&pl->out, n), lx = rq_rows_extent(&pl->lse, n);
-    if ((st = rq_vkpg_meta_fits(pl, &meta, fn)))
+    int64_t nchunks = 0; /* long chunks of rows: through the companion attention plan (vk_paged_chunk.c) */
+    if ((st = rq_vkpg_meta_fits(pl, &meta, fn)) || (st = rq_vkpg_chunks_mark(pl, args, batch, &meta, &nchunks)))
         goto done;
 
     /* the split, by the rule every backend shares (src/core/paged_call.c); no split longer than the
@@ -319,6 +327,8 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
     rq_vk_dispatch(ctx, cmd, pg->combine, bc, 5, &pc, sizeof pc,
                    (uint32_t)((pb->Dv + RQ_VK_PC_WG - 1) / RQ_VK_PC_WG), rq_vkpg_grid(rows), 1);
+    if (nchunks > 0)
+        rq_vkpg_chunks_record(pl, cmd, args, batch, &meta);
 done:
     free(meta.v);
     return st;
