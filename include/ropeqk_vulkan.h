@@ -123,7 +123,10 @@ typedef struct {
  * recorded on error) and then recorded into the command buffer itself (vkCmdUpdateBuffer into the
  * plan's metadata buffer): the arrays may be freed as soon as the call returns. The plan's metadata
  * and scratch buffers are reused by its next recording, so the usual rule holds: commands recorded
- * from one plan execute in one queue's order. The commands start with the same leading barrier as
+ * from one plan execute in one queue's order. A prefill chunk (16+ rows of one sequence) is recorded
+ * as a gather of its pages into plan-owned scratch (made at the first such recording: the plan's
+ * capacity of K and V in the caches' dtypes; ROPEQK_ERR_BACKEND if the device refuses it, nothing
+ * recorded) and the attention shader over it, after the decode's commands. The commands start with the same leading barrier as
  * ropeqk_vulkan_plan_record; the caller's barrier after them makes out and lse visible.
  */
 ROPEQK_API ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *plan, VkCommandBuffer cmd,
