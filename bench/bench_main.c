@@ -33,6 +33,7 @@
 #include "variants.h"
 #if RQ_HAVE_VULKAN
 #include "vk_bench.h"
+#include "vk_serving.h"
 #endif
 
 #include "clock.h"
@@ -83,6 +84,9 @@ static void usage(void)
          "           attention, paged decode f16), outputs cross-checked, with cblas and copy yardsticks;\n"
          "           Vulkan device: $ROPEQK_DEVICE if it names one (\"vulkan:N\"), else \"vulkan\"; honours\n"
          "           --runs, --warmup, --shape, --csv; a missing backend is reported and skipped\n"
+         "  --vulkan --ragged, --vulkan --paged [LEN]: Vulkan alone: a prefill chunk of 512 rows over 4096\n"
+         "           cached tokens, ragged paged call vs dense attention; decode over LEN tokens (default\n"
+         "           32768) per cache dtype (f16, int8, fp8 e4m3, e5m2), GB/s, tokens/s vs f16, copy\n"
          "  impls: fused, unfused-clblast, cblas, ref, copy-buffer, copy-kernel\n"
          "  --quick: 2 prefill shapes + decode Sk=4096, 5 runs, 1 warm-up (CI smoke)\n"
          "  --plot: a bar chart of the GFLOP/s, SVG or (when built with libpng) PNG by the extension\n"
@@ -248,6 +252,11 @@ int main(int argc, char **argv)
         benv_close(&e);
         return 2;
 #else
+        if (o.ragged || o.paged > 0) { /* the serving paths on Vulkan alone (vk_serving.c) */
+            rc = bench_vk_serving(vk_spec, o.ragged, o.paged);
+            benv_close(&e);
+            return rc;
+        }
         FILE *vf = o.csv ? fopen(o.csv, "w") : NULL;
         if (o.csv && !vf)
             return bench_fail("opening the CSV file", errno);

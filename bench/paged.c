@@ -1,15 +1,20 @@
 /* `ropeqk-bench --paged [LEN]`: paged-KV decode (ROPEQK_OP_PAGED_DECODE) over one sequence of LEN
  * tokens (default 32768), Hq 32 / Hkv 8, D = Dv = 128, pages of 16 tokens in shuffled order, causal,
- * f32 output; K and V caches in f32, then f16. Reported: median and best wall time (enqueue ..
- * clFinish) over the runs, and the bandwidth of the K+V bytes the call must read; next to it, in the
- * same run and on the same buffers, the copy kernel (float16 per work-item) moving the same K+V bytes
- * (read + write), the yardstick the README's decode row uses. */
+ * f32 output; K and V caches in f32, f16, bf16, int8, fp8 e4m3 and fp8 e5m2 (8-bit caches quantized
+ * on the host by support/quant.c, with their f32 scales). Reported per dtype: median and best wall
+ * time (enqueue .. clFinish) over the runs, the bandwidth of the bytes the call must read (K + V, and
+ * the scales of an 8-bit cache), tokens per second against the f16 cache's; next to it, in the same
+ * run and on the same buffers, the copy kernel (float16 per work-item) moving the caches' bytes (read
+ * + write), the yardstick the README's decode row uses. */
 #include "paged.h"
 
 #include "baseline.h"
 #include "clock.h"
+#include "half.h"
+#include "quant.h"
 #include "values.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +46,7 @@ typedef struct {
     ropeqk_plan *plan;
     ropeqk_opencl_paged_args args;
     ropeqk_paged_batch batch;
-    cl_mem src[2], dst[2];
+    cl_mem src[2], dst[2], scale[2];
     size_t bytes[2];
 } pstate;
 
@@ -60,9 +65,40 @@ static int run_copy(benv *e, void *v)
     return err;
 }
 
-static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len)
+static const char *dt_name(ropeqk_dtype dt)
+{
+    switch (dt) {
+    case ROPEQK_F32: return "f32";
+    case ROPEQK_F16: return "f16";
+    case ROPEQK_BF16: return "bf16";
+    case ROPEQK_I8: return "int8";
+    case ROPEQK_FP8_E4M3: return "e4m3";
+    case ROPEQK_FP8_E5M2: return "e5m2";
+    default: return "?";
+    }
+}
+
+/* The cache's bytes (and scales, 8-bit) from the f32 values f of n elements (rows of D). */
+static void to_storage(ropeqk_dtype dt, const float *f, size_t n, unsigned char *out, float *scales)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dt == ROPEQK_F16 || dt == ROPEQK_BF16) {
+            uint16_t h = dt == ROPEQK_F16 ? rqs_float_to_half(f[i]) : rqs_float_to_bf16(f[i]);
+            memcpy(out + 2 * i, &h, 2);
+        } else if (dt == ROPEQK_F32) {
+            memcpy(out + 4 * i, &f[i], 4);
+        }
+    }
+    if (scales) /* rows of the BHSD cache [np][HKV][PS][D]: scale index = row index */
+        for (size_t r = 0; r < n / D; r++)
+            scales[r] = rqs_q8_quantize(f + r * D, D, dt, out + r * D);
+}
+
+/* One dtype: *ms gets the median decode time. */
+static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len, double *ms)
 {
     int64_t np = (len + PS - 1) / PS;
+    const bool q8 = ropeqk_dtype_size(dt) == 1;
     ropeqk_plan_desc d = {.op = ROPEQK_OP_PAGED_DECODE};
     ropeqk_default_params(&d.params);
     d.params.causal = 1;
@@ -79,20 +115,20 @@ static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len)
         fprintf(stderr, "paged plan: %s: %s\n", ropeqk_status_string(err), ropeqk_last_error());
         return err;
     }
-    size_t kv = ropeqk_tensor_extent(&d.k), n = kv / ropeqk_dtype_size(dt);
-    float *f = malloc(n * sizeof *f), *hq = malloc(HQ * D * sizeof *hq);
-    uint16_t *h16 = dt == ROPEQK_F16 ? malloc(n * 2) : NULL;
+    size_t kv = ropeqk_tensor_extent(&d.k), n = kv / ropeqk_dtype_size(dt), sb = q8 ? n / D * sizeof(float) : 0;
+    float *f = malloc(n * sizeof *f), *hq = malloc(HQ * D * sizeof *hq), *sc = q8 ? malloc(sb) : NULL;
+    unsigned char *h = malloc(kv);
     int32_t *table = malloc((size_t)np * sizeof *table);
     cl_mem q = NULL, o = NULL;
-    if (!f || !hq || !table || (dt == ROPEQK_F16 && !h16)) {
+    if (!f || !hq || !table || !h || (q8 && !sc)) {
         err = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
         goto done;
     }
-    uint64_t rng = BENCH_SEED; /* the cache values (f16: rounded), Q, the page order */
-    bench_fill(&rng, f, h16, n);
+    uint64_t rng = BENCH_SEED; /* the cache values (stored as dt), Q, the page order */
+    bench_fill(&rng, f, NULL, n);
     bench_fill(&rng, hq, NULL, HQ * D);
     bench_shuffle_pages(&rng, table, np);
-    const void *h = h16 ? (const void *)h16 : f;
+    to_storage(dt, f, n, h, sc); /* K and V hold the same values: the timing does not care */
     cl_int cerr = CL_SUCCESS;
     q = bench_mkbuf(e, HQ * D * sizeof *hq, hq, &cerr);
     if (!cerr)
@@ -102,6 +138,8 @@ static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len)
         s.src[i] = bench_mkbuf(e, kv, h, &cerr);
         if (!cerr)
             s.dst[i] = bench_mkbuf(e, kv, NULL, &cerr);
+        if (!cerr && q8)
+            s.scale[i] = bench_mkbuf(e, sb, sc, &cerr);
     }
     if (cerr) {
         err = cerr;
@@ -112,27 +150,29 @@ static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len)
     qpos[0] = (int32_t)len - 1;
     s.batch = (ropeqk_paged_batch){.n_seqs = 1, .page_table = table, .seq_lens = lens, .q_pos = qpos};
     s.args = (ropeqk_opencl_paged_args){.q = {q, 0}, .k_cache = {s.src[0], 0}, .v_cache = {s.src[1], 0},
-                                        .out = {o, 0}};
+                                        .out = {o, 0}, .k_scale = {s.scale[0], 0}, .v_scale = {s.scale[1], 0}};
     double pm, pb, cm, cb;
     if ((err = time_it(e, run_paged, &s, &pm, &pb)) || (err = time_it(e, run_copy, &s, &cm, &cb)))
         goto done;
-    double mb = 2.0 * (double)kv / 1e6; /* K + V */
-    printf("paged decode %s caches, %lld tokens (K+V %.0f MB): median %.2f ms (best %.2f): %.1f GB/s (best %.1f); "
-           "copy kernel over the same bytes: median %.2f ms: %.1f GB/s moved (read + write); "
+    double mb = 2.0 * (double)(kv + sb) / 1e6, cmb = 2.0 * (double)kv / 1e6; /* K + V (+ scales) */
+    printf("paged decode %s caches, %lld tokens (K+V%s %.0f MB): median %.2f ms (best %.2f): %.1f GB/s (best %.1f); "
+           "copy kernel over the caches: median %.2f ms: %.1f GB/s moved (read + write); "
            "paged read / copy moved: %.2fx\n",
-           dt == ROPEQK_F16 ? "f16" : "f32", (long long)len, mb, pm, pb, mb / pm, mb / pb, cm, 2 * mb / cm,
-           (mb / pm) / (2 * mb / cm));
+           dt_name(dt), (long long)len, q8 ? " + scales" : "", mb, pm, pb, mb / pm, mb / pb, cm, 2 * cmb / cm,
+           (mb / pm) / (2 * cmb / cm));
+    *ms = pm;
 done:
     if (err)
-        fprintf(stderr, "paged bench (%s): error %d\n", dt == ROPEQK_F16 ? "f16" : "f32", err);
+        fprintf(stderr, "paged bench (%s): error %d\n", dt_name(dt), err);
     for (int i = 0; i < 2; i++) {
         if (s.src[i]) clReleaseMemObject(s.src[i]);
         if (s.dst[i]) clReleaseMemObject(s.dst[i]);
+        if (s.scale[i]) clReleaseMemObject(s.scale[i]);
     }
     if (q) clReleaseMemObject(q);
     if (o) clReleaseMemObject(o);
     ropeqk_plan_destroy(s.plan);
-    free(f), free(h16), free(hq), free(table);
+    free(f), free(h), free(hq), free(table), free(sc);
     return err;
 }
 
@@ -140,5 +180,16 @@ int bench_paged(benv *e, int64_t len)
 {
     printf("paged decode: Hq %d, Hkv %d, D = Dv = %d, one sequence, pages of %d (shuffled), causal, %d runs "
            "after %d warm-ups\n", HQ, HKV, D, PS, RUNS, WARMUP);
-    return one_dtype(e, ROPEQK_F32, len) || one_dtype(e, ROPEQK_F16, len);
+    const ropeqk_dtype dts[6] = {ROPEQK_F32, ROPEQK_F16, ROPEQK_BF16, ROPEQK_I8, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2};
+    double ms[6] = {0};
+    for (int i = 0; i < 6; i++) {
+        int err = one_dtype(e, dts[i], len, &ms[i]);
+        if (err)
+            return err;
+    }
+    /* one query token per call: tokens per second is 1 / time */
+    printf("tokens/s against the f16 cache:");
+    for (int i = 0; i < 6; i++)
+        printf(" %s %.2fx%s", dt_name(dts[i]), ms[1] / ms[i], i < 5 ? "," : "\n");
+    return 0;
 }

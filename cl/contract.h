@@ -57,9 +57,10 @@ typedef float rq_f32;
                       * split the tile's keys, partial outputs summed at the end) */
 /* paged_attn_gpu's local memory in bytes, as cl/paged.cl declares it: the K tile stage (also the key
  * lanes' partial outputs at the end), the query heads' stage, the tile's scores and e^(S - m), the
- * keys' biases (0 or -inf), K and V row offsets, and four per-head values */
+ * keys' biases (0 or -inf) and K and V scales (8-bit caches), K and V row offsets, and four per-head
+ * values */
 #define RQ_PAGED_LOCAL_BYTES                                                                       \
-    (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + RQ_PTK + 4 * RQ_PGH) + 8 * 2 * RQ_PTK)
+    (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + 3 * RQ_PTK + 4 * RQ_PGH) + 8 * 2 * RQ_PTK)
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
 #define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
                             * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */
@@ -83,6 +84,12 @@ typedef float rq_f32;
 #define RQ_DT_F32 0  /* storage types as kernel arguments (the values of ropeqk_dtype) */
 #define RQ_DT_F16 1
 #define RQ_DT_BF16 2
+#define RQ_DT_I8 4   /* the 8-bit paged-cache types (cl/quant.cl; docs/conventions.md section 12) */
+#define RQ_DT_E4M3 5
+#define RQ_DT_E5M2 6
+#define RQ_Q8_MIN_ABSMAX 0x1p-90f /* the append stores a row whose absmax is below this as zeros (scale 0):
+                                   * its scale or quotients would be f32 denormals, which devices that
+                                   * flush them would quantize differently */
 
 /* ---- argument positions ------------------------------------------------------------------------
  * X(kernel, ID, name): RQ_<kernel>_<ID> is the position of argument `name`. */
@@ -101,11 +108,12 @@ typedef float rq_f32;
 /* paged decode (cl/paged.cl): pass 1 over the pages, the reduction of the splits, the cache append */
 #define RQ_PAGED_ARGS(X)                                                                           \
     X(PG, K, kc) X(PG, V, vc) X(PG, META, meta) X(PG, FREQ, vfreq) X(PG, QR, qr) X(PG, PART, part) \
-    X(PG, A, a)
+    X(PG, KS, ksc) X(PG, VS, vsc) X(PG, A, a)
 #define RQ_PCOMB_ARGS(X)                                                                           \
     X(PC, PART, part) X(PC, META, meta) X(PC, OUT, out) X(PC, LSE, lse) X(PC, SINK, sinks) X(PC, A, a)
 #define RQ_PAPP_ARGS(X) X(PA, SRC, src) X(PA, META, meta) X(PA, DST, dst) X(PA, A, a)
 #define RQ_PGAT_ARGS(X) X(PT, SRC, src) X(PT, META, meta) X(PT, DST, dst) X(PT, A, a)
+#define RQ_PAPPQ_ARGS(X) X(PQ, SRC, src) X(PQ, META, meta) X(PQ, DST, dst) X(PQ, SCALE, scale) X(PQ, A, a)
 
 enum { RQ_ROTATE_ARGS(RQ_ARG_ENUM) RQ_ROT_NARGS };
 enum { RQ_ATTN_ARGS(RQ_ARG_ENUM) RQ_AT_NARGS };
@@ -115,6 +123,7 @@ enum { RQ_PAGED_ARGS(RQ_ARG_ENUM) RQ_PG_NARGS };
 enum { RQ_PCOMB_ARGS(RQ_ARG_ENUM) RQ_PC_NARGS };
 enum { RQ_PAPP_ARGS(RQ_ARG_ENUM) RQ_PA_NARGS };
 enum { RQ_PGAT_ARGS(RQ_ARG_ENUM) RQ_PT_NARGS };
+enum { RQ_PAPPQ_ARGS(RQ_ARG_ENUM) RQ_PQ_NARGS };
 
 /* ---- scalar argument structs ------------------------------------------------------------------ */
 
@@ -195,17 +204,19 @@ typedef struct {
     rq_i64 v_off, vnb0, vnb1, vnb2;   /* bytes: V cache view */
     rq_i64 window;
     rq_i64 ml_off;                    /* floats into part */
+    rq_i64 ks_off, vs_off;            /* floats: the scales of 8-bit caches (ksc, vsc), element
+                                       * (page * Hkv + hk) * ps + slot from there */
     rq_i32 Hq, Hkv, G, D, Dv, R, layout, causal, ps, kps, nsplit;
     rq_i32 lens_off, qpos_off, kpos_off, pages_off; /* int32 elements into meta */
     rq_i32 kvpg, ngc, gpg, ndvc;
-    rq_i32 kdt, vdt;                  /* RQ_DT_* of the caches */
+    rq_i32 kdt, vdt;                  /* RQ_DT_* of the caches (8-bit: value = q * its row's scale) */
     rq_i32 kq, dvch;                  /* GPU kernel: key lanes (1, 2 or 4) and V dims per chunk, dvch =
                                        * (work-group size / kq) * RQ_PVT; ndvc = ceil(Dv / dvch) */
     rq_f32 rot_mul;                   /* attention factor on cos and sin */
     rq_f32 softcap;                   /* > 0: S' = softcap * tanh(S / softcap) on unmasked scores */
     rq_i32 rot_off;                   /* first rotated dim: [rot_off, rot_off + R) rotate */
 } rq_paged_args;
-RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 10 * 8 + 26 * 4, paged_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 12 * 8 + 26 * 4, paged_args_size);
 /* paged_attn_gpu: the K tile's buffer holds the key lanes' partial outputs at the end; a key's heads
  * are split evenly over its scorer slots (two each: the scorer is written for two) */
 RQ_STATIC_ASSERT(RQ_PTK * RQ_PKS >= RQ_PWG * RQ_PGH * RQ_PVT, paged_reduce_fits);
@@ -241,5 +252,15 @@ typedef struct {
     rq_i32 Hkv, len, ps, units, row, pages_off;
 } rq_pgat_args;
 RQ_STATIC_ASSERT(sizeof(rq_pgat_args) == 6 * 8 + 6 * 4, pgat_args_size);
+/* paged_append_q8 (cl/quant.cl): quantizes rows [s][hk][t] of src (f32/f16/bf16, sdt) into token
+ * lens[s] + t of sequence s of an 8-bit cache (qdt), a work-item per row: its scale at element
+ * (page * Hkv + hk) * ps + slot of scale, from scale_off floats. */
+typedef struct {
+    rq_i64 src_off, snb0, snb1, snb2; /* bytes: k_new or v_new */
+    rq_i64 dst_off, dnb0, dnb1, dnb2; /* bytes: the cache */
+    rq_i64 scale_off;                 /* floats */
+    rq_i32 Hkv, n_new, ps, dim, lens_off, pages_off, rows, sdt, qdt, pad_;
+} rq_pappq_args;
+RQ_STATIC_ASSERT(sizeof(rq_pappq_args) == 9 * 8 + 10 * 4, pappq_args_size);
 
 #endif

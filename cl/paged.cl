@@ -46,6 +46,7 @@
 #include "contract.h"
 #include "angle.cl"
 #include "load.cl"
+#include "quant.cl" /* 8-bit caches: element decode, the append's quantizer */
 #include "variants.cl" /* RQ_SOFTCAP */
 #include "scores.cl" /* rq_rot_vectors, the 16-lane permutes and row loads of the decode kernel */
 
@@ -60,14 +61,13 @@ RQ_DEFINE_HALF_TURNS(rq_half_turns1, float)
 
 static inline int rq_dt_size(int dt)
 {
-    return dt == RQ_DT_F32 ? 4 : 2;
+    return dt == RQ_DT_F32 ? 4 : dt >= RQ_DT_I8 ? 1 : 2;
 }
 
-/* One element of any storage type at a byte offset. */
+/* One element of any storage type at a byte offset (8-bit: (float)q, the caller applies the scale). */
 static inline float rq_load_dt(__global const uchar *base, long off, int dt)
 {
-    return dt == RQ_DT_F16 ? rq_load_f16(base, off) : dt == RQ_DT_BF16 ? rq_load_bf16(base, off)
-                                                                       : rq_load_f32(base, off);
+    return dt >= RQ_DT_I8 ? rq_load_q8(base, off, dt) : rq_load_src(base, off, dt);
 }
 
 /* Software prefetch of a row's cache lines: pocl only (RQ_POCL_EXT, see scores.cl); elsewhere the
@@ -127,7 +127,8 @@ static inline float rq_hsum16(float16 v)
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global const int *meta,
-                    __global const float4 *vfreq, __global const float *qr, __global float *part, rq_paged_args a)
+                    __global const float4 *vfreq, __global const float *qr, __global float *part,
+                    __global const float *ksc, __global const float *vsc, rq_paged_args a)
 {
     const int sp = get_global_id(0), gi = get_global_id(1), s = get_global_id(2);
     const int len = meta[a.lens_off + s];
@@ -175,12 +176,13 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         int pfirst = kp0 + jb, plast = kp0 + jb + nb - 1;
         if ((causal && pfirst > pq) || (window > 0 && (long)pq - plast >= window))
             continue; /* every key of the block masked (positions are consecutive) */
-        long kro[RQ_PKB], vro[RQ_PKB];
+        long kro[RQ_PKB], vro[RQ_PKB], sro[RQ_PKB]; /* sro: the keys' scale index, KV head 0 */
         for (int t = 0; t < nb; t++) {
             int j = jb + t;
             long page = pages[j / ps], slot = j % ps;
             kro[t] = a.k_off + page * a.knb0 + slot * a.knb2;
             vro[t] = a.v_off + page * a.vnb0 + slot * a.vnb2;
+            sro[t] = page * a.Hkv * ps + slot;
         }
         int16 pj = (int16)(pfirst) + lane;
         int16 masked = lane >= (int16)(nb); /* lanes past the block's end: never counted */
@@ -223,9 +225,14 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                 else if (kdt == RQ_DT_F16)
                     for (int c = 0; c < nc; c++)
                         xk[c] = RQ_LD16_F16(row, c);
-                else
+                else if (kdt == RQ_DT_BF16)
                     for (int c = 0; c < nc; c++)
                         xk[c] = RQ_LD16_BF16(row, c);
+                else { /* 8-bit: q * the row's scale, then rotated as any key */
+                    float ks = ksc[a.ks_off + sro[t] + (long)(hk0 + y) * ps];
+                    for (int c = 0; c < nc; c++)
+                        xk[c] = rq_ld16_q8(row, c, kdt) * ks;
+                }
                 if (layout == 0) {
                     for (int c = 0; c < nr; c++)
                         xk[c0 + c] = fma(xk[c0 + c], C[c], RQ_SWAP2(xk[c0 + c]) * S[c]);
@@ -279,7 +286,7 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         }
         /* o = o * alpha + sum_t p[t] V[t], along V's dims */
         for (int y = 0; y < nkv; y++) {
-            long hb = (long)(hk0 + y) * a.vnb1;
+            long hb = (long)(hk0 + y) * a.vnb1, hs = (long)(hk0 + y) * ps; /* hs: the head's scales */
             __global float *ob = part + (((long)s * Hq + (long)(hk0 + y) * G + g0) * a.nsplit + sp) * Dv;
             int d = 0;
             for (; d + 16 <= Dv; d += 16) {
@@ -290,9 +297,12 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                 else if (vdt == RQ_DT_F16)
                     for (int t = 0; t < nb; t++)
                         vv[t] = RQ_LD16_F16(vc + vro[t] + hb, d / 16);
-                else
+                else if (vdt == RQ_DT_BF16)
                     for (int t = 0; t < nb; t++)
                         vv[t] = RQ_LD16_BF16(vc + vro[t] + hb, d / 16);
+                else
+                    for (int t = 0; t < nb; t++)
+                        vv[t] = rq_ld16_q8(vc + vro[t] + hb, d / 16, vdt) * vsc[a.vs_off + sro[t] + hs];
                 for (int t = nb; t < RQ_PKB; t++)
                     vv[t] = (float16)(0.0f);
                 /* two query heads at a time, even and odd keys apart: four independent FMA chains */
@@ -316,7 +326,8 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
             for (; d < Dv; d++) { /* a tail of V dims */
                 float vs[RQ_PKB];
                 for (int t = 0; t < nb; t++)
-                    vs[t] = rq_load_dt(vc, vro[t] + hb + (long)d * esv, vdt);
+                    vs[t] = rq_load_dt(vc, vro[t] + hb + (long)d * esv, vdt) *
+                            (vdt >= RQ_DT_I8 ? vsc[a.vs_off + sro[t] + hs] : 1.0f);
                 for (int g = 0; g < ng; g++) {
                     int x = y * ng + g;
                     float acc = ob[g * ostride + d] * alpha[x];
@@ -397,13 +408,14 @@ static inline bool rq_paged_key_ok(int pk, int pq, int causal, long window)
 
 __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc, __global const int *meta,
                              __global const float4 *vfreq, __global const float *qr, __global float *part,
-                             rq_paged_args a)
+                             __global const float *ksc, __global const float *vsc, rq_paged_args a)
 {
     __local float kt[RQ_PTK * RQ_PKS];   /* the K tile's stage, rotated; at the end the key lanes' outputs */
     __local float qs[RQ_PGH * RQ_PQD];   /* the query heads' dims of every stage (or of the stage) */
     __local float sc[RQ_PGH * RQ_PTK];   /* the tile's scores */
     __local float pt[RQ_PGH * RQ_PTK];   /* e^(S - m) of the tile */
     __local float kb[RQ_PTK];            /* 0, or -inf for a key masked or past the end */
+    __local float ksl[RQ_PTK], vsl[RQ_PTK]; /* the keys' K and V scales (8-bit caches; else 1) */
     __local long krow[RQ_PTK], vrow[RQ_PTK]; /* byte offsets of the tile's K and V rows (head included) */
     __local float mrun[RQ_PGH], lrun[RQ_PGH], mnew[RQ_PGH], alph[RQ_PGH]; /* running max and sum */
     const int lid = get_local_id(0), wg = get_local_size(0), sp = get_group_id(0);
@@ -470,6 +482,9 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                 krow[t] = hk_k + page * a.knb0 + slot * a.knb2;
                 vrow[t] = hk_v + page * a.vnb0 + slot * a.vnb2;
                 ok = rq_paged_key_ok(pfirst + t, pq, causal, window);
+                long si = (page * a.Hkv + hk0) * ps + slot;
+                ksl[t] = kdt >= RQ_DT_I8 ? ksc[a.ks_off + si] : 1.0f;
+                vsl[t] = vdt >= RQ_DT_I8 ? vsc[a.vs_off + si] : 1.0f;
             }
             kb[t] = ok ? 0.0f : -INFINITY;
         }
@@ -499,8 +514,9 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                         float cs = cospi(th) * rot_mul, sn = sinpi(th) * rot_mul;
                         long kr = krow[t];
                         int i0 = rot_off + (layout ? u : 2 * u), i1 = rot_off + (layout ? u + hr : 2 * u + 1);
-                        float x0 = rq_load_dt(kc, kr + (long)i0 * esk, kdt);
-                        float x1 = rq_load_dt(kc, kr + (long)i1 * esk, kdt);
+                        float ks = ksl[t]; /* 1 unless 8-bit */
+                        float x0 = rq_load_dt(kc, kr + (long)i0 * esk, kdt) * ks;
+                        float x1 = rq_load_dt(kc, kr + (long)i1 * esk, kdt) * ks;
                         y0 = x0 * cs - x1 * sn;
                         y1 = x0 * sn + x1 * cs;
                     }
@@ -512,8 +528,9 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                     const int t = e / RQ_PDC, c = e % RQ_PDC;
                     if (c < nc)
                         kt[t * RQ_PKS + c] =
-                            kb[t] == 0.0f ? rq_load_dt(kc, krow[t] + (long)rq_paged_ptdim(k0 + c, R, rot_off) * esk, kdt)
-                                          : 0.0f;
+                            kb[t] == 0.0f
+                                ? rq_load_dt(kc, krow[t] + (long)rq_paged_ptdim(k0 + c, R, rot_off) * esk, kdt) * ksl[t]
+                                : 0.0f;
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -596,10 +613,11 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                 /* a masked key's p is 0 for every head: its row is not read */
                 const bool ok = tt < nt && kb[tt] == 0.0f;
                 const long vr = ok ? vrow[tt] + (long)dvb * esv : 0;
+                const float vs = ok ? vsl[tt] : 0.0f; /* 1 unless 8-bit */
 #pragma unroll
                 for (int i = 0; i < RQ_PVT; i++) {
                     int d = lane + i * W;
-                    v[j][i] = ok && d < dvn ? rq_load_dt(vc, vr + (long)d * esv, vdt) : 0.0f;
+                    v[j][i] = ok && d < dvn ? rq_load_dt(vc, vr + (long)d * esv, vdt) * vs : 0.0f;
                 }
             }
 #pragma unroll

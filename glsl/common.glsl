@@ -6,18 +6,44 @@
 #ifndef RQ_COMMON_GLSL
 #define RQ_COMMON_GLSL
 
+/* An 8-bit code of a quantized cache as (float)q (the value is that times its row's scale): cl/quant.cl's
+ * rq_q8_value, by bit manipulation (exponent and mantissa moved into an f32, the bias added as an
+ * integer; a subnormal is its mantissa times a power of two): exact, and no f32 denormal is made, so
+ * a device that flushes them decodes the same. NaN codes give NaN, e5m2's infinities infinity. */
+float rq_q8_value(uint u, int dt)
+{
+    if (dt == RQ_VK_DT_I8)
+        return float(int(u << 24) >> 24);
+    const uint sign = (u & 0x80u) << 24, mag = u & 0x7Fu;
+    float v;
+    if (dt == RQ_VK_DT_E4M3) { /* bias 7, 3 mantissa bits: 127 - 7 = 120 added to the exponent */
+        v = (mag & 0x78u) == 0u ? float(mag & 7u) * (1.0 / 512.0) : uintBitsToFloat((mag << 20) + (120u << 23));
+        if (mag == 0x7Fu)
+            v = uintBitsToFloat(0x7FC00000u);
+    } else { /* e5m2: bias 15, 2 mantissa bits: 127 - 15 = 112 */
+        v = (mag & 0x7Cu) == 0u ? float(mag & 3u) * (1.0 / 65536.0) : uintBitsToFloat((mag << 21) + (112u << 23));
+        if ((mag & 0x7Cu) == 0x7Cu)
+            v = uintBitsToFloat((mag & 3u) != 0u ? 0x7FC00000u : 0x7F800000u);
+    }
+    return uintBitsToFloat(floatBitsToUint(v) | sign);
+}
+
 float rq_from_word(uint w, uint idx, int dt)
 {
     if (dt == RQ_VK_DT_F32)
         return uintBitsToFloat(w);
+    if (dt >= RQ_VK_DT_I8) /* byte idx % 4 of the word (little-endian, as the host wrote it) */
+        return rq_q8_value((w >> ((idx & 3u) * 8u)) & 0xFFu, dt);
     uint h = (idx & 1u) != 0u ? (w >> 16) : (w & 0xFFFFu);
     if (dt == RQ_VK_DT_F16)
         return unpackHalf2x16(h).x; /* exact: every half is a float */
     return uintBitsToFloat(h << 16);
 }
 
-/* Element idx of a uint[] buffer holding dtype dt. */
-#define RQ_LOAD(buf, idx, dt) rq_from_word(buf[(dt) == RQ_VK_DT_F32 ? (idx) : ((idx) >> 1)], (idx), (dt))
+/* Element idx of a uint[] buffer holding dtype dt (an 8-bit dtype: the raw code as a float, without
+ * its row's scale). No 8-bit storage feature: a byte is taken out of its word. */
+#define RQ_WORD_OF(idx, dt) ((dt) == RQ_VK_DT_F32 ? (idx) : (dt) >= RQ_VK_DT_I8 ? ((idx) >> 2) : ((idx) >> 1))
+#define RQ_LOAD(buf, idx, dt) rq_from_word(buf[RQ_WORD_OF(idx, dt)], (idx), (dt))
 
 /* f32 -> bf16 / f16 bits, round to nearest even (what the OpenCL path's conversions do), NaN kept
  * quiet. packHalf2x16's rounding is not specified by GLSL, so f16 is converted here by hand. */

@@ -30,6 +30,10 @@
  * [rot_off + R, D)), soft-capping (pc.softcap > 0) turns each unmasked score into C tanh(S / C)
  * (tanh.glsl) before the tile max; sinks join in paged_combine.comp; MLA's V may be a view of the K
  * cache's buffer (bound twice, read-only). No loop is added by any of them.
+ * 8-bit caches (docs/conventions.md section 12; KDT / VDT int8, e4m3, e5m2): a code is a byte of a
+ * uint word (common.glsl's RQ_LOAD), its value (float)q times the row's f32 scale, which is read once
+ * per tile key next to the row index (kscl, vscl) and applied as K is staged (before the rotation)
+ * and as V is accumulated; no loop is added (the host's trip count holds for every dtype).
  * llvmpipe's loop limit: the host bounds a split's keys by its count of this shader's loop trips
  * (vk_paged.c, pg_tile_trips); keep it in step with the loops below. */
 #extension GL_GOOGLE_include_directive : require
@@ -52,6 +56,8 @@ layout(std430, binding = RQ_VK_PG_META) readonly buffer Meta { int meta[]; };
 layout(std430, binding = RQ_VK_PG_FREQ) readonly buffer Freq { vec4 vfreq[]; };
 layout(std430, binding = RQ_VK_PG_QR) readonly buffer Qr { float qr[]; };
 layout(std430, binding = RQ_VK_PG_PART) writeonly buffer Part { float part[]; };
+layout(std430, binding = RQ_VK_PG_KS) readonly buffer Ksc { float kscale[]; };
+layout(std430, binding = RQ_VK_PG_VS) readonly buffer Vsc { float vscale[]; };
 RQ_VK_PC_BLOCK(RQ_VK_PG_PC)
 
 #include "common.glsl"
@@ -61,6 +67,7 @@ RQ_VK_PC_BLOCK(RQ_VK_PG_PC)
 #define WG RQ_VK_PG_WG
 #define GH RQ_VK_PG_GH
 #define VT RQ_VK_PG_VT
+const bool KQ = KDT >= RQ_VK_DT_I8, VQ = VDT >= RQ_VK_DT_I8; /* 8-bit caches: rows scaled */
 const int KS = 2 * UC + 1; /* floats per staged key row: odd, so invocations' rows hit distinct banks */
 const float NEGBIG = -3.4028234663852886e38; /* -FLT_MAX: a masked score */
 
@@ -70,15 +77,17 @@ shared float ks[WG * KS];   /* a chunk of the tile's rotated keys, [key][2 * uni
 shared float red[GH * WG];  /* the tile max partials: [g][invocation] or [g][subgroup] */
 shared float pt[GH * WG];   /* P of the tile, [g][key] */
 shared uint krow[WG], vrow[WG]; /* element index of each tile key's K and V row (head included) */
+shared float kscl[WG], vscl[WG]; /* each tile key's K and V row scale (8-bit caches; else unused) */
 
 void main()
 {
     const int lid = int(gl_LocalInvocationID.x), sp = int(gl_WorkGroupID.x), gd = int(gl_WorkGroupID.y);
-    const int gi = gd / pc.ndvc, dvc = gd % pc.ndvc;
-    const int hk = gi / pc.ngc, g0 = (gi % pc.ngc) * pc.gpg, ng = min(pc.gpg, pc.G - g0);
+    const int gi = gd / pc.ndvc, dvc = gd % pc.ndvc, ngc = (pc.G + pc.gpg - 1) / pc.gpg;
+    const int hk = gi / ngc, g0 = (gi % ngc) * pc.gpg, ng = min(pc.gpg, pc.G - g0);
+    const bool half_split = (pc.flags & RQ_VK_PG_F_HALF) != 0;
     const int h0 = hk * pc.G + g0, half_r = pc.R / 2, D = pc.D, Dv = pc.Dv, nu = half_r + (D - pc.R);
     const int dv0 = dvc * WG * VT + lid;
-    const bool causal = pc.causal != 0;
+    const bool causal = (pc.flags & RQ_VK_PG_F_CAUSAL) != 0;
     /* sequences past the grid's z extent (more than 65535): strided */
     for (int s = int(gl_WorkGroupID.z); s < pc.n; s += int(gl_NumWorkGroups.z)) {
         const int len = meta[pc.lens_off + uint(s)];
@@ -109,6 +118,11 @@ void main()
                 const uint page = uint(meta[pbase + uint(j / pc.ps)]), slot = uint(j % pc.ps);
                 krow[lid] = pc.k_off + page * pc.knb0 + uint(hk) * pc.knb1 + slot * pc.knb2;
                 vrow[lid] = pc.v_off + page * pc.vnb0 + uint(hk) * pc.vnb1 + slot * pc.vnb2;
+                const uint si = (page * uint(pc.Hq / pc.G) + uint(hk)) * uint(pc.ps) + slot;
+                if (KQ)
+                    kscl[lid] = kscale[pc.ks_off + si];
+                if (VQ)
+                    vscl[lid] = vscale[pc.vs_off + si];
             }
             float sg[GH];
             [[unroll]] for (int g = 0; g < GH; g++)
@@ -120,17 +134,24 @@ void main()
                     float y0 = 0.0, y1 = 0.0;
                     if (t < nt && u < nu) {
                         const uint kr = krow[t];
+                        const float ksc = KQ ? kscl[t] : 1.0;
                         if (u < half_r) {
-                            int i0 = pc.rot_off + (pc.lay != 0 ? u : 2 * u);
-                            int i1 = pc.rot_off + (pc.lay != 0 ? u + half_r : 2 * u + 1);
+                            int i0 = pc.rot_off + (half_split ? u : 2 * u);
+                            int i1 = pc.rot_off + (half_split ? u + half_r : 2 * u + 1);
                             vec2 cs = rq_rope_cossin(kp0 + t0 + t, vfreq[u].xyz) * pc.rot_mul;
                             float x0 = RQ_LOAD(kc, kr + uint(i0), KDT);
                             float x1 = RQ_LOAD(kc, kr + uint(i1), KDT);
+                            if (KQ) { /* the stored value, (float)q * scale, then rotated as any key */
+                                x0 *= ksc;
+                                x1 *= ksc;
+                            }
                             y0 = x0 * cs.x - x1 * cs.y;
                             y1 = x0 * cs.y + x1 * cs.x;
                         } else { /* pass-through dim: [0, rot_off), then [rot_off + R, D) */
                             const int pd = u - half_r;
                             y0 = RQ_LOAD(kc, kr + uint(pd < pc.rot_off ? pd : pd + pc.R), KDT);
+                            if (KQ)
+                                y0 *= ksc;
                         }
                     }
                     ks[t * KS + 2 * uu] = y0;
@@ -142,8 +163,8 @@ void main()
                     const int u = u0 + uu;
                     const bool rot = u < half_r;
                     const int pd = u - half_r;
-                    const int i0 = rot ? pc.rot_off + (pc.lay != 0 ? u : 2 * u) : (pd < pc.rot_off ? pd : pd + pc.R);
-                    const int i1 = rot ? pc.rot_off + (pc.lay != 0 ? u + half_r : 2 * u + 1) : i0; /* y1 = 0 there */
+                    const int i0 = rot ? pc.rot_off + (half_split ? u : 2 * u) : (pd < pc.rot_off ? pd : pd + pc.R);
+                    const int i1 = rot ? pc.rot_off + (half_split ? u + half_r : 2 * u + 1) : i0; /* y1 = 0 there */
                     const float y0 = ks[lid * KS + 2 * uu], y1 = ks[lid * KS + 2 * uu + 1];
                     [[unroll]] for (int g = 0; g < GH; g++)
                         if (g < ng)
@@ -195,10 +216,13 @@ void main()
             barrier(); /* P and vrow are visible */
             for (int tt = 0; tt < nt; tt++) {
                 const uint vr = vrow[tt];
+                const float vsc = VQ ? vscl[tt] : 1.0;
                 float v[VT];
                 [[unroll]] for (int c = 0; c < VT; c++) {
                     const int dv = dv0 + c * WG;
                     v[c] = dv < Dv ? RQ_LOAD(vc, vr + uint(dv), VDT) : 0.0;
+                    if (VQ)
+                        v[c] *= vsc;
                 }
                 [[unroll]] for (int g = 0; g < GH; g++) { /* heads past ng: computed, never stored */
                     const float p = pt[g * WG + tt];

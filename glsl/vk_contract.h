@@ -36,6 +36,9 @@
 #define RQ_VK_DT_F32 0    /* the values of ropeqk_dtype */
 #define RQ_VK_DT_F16 1
 #define RQ_VK_DT_BF16 2
+#define RQ_VK_DT_I8 4     /* 8-bit paged caches (docs/conventions.md section 12): bytes of uint words */
+#define RQ_VK_DT_E4M3 5
+#define RQ_VK_DT_E5M2 6
 
 /* The frequency table of every shader that rotates (binding *_FREQ): a vec4 per rotary frequency u,
  * (hi, mid, lo, stream): inv_freq/pi as three floats (src/core/plan.c, angle.glsl), and the position
@@ -95,17 +98,26 @@
 #define RQ_VK_PG_FREQ 3
 #define RQ_VK_PG_QR 4
 #define RQ_VK_PG_PART 5
-/* Offsets and strides in elements of the cache's dtype. A task (work-group) is (split, gi, s):
- * gi = (kv head * ngc + query chunk) * ndvc + V chunk; query heads [chunk*gpg, +gpg) of the KV head.
- * rot_off: the first rotated dim (rotary_offset); softcap: C > 0, or 0 = off. K and V may be views of
- * one buffer (MLA: V is the first Dv dims of each cached key), bound twice, read-only both times. */
+#define RQ_VK_PG_KS 6     /* the f32 scales of an 8-bit K cache (the dummy buffer otherwise) */
+#define RQ_VK_PG_VS 7     /* and of an 8-bit V cache */
+#define RQ_VK_PG_NBIND 8
+/* Offsets and strides in elements of the cache's dtype (bytes for an 8-bit cache). A task
+ * (work-group) is (split, gi, s): gi = (kv head * ngc + query chunk) * ndvc + V chunk, ngc =
+ * ceil(G / gpg); query heads [chunk*gpg, +gpg) of the KV head. flags: RQ_VK_PG_F_*. rot_off: the
+ * first rotated dim (rotary_offset); softcap: C > 0, or 0 = off. K and V may be views of one buffer
+ * (MLA: V is the first Dv dims of each cached key), bound twice, read-only both times. ks_off,
+ * vs_off: the scale views' offsets in floats (8-bit caches; the scale of (page, KV head, slot) is
+ * element (page * Hkv + head) * ps + slot from there, Hkv = Hq / G). Push constants are full (31 of
+ * the 32 words every device has): fields that can be derived are not sent. */
 #define RQ_VK_PG_PC(F)                                                                             \
     F(u32, k_off) F(u32, knb0) F(u32, knb1) F(u32, knb2)                                           \
     F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2)                                           \
     F(u32, window) F(u32, ml_off) F(u32, lens_off) F(u32, qpos_off) F(u32, kpos_off)               \
-    F(u32, pages_off) F(i32, n) F(i32, Hq) F(i32, G) F(i32, D) F(i32, Dv) F(i32, R) F(i32, lay)    \
-    F(i32, causal) F(i32, ps) F(i32, kps) F(i32, nsplit) F(i32, ngc) F(i32, gpg) F(i32, ndvc)      \
-    F(f32, rot_mul) F(i32, rot_off) F(f32, softcap)
+    F(u32, pages_off) F(i32, n) F(i32, Hq) F(i32, G) F(i32, D) F(i32, Dv) F(i32, R) F(i32, flags)  \
+    F(i32, ps) F(i32, kps) F(i32, nsplit) F(i32, gpg) F(i32, ndvc)                                 \
+    F(f32, rot_mul) F(i32, rot_off) F(f32, softcap) F(u32, ks_off) F(u32, vs_off)
+#define RQ_VK_PG_F_HALF 1   /* half-split pairs (else interleaved) */
+#define RQ_VK_PG_F_CAUSAL 2
 #define RQ_VK_PG_WG 64    /* work-group: keys per tile, V dims per pass */
 /* Keys per split, at most: a work-group walks its split's keys in one invocation's loops, and
  * llvmpipe (lavapipe, CI) silently stops an invocation's loops after 65535 iterations in total; the
@@ -118,9 +130,9 @@
 #define RQ_VK_SC_PG_UC RQ_VK_SC_K2 /* paged.comp: rotary units of K staged per chunk (32, 16 or 8) */
 #define RQ_VK_PG_UC_DEF 32
 /* paged.comp's shared memory in bytes, exactly its arrays: Q, a chunk of rotated keys, the max
- * partials, P, the tile's row indices */
+ * partials, P, the tile's row indices and row scales */
 #define RQ_VK_PG_SHARED(qs, uc)                                                                    \
-    (4 * ((qs) + RQ_VK_PG_WG * (2 * (uc) + 1) + 2 * RQ_VK_PG_GH * RQ_VK_PG_WG + 2 * RQ_VK_PG_WG))
+    (4 * ((qs) + RQ_VK_PG_WG * (2 * (uc) + 1) + 2 * RQ_VK_PG_GH * RQ_VK_PG_WG + 4 * RQ_VK_PG_WG))
 
 #define RQ_VK_PC_PART 0   /* paged_combine.comp bindings */
 #define RQ_VK_PC_META 1
@@ -144,6 +156,41 @@
     F(i32, rows) F(i32, Hkv) F(i32, n_new) F(i32, ps) F(i32, units) F(u32, lens_off)               \
     F(u32, pages_off) F(i32, words)
 #define RQ_VK_PA_WG 64
+
+/* paged_gather.comp: prefill chunks (vk_paged_chunk.c) gather a sequence's first len cached rows of K
+ * or V from its pages into dense BSHD scratch [len][Hkv][dim] in the cache's dtype (the companion
+ * attention plan's view): the inverse of paged_append.comp, a unit (32-bit word, or 16-bit half when
+ * the cache's offsets and strides or the rows are not word-aligned: words = 0) per invocation, units
+ * over x, tokens over y and heads over z (each strided past 65535). Offsets and strides in units; row:
+ * the metadata row (the chunk's first query row) whose page list it reads. */
+#define RQ_VK_GA_SRC 0
+#define RQ_VK_GA_META 1
+#define RQ_VK_GA_DST 2
+#define RQ_VK_GA_PC(F)                                                                             \
+    F(u32, src_off) F(u32, snb0) F(u32, snb1) F(u32, snb2) F(u32, dnb1) F(u32, dnb2)              \
+    F(i32, len) F(i32, Hkv) F(i32, ps) F(i32, units) F(i32, row) F(u32, pages_off) F(i32, words)
+/* loop trips of one invocation (the token and head loops, each strided past the grid's 65535) */
+#define RQ_VK_GA_TRIPS(len, hkv) (((int64_t)(len) / 65535 + 2) * ((int64_t)(hkv) / 65535 + 2))
+
+/* paged_append_q8.comp: the append into an 8-bit cache, a new row (sequence, KV head, token) per
+ * invocation (x + y * 65535 * RQ_VK_PA_WG: no grid-stride loop), quantizing as cl/quant.cl's
+ * paged_append_q8 (docs/conventions.md section 12). Source in elements of its dtype (push constant
+ * sdt: f32, f16, bf16), destination in bytes, scales in floats; the cache's dtype is spec constant
+ * RQ_VK_SC_DT_B (known when the plan is made). A row's whole words are stored plainly (no other row has a byte in them),
+ * the words it shares with a neighbour at its ends are written byte by byte with atomics, so any
+ * byte offset and stride is taken. */
+#define RQ_VK_PQ_SRC 0
+#define RQ_VK_PQ_META 1
+#define RQ_VK_PQ_DST 2
+#define RQ_VK_PQ_SCALE 3
+#define RQ_VK_PQ_PC(F)                                                                             \
+    F(u32, src_off) F(u32, snb0) F(u32, snb1) F(u32, snb2)                                         \
+    F(u32, dst_off) F(u32, dnb0) F(u32, dnb1) F(u32, dnb2) F(u32, scale_off)                       \
+    F(i32, rows) F(i32, Hkv) F(i32, n_new) F(i32, ps) F(i32, dim) F(u32, lens_off) F(u32, pages_off) \
+    F(i32, sdt) /* the new rows' dtype (per call; the cache's is a specialization constant) */
+/* loop trips of one invocation for a row of `dim` values (the absmax pass, the word pass with its
+ * edge bytes; the division's 25 steps are unrolled): the host refuses rows past RQ_VK_AT_TRIPS */
+#define RQ_VK_PQ_TRIPS(dim) (2 * (int64_t)(dim) + 8)
 
 /* ---- attention.comp: O = softmax(Qr . Kr^T) V, FlashAttention-2 shaped (S never stored) ------- */
 #define RQ_VK_AT_QR 0

@@ -100,9 +100,16 @@ typedef enum {
     ROPEQK_F16 = 1,   /* IEEE half storage, f32 math (vload_half; no cl_khr_fp16 needed) */
     ROPEQK_BF16 = 2,  /* bfloat16 storage (upper 16 bits of an f32), f32 math */
     ROPEQK_F64 = 3,   /* only for outputs of the scalar reference path */
+    /* 8-bit quantized storage: ONLY for the K and V caches of a paged plan (ROPEQK_OP_PAGED_DECODE),
+     * refused with ROPEQK_ERR_BAD_DTYPE everywhere else. Each (page, KV head, token) row of D (or Dv)
+     * values carries an f32 scale in a buffer beside the cache; the value read is (float)q * scale,
+     * f32 math (docs/conventions.md section 12: layout, rounding, the append's quantization). */
+    ROPEQK_I8 = 4,        /* int8, symmetric: q in [-127, 127] (the append never writes -128) */
+    ROPEQK_FP8_E4M3 = 5,  /* OCP FP8 E4M3FN: bias 7, no infinities, max 448, NaN 0x7F / 0xFF */
+    ROPEQK_FP8_E5M2 = 6,  /* OCP FP8 E5M2: bias 15, IEEE-like (inf, NaN), max finite 57344 */
 } ropeqk_dtype;
 
-ROPEQK_API size_t ropeqk_dtype_size(ropeqk_dtype t); /* 0 for an unknown dtype */
+ROPEQK_API size_t ropeqk_dtype_size(ropeqk_dtype t); /* 0 for an unknown dtype; 1 for the 8-bit ones */
 
 /*
  * A strided view, ggml style: element counts and byte strides per dimension, in the math order
@@ -421,7 +428,8 @@ typedef enum {
 /*
  * A paged KV cache (ROPEQK_OP_PAGED_DECODE). Keys and values are stored unrotated, in pages of
  * page_size tokens: the plan's k describes the K cache as [num_pages, Hkv, page_size, D] and v the
- * V cache as [num_pages, Hkv, page_size, Dv] (any strides, last dim contiguous, f32/f16/bf16). q is
+ * V cache as [num_pages, Hkv, page_size, Dv] (any strides, last dim contiguous, f32/f16/bf16, or
+ * 8-bit: ROPEQK_I8, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2, K and V independently). q is
  * [max_q_rows, Hq, 1, D] (the query rows of all sequences, packed), out [max_q_rows, Hq, 1, Dv], lse
  * [max_q_rows, Hq, 1, 1]. Per enqueue, host arrays say for each sequence s: its pages (a row of the
  * page table), its length (tokens cached, the new tokens' K/V appended first), its query rows
@@ -434,7 +442,20 @@ typedef enum {
  * How it runs: every query row is a task of the decode kernels (split over pages, flash-decoding,
  * then a reduction of the splits), with its own position and the length it can see; the split is
  * computed per call on the host from the rows' lengths and the device's compute units
- * (docs/conventions.md section 10).
+ * (docs/conventions.md section 10). A sequence's prefill chunk of 16 rows or more runs instead through
+ * the attention kernel of a companion plan over its K/V gathered from the pages (both backends; not
+ * with 8-bit caches): same results, each key rotated once for all the chunk's rows.
+ *
+ * Quantized caches (docs/conventions.md section 12): an 8-bit cache comes with an f32 scale buffer,
+ * k_scale resp. v_scale, contiguous [num_pages, Hkv, page_size] (scale of token slot t of head h of
+ * page p at element (p * Hkv + h) * page_size + t), given with the cache at every call (decode and
+ * append) in the backend's arguments; a 16/32-bit cache takes none. The value of element d of a row
+ * is (float)q[d] * scale (symmetric, f32 math). The append quantizes its f32/f16/bf16 rows: per
+ * (token, KV head) row, a = max |x|, scale = a / QMAX (QMAX 127 int8, 448 e4m3, 57344 e5m2),
+ * q = x / scale rounded to nearest even (int8 clamped to [-127, 127]; fp8 saturating to +-QMAX);
+ * a row of zeros gets scale 0 and q 0; a row holding a NaN or an infinity gets scale NaN (its keys
+ * then read as NaN, as an unquantized cache would propagate them). A cache the caller quantized
+ * itself in this layout is read the same way.
  */
 typedef struct {
     int64_t page_size;          /* tokens per page, 16..256 */

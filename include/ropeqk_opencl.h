@@ -84,7 +84,15 @@ ROPEQK_API ropeqk_status ropeqk_opencl_enqueue(ropeqk_ctx *ctx, cl_command_queue
 /* ropeqk_paged_batch (the host arrays of a call) is declared in ropeqk.h. */
 typedef struct {
     ropeqk_opencl_mem q, k_cache, v_cache, out, lse; /* lse only with with_lse */
+    /* the f32 scales of 8-bit caches, [num_pages, Hkv, page_size] contiguous (ropeqk.h, docs/
+     * conventions.md section 12): required exactly when that cache is 8-bit, {NULL, 0} otherwise */
+    ropeqk_opencl_mem k_scale, v_scale;
 } ropeqk_opencl_paged_args;
+
+/* The caches an append writes: K and V, and their scales (8-bit caches only, as above). */
+typedef struct {
+    ropeqk_opencl_mem k_cache, v_cache, k_scale, v_scale;
+} ropeqk_opencl_paged_cache;
 
 /* Decode over the paged cache: split over pages (flash-decoding) with a reduction pass. */
 ROPEQK_API ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *plan, cl_command_queue queue,
@@ -93,13 +101,14 @@ ROPEQK_API ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *plan, cl_comma
                                                      const cl_event *wait, cl_event *event);
 
 /* Appends n_new unrotated K/V rows per sequence (k_new [n_seqs, Hkv, n_new, D], v_new
- * [n_seqs, Hkv, n_new, Dv], the caches' dtypes) at token indices seq_lens[s] .. seq_lens[s]+n_new-1
+ * [n_seqs, Hkv, n_new, Dv]: the caches' dtypes, or for an 8-bit cache any of f32/f16/bf16, which the
+ * append quantizes, writing q and the row's scale) at token indices seq_lens[s] .. seq_lens[s]+n_new-1
  * of each sequence's pages (batch->seq_lens are the lengths before the append; q_pos and k_pos0 are
  * not used). Pages must already be in the page table. */
 ROPEQK_API ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *plan, cl_command_queue queue,
                                                     const ropeqk_tensor *k_new, ropeqk_opencl_mem k_new_mem,
                                                     const ropeqk_tensor *v_new, ropeqk_opencl_mem v_new_mem,
-                                                    ropeqk_opencl_mem k_cache, ropeqk_opencl_mem v_cache,
+                                                    const ropeqk_opencl_paged_cache *cache,
                                                     const ropeqk_paged_batch *batch, cl_uint num_wait,
                                                     const cl_event *wait, cl_event *event);
 

@@ -104,7 +104,17 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *plan, VkCommandB
 /* ---- paged KV cache (ROPEQK_OP_PAGED_DECODE plans; docs/conventions.md section 10) ------------ */
 typedef struct {
     ropeqk_vulkan_mem q, k_cache, v_cache, out, lse; /* lse only with with_lse ({0} otherwise) */
+    /* the f32 scales of 8-bit caches (ropeqk.h, docs/conventions.md section 12): required exactly
+     * when that cache is 8-bit, {0} otherwise. An 8-bit cache needs no alignment beyond a byte (codes
+     * are taken out of 32-bit words; the range must hold the word of the last byte) */
+    ropeqk_vulkan_mem k_scale, v_scale;
 } ropeqk_vulkan_paged_args;
+
+/* The caches an append writes: K and V, and their scales (8-bit caches only: the append quantizes its
+ * rows into them with the bytes and scales of the OpenCL append and support/quant.c, on any device). */
+typedef struct {
+    ropeqk_vulkan_mem k_cache, v_cache, k_scale, v_scale;
+} ropeqk_vulkan_paged_cache;
 
 /*
  * Records decode over the paged cache into `cmd` (split over pages, then a reduction pass), as
@@ -113,7 +123,10 @@ typedef struct {
  * recorded on error) and then recorded into the command buffer itself (vkCmdUpdateBuffer into the
  * plan's metadata buffer): the arrays may be freed as soon as the call returns. The plan's metadata
  * and scratch buffers are reused by its next recording, so the usual rule holds: commands recorded
- * from one plan execute in one queue's order. The commands start with the same leading barrier as
+ * from one plan execute in one queue's order. A prefill chunk (16+ rows of one sequence) is recorded
+ * as a gather of its pages into plan-owned scratch (made at the first such recording: the plan's
+ * capacity of K and V in the caches' dtypes; ROPEQK_ERR_BACKEND if the device refuses it, nothing
+ * recorded) and the attention shader over it, after the decode's commands. The commands start with the same leading barrier as
  * ropeqk_vulkan_plan_record; the caller's barrier after them makes out and lse visible.
  */
 ROPEQK_API ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *plan, VkCommandBuffer cmd,
@@ -121,13 +134,13 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *plan, VkCommand
                                                     const ropeqk_paged_batch *batch);
 
 /* Records the append of n_new unrotated K/V rows per sequence (k_new [n_seqs, Hkv, n_new, D],
- * v_new [n_seqs, Hkv, n_new, Dv], the caches' dtypes) at tokens seq_lens[s] .. seq_lens[s]+n_new-1
- * of each sequence's pages (batch->seq_lens: the lengths before the append; q_pos and k_pos0 are not
- * used), as ropeqk_opencl_paged_append does. Same checks, barrier and metadata rules as above. */
+ * v_new [n_seqs, Hkv, n_new, Dv], the caches' dtypes; for an 8-bit cache f32/f16/bf16) at tokens
+ * seq_lens[s] .. seq_lens[s]+n_new-1 of each sequence's pages (batch->seq_lens: the lengths before
+ * the append; q_pos and k_pos0 are not used), as ropeqk_opencl_paged_append does. Same checks, barrier and metadata rules as above. */
 ROPEQK_API ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *plan, VkCommandBuffer cmd,
                                                    const ropeqk_tensor *k_new, ropeqk_vulkan_mem k_new_mem,
                                                    const ropeqk_tensor *v_new, ropeqk_vulkan_mem v_new_mem,
-                                                   ropeqk_vulkan_mem k_cache, ropeqk_vulkan_mem v_cache,
+                                                   const ropeqk_vulkan_paged_cache *cache,
                                                    const ropeqk_paged_batch *batch);
 
 #ifdef __cplusplus

@@ -317,14 +317,15 @@ static ropeqk_status rec_paged(VkCommandBuffer cmd, const void *u)
 typedef struct {
     ropeqk_plan *plan;
     const ropeqk_tensor *k_new, *v_new;
-    ropeqk_vulkan_mem kn, vn, kc, vc;
+    ropeqk_vulkan_mem kn, vn;
+    const ropeqk_vulkan_paged_cache *cache;
     const ropeqk_paged_batch *batch;
 } vk_append_rec;
 
 static ropeqk_status rec_append(VkCommandBuffer cmd, const void *u)
 {
     const vk_append_rec *r = u;
-    return ropeqk_vulkan_paged_append(r->plan, cmd, r->k_new, r->kn, r->v_new, r->vn, r->kc, r->vc, r->batch);
+    return ropeqk_vulkan_paged_append(r->plan, cmd, r->k_new, r->kn, r->v_new, r->vn, r->cache, r->batch);
 }
 
 static ropeqk_vulkan_args vk_args(const rqs_args *a)
@@ -792,8 +793,10 @@ ropeqk_status rqs_paged_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, c
     rqs_backend be = rqs_ctx_backend(ctx);
 #if RQS_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
-        ropeqk_opencl_paged_args c = {.q = cl_view(a->q), .k_cache = cl_view(a->k_cache),
-                                      .v_cache = cl_view(a->v_cache), .out = cl_view(a->out), .lse = cl_view(a->lse)};
+        ropeqk_opencl_paged_args c = {.q = cl_view(a->q),         .k_cache = cl_view(a->k_cache),
+                                      .v_cache = cl_view(a->v_cache), .out = cl_view(a->out),
+                                      .lse = cl_view(a->lse),         .k_scale = cl_view(a->k_scale),
+                                      .v_scale = cl_view(a->v_scale)};
         cl_event ev = CL_NO_EVENT_YET;
         ropeqk_status st = ropeqk_opencl_paged_enqueue(plan, s ? s->queue : NULL, &c, batch, 0, NULL, &ev);
         return cl_after(ctx, s, st, ev, CL_NO_EVENT_YET, "ropeqk_opencl_paged_enqueue");
@@ -803,7 +806,8 @@ ropeqk_status rqs_paged_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, c
     if (be == RQS_BACKEND_VULKAN) {
         vk_paged_rec r = {plan,
                           {.q = vk_view(a->q), .k_cache = vk_view(a->k_cache), .v_cache = vk_view(a->v_cache),
-                           .out = vk_view(a->out), .lse = vk_view(a->lse)},
+                           .out = vk_view(a->out), .lse = vk_view(a->lse), .k_scale = vk_view(a->k_scale),
+                           .v_scale = vk_view(a->v_scale)},
                           batch};
         return vk_run(ctx, s, rec_paged, &r);
     }
@@ -814,7 +818,7 @@ ropeqk_status rqs_paged_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, c
 
 ropeqk_status rqs_paged_append_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, const ropeqk_tensor *k_new,
                                    rqs_view k_new_mem, const ropeqk_tensor *v_new, rqs_view v_new_mem,
-                                   rqs_view k_cache, rqs_view v_cache, const ropeqk_paged_batch *batch)
+                                   const rqs_paged_cache *cache, const ropeqk_paged_batch *batch)
 {
     if (!ctx)
         return fail(ROPEQK_ERR_NULL_POINTER, "rqs_paged_append_run: NULL context");
@@ -822,21 +826,31 @@ ropeqk_status rqs_paged_append_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *
 #if RQS_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         cl_event ev = CL_NO_EVENT_YET;
+        ropeqk_opencl_paged_cache c, *cp = NULL; /* NULL stays NULL: the library's own check */
+        if (cache) {
+            c = (ropeqk_opencl_paged_cache){cl_view(cache->k_cache), cl_view(cache->v_cache),
+                                            cl_view(cache->k_scale), cl_view(cache->v_scale)};
+            cp = &c;
+        }
         ropeqk_status st = ropeqk_opencl_paged_append(plan, s ? s->queue : NULL, k_new, cl_view(k_new_mem), v_new,
-                                                      cl_view(v_new_mem), cl_view(k_cache), cl_view(v_cache), batch,
-                                                      0, NULL, &ev);
+                                                      cl_view(v_new_mem), cp, batch, 0, NULL, &ev);
         return cl_after(ctx, s, st, ev, CL_NO_EVENT_YET, "ropeqk_opencl_paged_append");
     }
 #endif
 #if RQS_HAVE_VULKAN
     if (be == RQS_BACKEND_VULKAN) {
-        vk_append_rec r = {plan,           k_new,           v_new,          vk_view(k_new_mem), vk_view(v_new_mem),
-                           vk_view(k_cache), vk_view(v_cache), batch};
+        ropeqk_vulkan_paged_cache c, *cp = NULL;
+        if (cache) {
+            c = (ropeqk_vulkan_paged_cache){vk_view(cache->k_cache), vk_view(cache->v_cache),
+                                            vk_view(cache->k_scale), vk_view(cache->v_scale)};
+            cp = &c;
+        }
+        vk_append_rec r = {plan, k_new, v_new, vk_view(k_new_mem), vk_view(v_new_mem), cp, batch};
         return vk_run(ctx, s, rec_append, &r);
     }
 #endif
-    (void)be, (void)s, (void)plan, (void)k_new, (void)k_new_mem, (void)v_new, (void)v_new_mem, (void)k_cache,
-        (void)v_cache, (void)batch;
+    (void)be, (void)s, (void)plan, (void)k_new, (void)k_new_mem, (void)v_new, (void)v_new_mem, (void)cache,
+        (void)batch;
     return no_backend("rqs_paged_append_run");
 }
 

@@ -132,12 +132,17 @@ ropeqk_status rqs_scores_oneshot(ropeqk_ctx *ctx, rqs_stream *s, const ropeqk_pa
 /* Paged decode (ROPEQK_OP_PAGED_DECODE plans) and the append of new K/V rows into the caches. */
 typedef struct {
     rqs_view q, k_cache, v_cache, out, lse;
+    rqs_view k_scale, v_scale; /* 8-bit caches only */
 } rqs_paged_args;
+/* The caches an append writes (ropeqk_opencl_paged_cache / ropeqk_vulkan_paged_cache). */
+typedef struct {
+    rqs_view k_cache, v_cache, k_scale, v_scale;
+} rqs_paged_cache;
 ropeqk_status rqs_paged_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, const rqs_paged_args *a,
                             const ropeqk_paged_batch *batch);
 ropeqk_status rqs_paged_append_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, const ropeqk_tensor *k_new,
                                    rqs_view k_new_mem, const ropeqk_tensor *v_new, rqs_view v_new_mem,
-                                   rqs_view k_cache, rqs_view v_cache, const ropeqk_paged_batch *batch);
+                                   const rqs_paged_cache *cache, const ropeqk_paged_batch *batch);
 
 /* n buffer-to-buffer copies on the device (bytes from src_offset of src's payload to dst_offset of
  * dst's), in one submission, waited for: OpenCL clEnqueueCopyBuffer each, then clFinish; Vulkan one

@@ -1,5 +1,6 @@
 /* The paged-KV-cache tests' problem and reference (paged_fixture.h). */
 #include "paged_fixture.h"
+#include "quant.h"
 
 #include <criterion/logging.h>
 #include <math.h>
@@ -18,6 +19,33 @@ ropeqk_tensor cache_view(const pcase *c, ropeqk_dtype dt, int64_t num_pages, int
 {
     return c->bshd_cache ? ropeqk_tensor_bshd(dt, num_pages, c->ps, c->Hkv, dim)
                          : ropeqk_tensor_bhsd(dt, num_pages, c->Hkv, c->ps, dim);
+}
+
+static bool q8(ropeqk_dtype dt) { return dt == ROPEQK_I8 || dt == ROPEQK_FP8_E4M3 || dt == ROPEQK_FP8_E5M2; }
+
+static double load(const unsigned char *p, ropeqk_dtype t);
+
+double cache_elem(const unsigned char *cache, size_t row, int64_t i, ropeqk_dtype dt, const float *scales, size_t si)
+{
+    if (q8(dt)) /* (float)q * scale, in f32 as the definition says */
+        return (double)(rqs_q8_value(cache[row + (size_t)i], dt) * scales[si]);
+    return load(cache + row + (size_t)i * ropeqk_dtype_size(dt), dt);
+}
+
+/* One cache row (token `slot` of head h of `page`): random, quantized for an 8-bit cache. */
+static void put_row(const pcase *c, const ropeqk_tensor *t, unsigned char *cache, float *scales, int64_t page,
+                    int64_t h, int64_t slot, int64_t dim, uint64_t *rng)
+{
+    if (!q8(t->dtype)) {
+        for (int64_t i = 0; i < dim; i++)
+            th_put_random(cache + off4(t, page, h, slot, i), t->dtype, rng);
+        return;
+    }
+    float x[1024];
+    cr_assert(dim <= 1024);
+    for (int64_t i = 0; i < dim; i++)
+        x[i] = (float)rqs_uniform(rng);
+    scales[(page * c->Hkv + h) * c->ps + slot] = rqs_q8_quantize(x, dim, t->dtype, cache + off4(t, page, h, slot, 0));
 }
 
 /* ---- a paged problem ------------------------------------------------------------------------- */
@@ -78,6 +106,16 @@ void pdata_make(const pcase *c, pdata *d, uint64_t *rng)
     cr_assert(d->q && d->k && d->v);
     memset(d->k, 0xFF, d->kb);
     memset(d->v, 0xFF, d->vb);
+    size_t nsc = (size_t)(d->num_pages * c->Hkv * c->ps);
+    d->ksb = q8(c->kdt) ? nsc * sizeof(float) : 0;
+    d->vsb = q8(c->vdt) ? nsc * sizeof(float) : 0;
+    d->ks = d->ksb ? malloc(d->ksb) : NULL;
+    d->vs = d->vsb ? malloc(d->vsb) : NULL;
+    cr_assert((!d->ksb || d->ks) && (!d->vsb || d->vs));
+    if (d->ks)
+        memset(d->ks, 0xFF, d->ksb);
+    if (d->vs)
+        memset(d->vs, 0xFF, d->vsb);
     size_t qes = ropeqk_dtype_size(c->qdt);
     for (size_t i = 0; i < d->qb / qes; i++)
         th_put_random(d->q + i * qes, c->qdt, rng);
@@ -85,17 +123,15 @@ void pdata_make(const pcase *c, pdata *d, uint64_t *rng)
         for (int64_t j = 0; j < d->lens[s]; j++) {
             int64_t page = d->table[s * c->maxp + j / c->ps], slot = j % c->ps;
             for (int64_t h = 0; h < c->Hkv; h++) {
-                for (int64_t i = 0; i < c->D; i++)
-                    th_put_random(d->k + off4(&d->tk, page, h, slot, i), c->kdt, rng);
-                for (int64_t i = 0; i < c->Dv; i++)
-                    th_put_random(d->v + off4(&d->tv, page, h, slot, i), c->vdt, rng);
+                put_row(c, &d->tk, d->k, d->ks, page, h, slot, c->D, rng);
+                put_row(c, &d->tv, d->v, d->vs, page, h, slot, c->Dv, rng);
             }
         }
 }
 
 void pdata_free(pdata *d)
 {
-    free(d->q), free(d->k), free(d->v), free(d->table);
+    free(d->q), free(d->k), free(d->v), free(d->table), free(d->ks), free(d->vs);
 }
 
 ropeqk_paged_batch batch_of(const pcase *c, pdata *d)
@@ -126,19 +162,24 @@ void pbufs_make(const pdata *d, pbufs *b, bool canaries)
     }
     cr_assert_eq(rqs_devbuf_fill(b->o, 0x5A), ROPEQK_SUCCESS);
     cr_assert_eq(rqs_devbuf_fill(b->l, 0x5A), ROPEQK_SUCCESS);
+    if (d->ks)
+        cr_assert_eq(rqs_devbuf_create(th_ctx, d->ksb, d->ks, canaries, &b->ks), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+    if (d->vs)
+        cr_assert_eq(rqs_devbuf_create(th_ctx, d->vsb, d->vs, canaries, &b->vs), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
 }
 
 void pbufs_free(pbufs *b)
 {
     rqs_devbuf_free(b->q), rqs_devbuf_free(b->k), rqs_devbuf_free(b->v);
-    rqs_devbuf_free(b->o), rqs_devbuf_free(b->l);
+    rqs_devbuf_free(b->o), rqs_devbuf_free(b->l), rqs_devbuf_free(b->ks), rqs_devbuf_free(b->vs);
     memset(b, 0, sizeof *b);
 }
 
 rqs_paged_args args_of(const pcase *c, const pbufs *b)
 {
     return (rqs_paged_args){.q = rqs_whole(b->q), .k_cache = rqs_whole(b->k), .v_cache = rqs_whole(b->v),
-                            .out = rqs_whole(b->o), .lse = rqs_whole(c->with_lse ? b->l : NULL)};
+                            .out = rqs_whole(b->o), .lse = rqs_whole(c->with_lse ? b->l : NULL),
+                            .k_scale = rqs_whole(b->ks), .v_scale = rqs_whole(b->vs)};
 }
 
 /* ---- the fp64 reference ------------------------------------------------------------------------ */
@@ -157,11 +198,13 @@ void pf_check(const pcase *c, const pdata *d, const unsigned char *out, const fl
 {
     double worst = 0, worst_lse = 0;
     int64_t mism = 0, masked_rows = 0, nonzero = 0;
-    size_t kes = ropeqk_dtype_size(c->kdt), ves = ropeqk_dtype_size(c->vdt);
+    /* 8-bit caches are gathered as f32 q * scale (cache_elem), the values the kernels read */
+    const ropeqk_dtype gk = q8(c->kdt) ? ROPEQK_F32 : c->kdt, gv = q8(c->vdt) ? ROPEQK_F32 : c->vdt;
+    size_t kes = ropeqk_dtype_size(gk), ves = ropeqk_dtype_size(gv);
     for (int64_t s = 0; s < c->n_seqs; s++) {
         int64_t len = d->lens[s];
-        ropeqk_tensor tk = ropeqk_tensor_bhsd(c->kdt, 1, c->Hkv, len, c->D);
-        ropeqk_tensor tv = ropeqk_tensor_bhsd(c->vdt, 1, c->Hkv, len, c->Dv);
+        ropeqk_tensor tk = ropeqk_tensor_bhsd(gk, 1, c->Hkv, len, c->D);
+        ropeqk_tensor tv = ropeqk_tensor_bhsd(gv, 1, c->Hkv, len, c->Dv);
         /* the sequence's query rows as [1, Hq, q_len, D] views of the packed rows */
         int64_t r0 = d->qind[s], ql = d->qind[s + 1] - r0;
         ropeqk_tensor tq = d->tq, to = d->to, tl = d->tl;
@@ -180,8 +223,19 @@ void pf_check(const pcase *c, const pdata *d, const unsigned char *out, const fl
             int64_t page = d->table[s * c->maxp + j / c->ps], slot = j % c->ps;
             kpos[j] = d->kpos0[s] + (int32_t)j;
             for (int64_t h = 0; h < c->Hkv; h++) {
-                memcpy(k + off4(&tk, 0, h, j, 0), d->k + off4(&d->tk, page, h, slot, 0), (size_t)c->D * kes);
-                memcpy(v + off4(&tv, 0, h, j, 0), d->v + off4(&d->tv, page, h, slot, 0), (size_t)c->Dv * ves);
+                size_t si = (size_t)((page * c->Hkv + h) * c->ps + slot);
+                if (q8(c->kdt))
+                    for (int64_t i = 0; i < c->D; i++)
+                        ((float *)k)[(h * len + j) * c->D + i] =
+                            (float)cache_elem(d->k, off4(&d->tk, page, h, slot, 0), i, c->kdt, d->ks, si);
+                else
+                    memcpy(k + off4(&tk, 0, h, j, 0), d->k + off4(&d->tk, page, h, slot, 0), (size_t)c->D * kes);
+                if (q8(c->vdt))
+                    for (int64_t i = 0; i < c->Dv; i++)
+                        ((float *)v)[(h * len + j) * c->Dv + i] =
+                            (float)cache_elem(d->v, off4(&d->tv, page, h, slot, 0), i, c->vdt, d->vs, si);
+                else
+                    memcpy(v + off4(&tv, 0, h, j, 0), d->v + off4(&d->tv, page, h, slot, 0), (size_t)c->Dv * ves);
             }
         }
         ropeqk_status st = ropeqk_attention_ref(&c->p, &tq, d->q + r0 * d->tq.nb[0], &tk, k, &tv, v, qpos, kpos,
@@ -250,10 +304,12 @@ void run_case(const pcase *c, uint64_t seed)
     if (!c->with_lse)
         for (size_t i = 0; i < d.lb; i++)
             cr_assert_eq(((unsigned char *)lse)[i], 0x5A, "%s: LSE written without with_lse", c->name);
-    const rqs_devbuf *bufs[5] = {b.q, b.k, b.v, b.o, b.l};
-    const void *expect[5] = {d.q, d.k, d.v, NULL, NULL};
-    static const char *const names[5] = {"Q", "K cache", "V cache", "output", "LSE"};
-    for (int i = 0; i < 5; i++) {
+    const rqs_devbuf *bufs[7] = {b.q, b.k, b.v, b.o, b.l, b.ks, b.vs};
+    const void *expect[7] = {d.q, d.k, d.v, NULL, NULL, d.ks, d.vs};
+    static const char *const names[7] = {"Q", "K cache", "V cache", "output", "LSE", "K scales", "V scales"};
+    for (int i = 0; i < 7; i++) {
+        if (!bufs[i])
+            continue;
         bool intact = false;
         cr_expect(rqs_devbuf_check(bufs[i], expect[i], &intact) == ROPEQK_SUCCESS && intact,
                   "%s (seed %llu): %s: a canary%s changed", c->name, (unsigned long long)seed, names[i],

@@ -34,6 +34,8 @@ typedef struct {
     ropeqk_tensor tq, tk, tv, to, tl;
     unsigned char *q, *k, *v;
     size_t qb, kb, vb, ob, lb;
+    float *ks, *vs;   /* 8-bit caches: the scales [num_pages, Hkv, ps] (NaN where unused), else NULL */
+    size_t ksb, vsb;  /* their bytes (0 without) */
     int64_t num_pages;
     int32_t *table, lens[MAXS], qpos[MAXS], kpos0[MAXS];
     int32_t qind[MAXS + 1];    /* q_indptr */
@@ -43,6 +45,7 @@ typedef struct {
 /* A problem's device buffers (support/devbuf.h) on th_ctx. */
 typedef struct {
     rqs_devbuf *q, *k, *v, *o, *l;
+    rqs_devbuf *ks, *vs; /* 8-bit caches' scales, else NULL */
 } pbufs;
 
 /* ROPEQK_TEST_SEED, else 20261201: print it with every failure. */
@@ -50,8 +53,13 @@ uint64_t pf_seed(void);
 size_t off4(const ropeqk_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d);
 /* The K or V cache view: [num_pages, Hkv, ps, dim], BHSD or BSHD memory. */
 ropeqk_tensor cache_view(const pcase *c, ropeqk_dtype dt, int64_t num_pages, int64_t dim);
+/* Element i of the cache row at byte offset `row` as the kernels read it: an 8-bit element times
+ * the row's scale (`scales` and its index), else the stored value. */
+double cache_elem(const unsigned char *cache, size_t row, int64_t i, ropeqk_dtype dt, const float *scales,
+                  size_t si);
 /* Lengths, shuffled pages (every sequence's pages distinct, spare pages unused), positions, data.
- * Every cache byte outside the sequences' tokens is 0xFF (NaN in every dtype). */
+ * Every cache byte outside the sequences' tokens is 0xFF (NaN in every dtype, and its scale NaN for
+ * an 8-bit cache, whose rows are uniform f32 rows quantized by support/quant.c). */
 void pdata_make(const pcase *c, pdata *d, uint64_t *rng);
 void pdata_free(pdata *d);
 ropeqk_paged_batch batch_of(const pcase *c, pdata *d);

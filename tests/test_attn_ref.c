@@ -25,6 +25,7 @@ static double elem(const th_buf *b, int64_t i0, int64_t i1, int64_t i2, int64_t 
     case ROPEQK_F64: memcpy(&d, p, 8); return d;
     case ROPEQK_BF16: memcpy(&h, p, 2); return rqs_bf16_to_float(h);
     case ROPEQK_F16: memcpy(&h, p, 2); return rqs_half_to_float(h);
+    default: break; /* the 8-bit cache dtypes: not attention views */
     }
     return NAN;
 }

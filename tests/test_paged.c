@@ -197,8 +197,8 @@ static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, int64_t d
         cr_assert_eq(rqs_devbuf_create(th_ctx, new_off + vbn, vn, true, &bvn), ROPEQK_SUCCESS);
         ropeqk_paged_batch b = {.n_seqs = 3, .page_table = d.table, .seq_lens = cur};
         rqs_view knv = {bkn, new_off, 0}, vnv = {bvn, new_off, 0};
-        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, pl, &tkn, knv, &tvn, vnv, rqs_whole(app.k),
-                                                rqs_whole(app.v), &b);
+        rqs_paged_cache cache = {rqs_whole(app.k), rqs_whole(app.v), {0}, {0}};
+        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, pl, &tkn, knv, &tvn, vnv, &cache, &b);
         cr_assert_eq(st, ROPEQK_SUCCESS, "append chunk %zu (seed %llu): %s: %s %s", ci, (unsigned long long)seed,
                      ropeqk_status_string(st), ropeqk_last_error(), rqs_devbuf_error());
         bool ki = false, vi = false;

@@ -308,17 +308,19 @@ Test(paged, invalid_appends_write_nothing)
         b.page_table = cs[i].t;
         b.seq_lens = cs[i].l;
         b.n_seqs = cs[i].n_seqs;
-        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, f.pl, &cs[i].tk, cs[i].kn, &cs[i].tv, cs[i].vn,
-                                                cs[i].kc, cs[i].vc, &b);
+        rqs_paged_cache cc = {cs[i].kc, cs[i].vc, {0}, {0}};
+        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, f.pl, &cs[i].tk, cs[i].kn, &cs[i].tv, cs[i].vn, &cc, &b);
         cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s%s)", cs[i].what, st, ropeqk_status_string(st),
                      ropeqk_last_error(), rqs_devbuf_error());
     }
-    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, kc, vc, NULL), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, NULL, &tkn, kn, &tvn, vn, kc, vc, &good), ROPEQK_ERR_NULL_POINTER);
+    rqs_paged_cache gc = {kc, vc, {0}, {0}};
+    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, &gc, NULL), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, NULL, &tkn, kn, &tvn, vn, &gc, &good), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, NULL, &good), ROPEQK_ERR_NULL_POINTER);
     expect_untouched(f.b.k, 0xA5, "K cache");
     expect_untouched(f.b.v, 0xA5, "V cache");
     /* and the good one goes through */
-    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, kc, vc, &good), ROPEQK_SUCCESS, "%s",
+    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, &gc, &good), ROPEQK_SUCCESS, "%s",
                  ropeqk_last_error());
     rqs_devbuf_free(bkn), rqs_devbuf_free(bvn), rqs_devbuf_free(small);
     pfix_free(&f);

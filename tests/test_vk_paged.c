@@ -66,3 +66,27 @@ Test(vk_paged, wide_heads_narrow_key_chunks)
     c.p.layout = ROPEQK_HALF_SPLIT, c.p.rotary_dim = 200;
     run_case(&c, seed + 21);
 }
+
+/* Prefill chunks (vk_paged_chunk.c: gathered K/V through the companion attention plan) at the sizes
+ * where llvmpipe's loop limit could bite: a 512-row chunk over 4096 cached keys next to a decode row,
+ * and a 20-row chunk over 30000 keys, more than one attention.comp dispatch takes at D 128 (25216
+ * keys: the companion then runs its keys in two dispatches through its row state) */
+Test(vk_paged, prefill_chunks_long)
+{
+    pcase c = base_case("f16 chunk of 512 rows over 4096 keys + a decode row, D 128");
+    c.ragged = true;
+    c.Hq = 4, c.Hkv = 2, c.D = 128, c.Dv = 128, c.n_seqs = 2, c.max_seqs = 2, c.maxp = 260;
+    int64_t lens[] = {4096, 700}, ql[] = {512, 1};
+    memcpy(c.lens, lens, sizeof lens);
+    memcpy(c.qlens, ql, sizeof ql);
+    c.qdt = c.kdt = c.vdt = ROPEQK_F16, c.tol = 1e-3;
+    c.p.causal = 1;
+    uint64_t seed = pf_seed();
+    run_case(&c, seed + 30);
+    pcase d = base_case("f32 chunk of 20 rows over 30000 keys, D 128");
+    d.ragged = true;
+    d.Hq = 2, d.Hkv = 1, d.D = 128, d.Dv = 128, d.n_seqs = 1, d.max_seqs = 1, d.maxp = 1900;
+    d.lens[0] = 30000, d.qlens[0] = 20;
+    d.p.causal = 1;
+    run_case(&d, seed + 31);
+}

@@ -115,6 +115,10 @@ ropeqk_status ropeqk_attention_max_error(const ropeqk_tensor *v, const void *v_d
     /* every view only needs to be readable: any dtype rq_load_elem knows, any legal strides */
     size_t ext;
     ropeqk_status st;
+    /* 8-bit values mean nothing without their scales: the caller dequantizes (section 12) */
+    if (rq_dtype_q8(v->dtype) || rq_dtype_q8(out->dtype) || rq_dtype_q8(out64->dtype) ||
+        (lse && rq_dtype_q8(lse->dtype)) || (lse64 && rq_dtype_q8(lse64->dtype)))
+        return ROPEQK_ERR_BAD_DTYPE;
     if ((st = rq_check_layout(v, false, &ext)) || (st = rq_check_layout(out, false, &ext)) ||
         (st = rq_check_layout(out64, false, &ext)) || (lse && (st = rq_check_layout(lse, false, &ext))) ||
         (lse64 && (st = rq_check_layout(lse64, false, &ext))))

@@ -14,6 +14,9 @@
 /* The model-family variants of docs/conventions.md section 11, as a backend's capability bits. */
 enum { RQ_VAR_SOFTCAP = 1, RQ_VAR_ROT_OFFSET = 2, RQ_VAR_MROPE = 4, RQ_VAR_SINKS = 8 };
 
+/* The 8-bit paged-cache dtypes (docs/conventions.md section 12) as a backend's capability bits. */
+enum { RQ_KV_I8 = 1, RQ_KV_FP8_E4M3 = 2, RQ_KV_FP8_E5M2 = 4 };
+
 /* The tuner's kernel families (src/core/tune.c), searched in this order. The core checks and times
  * the first three on its own shapes; RQ_FAM_CHUNK (the ragged paged call's chunk_rows) and
  * RQ_FAM_DENSE (dense attention's dense_rows) are host-side crossovers whose check and timing the
@@ -32,6 +35,10 @@ typedef struct rq_backend {
     /* Whether its paged decode runs a sequence's long chunk of query rows through the attention
      * kernel over K/V gathered from the pages (plan->chunk, made by the core for paged plans). */
     bool paged_chunks;
+    /* The 8-bit paged-cache dtypes its kernels read and its append writes (RQ_KV_* bits); a paged plan
+     * with another 8-bit cache is refused at creation with ROPEQK_ERR_BAD_DTYPE and a message naming
+     * the backend. */
+    unsigned kv_quant;
 
     /* ---- devices and contexts ---- */
     /* Opens a device into ctx (zeroed, locks made): `spec` is the part after "<prefix>:" when

@@ -81,12 +81,16 @@ ropeqk_status rq_paged_build_meta(const ropeqk_plan *pl, const ropeqk_paged_batc
  * q_indptr). Needs seq_lens checked first. */
 ropeqk_status rq_paged_rows(const ropeqk_plan *pl, const ropeqk_paged_batch *b, const char *fn, int64_t *rows);
 
-/* The buffers of a paged decode, and of an append. */
+/* The bytes of an 8-bit cache's scale buffer (docs/conventions.md section 12): num_pages * Hkv *
+ * page_size floats of the cache view [num_pages, Hkv, page_size, dim]; true on overflow. */
+bool rq_paged_scale_bytes(const ropeqk_tensor *cache, size_t *bytes);
+
+/* The buffers of a paged decode, and of an append (k_scale / v_scale: 8-bit caches only). */
 typedef struct {
-    rq_mem q, k_cache, v_cache, out, lse;
+    rq_mem q, k_cache, v_cache, out, lse, k_scale, v_scale;
 } rq_paged_mems;
 typedef struct {
-    rq_mem k_new, v_new, k_cache, v_cache;
+    rq_mem k_new, v_new, k_cache, v_cache, k_scale, v_scale;
 } rq_append_mems;
 /* A paged decode's checks before anything is enqueued or recorded: the plan is a paged one,
  * buffers present (lse exactly when the plan has with_lse), the batch (packed into *meta, which the
@@ -100,6 +104,18 @@ ropeqk_status rq_paged_call_check(const ropeqk_plan *pl, const rq_paged_mems *m,
 ropeqk_status rq_append_call_check(const ropeqk_plan *pl, const ropeqk_tensor *k_new, const ropeqk_tensor *v_new,
                                    const rq_append_mems *m, const ropeqk_paged_batch *batch, const char *fn,
                                    rq_paged_meta *meta);
+/* Prefill chunks (backends with paged_chunks, plan->chunk): a sequence with rq_paged_chunk_rows(pl)
+ * query rows or more (the context's chunk_rows, a tuning knob: ROPEQK_CHUNK_ROWS; its default and
+ * the measurement that chose it are in src/core/tuning.c) runs them through the companion attention
+ * plan over its K/V gathered from the pages, not row by row through the decode kernels. The same
+ * rule on every backend. */
+int64_t rq_paged_chunk_rows(const ropeqk_plan *pl);
+/* Query rows of sequence s of a decode batch. */
+int64_t rq_paged_seq_rows(const ropeqk_paged_batch *b, int64_t s);
+/* Sets the rows of every chunk to one key in meta (placeholders for the decode kernels, which the
+ * chunk's attention overwrites after them), recomputes meta->max_pages, and returns how many
+ * sequences it marked (0 without plan->chunk or q_indptr). */
+int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta);
 /* A view's extent with its first dim cut to n rows (a batch's sequences). */
 size_t rq_rows_extent(const ropeqk_tensor *t, int64_t n);
 

@@ -72,6 +72,13 @@ bool rq_freqs_usable(const rq_problem *pb);
  * is not otherwise judged. Used where a caller has its own dtype rules (the attention metric). */
 ropeqk_status rq_check_layout(const ropeqk_tensor *t, bool inner_contiguous, size_t *extent);
 
+/* The 8-bit cache dtypes (ROPEQK_I8, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2): paged caches only (paged.c),
+ * refused by every other view check. */
+static inline bool rq_dtype_q8(ropeqk_dtype t)
+{
+    return t == ROPEQK_I8 || t == ROPEQK_FP8_E4M3 || t == ROPEQK_FP8_E5M2;
+}
+
 /* Storage conversions, host side. rq_store_elem writes F32 or F64 only (the reference outputs). */
 float rq_half_to_float(uint16_t h);
 float rq_bf16_to_float(uint16_t b);

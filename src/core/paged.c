@@ -12,6 +12,22 @@
  * block bound of the kernels far inside int32. */
 #define RQ_PAGED_MAX_CAPACITY (INT64_C(1) << 30)
 
+/* The shape checks of the attention validation know no 8-bit dtype: an 8-bit cache view goes through
+ * them as an f32 stand-in with every stride times 4, which passes and fails exactly the same
+ * alignment, contiguity and aliasing rules (a 1-byte view is always aligned); its true extent is
+ * taken from the view itself. */
+static ropeqk_status q8_stand_in(const ropeqk_tensor *t, ropeqk_tensor *out)
+{
+    *out = *t;
+    if (!rq_dtype_q8(t->dtype))
+        return ROPEQK_SUCCESS;
+    out->dtype = ROPEQK_F32;
+    for (int i = 0; i < 4; i++)
+        if (__builtin_mul_overflow(t->nb[i], INT64_C(4), &out->nb[i]))
+            return ROPEQK_ERR_OVERFLOW;
+    return ROPEQK_SUCCESS;
+}
+
 ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb)
 {
     const ropeqk_paged_desc *pg = &d->paged;
@@ -57,8 +73,10 @@ ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb)
      * one sequence's capacity per query row. Per-token positions: DYNAMIC and LONGROPE need an
      * explicit seq_len (positions vary per enqueue). */
     int64_t cap = pg->max_pages_per_seq * pg->page_size;
-    ropeqk_tensor ks = ropeqk_tensor_bhsd(d->k.dtype, max_rows, d->k.ne[1], cap, d->k.ne[3]);
-    ropeqk_tensor vs = ropeqk_tensor_bhsd(d->v.dtype, max_rows, d->v.ne[1], cap, d->v.ne[3]);
+    ropeqk_dtype kdt = rq_dtype_q8(d->k.dtype) ? ROPEQK_F32 : d->k.dtype;
+    ropeqk_dtype vdt = rq_dtype_q8(d->v.dtype) ? ROPEQK_F32 : d->v.dtype;
+    ropeqk_tensor ks = ropeqk_tensor_bhsd(kdt, max_rows, d->k.ne[1], cap, d->k.ne[3]);
+    ropeqk_tensor vs = ropeqk_tensor_bhsd(vdt, max_rows, d->v.ne[1], cap, d->v.ne[3]);
     rq_problem r;
     ropeqk_status st = rq_validate_attention(&d->params, &d->q, &ks, &vs, &d->out, d->with_lse ? &d->lse : NULL,
                                              false, true, &r);
@@ -77,7 +95,11 @@ ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb)
     ropeqk_tensor qs = ropeqk_tensor_bhsd(d->q.dtype, d->k.ne[0], d->q.ne[1], 1, d->q.ne[3]);
     ropeqk_tensor os = ropeqk_tensor_bhsd(ROPEQK_F32, d->k.ne[0], d->q.ne[1], 1, d->v.ne[3]);
     rq_problem c;
-    if ((st = rq_validate_attention(&d->params, &qs, &d->k, &d->v, &os, NULL, false, true, &c))) {
+    ropeqk_tensor kc, vc; /* 8-bit caches as f32 stand-ins (q8_stand_in) */
+    if ((st = q8_stand_in(&d->k, &kc)) || (st = q8_stand_in(&d->v, &vc)) ||
+        (st = rq_validate_attention(&d->params, &qs, &kc, &vc, &os, NULL, false, true, &c)) ||
+        (rq_dtype_q8(d->k.dtype) && (st = rq_check_layout(&d->k, true, &c.k_extent))) ||
+        (rq_dtype_q8(d->v.dtype) && (st = rq_check_layout(&d->v, true, &c.v_extent)))) {
         rq_set_error("%s: the K or V cache view: %s", fn, ropeqk_status_string(st));
         return st;
     }
@@ -87,10 +109,23 @@ ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb)
                      "(k_pos0 + j): not supported in paged decode", fn);
         return ROPEQK_ERR_BAD_PARAM;
     }
+    /* the scale buffers of 8-bit caches: num_pages * Hkv * page_size floats */
+    size_t scales;
+    if ((rq_dtype_q8(d->k.dtype) || rq_dtype_q8(d->v.dtype)) && rq_paged_scale_bytes(&d->k, &scales)) {
+        rq_set_error("%s: the scale buffers' size (num_pages * Hkv * page_size floats) overflows", fn);
+        return ROPEQK_ERR_OVERFLOW;
+    }
     r.k_extent = c.k_extent;
     r.v_extent = c.v_extent;
     *pb = r;
     return ROPEQK_SUCCESS;
+}
+
+bool rq_paged_scale_bytes(const ropeqk_tensor *cache, size_t *bytes)
+{
+    int64_t n;
+    return __builtin_mul_overflow(cache->ne[0], cache->ne[1], &n) || __builtin_mul_overflow(n, cache->ne[2], &n) ||
+           __builtin_mul_overflow((size_t)n, sizeof(float), bytes);
 }
 
 /* A bit per page: whether it was seen (or written) already. */

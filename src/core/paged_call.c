@@ -20,6 +20,51 @@ static ropeqk_status paged_plan(const ropeqk_plan *pl, const char *fn)
     return ROPEQK_SUCCESS;
 }
 
+/* The scale buffers of 8-bit caches (docs/conventions.md section 12), presence only: required
+ * exactly for an 8-bit cache (a scale buffer beside a 16/32-bit cache is a caller's mix-up, not
+ * something to ignore). */
+static ropeqk_status scales_present(const ropeqk_plan *pl, const rq_mem *ks, const rq_mem *vs, const char *fn)
+{
+    const rq_mem *m[2] = {ks, vs};
+    const ropeqk_tensor *t[2] = {&pl->k, &pl->v};
+    static const char *const name[2] = {"k_scale", "v_scale"}, *const cache[2] = {"K", "V"};
+    for (int i = 0; i < 2; i++) {
+        bool q8 = rq_dtype_q8(t[i]->dtype);
+        if (q8 && !m[i]->id) {
+            rq_set_error("%s: the %s cache is 8-bit: its %s buffer is required", fn, cache[i], name[i]);
+            return ROPEQK_ERR_NULL_POINTER;
+        }
+        if (!q8 && m[i]->id) {
+            rq_set_error("%s: a %s buffer given for a 16/32-bit %s cache (scales go with 8-bit caches only)", fn,
+                         name[i], cache[i]);
+            return ROPEQK_ERR_BAD_PARAM;
+        }
+    }
+    return ROPEQK_SUCCESS;
+}
+
+/* The scale buffers' views: f32-aligned, num_pages * Hkv * page_size floats (*rk / *rv: id 0 for a
+ * cache without scales). */
+static ropeqk_status scales_fit(const ropeqk_plan *pl, const rq_mem *ks, const rq_mem *vs, const char *fn,
+                                rq_range *rk, rq_range *rv)
+{
+    const rq_mem *m[2] = {ks, vs};
+    const ropeqk_tensor *t[2] = {&pl->k, &pl->v};
+    rq_range *r[2] = {rk, rv};
+    static const char *const name[2] = {"k_scale", "v_scale"};
+    for (int i = 0; i < 2; i++) {
+        size_t bytes = 0;
+        *r[i] = (rq_range){0, 0, 0};
+        if (!rq_dtype_q8(t[i]->dtype))
+            continue;
+        (void)rq_paged_scale_bytes(t[i], &bytes); /* no overflow: checked at plan creation */
+        ropeqk_status st = rq_check_mem(pl->ctx->be, m[i], sizeof(float), bytes, fn, name[i], r[i]);
+        if (st)
+            return st;
+    }
+    return ROPEQK_SUCCESS;
+}
+
 ropeqk_status rq_paged_call_check(const ropeqk_plan *pl, const rq_paged_mems *m, const ropeqk_paged_batch *batch,
                                   const char *fn, rq_paged_meta *meta)
 {
@@ -37,19 +82,22 @@ ropeqk_status rq_paged_call_check(const ropeqk_plan *pl, const rq_paged_mems *m,
         rq_set_error("%s: an lse buffer given to a plan made without with_lse", fn);
         return ROPEQK_ERR_BAD_PARAM;
     }
+    if ((st = scales_present(pl, &m->k_scale, &m->v_scale, fn)))
+        return st;
     if ((st = rq_paged_build_meta(pl, batch, -1, fn, meta)))
         return st;
     const int64_t n = meta->rows; /* q, out and lse hold a row per query row */
-    rq_range rq = {0, 0, 0}, rk = rq, rv = rq, ro = rq, rl = rq;
+    rq_range rq = {0, 0, 0}, rk = rq, rv = rq, ro = rq, rl = rq, rks = rq, rvs = rq;
     if ((st = rq_check_mem(be, &m->q, ropeqk_dtype_size(pl->q.dtype), rq_rows_extent(&pl->q, n), fn, "q", &rq)) ||
         (st = rq_check_mem(be, &m->k_cache, ropeqk_dtype_size(pl->k.dtype), pb->k_extent, fn, "k_cache", &rk)) ||
         (st = rq_check_mem(be, &m->v_cache, ropeqk_dtype_size(pl->v.dtype), pb->v_extent, fn, "v_cache", &rv)) ||
         (st = rq_check_mem(be, &m->out, ropeqk_dtype_size(pl->out.dtype), rq_rows_extent(&pl->out, n), fn, "out",
                            &ro)) ||
-        (pl->with_lse && (st = rq_check_mem(be, &m->lse, 4, rq_rows_extent(&pl->lse, n), fn, "lse", &rl))))
+        (pl->with_lse && (st = rq_check_mem(be, &m->lse, 4, rq_rows_extent(&pl->lse, n), fn, "lse", &rl))) ||
+        (st = scales_fit(pl, &m->k_scale, &m->v_scale, fn, &rks, &rvs)))
         goto fail;
-    const rq_range *outs[2] = {&ro, &rl}, *ins[3] = {&rq, &rk, &rv};
-    if (rq_outputs_overlap(outs, 2, ins, 3)) {
+    const rq_range *outs[2] = {&ro, &rl}, *ins[5] = {&rq, &rk, &rv, &rks, &rvs};
+    if (rq_outputs_overlap(outs, 2, ins, 5)) {
         rq_set_error("%s: out or lse overlaps an input or each other in the same buffer", fn);
         st = ROPEQK_ERR_OVERLAP;
         goto fail;
@@ -68,8 +116,11 @@ static ropeqk_status check_new_rows(const ropeqk_plan *pl, const ropeqk_tensor *
                                     const ropeqk_paged_batch *batch, const char *fn, rq_problem *c)
 {
     const rq_problem *pb = &pl->pb;
-    if (k_new->dtype != pl->k.dtype || v_new->dtype != pl->v.dtype) {
-        rq_set_error("%s: k_new and v_new must have the caches' dtypes", fn);
+    /* an 8-bit cache is written from unquantized rows (any of f32/f16/bf16: the view checks below
+     * refuse the rest), which the append quantizes */
+    if ((!rq_dtype_q8(pl->k.dtype) && k_new->dtype != pl->k.dtype) ||
+        (!rq_dtype_q8(pl->v.dtype) && v_new->dtype != pl->v.dtype)) {
+        rq_set_error("%s: k_new and v_new must have the caches' dtypes (f32, f16 or bf16 for an 8-bit cache)", fn);
         return ROPEQK_ERR_BAD_DTYPE;
     }
     ropeqk_tensor qs = ropeqk_tensor_bhsd(ROPEQK_F32, k_new->ne[0], k_new->ne[1], 1, k_new->ne[3]);
@@ -102,25 +153,30 @@ ropeqk_status rq_append_call_check(const ropeqk_plan *pl, const ropeqk_tensor *k
         rq_set_error("%s: k_new, v_new, k_cache and v_cache buffers are required", fn);
         return ROPEQK_ERR_NULL_POINTER;
     }
+    if ((st = scales_present(pl, &m->k_scale, &m->v_scale, fn)))
+        return st;
     rq_problem c;
     if ((st = check_new_rows(pl, k_new, v_new, batch, fn, &c)) ||
         (st = rq_paged_build_meta(pl, batch, k_new->ne[2], fn, meta)))
         return st;
     size_t kes = ropeqk_dtype_size(pl->k.dtype), ves = ropeqk_dtype_size(pl->v.dtype);
-    rq_range rkn = {0, 0, 0}, rvn = rkn, rk = rkn, rv = rkn;
-    if ((st = rq_check_mem(be, &m->k_new, kes, c.k_extent, fn, "k_new", &rkn)) ||
-        (st = rq_check_mem(be, &m->v_new, ves, c.v_extent, fn, "v_new", &rvn)) ||
+    rq_range rkn = {0, 0, 0}, rvn = rkn, rk = rkn, rv = rkn, rks = rkn, rvs = rkn;
+    if ((st = rq_check_mem(be, &m->k_new, ropeqk_dtype_size(k_new->dtype), c.k_extent, fn, "k_new", &rkn)) ||
+        (st = rq_check_mem(be, &m->v_new, ropeqk_dtype_size(v_new->dtype), c.v_extent, fn, "v_new", &rvn)) ||
         (st = rq_check_mem(be, &m->k_cache, kes, pb->k_extent, fn, "k_cache", &rk)) ||
-        (st = rq_check_mem(be, &m->v_cache, ves, pb->v_extent, fn, "v_cache", &rv)))
+        (st = rq_check_mem(be, &m->v_cache, ves, pb->v_extent, fn, "v_cache", &rv)) ||
+        (st = scales_fit(pl, &m->k_scale, &m->v_scale, fn, &rks, &rvs)))
         goto fail;
-    const rq_range *caches[] = {&rk, &rv}, *news[] = {&rkn, &rvn};
-    if (rq_outputs_overlap(caches, 2, news, 2)) {
-        rq_set_error("%s: the caches overlap each other or the new rows in the same buffer", fn);
+    const rq_range *caches[] = {&rk, &rv, &rks, &rvs}, *news[] = {&rkn, &rvn};
+    if (rq_outputs_overlap(caches, 4, news, 2)) {
+        rq_set_error("%s: the caches (or their scales) overlap each other or the new rows in the same buffer", fn);
         st = ROPEQK_ERR_OVERLAP;
         goto fail;
     }
-    if (batch->n_seqs * pb->Hkv > INT32_MAX || k_new->ne[2] > INT32_MAX) {
-        rq_set_error("%s: n_seqs * Hkv or n_new beyond INT32_MAX", fn);
+    bool q8 = rq_dtype_q8(pl->k.dtype) || rq_dtype_q8(pl->v.dtype); /* quantized: a row per work-item */
+    if (batch->n_seqs * pb->Hkv > INT32_MAX || k_new->ne[2] > INT32_MAX ||
+        (q8 && batch->n_seqs * pb->Hkv * k_new->ne[2] > INT32_MAX)) {
+        rq_set_error("%s: n_seqs * Hkv, n_new (or, 8-bit caches, their product) beyond INT32_MAX", fn);
         st = ROPEQK_ERR_TOO_LARGE;
         goto fail;
     }
@@ -141,4 +197,31 @@ int64_t rq_paged_pages_per_split(int64_t target, int64_t tasks, int64_t longest_
     if (max_pages > 0 && pps > max_pages)
         pps = max_pages;
     return pps < 1 ? 1 : pps;
+}
+
+int64_t rq_paged_chunk_rows(const ropeqk_plan *pl) { return pl->ctx->tune.chunk_rows; }
+
+int64_t rq_paged_seq_rows(const ropeqk_paged_batch *b, int64_t s)
+{
+    return b->q_indptr ? (int64_t)b->q_indptr[s + 1] - b->q_indptr[s] : 1;
+}
+
+int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta)
+{
+    int64_t n = 0;
+    if (!pl->chunk || !b->q_indptr)
+        return 0;
+    meta->max_pages = 0;
+    for (int64_t s = 0; s < b->n_seqs; s++) {
+        bool chunk = rq_paged_seq_rows(b, s) >= rq_paged_chunk_rows(pl);
+        n += chunk;
+        for (int64_t r = b->q_indptr[s]; r < b->q_indptr[s + 1]; r++) {
+            if (chunk) /* a placeholder row of one key for the decode kernels; overwritten after them */
+                meta->v[meta->lens_off + r] = 1;
+            int64_t np = (meta->v[meta->lens_off + r] + pl->paged.page_size - 1) / pl->paged.page_size;
+            if (np > meta->max_pages)
+                meta->max_pages = np;
+        }
+    }
+    return n;
 }

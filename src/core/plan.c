@@ -86,6 +86,24 @@ static ropeqk_status chunk_plan(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, r
                                                                                                       : ROPEQK_SUCCESS;
 }
 
+/* A paged plan's 8-bit caches against what the backend's kernels read (backend.h's kv_quant). */
+static ropeqk_status kv_quant_supported(const ropeqk_ctx *ctx, const ropeqk_plan_desc *desc)
+{
+    static const struct {
+        ropeqk_dtype dt;
+        unsigned bit;
+        const char *name;
+    } q8[] = {{ROPEQK_I8, RQ_KV_I8, "int8"}, {ROPEQK_FP8_E4M3, RQ_KV_FP8_E4M3, "fp8 e4m3"},
+              {ROPEQK_FP8_E5M2, RQ_KV_FP8_E5M2, "fp8 e5m2"}};
+    for (size_t i = 0; i < sizeof q8 / sizeof q8[0]; i++)
+        if ((desc->k.dtype == q8[i].dt || desc->v.dtype == q8[i].dt) && !(ctx->be->kv_quant & q8[i].bit)) {
+            rq_set_error("ropeqk_plan_create: %s paged caches are not implemented by the %s backend's kernels yet",
+                         q8[i].name, ctx->be->name);
+            return ROPEQK_ERR_BAD_DTYPE;
+        }
+    return ROPEQK_SUCCESS;
+}
+
 ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, ropeqk_plan **out)
 {
     if (!out)
@@ -121,6 +139,8 @@ ropeqk_status ropeqk_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, 
                          "reference path has it)", vars[i].what, ctx->be->name);
             return ROPEQK_ERR_BAD_PARAM;
         }
+    if (desc->op == ROPEQK_OP_PAGED_DECODE && (st = kv_quant_supported(ctx, desc)))
+        return st;
     ropeqk_plan *pl = calloc(1, sizeof *pl);
     double *inv = malloc((size_t)(pb.R / 2) * sizeof *inv);
     float *freq4 = malloc((size_t)(pb.R / 2) * 4 * sizeof *freq4);

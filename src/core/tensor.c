@@ -12,6 +12,9 @@ size_t ropeqk_dtype_size(ropeqk_dtype t)
     case ROPEQK_F16: return 2;
     case ROPEQK_BF16: return 2;
     case ROPEQK_F64: return 8;
+    case ROPEQK_I8: return 1;
+    case ROPEQK_FP8_E4M3: return 1;
+    case ROPEQK_FP8_E5M2: return 1;
     }
     return 0;
 }
@@ -70,7 +73,9 @@ size_t ropeqk_tensor_extent(const ropeqk_tensor *t)
 /* Checks one view: dtype allowed, sizes >= 1, strides aligned and non-aliasing. */
 static ropeqk_status check_view(const ropeqk_tensor *t, bool qk, bool f64_ok, size_t *extent)
 {
-    if ((t->dtype == ROPEQK_F64 && !f64_ok) || (!qk && t->dtype != ROPEQK_F32 && t->dtype != ROPEQK_F64))
+    /* 8-bit storage is for paged caches only, whose validation (paged.c) checks them itself */
+    if ((t->dtype == ROPEQK_F64 && !f64_ok) || (!qk && t->dtype != ROPEQK_F32 && t->dtype != ROPEQK_F64) ||
+        rq_dtype_q8(t->dtype))
         return ROPEQK_ERR_BAD_DTYPE;
     return rq_check_layout(t, qk, extent);
 }
@@ -342,6 +347,7 @@ double rq_load_elem(const void *base, size_t off, ropeqk_dtype t)
     case ROPEQK_F16: { uint16_t h; memcpy(&h, p, 2); return rq_half_to_float(h); }
     case ROPEQK_BF16: { uint16_t h; memcpy(&h, p, 2); return rq_bf16_to_float(h); }
     case ROPEQK_F64: { double d; memcpy(&d, p, 8); return d; }
+    case ROPEQK_I8: case ROPEQK_FP8_E4M3: case ROPEQK_FP8_E5M2: break; /* refused before any load */
     }
     return 0.0;
 }

@@ -269,6 +269,7 @@ const rq_backend rq_opencl_backend = {
     /* every variant of docs/conventions.md section 11, fused into the kernels (cl/contract.h) */
     .variants = RQ_VAR_SOFTCAP | RQ_VAR_ROT_OFFSET | RQ_VAR_MROPE | RQ_VAR_SINKS,
     .paged_chunks = true,
+    .kv_quant = RQ_KV_I8 | RQ_KV_FP8_E4M3 | RQ_KV_FP8_E5M2,
     .open = cl_open,
     .close = cl_close,
     .error_name = cl_error_name,

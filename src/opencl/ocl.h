@@ -66,8 +66,8 @@ typedef struct rq_cl_plan {
     cl_mem sinks;              /* attention and paged decode with sinks: the plan's Hq logits */
     cl_mem ctab;               /* decode kernel's R(t) table, dec only */
     cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */
-    cl_kernel kx[5];           /* attention and paged decode kernels (paged: rotate Q, pass 1, combine,
-                                * append, gather) */
+    cl_kernel kx[6];           /* attention and paged decode kernels (paged: rotate Q, pass 1, combine,
+                                * append, the 8-bit append, gather) */
     cl_uint cus;               /* paged decode: the device's compute units (sizes the split) */
     cl_uint pwg;               /* paged decode: paged_attn_gpu's work-group size (src/opencl/paged.c) */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
@@ -138,6 +138,7 @@ typedef struct {
     int64_t n, max_pages, page_size, nbat;
     rq_rotate_args ra;
     ropeqk_opencl_mem q, k, v, out, lse;
+    ropeqk_opencl_mem ks, vs;        /* 8-bit caches' scales ({NULL, 0} otherwise) */
     cl_mem qpos;
     int64_t knb[3], vnb[3], onb[4], lnb[3];
     cl_uint meta_nwait;
@@ -204,12 +205,10 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
 ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
                               int64_t Sq, int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait,
                               const cl_event *wait, cl_event *event);
-/* paged_chunk.c: a ragged batch's long chunks of query rows (the context's chunk_rows or more:
- * ROPEQK_CHUNK_ROWS, its default and measurement in src/core/tuning.c). rq_paged_chunk_mark sets their rows to
- * one key in meta (placeholders for the decode kernels) and returns how many sequences it marked;
- * rq_paged_chunks_enqueue then gathers each one's K/V and runs its rows through plan->chunk's
- * attention kernel, after `after` (the combine); *last: the chain's last event (retained). */
-int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta);
+/* paged_chunk.c: a ragged batch's long chunks of query rows, marked by the core's rq_paged_chunk_mark
+ * (src/core/call.h): rq_paged_chunks_enqueue gathers each one's K/V and runs its rows through
+ * plan->chunk's attention kernel, after `after` (the combine); *last: the chain's last event
+ * (retained). */
 ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
                                       const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
                                       cl_event after, cl_event *last);

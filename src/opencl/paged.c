@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(RQ_DT_F32 == ROPEQK_F32 && RQ_DT_F16 == ROPEQK_F16 && RQ_DT_BF16 == ROPEQK_BF16,
+_Static_assert(RQ_DT_F32 == ROPEQK_F32 && RQ_DT_F16 == ROPEQK_F16 && RQ_DT_BF16 == ROPEQK_BF16 &&
+                   RQ_DT_I8 == ROPEQK_I8 && RQ_DT_E4M3 == ROPEQK_FP8_E4M3 && RQ_DT_E5M2 == ROPEQK_FP8_E5M2,
                "contract.h's storage-type codes are ropeqk_dtype's");
 
 /* Pass 1 in the CPU shape (cl/paged.cl): the CPU profile, for the head dims its vectors cover. */
@@ -66,10 +67,10 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
     const char *rot = pl->q.dtype == ROPEQK_F16    ? "rope_rotate_f16"
                       : pl->q.dtype == ROPEQK_BF16 ? "rope_rotate_bf16"
                                                    : "rope_rotate_f32";
-    const char *names[5] = {rot, rq_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
-                            "paged_append", "paged_gather"};
+    const char *names[6] = {rot, rq_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
+                            "paged_append", "paged_append_q8", "paged_gather"};
     cl_int err = CL_SUCCESS;
-    for (int i = 0; i < 5 && !err; i++)
+    for (int i = 0; i < 6 && !err; i++)
         cp->kx[i] = clCreateKernel(prog, names[i], &err);
     if (!err)
         err = clGetDeviceInfo(rq_cl(ctx)->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cp->cus, &cp->cus, NULL);
@@ -170,6 +171,7 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     a.pages_off = L->pages_off, a.rot_mul = (float)pb->attn;
     a.softcap = (float)pb->softcap, a.rot_off = (rq_i32)pb->rot_off;
     a.kdt = (rq_i32)pl->k.dtype, a.vdt = (rq_i32)pl->v.dtype;
+    a.ks_off = (rq_i64)(L->ks.offset / sizeof(float)), a.vs_off = (rq_i64)(L->vs.offset / sizeof(float));
     rq_pcomb_args ca = {
         .out_off = (rq_i64)L->out.offset, .onb0 = L->onb[0], .onb1 = L->onb[1], .onb2 = L->onb[2],
         .onb3 = L->onb[3], .lse_off = (rq_i64)L->lse.offset, .lnb0 = L->lnb[0], .lnb1 = L->lnb[1],
@@ -181,6 +183,8 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     rq_rotate_args ra = L->ra;
     cl_mem lse_buf = pl->with_lse ? L->lse.buf : cp->vfreq; /* never written without LSE: any buffer */
     cl_mem sink_buf = cp->sinks ? cp->sinks : cp->vfreq;    /* never read without sinks */
+    /* scales: read only for 8-bit caches (the core checked they are given exactly then) */
+    cl_mem ks_buf = L->ks.buf ? L->ks.buf : cp->vfreq, vs_buf = L->vs.buf ? L->vs.buf : cp->vfreq;
     cl_event ev[3] = {NULL, NULL, NULL};
     size_t rg[2], rl_[2];
     rq_rotate_grid(&ctx->tune, ra.S, pb->R / 2 + (pb->D - pb->R), rg, rl_);
@@ -209,6 +213,8 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     RQ_SET_ARG(kp1, RQ_PG_FREQ, cp->vfreq);
     RQ_SET_ARG(kp1, RQ_PG_QR, sq->buf);
     RQ_SET_ARG(kp1, RQ_PG_PART, sp->buf);
+    RQ_SET_ARG(kp1, RQ_PG_KS, ks_buf);
+    RQ_SET_ARG(kp1, RQ_PG_VS, vs_buf);
     RQ_SET_ARG(kp1, RQ_PG_A, a);
     /* pass 1 waits for Q's rotation, and for the caller's list too: the metadata may be written by
      * commands of that list (the dense decode's position copies) that the rotation does not wait for */
@@ -259,11 +265,12 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     rq_cl_plan *cp = rq_clp(pl);
-    const ropeqk_opencl_mem in[5] = {args->q, args->k_cache, args->v_cache, args->out, args->lse};
-    rq_mem mm[5];
-    if ((st = mems(ctx, in, mm, 5)))
+    const ropeqk_opencl_mem in[7] = {args->q,   args->k_cache, args->v_cache, args->out,
+                                     args->lse, args->k_scale, args->v_scale};
+    rq_mem mm[7];
+    if ((st = mems(ctx, in, mm, 7)))
         return st;
-    rq_paged_mems pm = {mm[0], mm[1], mm[2], mm[3], mm[4]};
+    rq_paged_mems pm = {mm[0], mm[1], mm[2], mm[3], mm[4], mm[5], mm[6]};
     rq_paged_meta meta;
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
@@ -295,6 +302,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
         .q = args->q, .qpos = mbuf, .k = args->k_cache, .v = args->v_cache, .out = args->out, .lse = args->lse,
         .knb = {k->nb[0], k->nb[1], k->nb[2]}, .vnb = {v->nb[0], v->nb[1], v->nb[2]},
         .onb = {o->nb[0], o->nb[1], 0, o->nb[3]}, .lnb = {ls->nb[0], ls->nb[1], 0},
+        .ks = args->k_scale, .vs = args->v_scale,
     };
     cl_event ran = NULL, chained = NULL; /* the combine's event; the chunks' last command after it */
     st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait,
@@ -320,14 +328,14 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
 
 ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
                                          ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
-                                         ropeqk_opencl_mem v_new_mem, ropeqk_opencl_mem k_cache,
-                                         ropeqk_opencl_mem v_cache, const ropeqk_paged_batch *batch,
-                                         cl_uint num_wait, const cl_event *wait, cl_event *event)
+                                         ropeqk_opencl_mem v_new_mem, const ropeqk_opencl_paged_cache *cache,
+                                         const ropeqk_paged_batch *batch, cl_uint num_wait, const cl_event *wait,
+                                         cl_event *event)
 {
     const char *fn = "ropeqk_opencl_paged_append";
     if (event)
         *event = NULL;
-    if (!pl || !k_new || !v_new || !batch || (num_wait > 0 && !wait))
+    if (!pl || !k_new || !v_new || !cache || !batch || (num_wait > 0 && !wait))
         return ROPEQK_ERR_NULL_POINTER;
     ropeqk_status st = plan_is_cl(pl, fn);
     if (st)
@@ -335,11 +343,12 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     rq_cl_plan *cp = rq_clp(pl);
-    const ropeqk_opencl_mem in[4] = {k_new_mem, v_new_mem, k_cache, v_cache};
-    rq_mem mm[4];
-    if ((st = mems(ctx, in, mm, 4)))
+    const ropeqk_opencl_mem k_cache = cache->k_cache, v_cache = cache->v_cache;
+    const ropeqk_opencl_mem in[6] = {k_new_mem, v_new_mem, k_cache, v_cache, cache->k_scale, cache->v_scale};
+    rq_mem mm[6];
+    if ((st = mems(ctx, in, mm, 6)))
         return st;
-    rq_append_mems am = {mm[0], mm[1], mm[2], mm[3]};
+    rq_append_mems am = {mm[0], mm[1], mm[2], mm[3], mm[4], mm[5]};
     rq_paged_meta meta;
     if ((st = rq_append_call_check(pl, k_new, v_new, &am, batch, fn, &meta)))
         return st;
@@ -354,9 +363,30 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
         queue = rq_cl(ctx)->queue;
     const ropeqk_tensor *src[2] = {k_new, v_new}, *dst[2] = {&pl->k, &pl->v};
     const ropeqk_opencl_mem smem[2] = {k_new_mem, v_new_mem}, dmem[2] = {k_cache, v_cache};
+    const ropeqk_opencl_mem qmem[2] = {cache->k_scale, cache->v_scale};
     cl_event ev[2] = {NULL, NULL};
     pthread_mutex_lock(&cp->lock);
     for (int i = 0; i < 2 && !err; i++) {
+        if (rq_dtype_q8(dst[i]->dtype)) { /* quantized: a work-item per row (cl/quant.cl) */
+            int64_t rows = n * pb->Hkv * n_new;
+            rq_pappq_args qa = {
+                .src_off = (rq_i64)smem[i].offset, .snb0 = src[i]->nb[0], .snb1 = src[i]->nb[1],
+                .snb2 = src[i]->nb[2], .dst_off = (rq_i64)dmem[i].offset, .dnb0 = dst[i]->nb[0],
+                .dnb1 = dst[i]->nb[1], .dnb2 = dst[i]->nb[2], .scale_off = (rq_i64)(qmem[i].offset / sizeof(float)),
+                .Hkv = (rq_i32)pb->Hkv, .n_new = (rq_i32)n_new, .ps = (rq_i32)pl->paged.page_size,
+                .dim = (rq_i32)src[i]->ne[3], .lens_off = meta.lens_off, .pages_off = meta.pages_off,
+                .rows = (rq_i32)rows, .sdt = (rq_i32)src[i]->dtype, .qdt = (rq_i32)dst[i]->dtype,
+            };
+            RQ_SET_ARG(cp->kx[4], RQ_PQ_SRC, smem[i].buf);
+            RQ_SET_ARG(cp->kx[4], RQ_PQ_META, mbuf);
+            RQ_SET_ARG(cp->kx[4], RQ_PQ_DST, dmem[i].buf);
+            RQ_SET_ARG(cp->kx[4], RQ_PQ_SCALE, qmem[i].buf);
+            RQ_SET_ARG(cp->kx[4], RQ_PQ_A, qa);
+            size_t g = rq_round_up((size_t)rows, RQ_PCWG), l = RQ_PCWG;
+            if (!err)
+                err = clEnqueueNDRangeKernel(queue, cp->kx[4], 1, NULL, &g, &l, num_wait, wait, &ev[i]);
+            continue;
+        }
         int64_t units = src[i]->ne[3] * (int64_t)ropeqk_dtype_size(src[i]->dtype) / 2;
         rq_papp_args a = {
             .src_off = (rq_i64)smem[i].offset, .snb0 = src[i]->nb[0], .snb1 = src[i]->nb[1], .snb2 = src[i]->nb[2],

@@ -8,13 +8,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* Rows from which a sequence's chunk takes the attention kernel: the context's chunk_rows (a tuning
- * knob, ROPEQK_CHUNK_ROWS; its default and the measurement that chose it: src/core/tuning.c). */
-static int64_t min_rows(const ropeqk_plan *pl)
-{
-    return pl->ctx->tune.chunk_rows;
-}
-
 /* Sequences run through the chunk path, for the tests (tests/test_tune_paths.c links the library
  * statically), as dense.c counts its calls. */
 static atomic_llong chunk_runs;
@@ -25,37 +18,12 @@ long long rq_paged_chunk_runs(void)
     return atomic_load(&chunk_runs);
 }
 
-static int64_t rows_of(const ropeqk_paged_batch *b, int64_t s)
-{
-    return b->q_indptr ? (int64_t)b->q_indptr[s + 1] - b->q_indptr[s] : 1;
-}
-
-int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta)
-{
-    int64_t n = 0;
-    if (!pl->chunk || !b->q_indptr)
-        return 0;
-    meta->max_pages = 0;
-    for (int64_t s = 0; s < b->n_seqs; s++) {
-        bool chunk = rows_of(b, s) >= min_rows(pl);
-        n += chunk;
-        for (int64_t r = b->q_indptr[s]; r < b->q_indptr[s + 1]; r++) {
-            if (chunk) /* a placeholder row of one key for the decode kernels; overwritten after them */
-                meta->v[meta->lens_off + r] = 1;
-            int64_t np = (meta->v[meta->lens_off + r] + pl->paged.page_size - 1) / pl->paged.page_size;
-            if (np > meta->max_pages)
-                meta->max_pages = np;
-        }
-    }
-    return n;
-}
-
 /* One gather of K or V (the cache view c, its buffer m) of sequence row r0's pages into dst. */
 static cl_int gather(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *c, ropeqk_opencl_mem m,
                      const rq_paged_meta *meta, int64_t r0, int64_t len, cl_mem dst, cl_uint nw, const cl_event *w,
                      cl_event *ev)
 {
-    cl_kernel k = rq_clp(pl)->kx[4];
+    cl_kernel k = rq_clp(pl)->kx[5];
     int64_t es = (int64_t)ropeqk_dtype_size(c->dtype), row = c->ne[3] * es;
     rq_pgat_args a = {
         .src_off = (rq_i64)m.offset, .snb0 = c->nb[0], .snb1 = c->nb[1], .snb2 = c->nb[2],
@@ -83,8 +51,8 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
     cl_event prev = after; /* the chain: each chunk's gathers wait for the command before */
     clRetainEvent(prev);
     for (int64_t s = 0; s < b->n_seqs && !st; s++) {
-        int64_t ql = rows_of(b, s), len = b->seq_lens[s], r0 = b->q_indptr[s];
-        if (ql < min_rows(pl))
+        int64_t ql = rq_paged_seq_rows(b, s), len = b->seq_lens[s], r0 = b->q_indptr[s];
+        if (ql < rq_paged_chunk_rows(pl))
             continue;
         size_t kb = (size_t)(len * pb->Hkv * pb->D) * ropeqk_dtype_size(pl->k.dtype);
         size_t vb = (size_t)(len * pb->Hkv * pb->Dv) * ropeqk_dtype_size(pl->v.dtype);
@@ -96,7 +64,7 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
         cl_event ev[3] = {NULL, NULL, NULL};
         cl_int err = CL_SUCCESS;
         pthread_mutex_lock(&rq_clp(pl)->lock);
-        RQ_SET_ARG(rq_clp(pl)->kx[4], RQ_PT_META, mbuf);
+        RQ_SET_ARG(rq_clp(pl)->kx[5], RQ_PT_META, mbuf);
         if (!err)
             err = gather(pl, queue, &pl->k, args->k_cache, meta, r0, len, sk->buf, 1, &prev, &ev[0]);
         if (!err)

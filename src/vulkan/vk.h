@@ -22,6 +22,8 @@ typedef enum {
     RQ_VK_SH_PAGED_SG, /* paged.comp with subgroup reductions (where the device has them) */
     RQ_VK_SH_PAGED_COMBINE,
     RQ_VK_SH_PAGED_APPEND,
+    RQ_VK_SH_PAGED_APPEND_Q8, /* the append into an 8-bit cache (quantizing) */
+    RQ_VK_SH_PAGED_GATHER,    /* prefill chunks: a sequence's pages into dense K/V (vk_paged_chunk.c) */
     RQ_VK_SH_COUNT
 } rq_vk_shader;
 
@@ -184,13 +186,17 @@ ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4);
 ropeqk_status rq_vk_tables_upload(ropeqk_plan *pl, const float *vfreq4);
 /* The bytes a view of `extent` bytes at m.offset reaches: 16-bit views are accessed as whole words. */
 size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent);
-ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
-                                int64_t q_off, int64_t k_off);
+/* Rows [0, Sq) of Q and [0, Sk) of K (a plan's Sq, or fewer: the paged chunks' companion plan); cmd
+ * VK_NULL_HANDLE: only the checks that recording could fail (binding ranges), nothing recorded. */
+ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sq,
+                                int64_t Sk, int64_t q_off, int64_t k_off);
 
 /* vk_attn.c: ROPEQK_OP_ATTENTION (plan checked, scratch made by rq_vk_rope_init) */
 ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl);
-ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
-                                     int64_t q_off, int64_t k_off);
+/* Query rows [0, Sq) (the plan's Sq, or fewer: vk_paged_chunk.c) over keys [0, Sk); cmd
+ * VK_NULL_HANDLE: the checks only, as rq_vk_record_rope. */
+ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sq,
+                                     int64_t Sk, int64_t q_off, int64_t k_off);
 /* attention.comp's shape for this context and Dv: the tuned rows per work-group (vk_rows) where the
  * device has room for them, else the default, else the smallest; false if not even that fits. */
 bool rq_vk_attn_pick(const ropeqk_ctx *ctx, int64_t Dv, rq_vk_attn_shape *s);

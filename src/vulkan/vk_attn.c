@@ -158,24 +158,26 @@ ropeqk_status rq_vk_attn_plan_init(ropeqk_plan *pl)
     return rq_vk_buf_create(pl->ctx, bytes, false, 0, &vp->st);
 }
 
-ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
-                                     int64_t q_off, int64_t k_off)
+ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sq,
+                                     int64_t Sk, int64_t q_off, int64_t k_off)
 {
     const rq_problem *pb = &pl->pb;
     struct rq_vk_plan *vp = rq_vkp(pl);
     const rq_vk_attn_shape *sh = &vp->at;
-    ropeqk_tensor vt = pl->v;
+    ropeqk_tensor vt = pl->v, ot = pl->out, lt = pl->lse;
     vt.ne[2] = Sk; /* a decode plan uses the first Sk keys of its V descriptor */
+    ot.ne[2] = lt.ne[2] = Sq; /* the paged chunks' companion plan: the chunk's first Sq rows */
+    size_t o_ext = ropeqk_tensor_extent(&ot), l_ext = pl->with_lse ? ropeqk_tensor_extent(&lt) : 0;
     uint32_t ves = (uint32_t)ropeqk_dtype_size(pl->v.dtype), oes = (uint32_t)ropeqk_dtype_size(pl->out.dtype);
     bool v4 = pb->D % 4 == 0; /* Qr and Kr rows start on vec4 boundaries */
     rq_vk_bind b[RQ_VK_AT_NBIND] = {
         [RQ_VK_AT_QR] = {vp->qr.buf, 0, vp->qr.size, 4},
         [RQ_VK_AT_KR] = {vp->kr.buf, 0, vp->kr.size, 4},
         [RQ_VK_AT_V] = {a->v.buf, a->v.offset, rq_vk_word_bytes(a->v, ves, ropeqk_tensor_extent(&vt)), ves},
-        [RQ_VK_AT_QPOS] = {a->q_pos.buf, a->q_pos.offset, (VkDeviceSize)pb->Sq * 4, 4},
+        [RQ_VK_AT_QPOS] = {a->q_pos.buf, a->q_pos.offset, (VkDeviceSize)Sq * 4, 4},
         [RQ_VK_AT_KPOS] = {a->k_pos.buf, a->k_pos.offset, (VkDeviceSize)Sk * 4, 4},
-        [RQ_VK_AT_OUT] = {a->out.buf, a->out.offset, rq_vk_word_bytes(a->out, oes, pb->o_extent), oes},
-        [RQ_VK_AT_LSE] = {pl->with_lse ? a->lse.buf : VK_NULL_HANDLE, a->lse.offset, pb->lse_extent, 4},
+        [RQ_VK_AT_OUT] = {a->out.buf, a->out.offset, rq_vk_word_bytes(a->out, oes, o_ext), oes},
+        [RQ_VK_AT_LSE] = {pl->with_lse ? a->lse.buf : VK_NULL_HANDLE, a->lse.offset, l_ext, 4},
         [RQ_VK_AT_ST] = {vp->st.buf, 0, vp->st.size, 4}, /* VK_NULL_HANDLE (the dummy) when one chunk is enough */
         /* the vec4 views: 16-byte multiples of the same scratch (the dummy where D % 4 != 0) */
         [RQ_VK_AT_QR4] = {v4 ? vp->qr.buf : VK_NULL_HANDLE, 0, vp->qr.size / 16 * 16, 16},
@@ -186,12 +188,12 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
     /* every binding is checked before the first command is recorded */
     ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, RQ_VK_AT_NBIND, eo);
     if (!st)
-        st = rq_vk_record_rope(pl, cmd, a, Sk, q_off, k_off);
-    if (st)
+        st = rq_vk_record_rope(pl, cmd, a, Sq, Sk, q_off, k_off);
+    if (st || !cmd)
         return st;
     /* W >= 2^32 masks nothing among int32 positions (their difference is below 2^32) */
     uint32_t window = pb->window > 0 && pb->window < ((int64_t)1 << 32) ? (uint32_t)pb->window : 0u;
-    int64_t M = pb->G * pb->Sq;
+    int64_t M = pb->G * Sq;
     /* positions only decide the masks here: under M-RoPE they follow token order (the offsets) */
     bool qpos = a->q_pos.buf != VK_NULL_HANDLE && !pb->mrope, kpos = a->k_pos.buf != VK_NULL_HANDLE && !pb->mrope;
     int32_t flags = (pl->with_lse ? RQ_VK_AT_F_LSE : 0) | (v4 ? RQ_VK_AT_F_VEC4 : 0) |
@@ -202,7 +204,7 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
         .onb1 = (uint32_t)(pl->out.nb[1] / oes), .onb2 = (uint32_t)(pl->out.nb[2] / oes), .l_off = eo[RQ_VK_AT_LSE],
         .lnb0 = (uint32_t)(pl->lse.nb[0] / 4), .lnb1 = (uint32_t)(pl->lse.nb[1] / 4),
         .lnb2 = (uint32_t)(pl->lse.nb[2] / 4), .qpos_off = eo[RQ_VK_AT_QPOS], .kpos_off = eo[RQ_VK_AT_KPOS],
-        .window = window, .M = (int32_t)M, .Sq = (int32_t)pb->Sq, .Sk = (int32_t)Sk, .D = (int32_t)pb->D,
+        .window = window, .M = (int32_t)M, .Sq = (int32_t)Sq, .Sk = (int32_t)Sk, .D = (int32_t)pb->D,
         .Dv = (int32_t)pb->Dv, .G = (int32_t)pb->G, .Hkv = (int32_t)pb->Hkv,
         .use_qpos = qpos, .q_base = (int32_t)q_off, .use_kpos = kpos, .k_base = (int32_t)k_off,
         .causal = pb->causal, .flags = flags, .softcap = rq_vk_softcap(pb),

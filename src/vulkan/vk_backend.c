@@ -11,6 +11,8 @@ const rq_backend rq_vulkan_backend = {
      * paged), the rotary offset (rotate, paged), M-RoPE (rotate; the masks by token order), sinks
      * (attention, paged_combine) */
     .variants = RQ_VAR_SOFTCAP | RQ_VAR_ROT_OFFSET | RQ_VAR_MROPE | RQ_VAR_SINKS,
+    .kv_quant = RQ_KV_I8 | RQ_KV_FP8_E4M3 | RQ_KV_FP8_E5M2, /* paged.comp reads them, paged_append_q8.comp writes them */
+    .paged_chunks = true, /* long chunks of ragged rows: gathered K/V through plan->chunk (vk_paged_chunk.c) */
     .open = rq_vk_open,
     .close = rq_vk_close,
     .error_name = vk_error_name,

@@ -1,13 +1,14 @@
-/* Paged decode (ROPEQK_OP_PAGED_DECODE) and the cache append on Vulkan: the OpenCL path's semantics,
+/* Paged decode (ROPEQK_OP_PAGED_DECODE) on Vulkan (the append: vk_paged_append.c): the OpenCL path's semantics,
  * checks and statuses (paged.c validates the batch and packs the metadata for both backends),
  * recorded into the caller's command buffer.
  *
  * A recording is: the leading barrier; the packed batch written into the plan's metadata buffer with
  * vkCmdUpdateBuffer (the data lives in the command buffer, so nothing allocated per call outlives
  * the call); a transfer -> compute barrier; then rotate.comp (Q, the sequences as rows, positions
- * from the metadata), paged.comp (pass 1 per split), paged_combine.comp; or paged_append.comp twice.
+ * from the metadata), paged.comp (pass 1 per split), paged_combine.comp; or paged_append.comp (or
+ * paged_append_q8.comp, an 8-bit cache) twice.
  * Everything that can fail is checked before the first command is recorded. */
-#include "vk.h"
+#include "vk_paged.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,20 +23,6 @@ typedef struct {
 typedef struct {
     RQ_VK_PC_PC(RQ_VK_FIELD)
 } comb_pc;
-typedef struct {
-    RQ_VK_PA_PC(RQ_VK_FIELD)
-} app_pc;
-
-struct rq_vk_paged {
-    rq_vk_pipe *pass1, *combine, *append;
-    rq_vk_buf meta, part;       /* per-call metadata (int32), split partials (f32) */
-    int64_t target, min_pages;  /* tasks that fill the device; pages per split, at least */
-    int64_t max_pps;            /* pages per split, at most (the loop budget, RQ_VK_PG_MAX_KEYS) */
-    int64_t slots;              /* (sequence, split) pairs `part` holds for every head */
-    int32_t gpg, ngc, ndvc;     /* query heads per task, query chunks per KV head, V chunks */
-    int32_t uc;                 /* rotary units of K staged per chunk (paged.comp's UC) */
-    bool sg;                    /* subgroup reductions (paged_sg.spv) */
-};
 
 /* Whether paged.comp may use subgroup reductions on this device: subgroupMax and subgroupElect in
  * compute shaders (VkPhysicalDeviceSubgroupProperties, Vulkan 1.1), unless ROPEQK_VK_SUBGROUPS=0 (the
@@ -183,6 +170,25 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
     s1[RQ_VK_SC_PG_UC] = pg->uc;
     int32_t sc[RQ_VK_NSPEC] = {0, 0, pl->out.dtype, RQ_VK_PC_WG}, sa[RQ_VK_NSPEC] = {0, 0, 0, RQ_VK_PA_WG};
     ropeqk_status st;
+    /* 8-bit caches: the quantizing append, a row per invocation (its loops within the budget) */
+    const ropeqk_tensor *kv[2] = {&pl->k, &pl->v};
+    for (int i = 0; i < 2; i++) {
+        if (!rq_dtype_q8(kv[i]->dtype))
+            continue;
+        if (RQ_VK_PQ_TRIPS(kv[i]->ne[3]) > RQ_VK_AT_TRIPS) {
+            rq_set_error("ropeqk_plan_create (paged decode, Vulkan): the append's rows of %lld 8-bit values exceed the "
+                         "shader's loop budget (%d trips an invocation)", (long long)kv[i]->ne[3], RQ_VK_AT_TRIPS);
+            return ROPEQK_ERR_TOO_LARGE;
+        }
+        int32_t s8[RQ_VK_NSPEC] = {0, kv[i]->dtype, 0, RQ_VK_PA_WG};
+        if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_APPEND_Q8, s8, &pg->append_q8[i])))
+            return st;
+    }
+    /* prefill chunks (vk_paged_chunk.c) where the core can make the companion attention plan: caches
+     * of 16/32-bit dtypes */
+    if (!rq_dtype_q8(pl->k.dtype) && !rq_dtype_q8(pl->v.dtype) &&
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_GATHER, sa, &pg->gather)))
+        return st;
     if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
         (st = rq_vk_pipe_get(ctx, pg->sg ? RQ_VK_SH_PAGED_SG : RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_COMBINE, sc, &pg->combine)) ||
@@ -202,55 +208,11 @@ void rq_vk_paged_free(ropeqk_plan *pl)
         return;
     rq_vk_buf_free(pl->ctx, &pg->meta);
     rq_vk_buf_free(pl->ctx, &pg->part);
+    rq_vk_buf_free(pl->ctx, &pg->gk);
+    rq_vk_buf_free(pl->ctx, &pg->gv);
     free(pg);
     rq_vkp(pl)->pg = NULL;
 }
-
-/* ---- checks ------------------------------------------------------------------------------------ */
-
-static ropeqk_status plan_ok(const ropeqk_plan *pl, const char *fn)
-{
-    if (!rq_is_vk(pl->ctx)) {
-        rq_set_error("%s: the plan belongs to a %s context, not a Vulkan one", fn, pl->ctx->be->name);
-        return ROPEQK_ERR_BAD_PARAM;
-    }
-    return ROPEQK_SUCCESS;
-}
-
-static size_t need_bytes(VkDeviceSize off, size_t es, size_t extent)
-{
-    return (size_t)rq_view_bytes(&rq_vulkan_backend, off, es, extent);
-}
-
-/* The leading barrier, the metadata (vkCmdUpdateBuffer takes at most 65536 bytes a call), and the
- * barrier that makes it visible to the shaders. */
-static void record_meta(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_paged_meta *meta)
-{
-    /* every earlier write in the queue (inputs), and earlier runs of this plan reading its metadata
-     * and scratch, before the transfer and the shaders */
-    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
-                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                  VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
-    VkDeviceSize bytes = (VkDeviceSize)meta->n * 4;
-    for (VkDeviceSize o = 0; o < bytes; o += 65536) {
-        VkDeviceSize c = bytes - o < 65536 ? bytes - o : 65536;
-        vkCmdUpdateBuffer(cmd, rq_vkp(pl)->pg->meta.buf, o, c, (const char *)meta->v + o);
-    }
-    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-}
-
-static ropeqk_status meta_fits(const ropeqk_plan *pl, const rq_paged_meta *meta, const char *fn)
-{
-    if ((VkDeviceSize)meta->n * 4 > rq_vkp(pl)->pg->meta.size) {
-        rq_set_error("%s: the batch's metadata (%zu bytes) exceeds the plan's buffer (%llu bytes)", fn, meta->n * 4,
-                     (unsigned long long)rq_vkp(pl)->pg->meta.size);
-        return ROPEQK_ERR_TOO_LARGE;
-    }
-    return ROPEQK_SUCCESS;
-}
-
-static uint32_t gridz(int64_t n) { return n < 65535 ? (uint32_t)n : 65535u; } /* shaders stride past it */
 
 /* ---- decode ------------------------------------------------------------------------------------ */
 
@@ -260,14 +222,15 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     const char *fn = "ropeqk_vulkan_paged_record";
     if (!pl || !cmd || !args || !batch)
         return ROPEQK_ERR_NULL_POINTER;
-    ropeqk_status st = plan_ok(pl, fn);
+    ropeqk_status st = rq_vkpg_plan_ok(pl, fn);
     if (st)
         return st;
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     struct rq_vk_plan *vp = rq_vkp(pl);
-    rq_paged_mems pm = {rq_vk_mem(args->q), rq_vk_mem(args->k_cache), rq_vk_mem(args->v_cache), rq_vk_mem(args->out),
-                        rq_vk_mem(args->lse)};
+    rq_paged_mems pm = {rq_vk_mem(args->q),   rq_vk_mem(args->k_cache), rq_vk_mem(args->v_cache),
+                        rq_vk_mem(args->out), rq_vk_mem(args->lse),     rq_vk_mem(args->k_scale),
+                        rq_vk_mem(args->v_scale)};
     rq_paged_meta meta;
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
@@ -276,7 +239,8 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
     size_t ves = ropeqk_dtype_size(pl->v.dtype), oes = ropeqk_dtype_size(pl->out.dtype);
     size_t qx = rq_rows_extent(&pl->q, n), ox = rq_rows_extent(&pl->out, n), lx = rq_rows_extent(&pl->lse, n);
-    if ((st = meta_fits(pl, &meta, fn)))
+    int64_t nchunks = 0; /* long chunks of rows: through the companion attention plan (vk_paged_chunk.c) */
+    if ((st = rq_vkpg_meta_fits(pl, &meta, fn)) || (st = rq_vkpg_chunks_mark(pl, args, batch, &meta, &nchunks)))
         goto done;
 
     /* the split, by the rule every backend shares (src/core/paged_call.c); no split longer than the
@@ -292,28 +256,32 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     }
     const VkDeviceSize meta_bytes = (VkDeviceSize)meta.n * 4;
     rq_vk_bind br[4] = {
-        {args->q.buf, args->q.offset, need_bytes(args->q.offset, qes, qx), (uint32_t)qes},
+        {args->q.buf, args->q.offset, rq_vkpg_bytes(args->q.offset, qes, qx), (uint32_t)qes},
         {pg->meta.buf, 0, meta_bytes, 4},
         {vp->freq.buf, 0, vp->freq.size, 16},
         {vp->qr.buf, 0, vp->qr.size, 4},
     };
-    rq_vk_bind b1[6] = {
-        {args->k_cache.buf, args->k_cache.offset, need_bytes(args->k_cache.offset, kes, pb->k_extent), (uint32_t)kes},
-        {args->v_cache.buf, args->v_cache.offset, need_bytes(args->v_cache.offset, ves, pb->v_extent), (uint32_t)ves},
+    /* the scale views of 8-bit caches (checked; VK_NULL_HANDLE otherwise: the dummy buffer) */
+    size_t sbytes = (size_t)(pl->k.ne[0] * pb->Hkv * pl->paged.page_size) * 4;
+    rq_vk_bind b1[RQ_VK_PG_NBIND] = {
+        {args->k_cache.buf, args->k_cache.offset, rq_vkpg_bytes(args->k_cache.offset, kes, pb->k_extent), (uint32_t)kes},
+        {args->v_cache.buf, args->v_cache.offset, rq_vkpg_bytes(args->v_cache.offset, ves, pb->v_extent), (uint32_t)ves},
         {pg->meta.buf, 0, meta_bytes, 4},
         {vp->freq.buf, 0, vp->freq.size, 16},
         {vp->qr.buf, 0, vp->qr.size, 4},
         {pg->part.buf, 0, pg->part.size, 4},
+        {rq_dtype_q8(pl->k.dtype) ? args->k_scale.buf : VK_NULL_HANDLE, args->k_scale.offset, sbytes, 4},
+        {rq_dtype_q8(pl->v.dtype) ? args->v_scale.buf : VK_NULL_HANDLE, args->v_scale.offset, sbytes, 4},
     };
     rq_vk_bind bc[5] = {
         {pg->part.buf, 0, pg->part.size, 4},
         {pg->meta.buf, 0, meta_bytes, 4},
-        {args->out.buf, args->out.offset, need_bytes(args->out.offset, oes, ox), (uint32_t)oes},
+        {args->out.buf, args->out.offset, rq_vkpg_bytes(args->out.offset, oes, ox), (uint32_t)oes},
         {pl->with_lse ? args->lse.buf : VK_NULL_HANDLE, args->lse.offset, lx, 4}, /* NULL: the dummy */
         {vp->sinks.buf, 0, vp->sinks.size, 4},                                  /* the dummy without sinks */
     };
-    uint32_t er[4], e1[6], ec[5];
-    if ((st = rq_vk_bind_offsets(ctx, br, 4, er)) || (st = rq_vk_bind_offsets(ctx, b1, 6, e1)) ||
+    uint32_t er[4], e1[RQ_VK_PG_NBIND], ec[5];
+    if ((st = rq_vk_bind_offsets(ctx, br, 4, er)) || (st = rq_vk_bind_offsets(ctx, b1, RQ_VK_PG_NBIND, e1)) ||
         (st = rq_vk_bind_offsets(ctx, bc, 5, ec)))
         goto done;
     const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
@@ -333,10 +301,11 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         .vnb1 = (uint32_t)(v->nb[1] / ves), .vnb2 = (uint32_t)(v->nb[2] / ves), .window = window, .ml_off = ml_off,
         .lens_off = (uint32_t)meta.lens_off, .qpos_off = (uint32_t)meta.qpos_off, .kpos_off = (uint32_t)meta.kpos_off,
         .pages_off = (uint32_t)meta.pages_off, .n = (int32_t)n, .Hq = (int32_t)pb->Hq, .G = (int32_t)pb->G,
-        .D = (int32_t)pb->D, .Dv = (int32_t)pb->Dv, .R = (int32_t)pb->R, .lay = pb->layout, .causal = pb->causal,
-        .ps = (int32_t)pl->paged.page_size, .kps = (int32_t)kps, .nsplit = (int32_t)nsplit, .ngc = pg->ngc,
-        .gpg = pg->gpg, .ndvc = pg->ndvc, .rot_mul = (float)pb->attn, .rot_off = (int32_t)pb->rot_off,
-        .softcap = rq_vk_softcap(pb),
+        .D = (int32_t)pb->D, .Dv = (int32_t)pb->Dv, .R = (int32_t)pb->R,
+        .flags = (pb->layout ? RQ_VK_PG_F_HALF : 0) | (pb->causal ? RQ_VK_PG_F_CAUSAL : 0),
+        .ps = (int32_t)pl->paged.page_size, .kps = (int32_t)kps, .nsplit = (int32_t)nsplit, .gpg = pg->gpg,
+        .ndvc = pg->ndvc, .rot_mul = (float)pb->attn, .rot_off = (int32_t)pb->rot_off, .softcap = rq_vk_softcap(pb),
+        .ks_off = e1[6], .vs_off = e1[7],
     };
     comb_pc pc = {
         .out_off = ec[2], .onb0 = (uint32_t)(o->nb[0] / oes), .onb1 = (uint32_t)(o->nb[1] / oes),
@@ -346,86 +315,20 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         .use_lse = pl->with_lse, .rows = (int32_t)rows, .use_sinks = vp->sinks.buf != VK_NULL_HANDLE,
     };
 
-    record_meta(pl, cmd, &meta);
+    rq_vkpg_record_meta(pl, cmd, &meta);
     uint32_t units = (uint32_t)(pb->R / 2 + (pb->D - pb->R));
     rq_vk_dispatch(ctx, cmd, vp->rot_q, br, 4, &rp, sizeof rp, (units + RQ_VK_ROT_UNITS - 1) / RQ_VK_ROT_UNITS,
-                   gridz(n), 1);
+                   rq_vkpg_grid(n), 1);
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-    rq_vk_dispatch(ctx, cmd, pg->pass1, b1, 6, &p1, sizeof p1, (uint32_t)nsplit, (uint32_t)groups, gridz(n));
+    rq_vk_dispatch(ctx, cmd, pg->pass1, b1, RQ_VK_PG_NBIND, &p1, sizeof p1, (uint32_t)nsplit, (uint32_t)groups,
+                   rq_vkpg_grid(n));
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
     rq_vk_dispatch(ctx, cmd, pg->combine, bc, 5, &pc, sizeof pc,
-                   (uint32_t)((pb->Dv + RQ_VK_PC_WG - 1) / RQ_VK_PC_WG), gridz(rows), 1);
-done:
-    free(meta.v);
-    return st;
-}
-
-/* ---- append ------------------------------------------------------------------------------------ */
-
-/* The copy of one tensor (k_new -> K cache or v_new -> V cache): whole words when every offset and
- * stride of both views and the row are word-aligned, else halves. */
-static ropeqk_status append_one(ropeqk_plan *pl, const ropeqk_tensor *src, ropeqk_vulkan_mem sm, size_t sx,
-                                const ropeqk_tensor *dst, ropeqk_vulkan_mem dm, size_t dx,
-                                const rq_paged_meta *meta, int64_t n, rq_vk_bind b[3], app_pc *pc)
-{
-    const rq_problem *pb = &pl->pb;
-    size_t es = ropeqk_dtype_size(src->dtype);
-    int64_t row = src->ne[3] * (int64_t)es;
-    bool words = row % 4 == 0 && sm.offset % 4 == 0 && dm.offset % 4 == 0;
-    for (int i = 0; i < 3; i++)
-        words = words && src->nb[i] % 4 == 0 && dst->nb[i] % 4 == 0;
-    uint32_t ub = words ? 4 : 2;
-    b[0] = (rq_vk_bind){sm.buf, sm.offset, need_bytes(sm.offset, es, sx), ub};
-    b[1] = (rq_vk_bind){rq_vkp(pl)->pg->meta.buf, 0, (VkDeviceSize)meta->n * 4, 4};
-    b[2] = (rq_vk_bind){dm.buf, dm.offset, need_bytes(dm.offset, es, dx), ub};
-    uint32_t e[3];
-    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 3, e);
-    if (st)
-        return st;
-    *pc = (app_pc){
-        .src_off = e[0], .snb0 = (uint32_t)(src->nb[0] / ub), .snb1 = (uint32_t)(src->nb[1] / ub),
-        .snb2 = (uint32_t)(src->nb[2] / ub), .dst_off = e[2], .dnb0 = (uint32_t)(dst->nb[0] / ub),
-        .dnb1 = (uint32_t)(dst->nb[1] / ub), .dnb2 = (uint32_t)(dst->nb[2] / ub), .rows = (int32_t)(n * pb->Hkv),
-        .Hkv = (int32_t)pb->Hkv, .n_new = (int32_t)src->ne[2], .ps = (int32_t)pl->paged.page_size,
-        .units = (int32_t)(row / ub), .lens_off = (uint32_t)meta->lens_off, .pages_off = (uint32_t)meta->pages_off,
-        .words = words,
-    };
-    return ROPEQK_SUCCESS;
-}
-
-ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_tensor *k_new,
-                                         ropeqk_vulkan_mem k_new_mem, const ropeqk_tensor *v_new,
-                                         ropeqk_vulkan_mem v_new_mem, ropeqk_vulkan_mem k_cache,
-                                         ropeqk_vulkan_mem v_cache, const ropeqk_paged_batch *batch)
-{
-    const char *fn = "ropeqk_vulkan_paged_append";
-    if (!pl || !cmd || !k_new || !v_new || !batch)
-        return ROPEQK_ERR_NULL_POINTER;
-    ropeqk_status st = plan_ok(pl, fn);
-    if (st)
-        return st;
-    const rq_problem *pb = &pl->pb;
-    rq_append_mems am = {rq_vk_mem(k_new_mem), rq_vk_mem(v_new_mem), rq_vk_mem(k_cache), rq_vk_mem(v_cache)};
-    rq_paged_meta meta;
-    if ((st = rq_append_call_check(pl, k_new, v_new, &am, batch, fn, &meta)))
-        return st;
-    const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
-    size_t kx = ropeqk_tensor_extent(k_new), vx = ropeqk_tensor_extent(v_new); /* valid: checked */
-    if ((st = meta_fits(pl, &meta, fn)))
-        goto done;
-    rq_vk_bind bk[3], bv[3];
-    app_pc pk, pv;
-    if ((st = append_one(pl, k_new, k_new_mem, kx, &pl->k, k_cache, pb->k_extent, &meta, n, bk, &pk)) ||
-        (st = append_one(pl, v_new, v_new_mem, vx, &pl->v, v_cache, pb->v_extent, &meta, n, bv, &pv)))
-        goto done;
-    record_meta(pl, cmd, &meta);
-    /* the two copies write disjoint ranges: no barrier between them */
-    rq_vk_dispatch(pl->ctx, cmd, rq_vkp(pl)->pg->append, bk, 3, &pk, sizeof pk,
-                   (uint32_t)((pk.units + RQ_VK_PA_WG - 1) / RQ_VK_PA_WG), gridz(n_new), gridz(n * pb->Hkv));
-    rq_vk_dispatch(pl->ctx, cmd, rq_vkp(pl)->pg->append, bv, 3, &pv, sizeof pv,
-                   (uint32_t)((pv.units + RQ_VK_PA_WG - 1) / RQ_VK_PA_WG), gridz(n_new), gridz(n * pb->Hkv));
+                   (uint32_t)((pb->Dv + RQ_VK_PC_WG - 1) / RQ_VK_PC_WG), rq_vkpg_grid(rows), 1);
+    if (nchunks > 0)
+        rq_vkpg_chunks_record(pl, cmd, args, batch, &meta);
 done:
     free(meta.v);
     return st;

@@ -33,8 +33,18 @@ typedef struct {
 _Static_assert(sizeof(rq_vk_pg_pc) <= 128 && sizeof(rq_vk_pg_pc) == 31 * 4, "paged push constants");
 _Static_assert(sizeof(rq_vk_pcomb_pc) <= 128 && sizeof(rq_vk_pcomb_pc) == 16 * 4, "paged combine push constants");
 _Static_assert(sizeof(rq_vk_papp_pc) <= 128 && sizeof(rq_vk_papp_pc) == 16 * 4, "paged append push constants");
-extern const uint32_t rq_spv_paged[], rq_spv_paged_sg[], rq_spv_paged_combine[], rq_spv_paged_append[];
-extern const size_t rq_spv_paged_size, rq_spv_paged_sg_size, rq_spv_paged_combine_size, rq_spv_paged_append_size;
+typedef struct {
+    RQ_VK_PQ_PC(RQ_VK_FIELD)
+} rq_vk_pq_pc;
+_Static_assert(sizeof(rq_vk_pq_pc) <= 128 && sizeof(rq_vk_pq_pc) == 17 * 4, "8-bit append push constants");
+typedef struct {
+    RQ_VK_GA_PC(RQ_VK_FIELD)
+} rq_vk_ga_pc;
+_Static_assert(sizeof(rq_vk_ga_pc) <= 128 && sizeof(rq_vk_ga_pc) == 13 * 4, "gather push constants");
+extern const uint32_t rq_spv_paged[], rq_spv_paged_sg[], rq_spv_paged_combine[], rq_spv_paged_append[],
+    rq_spv_paged_append_q8[], rq_spv_paged_gather[];
+extern const size_t rq_spv_paged_size, rq_spv_paged_sg_size, rq_spv_paged_combine_size, rq_spv_paged_append_size,
+    rq_spv_paged_append_q8_size, rq_spv_paged_gather_size;
 /* paged.comp: the default key chunk and all eight query heads at D 256 fit 32 KiB */
 _Static_assert(RQ_VK_PG_SHARED(RQ_VK_PG_GH * 256, RQ_VK_PG_UC_DEF) <= 32768, "paged shared memory");
 typedef struct {
@@ -59,12 +69,15 @@ static const struct {
     [RQ_VK_SH_ROTATE] = {"rotate", rq_spv_rotate, &rq_spv_rotate_size, 4, sizeof(rq_vk_rot_pc)},
     [RQ_VK_SH_SCORES] = {"scores", rq_spv_scores, &rq_spv_scores_size, 5, sizeof(rq_vk_sc_pc)},
     [RQ_VK_SH_SCORES_FEW] = {"scores_few", rq_spv_scores_few, &rq_spv_scores_few_size, 5, sizeof(rq_vk_sc_pc)},
-    [RQ_VK_SH_PAGED] = {"paged", rq_spv_paged, &rq_spv_paged_size, 6, sizeof(rq_vk_pg_pc)},
-    [RQ_VK_SH_PAGED_SG] = {"paged_sg", rq_spv_paged_sg, &rq_spv_paged_sg_size, 6, sizeof(rq_vk_pg_pc)},
+    [RQ_VK_SH_PAGED] = {"paged", rq_spv_paged, &rq_spv_paged_size, RQ_VK_PG_NBIND, sizeof(rq_vk_pg_pc)},
+    [RQ_VK_SH_PAGED_SG] = {"paged_sg", rq_spv_paged_sg, &rq_spv_paged_sg_size, RQ_VK_PG_NBIND, sizeof(rq_vk_pg_pc)},
     [RQ_VK_SH_PAGED_COMBINE] = {"paged_combine", rq_spv_paged_combine, &rq_spv_paged_combine_size, 5,
                                 sizeof(rq_vk_pcomb_pc)},
     [RQ_VK_SH_PAGED_APPEND] = {"paged_append", rq_spv_paged_append, &rq_spv_paged_append_size, 3,
                                sizeof(rq_vk_papp_pc)},
+    [RQ_VK_SH_PAGED_APPEND_Q8] = {"paged_append_q8", rq_spv_paged_append_q8, &rq_spv_paged_append_q8_size, 4,
+                                  sizeof(rq_vk_pq_pc)},
+    [RQ_VK_SH_PAGED_GATHER] = {"paged_gather", rq_spv_paged_gather, &rq_spv_paged_gather_size, 3, sizeof(rq_vk_ga_pc)},
     [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, RQ_VK_AT_NBIND,
                             sizeof(rq_vk_at_pc)},
 };

@@ -149,7 +149,7 @@ static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_p
         b[0].bytes = (b[0].offset % 4 + extent + 3) / 4 * 4 - b[0].offset % 4;
     uint32_t eo[4];
     ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 4, eo);
-    if (st)
+    if (st || !cmd)
         return st;
     rot_pc pc = {
         .src_off = eo[0], .nb0 = (uint32_t)(t->nb[0] / es), .nb1 = (uint32_t)(t->nb[1] / es),
@@ -164,23 +164,25 @@ static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_p
     return ROPEQK_SUCCESS;
 }
 
-ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
-                                int64_t q_off, int64_t k_off)
+ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sq,
+                                int64_t Sk, int64_t q_off, int64_t k_off)
 {
     const rq_problem *pb = &pl->pb;
     struct rq_vk_plan *vp = rq_vkp(pl);
-    ropeqk_tensor kt = pl->k;
+    ropeqk_tensor kt = pl->k, qt = pl->q;
     kt.ne[2] = Sk;
+    qt.ne[2] = Sq;
     /* everything earlier in the queue (the caller's writes of Q, K, positions; earlier runs of this
      * plan reading its scratch) before the shaders */
-    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
-                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    ropeqk_status st = record_rotate(pl, cmd, vp->rot_q, &pl->q, a->q, pb->q_extent, a->q_pos, pb->Sq, q_off,
+    if (cmd)
+        rq_vk_barrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
+                      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    ropeqk_status st = record_rotate(pl, cmd, vp->rot_q, &pl->q, a->q, ropeqk_tensor_extent(&qt), a->q_pos, Sq, q_off,
                                      (float)pb->scale, &vp->qr);
     if (!st)
         st = record_rotate(pl, cmd, vp->rot_k, &pl->k, a->k, ropeqk_tensor_extent(&kt), a->k_pos, Sk, k_off, 1.0f,
                            &vp->kr);
-    if (st)
+    if (st || !cmd)
         return st;
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
@@ -200,7 +202,7 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
     ropeqk_tensor ot = pl->out;
     ot.ne[3] = Sk;
     size_t o_ext = ropeqk_tensor_extent(&ot);
-    ropeqk_status st = rq_vk_record_rope(pl, cmd, a, Sk, q_off, k_off);
+    ropeqk_status st = rq_vk_record_rope(pl, cmd, a, pb->Sq, Sk, q_off, k_off);
     if (st)
         return st;
     rq_vk_bind b[5] = {
@@ -270,6 +272,6 @@ ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *pl, VkCommandBuffer cmd, co
     if (st)
         return st;
     if (pl->op == ROPEQK_OP_ATTENTION)
-        return rq_vk_record_attention(pl, cmd, args, x.Sk, x.q_off, x.k_off);
+        return rq_vk_record_attention(pl, cmd, args, pl->pb.Sq, x.Sk, x.q_off, x.k_off);
     return rq_vk_record_scores(pl, cmd, args, x.Sk, x.q_off, x.k_off);
 }

@@ -99,9 +99,9 @@ static void run_all(ropeqk_ctx *ctx, pproblem *pr, const pbufs *b, ropeqk_status
     for (int i = 0; i < 2; i++) {
         lens[0] = lens[1] = i * NNEW;
         cl_event ev = NULL;
+        ropeqk_opencl_paged_cache cache = {.k_cache = {b->k, 0}, .v_cache = {b->v, 0}};
         st[1 + i] = ropeqk_opencl_paged_append(pl, NULL, &pr->kn, (ropeqk_opencl_mem){b->kn, 0}, &pr->vn,
-                                               (ropeqk_opencl_mem){b->vn, 0}, (ropeqk_opencl_mem){b->k, 0},
-                                               (ropeqk_opencl_mem){b->v, 0}, &batch, 0, NULL, &ev);
+                                               (ropeqk_opencl_mem){b->vn, 0}, &cache, &batch, 0, NULL, &ev);
         wait_release(ev);
         if (st[1 + i]) {
             ropeqk_plan_destroy(pl);

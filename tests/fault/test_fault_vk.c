@@ -95,3 +95,104 @@ Test(fault_vk, create_pipelines) { sweep(F_VK_CREATE_PIPELINES); }
 Test(fault_vk, queue_submit) { sweep(F_VK_QUEUE_SUBMIT); }
 Test(fault_vk, allocate_command_buffers) { sweep(F_VK_ALLOCATE_COMMAND_BUFFERS); }
 Test(fault_vk, malloc) { sweep(F_MALLOC); }
+
+/* ---- paged decode with a prefill chunk (vk_paged_chunk.c: the companion plan, the gather scratch
+ * made at the first chunk) and an 8-bit append (paged_append_q8.comp) ---------------------------- */
+enum { PPS = 16, PMAXP = 4, PROWS = 21, PLEN0 = 40, PLEN1 = 9 };
+
+typedef struct {
+    float q[PROWS * HQ * D], kv[2 * PMAXP * HKV * PPS * D], out[PROWS * HQ * D];
+} pproblem;
+
+/* Context, a paged plan over f32 caches, a ragged decode whose first sequence's 20 rows are a chunk,
+ * then an int8 plan's append: the first failing status, or success (out: the decode's rows). */
+static ropeqk_status run_paged(pproblem *pr)
+{
+    ropeqk_ctx_params cp = {.device = "vulkan"};
+    ropeqk_ctx *ctx = NULL;
+    ropeqk_plan *pl = NULL, *p8 = NULL;
+    rqs_devbuf *bq = NULL, *bk = NULL, *bo = NULL, *b8 = NULL, *bs = NULL;
+    ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
+    ropeqk_plan_desc d = {.op = ROPEQK_OP_PAGED_DECODE, .paged = {PPS, PMAXP, 2, PROWS}};
+    ropeqk_default_params(&d.params);
+    d.params.causal = 1;
+    d.q = d.out = ropeqk_tensor_bhsd(ROPEQK_F32, PROWS, HQ, 1, D);
+    d.k = d.v = ropeqk_tensor_bhsd(ROPEQK_F32, 2 * PMAXP, HKV, PPS, D);
+    size_t cb = sizeof pr->kv;
+    if (!st)
+        st = rqs_plan_create(ctx, &d, &pl);
+    if (!st)
+        st = rqs_devbuf_create(ctx, sizeof pr->q, pr->q, false, &bq);
+    if (!st)
+        st = rqs_devbuf_create(ctx, cb, pr->kv, false, &bk);
+    if (!st)
+        st = rqs_devbuf_create(ctx, sizeof pr->out, NULL, false, &bo);
+    int32_t table[2 * PMAXP] = {5, 1, 6, 0, 2, 7, 3, 4}, lens[2] = {PLEN0, PLEN1}, qpos[2] = {PLEN0 - 20, PLEN1 - 1};
+    int32_t ind[3] = {0, 20, PROWS};
+    ropeqk_paged_batch b = {.n_seqs = 2, .page_table = table, .seq_lens = lens, .q_pos = qpos, .q_indptr = ind};
+    rqs_paged_args a = {.q = rqs_whole(bq), .k_cache = rqs_whole(bk), .v_cache = rqs_whole(bk), .out = rqs_whole(bo)};
+    if (!st)
+        st = rqs_paged_run(ctx, NULL, pl, &a, &b);
+    if (!st)
+        st = rqs_devbuf_read(bo, pr->out);
+    /* the quantizing append: the plan's pipeline, its record */
+    d.k = d.v = ropeqk_tensor_bhsd(ROPEQK_I8, 2 * PMAXP, HKV, PPS, D);
+    ropeqk_tensor kn = ropeqk_tensor_bhsd(ROPEQK_F32, 2, HKV, 1, D);
+    if (!st)
+        st = rqs_plan_create(ctx, &d, &p8);
+    const size_t c8 = cb / 4, sb = 2 * PMAXP * HKV * PPS * 4; /* one int8 cache, one scale buffer */
+    if (!st)
+        st = rqs_devbuf_create(ctx, 2 * c8, NULL, false, &b8);
+    if (!st)
+        st = rqs_devbuf_create(ctx, 2 * sb, NULL, false, &bs);
+    int32_t alens[2] = {3, 0};
+    ropeqk_paged_batch ab = {.n_seqs = 2, .page_table = table, .seq_lens = alens};
+    rqs_paged_cache c = {{b8, 0, c8}, {b8, c8, 0}, {bs, 0, sb}, {bs, sb, 0}};
+    if (!st)
+        st = rqs_paged_append_run(ctx, NULL, p8, &kn, rqs_whole(bq), &kn, rqs_whole(bq), &c, &ab);
+    rqs_devbuf *all[5] = {bq, bk, bo, b8, bs};
+    for (int i = 0; i < 5; i++)
+        rqs_devbuf_free(all[i]);
+    ropeqk_plan_destroy(pl);
+    ropeqk_plan_destroy(p8);
+    ropeqk_ctx_destroy(ctx);
+    return st;
+}
+
+static void sweep_paged(fault_fn f)
+{
+    pproblem *pr = calloc(1, sizeof *pr);
+    float *want = malloc(sizeof pr->out);
+    cr_assert(pr && want);
+    uint64_t rng = 79;
+    for (size_t i = 0; i < sizeof pr->q / 4; i++) pr->q[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->kv / 4; i++) pr->kv[i] = (float)rqs_uniform(&rng);
+    ropeqk_status st = run_paged(pr);
+    if (st == ROPEQK_ERR_NO_DEVICE) {
+        free(pr), free(want);
+        cr_skip_test("no Vulkan device");
+    }
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s %s", ropeqk_last_error(), rqs_devbuf_error());
+    memcpy(want, pr->out, sizeof pr->out);
+    fault_arm(f, 0);
+    cr_assert_eq(run_paged(pr), ROPEQK_SUCCESS);
+    long n_calls = fault_calls(f);
+    fault_disarm();
+    cr_assert_gt(n_calls, 0, "%s is never called", fault_names[f]);
+    for (long n = 1; n <= n_calls; n++) {
+        fault_arm(f, n);
+        st = run_paged(pr);
+        bool fired = fault_fired();
+        fault_disarm();
+        cr_expect(fired, "%s call %ld not reached", fault_names[f], n);
+        cr_expect(st == ROPEQK_ERR_BACKEND || st == ROPEQK_ERR_OUT_OF_HOST_MEMORY,
+                  "paged: %s call %ld of %ld: status %d (%s)", fault_names[f], n, n_calls, st, ropeqk_status_string(st));
+        memset(pr->out, 0, sizeof pr->out);
+        cr_expect_eq(run_paged(pr), ROPEQK_SUCCESS, "after %s call %ld: %s", fault_names[f], n, ropeqk_last_error());
+        cr_expect(memcmp(pr->out, want, sizeof pr->out) == 0, "after %s call %ld: paged output differs", fault_names[f], n);
+    }
+    free(pr), free(want);
+}
+
+Test(fault_vk, paged_chunk_create_buffer) { sweep_paged(F_VK_CREATE_BUFFER); }
+Test(fault_vk, paged_chunk_create_pipelines) { sweep_paged(F_VK_CREATE_PIPELINES); }

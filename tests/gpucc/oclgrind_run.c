@@ -225,8 +225,9 @@ static void paged(ropeqk_ctx *ctx, int variants, uint64_t *rng)
                 }
         cl_mem knb = buffer(ctx, ropeqk_tensor_extent(&kn), kb), vnb = buffer(ctx, ropeqk_tensor_extent(&vn), vb);
         ropeqk_paged_batch b = {.n_seqs = ns, .page_table = table, .seq_lens = lens};
+        ropeqk_opencl_paged_cache cache = {.k_cache = {kc, 0}, .v_cache = {vc, 0}};
         st = ropeqk_opencl_paged_append(pl, queue, &kn, (ropeqk_opencl_mem){knb, 0}, &vn, (ropeqk_opencl_mem){vnb, 0},
-                                        (ropeqk_opencl_mem){kc, 0}, (ropeqk_opencl_mem){vc, 0}, &b, 0, NULL, NULL);
+                                        &cache, &b, 0, NULL, NULL);
         clFinish(queue);
         check(st == ROPEQK_SUCCESS, "paged append %d: %d tokens to %d sequences: %s %s", i + 1, n_new, ns,
               ropeqk_status_string(st), st ? ropeqk_last_error() : "");
