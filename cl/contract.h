@@ -57,10 +57,10 @@ typedef float rq_f32;
                       * split the tile's keys, partial outputs summed at the end) */
 /* paged_attn_gpu's local memory in bytes, as cl/paged.cl declares it: the K tile stage (also the key
  * lanes' partial outputs at the end), the query heads' stage, the tile's scores and e^(S - m), the
- * keys' biases (0 or -inf) and K and V scales (8-bit caches), K and V row offsets, and four per-head
- * values */
+ * keys' biases (0 or -inf) and K and V scales (8-bit caches), K and V row offsets, four per-head
+ * values, and the 8-bit caches' code tables (256 floats each) */
 #define RQ_PAGED_LOCAL_BYTES                                                                       \
-    (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + 3 * RQ_PTK + 4 * RQ_PGH) + 8 * 2 * RQ_PTK)
+    (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + 3 * RQ_PTK + 4 * RQ_PGH + 2 * 256) + 8 * 2 * RQ_PTK)
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
 #define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
                             * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */

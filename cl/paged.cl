@@ -64,11 +64,13 @@ static inline int rq_dt_size(int dt)
     return dt == RQ_DT_F32 ? 4 : dt >= RQ_DT_I8 ? 1 : 2;
 }
 
+#if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS /* paged_attn_cpu's (the GPU shape has rq_paged_ld) */
 /* One element of any storage type at a byte offset (8-bit: (float)q, the caller applies the scale). */
 static inline float rq_load_dt(__global const uchar *base, long off, int dt)
 {
     return dt >= RQ_DT_I8 ? rq_load_q8(base, off, dt) : rq_load_src(base, off, dt);
 }
+#endif
 
 /* Software prefetch of a row's cache lines: pocl only (RQ_POCL_EXT, see scores.cl); elsewhere the
  * loop that would issue them is compiled out (RQ_PAGED_PF 0). */
@@ -399,6 +401,12 @@ static inline int rq_paged_qdim(int st, int c, int nrs, int hr, int R, int layou
                      : rot_off + (layout ? u + (c & 1) * hr : 2 * u + (c & 1));
 }
 
+/* An element of a cache as (float)q or its value: 8-bit codes through the work-group's table. */
+static inline float rq_paged_ld(__global const uchar *base, long off, int dt, __local const float *tab)
+{
+    return dt >= RQ_DT_I8 ? tab[base[off]] : rq_load_src(base, off, dt);
+}
+
 /* Whether key position pk is unmasked for query position pq: causal masks pk > pq, a window W > 0
  * masks pq - pk >= W. */
 static inline bool rq_paged_key_ok(int pk, int pq, int causal, long window)
@@ -416,6 +424,10 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
     __local float pt[RQ_PGH * RQ_PTK];   /* e^(S - m) of the tile */
     __local float kb[RQ_PTK];            /* 0, or -inf for a key masked or past the end */
     __local float ksl[RQ_PTK], vsl[RQ_PTK]; /* the keys' K and V scales (8-bit caches; else 1) */
+    /* 8-bit caches: (float)q of every code, one table per cache. A local load per element keeps the
+     * decode's selects out of the unrolled P.V loads (inline, they took sm_90 from 96 to 132
+     * registers, tests/gpucc) */
+    __local float kq8[256], vq8[256];
     __local long krow[RQ_PTK], vrow[RQ_PTK]; /* byte offsets of the tile's K and V rows (head included) */
     __local float mrun[RQ_PGH], lrun[RQ_PGH], mnew[RQ_PGH], alph[RQ_PGH]; /* running max and sum */
     const int lid = get_local_id(0), wg = get_local_size(0), sp = get_group_id(0);
@@ -462,6 +474,11 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
         mrun[g] = -INFINITY;
         lrun[g] = 0.0f;
     }
+    if (kdt >= RQ_DT_I8 || vdt >= RQ_DT_I8) /* uniform */
+        for (int c = lid; c < 256; c += wg) {
+            kq8[c] = kdt >= RQ_DT_I8 ? rq_q8_value((uint)c, kdt) : 0.0f;
+            vq8[c] = vdt >= RQ_DT_I8 ? rq_q8_value((uint)c, vdt) : 0.0f;
+        }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int t0 = jbeg; t0 < jend; t0 += RQ_PTK) {
         const int nt = min(RQ_PTK, jend - t0);
@@ -515,8 +532,8 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                         long kr = krow[t];
                         int i0 = rot_off + (layout ? u : 2 * u), i1 = rot_off + (layout ? u + hr : 2 * u + 1);
                         float ks = ksl[t]; /* 1 unless 8-bit */
-                        float x0 = rq_load_dt(kc, kr + (long)i0 * esk, kdt) * ks;
-                        float x1 = rq_load_dt(kc, kr + (long)i1 * esk, kdt) * ks;
+                        float x0 = rq_paged_ld(kc, kr + (long)i0 * esk, kdt, kq8) * ks;
+                        float x1 = rq_paged_ld(kc, kr + (long)i1 * esk, kdt, kq8) * ks;
                         y0 = x0 * cs - x1 * sn;
                         y1 = x0 * sn + x1 * cs;
                     }
@@ -529,7 +546,8 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                     if (c < nc)
                         kt[t * RQ_PKS + c] =
                             kb[t] == 0.0f
-                                ? rq_load_dt(kc, krow[t] + (long)rq_paged_ptdim(k0 + c, R, rot_off) * esk, kdt) * ksl[t]
+                                ? rq_paged_ld(kc, krow[t] + (long)rq_paged_ptdim(k0 + c, R, rot_off) * esk, kdt, kq8) *
+                                      ksl[t]
                                 : 0.0f;
                 }
             }
@@ -617,7 +635,7 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
 #pragma unroll
                 for (int i = 0; i < RQ_PVT; i++) {
                     int d = lane + i * W;
-                    v[j][i] = ok && d < dvn ? rq_load_dt(vc, vr + (long)d * esv, vdt) * vs : 0.0f;
+                    v[j][i] = ok && d < dvn ? rq_paged_ld(vc, vr + (long)d * esv, vdt, vq8) * vs : 0.0f;
                 }
             }
 #pragma unroll

@@ -32,11 +32,14 @@ static inline float rq_q8_value(uint u, int dt)
     return as_float(as_uint(v) | sign);
 }
 
+#if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS /* paged_attn_cpu's */
 static inline float rq_load_q8(__global const uchar *base, long off, int dt)
 {
     return rq_q8_value(base[off], dt);
 }
+#endif
 
+#if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS /* paged_attn_cpu's */
 /* 16 consecutive 8-bit elements (element c * 16 of a row) as (float)q: the vector form of
  * rq_q8_value. */
 static inline float16 rq_ld16_q8(__global const uchar *row, int c, int dt)
@@ -62,6 +65,7 @@ static inline float16 rq_ld16_q8(__global const uchar *row, int c, int dt)
     }
     return as_float16(as_uint16(v) | sign);
 }
+#endif
 
 /* ---- the append's quantizer ----------------------------------------------------------------------
  * v = x / scale (|v| <= QMAX up to the division's rounding) to an 8-bit code, round to nearest even,

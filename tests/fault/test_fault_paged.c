@@ -1,6 +1,7 @@
 /* Fault injection for the paged KV cache (ROPEQK_OP_PAGED_DECODE): the n-th call of each wrapped
  * OpenCL entry point or allocator fails, for every n that a representative run reaches (plan creation
- * with its program build, two appends, one decode). Each time exactly one step fails, with the
+ * with its program build, two appends, one decode; the K cache int8, quantized by the append, so the
+ * quantizing append and the 8-bit decode are swept with the plain append of the f32 V). Each time exactly one step fails, with the
  * injected status; nothing leaks (run under ASan/LSan in the sanitizer build); and a rerun on the same
  * context gives the baseline's bits. */
 #include "harness.h"
@@ -23,7 +24,7 @@ typedef struct {
 } pproblem;
 
 typedef struct {
-    cl_mem q, k, v, o, l, kn, vn;
+    cl_mem q, k, v, o, l, kn, vn, ks; /* ks: the int8 K cache's scales */
 } pbufs;
 
 static void make(pproblem *pr)
@@ -35,7 +36,7 @@ static void make(pproblem *pr)
     d->params.causal = 1;
     d->params.layout = ROPEQK_HALF_SPLIT;
     d->q = ropeqk_tensor_bhsd(ROPEQK_F32, S, HQ, 1, D);
-    d->k = ropeqk_tensor_bhsd(ROPEQK_F16, NP, HKV, PS, D);
+    d->k = ropeqk_tensor_bhsd(ROPEQK_I8, NP, HKV, PS, D);
     d->v = ropeqk_tensor_bhsd(ROPEQK_F32, NP, HKV, PS, DV);
     d->out = ropeqk_tensor_bhsd(ROPEQK_F32, S, HQ, 1, DV);
     d->lse = ropeqk_tensor_bhsd(ROPEQK_F32, S, HQ, 1, 1);
@@ -67,13 +68,14 @@ static void make_bufs(ropeqk_ctx *ctx, pproblem *pr, pbufs *b)
     b->l = clCreateBuffer(cx, CL_MEM_READ_WRITE, sizeof pr->lse, NULL, &e);
     b->kn = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ropeqk_tensor_extent(&pr->kn), pr->knd, &e);
     b->vn = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->vnd, pr->vnd, &e);
-    cr_assert(b->q && b->k && b->v && b->o && b->l && b->kn && b->vn);
+    b->ks = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, NP * HKV * PS * 4, zero, &e);
+    cr_assert(b->q && b->k && b->v && b->o && b->l && b->kn && b->vn && b->ks);
 }
 
 static void free_bufs(pbufs *b)
 {
     clReleaseMemObject(b->q), clReleaseMemObject(b->k), clReleaseMemObject(b->v), clReleaseMemObject(b->o);
-    clReleaseMemObject(b->l), clReleaseMemObject(b->kn), clReleaseMemObject(b->vn);
+    clReleaseMemObject(b->l), clReleaseMemObject(b->kn), clReleaseMemObject(b->vn), clReleaseMemObject(b->ks);
 }
 
 static void wait_release(cl_event ev)
@@ -99,7 +101,7 @@ static void run_all(ropeqk_ctx *ctx, pproblem *pr, const pbufs *b, ropeqk_status
     for (int i = 0; i < 2; i++) {
         lens[0] = lens[1] = i * NNEW;
         cl_event ev = NULL;
-        ropeqk_opencl_paged_cache cache = {.k_cache = {b->k, 0}, .v_cache = {b->v, 0}};
+        ropeqk_opencl_paged_cache cache = {.k_cache = {b->k, 0}, .v_cache = {b->v, 0}, .k_scale = {b->ks, 0}};
         st[1 + i] = ropeqk_opencl_paged_append(pl, NULL, &pr->kn, (ropeqk_opencl_mem){b->kn, 0}, &pr->vn,
                                                (ropeqk_opencl_mem){b->vn, 0}, &cache, &batch, 0, NULL, &ev);
         wait_release(ev);
@@ -109,8 +111,8 @@ static void run_all(ropeqk_ctx *ctx, pproblem *pr, const pbufs *b, ropeqk_status
         }
     }
     lens[0] = lens[1] = 2 * NNEW;
-    ropeqk_opencl_paged_args a = {.q = {b->q, 0}, .k_cache = {b->k, 0}, .v_cache = {b->v, 0}, .out = {b->o, 0},
-                                  .lse = {b->l, 0}};
+    ropeqk_opencl_paged_args a = {.q = {b->q, 0},   .k_cache = {b->k, 0}, .v_cache = {b->v, 0}, .out = {b->o, 0},
+                                  .lse = {b->l, 0}, .k_scale = {b->ks, 0}};
     cl_event ev = NULL;
     st[3] = ropeqk_opencl_paged_enqueue(pl, NULL, &a, &batch, 0, NULL, &ev);
     wait_release(ev);
