@@ -114,6 +114,7 @@ typedef float rq_f32;
 #define RQ_PAPP_ARGS(X) X(PA, SRC, src) X(PA, META, meta) X(PA, DST, dst) X(PA, A, a)
 #define RQ_PGAT_ARGS(X) X(PT, SRC, src) X(PT, META, meta) X(PT, DST, dst) X(PT, A, a)
 #define RQ_PAPPQ_ARGS(X) X(PQ, SRC, src) X(PQ, META, meta) X(PQ, DST, dst) X(PQ, SCALE, scale) X(PQ, A, a)
+#define RQ_PGATQ_ARGS(X) X(PGQ, SRC, src) X(PGQ, META, meta) X(PGQ, SCALE, scale) X(PGQ, DST, dst) X(PGQ, A, a)
 
 enum { RQ_ROTATE_ARGS(RQ_ARG_ENUM) RQ_ROT_NARGS };
 enum { RQ_ATTN_ARGS(RQ_ARG_ENUM) RQ_AT_NARGS };
@@ -124,6 +125,7 @@ enum { RQ_PCOMB_ARGS(RQ_ARG_ENUM) RQ_PC_NARGS };
 enum { RQ_PAPP_ARGS(RQ_ARG_ENUM) RQ_PA_NARGS };
 enum { RQ_PGAT_ARGS(RQ_ARG_ENUM) RQ_PT_NARGS };
 enum { RQ_PAPPQ_ARGS(RQ_ARG_ENUM) RQ_PQ_NARGS };
+enum { RQ_PGATQ_ARGS(RQ_ARG_ENUM) RQ_PGQ_NARGS };
 
 /* ---- scalar argument structs ------------------------------------------------------------------ */
 
@@ -262,5 +264,17 @@ typedef struct {
     rq_i32 Hkv, n_new, ps, dim, lens_off, pages_off, rows, sdt, qdt, pad_;
 } rq_pappq_args;
 RQ_STATIC_ASSERT(sizeof(rq_pappq_args) == 9 * 8 + 10 * 4, pappq_args_size);
+
+/* paged_gather_q8 (cl/quant.cl): paged_gather for an 8-bit cache (qdt): token t of the sequence of
+ * metadata row `row`, head hk, into dense f32 row [t][hk] of dst as (float)code * its scale (element
+ * (page * Hkv + hk) * ps + slot of scale, from scale_off floats): the decode kernels' values, so
+ * the companion attention plan reads f32 K/V. */
+typedef struct {
+    rq_i64 src_off, snb0, snb1, snb2; /* bytes: the cache */
+    rq_i64 scale_off;                 /* floats */
+    rq_i64 dnb1, dnb2;                /* floats: the dense f32 rows (offset 0) */
+    rq_i32 Hkv, len, ps, dim, row, pages_off, qdt, pad_;
+} rq_pgatq_args;
+RQ_STATIC_ASSERT(sizeof(rq_pgatq_args) == 7 * 8 + 8 * 4, pgatq_args_size);
 
 #endif

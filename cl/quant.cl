@@ -143,3 +143,33 @@ void paged_append_q8(__global const uchar *src, __global const int *meta, __glob
     }
     scale[a.scale_off + (page * a.Hkv + hk) * a.ps + slot] = sc;
 }
+
+/* paged_gather_q8: paged_gather (cl/paged.cl) for an 8-bit cache: a prefill chunk's K or V as dense
+ * f32 rows [t][hk] (BSHD) for the companion attention plan, which takes no 8-bit dtype. Each value is
+ * (float)code * its row's scale, one f32 multiply: the value the decode kernels use (section 12), so
+ * a chunk and its rows on the decode path read the same cache. Eight codes per work-item (vload8 of
+ * the codes, vstore8 of the floats: 40 bytes in flight), as paged_gather's eight units. */
+__kernel __attribute__((reqd_work_group_size(RQ_PCWG, 1, 1)))
+void paged_gather_q8(__global const uchar *src, __global const int *meta, __global const float *scale,
+                     __global float *dst, rq_pgatq_args a)
+{
+    const int per = (a.dim + 7) / 8;
+    const long i = get_global_id(0), rowi = i / per;
+    if (rowi >= (long)a.len * a.Hkv)
+        return;
+    const int t = (int)(rowi / a.Hkv), hk = (int)(rowi % a.Hkv), d0 = (int)(i % per) * 8, qdt = a.qdt;
+    const long page = meta[a.pages_off + meta[a.row] + t / a.ps], slot = t % a.ps;
+    const float sc = scale[a.scale_off + (page * a.Hkv + hk) * a.ps + slot];
+    __global const uchar *s = src + a.src_off + page * a.snb0 + (long)hk * a.snb1 + slot * a.snb2 + d0;
+    __global float *d = dst + (long)hk * a.dnb1 + (long)t * a.dnb2 + d0;
+    if (d0 + 8 <= a.dim) {
+        const uchar8 b = vload8(0, s);
+        const float8 v = (float8)(rq_q8_value(b.s0, qdt), rq_q8_value(b.s1, qdt), rq_q8_value(b.s2, qdt),
+                                  rq_q8_value(b.s3, qdt), rq_q8_value(b.s4, qdt), rq_q8_value(b.s5, qdt),
+                                  rq_q8_value(b.s6, qdt), rq_q8_value(b.s7, qdt));
+        vstore8(v * sc, 0, d);
+    } else {
+        for (int u = 0; u < a.dim - d0; u++)
+            d[u] = rq_q8_value(s[u], qdt) * sc;
+    }
+}

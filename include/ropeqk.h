@@ -443,8 +443,9 @@ typedef enum {
  * then a reduction of the splits), with its own position and the length it can see; the split is
  * computed per call on the host from the rows' lengths and the device's compute units
  * (docs/conventions.md section 10). A sequence's prefill chunk of 16 rows or more runs instead through
- * the attention kernel of a companion plan over its K/V gathered from the pages (both backends; not
- * with 8-bit caches): same results, each key rotated once for all the chunk's rows.
+ * the attention kernel of a companion plan over its K/V gathered from the pages (both backends; an
+ * 8-bit cache is gathered as its f32 values): same results, each key rotated once for all the
+ * chunk's rows.
  *
  * Quantized caches (docs/conventions.md section 12): an 8-bit cache comes with an f32 scale buffer,
  * k_scale resp. v_scale, contiguous [num_pages, Hkv, page_size] (scale of token slot t of head h of

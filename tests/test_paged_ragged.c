@@ -61,6 +61,65 @@ Test(paged_ragged, chunk_unmasked_mixed_dtypes)
     run_case(&c, pf_seed() + 102);
 }
 
+/* Prefill chunks over 8-bit caches: the gather writes each code's value, (float)q * its row's
+ * scale, as f32 for the companion attention plan, so the fp64 reference from the stored values
+ * (cache_elem) holds at 1e-5 as for a 16/32-bit cache. int8 K and V, causal, GQA: decode rows, a
+ * speculative step and chunks of 37 and 130 rows (the last filling its one-page sequence). The
+ * counter test of the chunk path taken is tests/test_tune_paths.c's chunk_path_8bit_caches (OpenCL). */
+Test(paged_ragged, chunk_int8_causal_gqa)
+{
+    pcase c = base_case("ragged int8 causal GQA: 1, 4, 37, 130 rows");
+    c.ragged = true;
+    c.n_seqs = 4;
+    int64_t lens[] = {900, 301, 37, 130}, ql[] = {1, 4, 37, 130};
+    memcpy(c.lens, lens, sizeof lens);
+    memcpy(c.qlens, ql, sizeof ql);
+    c.kdt = c.vdt = ROPEQK_I8;
+    c.p.causal = 1;
+    run_case(&c, pf_seed() + 110);
+}
+
+/* fp8 e4m3 and e5m2 caches in BSHD memory, Dv 44 (not a multiple of the OpenCL gather's eight codes:
+ * its tail), sliding window + causal, f16 Q and output, chunks of 64 and 200 rows */
+Test(paged_ragged, chunk_fp8_window_bshd)
+{
+    static const ropeqk_dtype dts[] = {ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2};
+    static const char *const names[] = {"ragged fp8 e4m3 window bshd Dv 44: 2, 64, 200 rows",
+                                        "ragged fp8 e5m2 window bshd Dv 44: 2, 64, 200 rows"};
+    for (int i = 0; i < 2; i++) {
+        pcase c = base_case(names[i]);
+        c.ragged = true;
+        c.Hq = 6, c.Hkv = 3, c.Dv = 44, c.n_seqs = 3, c.bshd_cache = true;
+        int64_t lens[] = {700, 64, 450}, ql[] = {2, 64, 200};
+        memcpy(c.lens, lens, sizeof lens);
+        memcpy(c.qlens, ql, sizeof ql);
+        c.kdt = c.vdt = dts[i];
+        c.qdt = c.odt = ROPEQK_F16;
+        c.tol = 1e-3; /* the f16 output's rounding */
+        c.p.causal = 1;
+        c.p.window = 100;
+        run_case(&c, pf_seed() + 111 + (uint64_t)i);
+    }
+}
+
+/* one cache 8-bit, the other not: K fp8 e4m3 with V f16, unmasked (every row sees its chunk's later
+ * tokens); K f16 with V int8, causal */
+Test(paged_ragged, chunk_mixed_8bit_and_16bit)
+{
+    pcase c = base_case("ragged K e4m3 / V f16 unmasked: 48, 3 rows");
+    c.ragged = true;
+    c.n_seqs = 2;
+    int64_t lens[] = {500, 90}, ql[] = {48, 3};
+    memcpy(c.lens, lens, sizeof lens);
+    memcpy(c.qlens, ql, sizeof ql);
+    c.kdt = ROPEQK_FP8_E4M3, c.vdt = ROPEQK_F16;
+    run_case(&c, pf_seed() + 113);
+    c.name = "ragged K f16 / V int8 causal: 48, 3 rows";
+    c.kdt = ROPEQK_F16, c.vdt = ROPEQK_I8;
+    c.p.causal = 1;
+    run_case(&c, pf_seed() + 114);
+}
+
 /* rows ahead of the cache and rows behind its first key (causal: the latter see no key, O = 0 and
  * LSE = -inf exactly), positions near INT32_MAX, one row per sequence through q_indptr */
 Test(paged_ragged, rows_before_keys_and_int32_edges)

@@ -307,6 +307,7 @@ static const char *const comb_names[] = {RQ_PCOMB_ARGS(ARG_NAME)};
 static const char *const app_names[] = {RQ_PAPP_ARGS(ARG_NAME)};
 static const char *const gat_names[] = {RQ_PGAT_ARGS(ARG_NAME)};
 static const char *const appq_names[] = {RQ_PAPPQ_ARGS(ARG_NAME)};
+static const char *const gatq_names[] = {RQ_PGATQ_ARGS(ARG_NAME)};
 
 /* Every compiled kernel's argument names (-cl-kernel-arg-info) in the order contract.h gives them. */
 Test(plan, kernel_arguments_follow_the_contract)
@@ -351,7 +352,7 @@ Test(plan, kernel_arguments_follow_the_contract)
         {"paged_attn_cpu", paged_names, RQ_PG_NARGS},
         {"paged_attn_gpu", paged_names, RQ_PG_NARGS},     {"paged_combine", comb_names, RQ_PC_NARGS},
         {"paged_append", app_names, RQ_PA_NARGS},         {"paged_gather", gat_names, RQ_PT_NARGS},
-        {"paged_append_q8", appq_names, RQ_PQ_NARGS},
+        {"paged_append_q8", appq_names, RQ_PQ_NARGS},    {"paged_gather_q8", gatq_names, RQ_PGQ_NARGS},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         cl_kernel k = clCreateKernel(prog, ks[i].kernel, &e);

@@ -75,6 +75,39 @@ Test(tune_paths, chunk_rows_route_sequences)
     cr_expect(strstr(ropeqk_ctx_config_source(th_ctx), "ROPEQK_CHUNK_ROWS"), "%s", ropeqk_ctx_config_source(th_ctx));
 }
 
+/* 8-bit caches take the chunk path too (the companion's K/V f32, paged_gather_q8): one sequence of 20
+ * rows per call (the default chunk_rows, 16), each dtype and a mix, against fp64 from the stored
+ * values; a 15-row sequence beside it stays on the decode kernels. */
+Test(tune_paths, chunk_path_8bit_caches)
+{
+    TH_SKIP_ON_VULKAN(th_ctx, "the counter is the OpenCL backend's");
+    static const struct {
+        ropeqk_dtype k, v;
+        const char *name;
+    } cs[] = {{ROPEQK_I8, ROPEQK_I8, "int8 K/V"},
+              {ROPEQK_FP8_E4M3, ROPEQK_FP8_E4M3, "fp8 e4m3 K/V"},
+              {ROPEQK_FP8_E5M2, ROPEQK_FP8_E5M2, "fp8 e5m2 K/V"},
+              {ROPEQK_FP8_E4M3, ROPEQK_F16, "fp8 e4m3 K, f16 V"},
+              {ROPEQK_BF16, ROPEQK_I8, "bf16 K, int8 V"}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s: sequences of 20, 15 and 1 rows", cs[i].name);
+        pcase c = base_case(name);
+        c.ragged = true;
+        c.n_seqs = 3;
+        int64_t lens[] = {300, 200, 500}, ql[] = {20, 15, 1};
+        memcpy(c.lens, lens, sizeof lens);
+        memcpy(c.qlens, ql, sizeof ql);
+        c.kdt = cs[i].k, c.vdt = cs[i].v;
+        c.p.causal = 1;
+        uint64_t seed = pf_seed() + 60 + (uint64_t)i;
+        long long before = rq_paged_chunk_runs();
+        run_case(&c, seed);
+        cr_expect_eq(rq_paged_chunk_runs() - before, 1, "%s: %lld sequences took the chunk path, want 1 (seed %llu)",
+                     name, rq_paged_chunk_runs() - before, (unsigned long long)seed);
+    }
+}
+
 /* Dense attention of Sq rows (Hq 8 / Hkv 2, D 64, 500 keys, causal) on th_ctx against fp64; returns
  * how many calls took the dense decode path. */
 static long long dense_call(int64_t Sq, uint64_t seed)

@@ -61,7 +61,8 @@ static ropeqk_status check_desc(const ropeqk_plan_desc *d)
 }
 
 /* A paged plan's companion attention plan: one sequence's rows of the packed q, out and lse as
- * [1, Hq, max_q_rows, *] views, dense K/V of a sequence's capacity in the caches' dtypes, BSHD (the
+ * [1, Hq, max_q_rows, *] views, dense K/V of a sequence's capacity in the caches' dtypes (f32 for an
+ * 8-bit cache), BSHD (the
  * backend gathers the pages into them), the same parameters; positions by offsets (the chunk's
  * q_pos and k_pos0 at enqueue). A description the attention path refuses (a dtype or extent it does
  * not take) leaves *out NULL and succeeds: the paged plan then serves every row through its decode
@@ -78,9 +79,13 @@ static ropeqk_status chunk_plan(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, r
         dst[i]->ne[0] = 1, dst[i]->ne[2] = rows, dst[i]->nb[2] = src[i]->nb[0];
     }
     /* BSHD memory: a token's heads together, so the strides do not depend on the capacity and a
-     * sequence's gathered keys fill a prefix of the view */
-    a.k = ropeqk_tensor_bshd(desc->k.dtype, 1, cap, desc->k.ne[1], desc->k.ne[3]);
-    a.v = ropeqk_tensor_bshd(desc->v.dtype, 1, cap, desc->v.ne[1], desc->v.ne[3]);
+     * sequence's gathered keys fill a prefix of the view. An 8-bit cache is gathered as its values,
+     * (float)code * scale in f32 (dense attention takes no 8-bit dtype, and f32 holds every value
+     * exactly as the decode kernels compute it) */
+    ropeqk_dtype kd = rq_dtype_q8(desc->k.dtype) ? ROPEQK_F32 : desc->k.dtype;
+    ropeqk_dtype vd = rq_dtype_q8(desc->v.dtype) ? ROPEQK_F32 : desc->v.dtype;
+    a.k = ropeqk_tensor_bshd(kd, 1, cap, desc->k.ne[1], desc->k.ne[3]);
+    a.v = ropeqk_tensor_bshd(vd, 1, cap, desc->v.ne[1], desc->v.ne[3]);
     ropeqk_status st = ropeqk_plan_create(ctx, &a, out);
     return st == ROPEQK_ERR_OUT_OF_HOST_MEMORY || st == ROPEQK_ERR_BACKEND || st == ROPEQK_ERR_BUILD ? st
                                                                                                       : ROPEQK_SUCCESS;

@@ -66,8 +66,8 @@ typedef struct rq_cl_plan {
     cl_mem sinks;              /* attention and paged decode with sinks: the plan's Hq logits */
     cl_mem ctab;               /* decode kernel's R(t) table, dec only */
     cl_kernel krq, krk, ks;    /* rotate Q, rotate K (not dec), scores or decode */
-    cl_kernel kx[6];           /* attention and paged decode kernels (paged: rotate Q, pass 1, combine,
-                                * append, the 8-bit append, gather) */
+    cl_kernel kx[7];           /* attention and paged decode kernels (paged: rotate Q, pass 1, combine,
+                                * append, the 8-bit append, gather, the 8-bit gather) */
     cl_uint cus;               /* paged decode: the device's compute units (sizes the split) */
     cl_uint pwg;               /* paged decode: paged_attn_gpu's work-group size (src/opencl/paged.c) */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */

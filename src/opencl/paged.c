@@ -67,10 +67,10 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
     const char *rot = pl->q.dtype == ROPEQK_F16    ? "rope_rotate_f16"
                       : pl->q.dtype == ROPEQK_BF16 ? "rope_rotate_bf16"
                                                    : "rope_rotate_f32";
-    const char *names[6] = {rot, rq_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
-                            "paged_append", "paged_append_q8", "paged_gather"};
+    const char *names[7] = {rot, rq_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
+                            "paged_append", "paged_append_q8", "paged_gather", "paged_gather_q8"};
     cl_int err = CL_SUCCESS;
-    for (int i = 0; i < 6 && !err; i++)
+    for (int i = 0; i < 7 && !err; i++)
         cp->kx[i] = clCreateKernel(prog, names[i], &err);
     if (!err)
         err = clGetDeviceInfo(rq_cl(ctx)->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cp->cus, &cp->cus, NULL);

@@ -18,24 +18,43 @@ long long rq_paged_chunk_runs(void)
     return atomic_load(&chunk_runs);
 }
 
-/* One gather of K or V (the cache view c, its buffer m) of sequence row r0's pages into dst. */
+/* One gather of K or V (the cache view c, its buffer m; an 8-bit cache's scales sm) of sequence row
+ * r0's pages into dst: paged_gather copies a 16/32-bit cache's bytes, paged_gather_q8 writes an 8-bit
+ * cache's values as f32 (the companion's view of it, src/core/plan.c). */
 static cl_int gather(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *c, ropeqk_opencl_mem m,
-                     const rq_paged_meta *meta, int64_t r0, int64_t len, cl_mem dst, cl_uint nw, const cl_event *w,
-                     cl_event *ev)
+                     ropeqk_opencl_mem sm, const rq_paged_meta *meta, int64_t r0, int64_t len, cl_mem dst, cl_uint nw,
+                     const cl_event *w, cl_event *ev)
 {
-    cl_kernel k = rq_clp(pl)->kx[5];
-    int64_t es = (int64_t)ropeqk_dtype_size(c->dtype), row = c->ne[3] * es;
-    rq_pgat_args a = {
-        .src_off = (rq_i64)m.offset, .snb0 = c->nb[0], .snb1 = c->nb[1], .snb2 = c->nb[2],
-        .dnb1 = row, .dnb2 = c->ne[1] * row, .Hkv = (rq_i32)c->ne[1], .len = (rq_i32)len,
-        .ps = (rq_i32)pl->paged.page_size, .units = (rq_i32)(row / 2), .row = (rq_i32)r0,
-        .pages_off = meta->pages_off,
-    };
     cl_int err = CL_SUCCESS; /* the META argument: set by the caller */
-    RQ_SET_ARG(k, RQ_PT_SRC, m.buf);
-    RQ_SET_ARG(k, RQ_PT_DST, dst);
-    RQ_SET_ARG(k, RQ_PT_A, a);
-    size_t g = rq_round_up((size_t)(len * c->ne[1] * ((a.units + 7) / 8)), RQ_PCWG), l = RQ_PCWG;
+    size_t g, l = RQ_PCWG;
+    cl_kernel k;
+    if (rq_dtype_q8(c->dtype)) {
+        k = rq_clp(pl)->kx[6];
+        rq_pgatq_args a = {
+            .src_off = (rq_i64)m.offset, .snb0 = c->nb[0], .snb1 = c->nb[1], .snb2 = c->nb[2],
+            .scale_off = (rq_i64)(sm.offset / 4), .dnb1 = c->ne[3], .dnb2 = c->ne[1] * c->ne[3],
+            .Hkv = (rq_i32)c->ne[1], .len = (rq_i32)len, .ps = (rq_i32)pl->paged.page_size, .dim = (rq_i32)c->ne[3],
+            .row = (rq_i32)r0, .pages_off = meta->pages_off, .qdt = (rq_i32)c->dtype,
+        };
+        RQ_SET_ARG(k, RQ_PGQ_SRC, m.buf);
+        RQ_SET_ARG(k, RQ_PGQ_SCALE, sm.buf);
+        RQ_SET_ARG(k, RQ_PGQ_DST, dst);
+        RQ_SET_ARG(k, RQ_PGQ_A, a);
+        g = rq_round_up((size_t)(len * c->ne[1] * ((a.dim + 7) / 8)), RQ_PCWG);
+    } else {
+        k = rq_clp(pl)->kx[5];
+        int64_t es = (int64_t)ropeqk_dtype_size(c->dtype), row = c->ne[3] * es;
+        rq_pgat_args a = {
+            .src_off = (rq_i64)m.offset, .snb0 = c->nb[0], .snb1 = c->nb[1], .snb2 = c->nb[2],
+            .dnb1 = row, .dnb2 = c->ne[1] * row, .Hkv = (rq_i32)c->ne[1], .len = (rq_i32)len,
+            .ps = (rq_i32)pl->paged.page_size, .units = (rq_i32)(row / 2), .row = (rq_i32)r0,
+            .pages_off = meta->pages_off,
+        };
+        RQ_SET_ARG(k, RQ_PT_SRC, m.buf);
+        RQ_SET_ARG(k, RQ_PT_DST, dst);
+        RQ_SET_ARG(k, RQ_PT_A, a);
+        g = rq_round_up((size_t)(len * c->ne[1] * ((a.units + 7) / 8)), RQ_PCWG);
+    }
     if (!err)
         err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, &l, nw, w, ev);
     return err;
@@ -54,8 +73,9 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
         int64_t ql = rq_paged_seq_rows(b, s), len = b->seq_lens[s], r0 = b->q_indptr[s];
         if (ql < rq_paged_chunk_rows(pl))
             continue;
-        size_t kb = (size_t)(len * pb->Hkv * pb->D) * ropeqk_dtype_size(pl->k.dtype);
-        size_t vb = (size_t)(len * pb->Hkv * pb->Dv) * ropeqk_dtype_size(pl->v.dtype);
+        /* the companion's dtypes: f32 where a cache is 8-bit (4x its bytes) */
+        size_t kb = (size_t)(len * pb->Hkv * pb->D) * ropeqk_dtype_size(pl->chunk->k.dtype);
+        size_t vb = (size_t)(len * pb->Hkv * pb->Dv) * ropeqk_dtype_size(pl->chunk->v.dtype);
         rq_scratch *sk = NULL, *sv = NULL;
         if ((st = rq_scratch_get(ctx, kb, &sk)) || (st = rq_scratch_get(ctx, vb, &sv))) {
             rq_scratch_put(ctx, sk, 0, NULL);
@@ -65,10 +85,11 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
         cl_int err = CL_SUCCESS;
         pthread_mutex_lock(&rq_clp(pl)->lock);
         RQ_SET_ARG(rq_clp(pl)->kx[5], RQ_PT_META, mbuf);
+        RQ_SET_ARG(rq_clp(pl)->kx[6], RQ_PGQ_META, mbuf);
         if (!err)
-            err = gather(pl, queue, &pl->k, args->k_cache, meta, r0, len, sk->buf, 1, &prev, &ev[0]);
+            err = gather(pl, queue, &pl->k, args->k_cache, args->k_scale, meta, r0, len, sk->buf, 1, &prev, &ev[0]);
         if (!err)
-            err = gather(pl, queue, &pl->v, args->v_cache, meta, r0, len, sv->buf, 1, &prev, &ev[1]);
+            err = gather(pl, queue, &pl->v, args->v_cache, args->v_scale, meta, r0, len, sv->buf, 1, &prev, &ev[1]);
         pthread_mutex_unlock(&rq_clp(pl)->lock);
         if (err) {
             st = rq_cl_fail(ctx, err);

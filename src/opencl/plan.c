@@ -167,7 +167,7 @@ void rq_cl_plan_free(ropeqk_plan *pl)
     if (!cp)
         return;
     /* releasing is safe with work in flight: OpenCL keeps what enqueued commands use alive */
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < (int)(sizeof cp->kx / sizeof cp->kx[0]); i++)
         if (cp->kx[i])
             clReleaseKernel(cp->kx[i]);
     if (cp->ks) clReleaseKernel(cp->ks);
