@@ -163,12 +163,17 @@
  * the cache's offsets and strides or the rows are not word-aligned: words = 0) per invocation, units
  * over x, tokens over y and heads over z (each strided past 65535). Offsets and strides in units; row:
  * the metadata row (the chunk's first query row) whose page list it reads. */
+/* An 8-bit cache (spec constant RQ_VK_SC_DT_B its dtype; 0 for a 16/32-bit cache): its values,
+ * (float)code * the row's scale (binding SCALE, from scale_off floats), as f32 words [len][Hkv][dim],
+ * a value per invocation (units = dim), the source in bytes, the destination in words. */
 #define RQ_VK_GA_SRC 0
 #define RQ_VK_GA_META 1
 #define RQ_VK_GA_DST 2
+#define RQ_VK_GA_SCALE 3
 #define RQ_VK_GA_PC(F)                                                                             \
     F(u32, src_off) F(u32, snb0) F(u32, snb1) F(u32, snb2) F(u32, dnb1) F(u32, dnb2)              \
-    F(i32, len) F(i32, Hkv) F(i32, ps) F(i32, units) F(i32, row) F(u32, pages_off) F(i32, words)
+    F(i32, len) F(i32, Hkv) F(i32, ps) F(i32, units) F(i32, row) F(u32, pages_off) F(i32, words)   \
+    F(u32, scale_off)
 /* loop trips of one invocation (the token and head loops, each strided past the grid's 65535) */
 #define RQ_VK_GA_TRIPS(len, hkv) (((int64_t)(len) / 65535 + 2) * ((int64_t)(hkv) / 65535 + 2))
 

@@ -184,11 +184,13 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
         if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_APPEND_Q8, s8, &pg->append_q8[i])))
             return st;
     }
-    /* prefill chunks (vk_paged_chunk.c) where the core can make the companion attention plan: caches
-     * of 16/32-bit dtypes */
-    if (!rq_dtype_q8(pl->k.dtype) && !rq_dtype_q8(pl->v.dtype) &&
-        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_GATHER, sa, &pg->gather)))
-        return st;
+    /* prefill chunks (vk_paged_chunk.c): the gathers of K and V, an 8-bit cache's decoding its codes
+     * (its dtype a specialization constant, 0 for a 16/32-bit cache's plain copy) */
+    for (int i = 0; i < 2; i++) {
+        int32_t sg[RQ_VK_NSPEC] = {0, rq_dtype_q8(kv[i]->dtype) ? kv[i]->dtype : 0, 0, RQ_VK_PA_WG};
+        if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_GATHER, sg, &pg->gather[i])))
+            return st;
+    }
     if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
         (st = rq_vk_pipe_get(ctx, pg->sg ? RQ_VK_SH_PAGED_SG : RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_COMBINE, sc, &pg->combine)) ||

@@ -15,7 +15,7 @@ typedef struct {
 struct rq_vk_paged {
     rq_vk_pipe *pass1, *combine, *append;
     rq_vk_pipe *append_q8[2];   /* the quantizing append into an 8-bit K, V cache (NULL: 16/32-bit) */
-    rq_vk_pipe *gather;         /* prefill chunks: pages -> dense K/V (NULL with an 8-bit cache) */
+    rq_vk_pipe *gather[2];      /* prefill chunks: pages -> dense K, V (an 8-bit cache's: as f32 values) */
     rq_vk_buf gk, gv;           /* their gathered K and V (vk_paged_chunk.c; made at first use) */
     rq_vk_buf meta, part;       /* per-call metadata (int32), split partials (f32) */
     int64_t target, min_pages;  /* tasks that fill the device; pages per split, at least */

@@ -12,7 +12,8 @@
  * after the combine's placeholder writes and makes the gathered rows visible.
  *
  * The gather scratch belongs to the plan: made at the first recording that has a chunk, for the
- * plan's capacity (max_pages_per_seq * page_size tokens, in the caches' dtypes), and never resized
+ * plan's capacity (max_pages_per_seq * page_size tokens, in the companion's dtypes: the caches', f32
+ * for an 8-bit cache, 4x its bytes), and never resized
  * (an earlier recording may still be pending when the next one is made: the record API's rule is
  * only that one plan's commands execute in one queue's order). */
 #include "vk_paged.h"
@@ -33,7 +34,7 @@ static ropeqk_status scratch_ready(ropeqk_plan *pl, bool *ok)
     struct rq_vk_paged *pg = rq_vkp(pl)->pg;
     uint64_t range = rq_vk(ctx)->props.limits.maxStorageBufferRange;
     uint64_t kb = (ropeqk_tensor_extent(&pl->chunk->k) + 3) / 4 * 4, vb = (ropeqk_tensor_extent(&pl->chunk->v) + 3) / 4 * 4;
-    *ok = kb <= range && vb <= range && pg->gather;
+    *ok = kb <= range && vb <= range && pg->gather[0] && pg->gather[1];
     if (!*ok)
         return ROPEQK_SUCCESS;
     ropeqk_status st = ROPEQK_SUCCESS;
@@ -45,30 +46,36 @@ static ropeqk_status scratch_ready(ropeqk_plan *pl, bool *ok)
     return st;
 }
 
-/* The gather of K or V (cache view c in m; companion view d over the scratch) of the sequence whose
- * first query row is r0: bindings and push constants. */
-static ropeqk_status gather_of(ropeqk_plan *pl, const ropeqk_tensor *c, ropeqk_vulkan_mem m, size_t extent,
-                               const ropeqk_tensor *d, const rq_vk_buf *dst, const rq_paged_meta *meta, int64_t r0,
-                               int64_t len, rq_vk_bind b[3], ga_pc *pc)
+/* The gather of K or V (cache view c in m, an 8-bit cache's scales in sm; companion view d over the
+ * scratch) of the sequence whose first query row is r0: bindings and push constants. A 16/32-bit
+ * cache is copied in units (words, or halves where a view is not word-aligned); an 8-bit cache is
+ * read by the byte and written as f32 values, a word per value. */
+static ropeqk_status gather_of(ropeqk_plan *pl, const ropeqk_tensor *c, ropeqk_vulkan_mem m, ropeqk_vulkan_mem sm,
+                               size_t extent, const ropeqk_tensor *d, const rq_vk_buf *dst, const rq_paged_meta *meta,
+                               int64_t r0, int64_t len, rq_vk_bind b[4], ga_pc *pc)
 {
     size_t es = ropeqk_dtype_size(c->dtype);
+    bool q8 = rq_dtype_q8(c->dtype);
     int64_t row = c->ne[3] * (int64_t)es;
     bool words = row % 4 == 0 && m.offset % 4 == 0;
     for (int i = 0; i < 3; i++)
         words = words && c->nb[i] % 4 == 0;
-    uint32_t ub = words ? 4 : 2;
+    uint32_t ub = q8 ? 1 : words ? 4 : 2, db = q8 ? 4 : ub; /* source and destination units, bytes */
+    size_t sbytes = (size_t)(pl->k.ne[0] * pl->pb.Hkv * pl->paged.page_size) * 4;
     b[0] = (rq_vk_bind){m.buf, m.offset, rq_vkpg_bytes(m.offset, es, extent), ub};
     b[1] = (rq_vk_bind){rq_vkp(pl)->pg->meta.buf, 0, (VkDeviceSize)meta->n * 4, 4};
-    b[2] = (rq_vk_bind){dst->buf, 0, dst->size, ub};
-    uint32_t e[3];
-    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 3, e);
+    b[2] = (rq_vk_bind){dst->buf, 0, dst->size, db};
+    b[3] = (rq_vk_bind){q8 ? sm.buf : VK_NULL_HANDLE, sm.offset, sbytes, 4}; /* NULL: the dummy */
+    uint32_t e[4];
+    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 4, e);
     if (st)
         return st;
     *pc = (ga_pc){
         .src_off = e[0], .snb0 = (uint32_t)(c->nb[0] / ub), .snb1 = (uint32_t)(c->nb[1] / ub),
-        .snb2 = (uint32_t)(c->nb[2] / ub), .dnb1 = (uint32_t)(d->nb[1] / ub), .dnb2 = (uint32_t)(d->nb[2] / ub),
+        .snb2 = (uint32_t)(c->nb[2] / ub), .dnb1 = (uint32_t)(d->nb[1] / db), .dnb2 = (uint32_t)(d->nb[2] / db),
         .len = (int32_t)len, .Hkv = (int32_t)c->ne[1], .ps = (int32_t)pl->paged.page_size,
-        .units = (int32_t)(row / ub), .row = (int32_t)r0, .pages_off = (uint32_t)meta->pages_off, .words = words,
+        .units = (int32_t)(q8 ? c->ne[3] : row / ub), .row = (int32_t)r0, .pages_off = (uint32_t)meta->pages_off,
+        .words = words, .scale_off = e[3],
     };
     return ROPEQK_SUCCESS;
 }
@@ -106,13 +113,13 @@ ropeqk_status rq_vkpg_chunks_mark(ropeqk_plan *pl, const ropeqk_vulkan_paged_arg
         int64_t ql = rq_paged_seq_rows(b, s), r0 = b->q_indptr[s], len = b->seq_lens[s];
         if (ql < rq_paged_chunk_rows(pl))
             continue;
-        rq_vk_bind gb[3];
+        rq_vk_bind gb[4];
         ga_pc pc;
         ropeqk_vulkan_args a = chunk_args(pl, args, r0);
-        if ((st = gather_of(pl, &pl->k, args->k_cache, pl->pb.k_extent, &pl->chunk->k, &rq_vkp(pl)->pg->gk, meta, r0,
-                            len, gb, &pc)) ||
-            (st = gather_of(pl, &pl->v, args->v_cache, pl->pb.v_extent, &pl->chunk->v, &rq_vkp(pl)->pg->gv, meta, r0,
-                            len, gb, &pc)) ||
+        if ((st = gather_of(pl, &pl->k, args->k_cache, args->k_scale, pl->pb.k_extent, &pl->chunk->k,
+                            &rq_vkp(pl)->pg->gk, meta, r0, len, gb, &pc)) ||
+            (st = gather_of(pl, &pl->v, args->v_cache, args->v_scale, pl->pb.v_extent, &pl->chunk->v,
+                            &rq_vkp(pl)->pg->gv, meta, r0, len, gb, &pc)) ||
             (st = rq_vk_record_attention(pl->chunk, VK_NULL_HANDLE, &a, ql, len, b->q_pos[s],
                                          b->k_pos0 ? b->k_pos0[s] : 0)))
             return st;
@@ -129,18 +136,20 @@ void rq_vkpg_chunks_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vu
         int64_t ql = rq_paged_seq_rows(b, s), r0 = b->q_indptr[s], len = b->seq_lens[s];
         if (ql < rq_paged_chunk_rows(pl))
             continue;
-        rq_vk_bind bk[3], bv[3];
+        rq_vk_bind bk[4], bv[4];
         ga_pc pk, pv;
         /* checked by rq_vkpg_chunks_mark: these succeed */
-        (void)gather_of(pl, &pl->k, args->k_cache, pl->pb.k_extent, &pl->chunk->k, &pg->gk, meta, r0, len, bk, &pk);
-        (void)gather_of(pl, &pl->v, args->v_cache, pl->pb.v_extent, &pl->chunk->v, &pg->gv, meta, r0, len, bv, &pv);
+        (void)gather_of(pl, &pl->k, args->k_cache, args->k_scale, pl->pb.k_extent, &pl->chunk->k, &pg->gk, meta, r0,
+                        len, bk, &pk);
+        (void)gather_of(pl, &pl->v, args->v_cache, args->v_scale, pl->pb.v_extent, &pl->chunk->v, &pg->gv, meta, r0,
+                        len, bv, &pv);
         /* the decode's shaders, and the previous chunk's, are done before the scratch is written again */
         rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-        rq_vk_dispatch(pl->ctx, cmd, pg->gather, bk, 3, &pk, sizeof pk,
+        rq_vk_dispatch(pl->ctx, cmd, pg->gather[0], bk, 4, &pk, sizeof pk,
                        (uint32_t)((pk.units + RQ_VK_PA_WG - 1) / RQ_VK_PA_WG), rq_vkpg_grid(len),
                        rq_vkpg_grid(pl->pb.Hkv));
-        rq_vk_dispatch(pl->ctx, cmd, pg->gather, bv, 3, &pv, sizeof pv,
+        rq_vk_dispatch(pl->ctx, cmd, pg->gather[1], bv, 4, &pv, sizeof pv,
                        (uint32_t)((pv.units + RQ_VK_PA_WG - 1) / RQ_VK_PA_WG), rq_vkpg_grid(len),
                        rq_vkpg_grid(pl->pb.Hkv));
         ropeqk_vulkan_args a = chunk_args(pl, args, r0);

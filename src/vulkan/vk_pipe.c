@@ -40,7 +40,7 @@ _Static_assert(sizeof(rq_vk_pq_pc) <= 128 && sizeof(rq_vk_pq_pc) == 17 * 4, "8-b
 typedef struct {
     RQ_VK_GA_PC(RQ_VK_FIELD)
 } rq_vk_ga_pc;
-_Static_assert(sizeof(rq_vk_ga_pc) <= 128 && sizeof(rq_vk_ga_pc) == 13 * 4, "gather push constants");
+_Static_assert(sizeof(rq_vk_ga_pc) <= 128 && sizeof(rq_vk_ga_pc) == 14 * 4, "gather push constants");
 extern const uint32_t rq_spv_paged[], rq_spv_paged_sg[], rq_spv_paged_combine[], rq_spv_paged_append[],
     rq_spv_paged_append_q8[], rq_spv_paged_gather[];
 extern const size_t rq_spv_paged_size, rq_spv_paged_sg_size, rq_spv_paged_combine_size, rq_spv_paged_append_size,
@@ -77,7 +77,7 @@ static const struct {
                                sizeof(rq_vk_papp_pc)},
     [RQ_VK_SH_PAGED_APPEND_Q8] = {"paged_append_q8", rq_spv_paged_append_q8, &rq_spv_paged_append_q8_size, 4,
                                   sizeof(rq_vk_pq_pc)},
-    [RQ_VK_SH_PAGED_GATHER] = {"paged_gather", rq_spv_paged_gather, &rq_spv_paged_gather_size, 3, sizeof(rq_vk_ga_pc)},
+    [RQ_VK_SH_PAGED_GATHER] = {"paged_gather", rq_spv_paged_gather, &rq_spv_paged_gather_size, 4, sizeof(rq_vk_ga_pc)},
     [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, RQ_VK_AT_NBIND,
                             sizeof(rq_vk_at_pc)},
 };
