@@ -1,7 +1,10 @@
 /* Fault injection for the paged KV cache (ROPEQK_OP_PAGED_DECODE): the n-th call of each wrapped
  * OpenCL entry point or allocator fails, for every n that a representative run reaches (plan creation
- * with its program build, two appends, one decode; the K cache int8, quantized by the append, so the
- * quantizing append and the 8-bit decode are swept with the plain append of the f32 V). Each time exactly one step fails, with the
+ * with its program build and companion attention plan, two appends, one decode, one ragged batch
+ * whose first sequence is a prefill chunk of CH rows; the K cache int8, quantized by the append, so
+ * the quantizing append, the 8-bit decode and the chunk path's 8-bit gather are swept with the plain
+ * append and gather of the f32 V, the companion's scratch and its attention enqueue). Each time
+ * exactly one step fails, with the
  * injected status; nothing leaks (run under ASan/LSan in the sanitizer build); and a rerun on the same
  * context gives the baseline's bits. */
 #include "harness.h"
@@ -13,18 +16,24 @@
 
 TestSuite(fault_paged, .fini = th_leak_check);
 
-enum { S = 2, HQ = 4, HKV = 2, D = 32, DV = 16, PS = 16, MAXP = 3, NP = 7, NNEW = 20, NSTEPS = 4 };
+/* src/opencl/paged_chunk.c: sequences through the chunk path (the library is linked statically) */
+long long rq_paged_chunk_runs(void);
+
+/* CH: the ragged step's chunk (>= the default chunk_rows, 16), beside one row of sequence 1; MAXQ
+ * the plan's max_q_rows */
+enum { S = 2, HQ = 4, HKV = 2, D = 32, DV = 16, PS = 16, MAXP = 3, NP = 7, NNEW = 20, CH = 17, MAXQ = CH + 1,
+       NSTEPS = 5 };
 
 typedef struct {
     ropeqk_plan_desc desc;
     ropeqk_tensor kn, vn;
-    float qd[S * HQ * D], knd[S * HKV * NNEW * D], vnd[S * HKV * NNEW * DV];
+    float qd[MAXQ * HQ * D], knd[S * HKV * NNEW * D], vnd[S * HKV * NNEW * DV];
     int32_t table[S * MAXP], qpos[S];
-    float out[S * HQ * DV], lse[S * HQ];
+    float out[2][MAXQ * HQ * DV], lse[2][MAXQ * HQ]; /* the decode's, the ragged batch's */
 } pproblem;
 
 typedef struct {
-    cl_mem q, k, v, o, l, kn, vn, ks; /* ks: the int8 K cache's scales */
+    cl_mem q, k, v, o[2], l[2], kn, vn, ks; /* ks: the int8 K cache's scales */
 } pbufs;
 
 static void make(pproblem *pr)
@@ -35,13 +44,13 @@ static void make(pproblem *pr)
     ropeqk_default_params(&d->params);
     d->params.causal = 1;
     d->params.layout = ROPEQK_HALF_SPLIT;
-    d->q = ropeqk_tensor_bhsd(ROPEQK_F32, S, HQ, 1, D);
+    d->q = ropeqk_tensor_bhsd(ROPEQK_F32, MAXQ, HQ, 1, D);
     d->k = ropeqk_tensor_bhsd(ROPEQK_I8, NP, HKV, PS, D);
     d->v = ropeqk_tensor_bhsd(ROPEQK_F32, NP, HKV, PS, DV);
-    d->out = ropeqk_tensor_bhsd(ROPEQK_F32, S, HQ, 1, DV);
-    d->lse = ropeqk_tensor_bhsd(ROPEQK_F32, S, HQ, 1, 1);
+    d->out = ropeqk_tensor_bhsd(ROPEQK_F32, MAXQ, HQ, 1, DV);
+    d->lse = ropeqk_tensor_bhsd(ROPEQK_F32, MAXQ, HQ, 1, 1);
     d->with_lse = 1;
-    d->paged = (ropeqk_paged_desc){PS, MAXP, S, 0};
+    d->paged = (ropeqk_paged_desc){PS, MAXP, S, MAXQ};
     pr->kn = ropeqk_tensor_bhsd(ROPEQK_F16, S, HKV, NNEW, D);
     pr->vn = ropeqk_tensor_bhsd(ROPEQK_F32, S, HKV, NNEW, DV);
     uint64_t rng = 99;
@@ -64,18 +73,21 @@ static void make_bufs(ropeqk_ctx *ctx, pproblem *pr, pbufs *b)
     b->q = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->qd, pr->qd, &e);
     b->k = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ropeqk_tensor_extent(&pr->desc.k), zero, &e);
     b->v = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ropeqk_tensor_extent(&pr->desc.v), zero, &e);
-    b->o = clCreateBuffer(cx, CL_MEM_READ_WRITE, sizeof pr->out, NULL, &e);
-    b->l = clCreateBuffer(cx, CL_MEM_READ_WRITE, sizeof pr->lse, NULL, &e);
+    for (int i = 0; i < 2; i++) {
+        b->o[i] = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->out[i], zero, &e);
+        b->l[i] = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->lse[i], zero, &e);
+    }
     b->kn = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ropeqk_tensor_extent(&pr->kn), pr->knd, &e);
     b->vn = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof pr->vnd, pr->vnd, &e);
     b->ks = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, NP * HKV * PS * 4, zero, &e);
-    cr_assert(b->q && b->k && b->v && b->o && b->l && b->kn && b->vn && b->ks);
+    cr_assert(b->q && b->k && b->v && b->o[0] && b->l[0] && b->o[1] && b->l[1] && b->kn && b->vn && b->ks);
 }
 
 static void free_bufs(pbufs *b)
 {
-    clReleaseMemObject(b->q), clReleaseMemObject(b->k), clReleaseMemObject(b->v), clReleaseMemObject(b->o);
-    clReleaseMemObject(b->l), clReleaseMemObject(b->kn), clReleaseMemObject(b->vn), clReleaseMemObject(b->ks);
+    clReleaseMemObject(b->q), clReleaseMemObject(b->k), clReleaseMemObject(b->v), clReleaseMemObject(b->o[0]);
+    clReleaseMemObject(b->l[0]), clReleaseMemObject(b->o[1]), clReleaseMemObject(b->l[1]);
+    clReleaseMemObject(b->kn), clReleaseMemObject(b->vn), clReleaseMemObject(b->ks);
 }
 
 static void wait_release(cl_event ev)
@@ -86,7 +98,8 @@ static void wait_release(cl_event ev)
     }
 }
 
-/* plan, append (lengths 0 -> NNEW), append (-> 2*NNEW), decode; st[i] = 1: not run (an earlier step
+/* plan, append (lengths 0 -> NNEW), append (-> 2*NNEW), decode, ragged batch with a chunk of CH rows
+ * (sequence 0's last CH tokens, causal) and one row of sequence 1; st[i] = 1: not run (an earlier step
  * failed). Calls only the library and unwrapped OpenCL functions. */
 static void run_all(ropeqk_ctx *ctx, pproblem *pr, const pbufs *b, ropeqk_status st[NSTEPS])
 {
@@ -111,11 +124,19 @@ static void run_all(ropeqk_ctx *ctx, pproblem *pr, const pbufs *b, ropeqk_status
         }
     }
     lens[0] = lens[1] = 2 * NNEW;
-    ropeqk_opencl_paged_args a = {.q = {b->q, 0},   .k_cache = {b->k, 0}, .v_cache = {b->v, 0}, .out = {b->o, 0},
-                                  .lse = {b->l, 0}, .k_scale = {b->ks, 0}};
+    ropeqk_opencl_paged_args a = {.q = {b->q, 0},      .k_cache = {b->k, 0}, .v_cache = {b->v, 0},
+                                  .out = {b->o[0], 0}, .lse = {b->l[0], 0}, .k_scale = {b->ks, 0}};
     cl_event ev = NULL;
     st[3] = ropeqk_opencl_paged_enqueue(pl, NULL, &a, &batch, 0, NULL, &ev);
     wait_release(ev);
+    if (!st[3]) {
+        int32_t qpos[S] = {2 * NNEW - CH, pr->qpos[1]}, ind[S + 1] = {0, CH, CH + 1};
+        batch.q_pos = qpos, batch.q_indptr = ind;
+        a.out.buf = b->o[1], a.lse.buf = b->l[1];
+        ev = NULL;
+        st[4] = ropeqk_opencl_paged_enqueue(pl, NULL, &a, &batch, 0, NULL, &ev);
+        wait_release(ev);
+    }
     ropeqk_plan_destroy(pl);
 }
 
@@ -123,8 +144,10 @@ static void read_results(ropeqk_ctx *ctx, pproblem *pr, const pbufs *b)
 {
     cl_command_queue qu = ropeqk_opencl_queue(ctx);
     clFinish(qu);
-    clEnqueueReadBuffer(qu, b->o, CL_TRUE, 0, sizeof pr->out, pr->out, 0, NULL, NULL);
-    clEnqueueReadBuffer(qu, b->l, CL_TRUE, 0, sizeof pr->lse, pr->lse, 0, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        clEnqueueReadBuffer(qu, b->o[i], CL_TRUE, 0, sizeof pr->out[i], pr->out[i], 0, NULL, NULL);
+        clEnqueueReadBuffer(qu, b->l[i], CL_TRUE, 0, sizeof pr->lse[i], pr->lse[i], 0, NULL, NULL);
+    }
 }
 
 static ropeqk_status expected_status(fault_fn f)
@@ -139,15 +162,21 @@ static void sweep(fault_fn f)
     if (!ctx)
         cr_skip_test("%s", why);
     ropeqk_ctx_destroy(ctx);
+    /* No scratch pool: the ragged step takes scratch twice in one call (the decode's, then the chunk's
+     * gathers and attention), and whether the second finds the first's buffers idle for reuse depends
+     * on timing, so the number of clCreateBuffer calls (the sweep's fault points) would too. */
+    setenv("ROPEQK_POOL_BYTES", "0", 1);
     static pproblem base, pr;
     make(&base);
     ropeqk_status st[NSTEPS];
     pbufs b;
     cr_assert_eq(ropeqk_ctx_create(NULL, &ctx), 0);
     make_bufs(ctx, &base, &b);
+    long long chunks = rq_paged_chunk_runs();
     fault_arm(f, 0);
     run_all(ctx, &base, &b, st);
     fault_disarm();
+    cr_assert_eq(rq_paged_chunk_runs() - chunks, 1, "the ragged step's chunk did not take the chunk path");
     long n_calls = fault_calls(f);
     for (int i = 0; i < NSTEPS; i++)
         cr_assert_eq(st[i], ROPEQK_SUCCESS, "baseline step %d: %s", i, ropeqk_status_string(st[i]));
@@ -186,6 +215,7 @@ static void sweep(fault_fn f)
         free_bufs(&b);
         ropeqk_ctx_destroy(ctx);
     }
+    unsetenv("ROPEQK_POOL_BYTES");
     cr_log_info("%s: %ld fault points exercised", fault_names[f], n_calls);
 }
 
