@@ -97,21 +97,24 @@ Test(fault_vk, allocate_command_buffers) { sweep(F_VK_ALLOCATE_COMMAND_BUFFERS);
 Test(fault_vk, malloc) { sweep(F_MALLOC); }
 
 /* ---- paged decode with a prefill chunk (vk_paged_chunk.c: the companion plan, the gather scratch
- * made at the first chunk) and an 8-bit append (paged_append_q8.comp) ---------------------------- */
+ * made at the first chunk), an 8-bit append (paged_append_q8.comp) and the same chunk over the int8
+ * caches (paged_gather.comp decoding them into f32 scratch) -------------------------------------- */
 enum { PPS = 16, PMAXP = 4, PROWS = 21, PLEN0 = 40, PLEN1 = 9 };
 
 typedef struct {
-    float q[PROWS * HQ * D], kv[2 * PMAXP * HKV * PPS * D], out[PROWS * HQ * D];
+    float q[PROWS * HQ * D], kv[2 * PMAXP * HKV * PPS * D], out[2][PROWS * HQ * D];
+    float sc[2 * 2 * PMAXP * HKV * PPS]; /* the int8 caches' scales */
 } pproblem;
 
 /* Context, a paged plan over f32 caches, a ragged decode whose first sequence's 20 rows are a chunk,
- * then an int8 plan's append: the first failing status, or success (out: the decode's rows). */
+ * then an int8 plan's append and the same ragged decode over its caches (codes: kv's bytes): the
+ * first failing status, or success (out: the two decodes' rows). */
 static ropeqk_status run_paged(pproblem *pr)
 {
     ropeqk_ctx_params cp = {.device = "vulkan"};
     ropeqk_ctx *ctx = NULL;
     ropeqk_plan *pl = NULL, *p8 = NULL;
-    rqs_devbuf *bq = NULL, *bk = NULL, *bo = NULL, *b8 = NULL, *bs = NULL;
+    rqs_devbuf *bq = NULL, *bk = NULL, *bo = NULL, *b8 = NULL, *bs = NULL, *bo8 = NULL;
     ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_PAGED_DECODE, .paged = {PPS, PMAXP, 2, PROWS}};
     ropeqk_default_params(&d.params);
@@ -134,7 +137,7 @@ static ropeqk_status run_paged(pproblem *pr)
     if (!st)
         st = rqs_paged_run(ctx, NULL, pl, &a, &b);
     if (!st)
-        st = rqs_devbuf_read(bo, pr->out);
+        st = rqs_devbuf_read(bo, pr->out[0]);
     /* the quantizing append: the plan's pipeline, its record */
     d.k = d.v = ropeqk_tensor_bhsd(ROPEQK_I8, 2 * PMAXP, HKV, PPS, D);
     ropeqk_tensor kn = ropeqk_tensor_bhsd(ROPEQK_F32, 2, HKV, 1, D);
@@ -142,16 +145,24 @@ static ropeqk_status run_paged(pproblem *pr)
         st = rqs_plan_create(ctx, &d, &p8);
     const size_t c8 = cb / 4, sb = 2 * PMAXP * HKV * PPS * 4; /* one int8 cache, one scale buffer */
     if (!st)
-        st = rqs_devbuf_create(ctx, 2 * c8, NULL, false, &b8);
+        st = rqs_devbuf_create(ctx, 2 * c8, pr->kv, false, &b8);
     if (!st)
-        st = rqs_devbuf_create(ctx, 2 * sb, NULL, false, &bs);
+        st = rqs_devbuf_create(ctx, 2 * sb, pr->sc, false, &bs);
+    if (!st)
+        st = rqs_devbuf_create(ctx, sizeof pr->out[1], NULL, false, &bo8);
     int32_t alens[2] = {3, 0};
     ropeqk_paged_batch ab = {.n_seqs = 2, .page_table = table, .seq_lens = alens};
     rqs_paged_cache c = {{b8, 0, c8}, {b8, c8, 0}, {bs, 0, sb}, {bs, sb, 0}};
     if (!st)
         st = rqs_paged_append_run(ctx, NULL, p8, &kn, rqs_whole(bq), &kn, rqs_whole(bq), &c, &ab);
-    rqs_devbuf *all[5] = {bq, bk, bo, b8, bs};
-    for (int i = 0; i < 5; i++)
+    rqs_paged_args a8 = {.q = rqs_whole(bq), .k_cache = c.k_cache, .v_cache = c.v_cache, .out = rqs_whole(bo8),
+                         .k_scale = c.k_scale, .v_scale = c.v_scale};
+    if (!st)
+        st = rqs_paged_run(ctx, NULL, p8, &a8, &b);
+    if (!st)
+        st = rqs_devbuf_read(bo8, pr->out[1]);
+    rqs_devbuf *all[6] = {bq, bk, bo, b8, bs, bo8};
+    for (int i = 0; i < 6; i++)
         rqs_devbuf_free(all[i]);
     ropeqk_plan_destroy(pl);
     ropeqk_plan_destroy(p8);
@@ -167,6 +178,7 @@ static void sweep_paged(fault_fn f)
     uint64_t rng = 79;
     for (size_t i = 0; i < sizeof pr->q / 4; i++) pr->q[i] = (float)rqs_uniform(&rng);
     for (size_t i = 0; i < sizeof pr->kv / 4; i++) pr->kv[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->sc / 4; i++) pr->sc[i] = (float)(0.01 + 0.01 * rqs_uniform(&rng));
     ropeqk_status st = run_paged(pr);
     if (st == ROPEQK_ERR_NO_DEVICE) {
         free(pr), free(want);
