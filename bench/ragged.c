@@ -8,7 +8,10 @@
  *            the bench's copy kernel over the sequence's K+V bytes in one piece (the least a gather
  *            could cost: no per-page calls), so the baseline is a lower bound.
  *   prefill: one chunk of 512 rows over 4096 cached tokens (4608 keys) through the ragged call,
- *            against the dense attention plan on the same shape (dense K/V, no copy).
+ *            against the dense attention plan on the same shape (dense K/V, no copy); then the same
+ *            chunk over int8 and fp8 e4m3 caches (scales per row; the chunk path's gather decodes
+ *            them to f32) against that dense plan on f16 K/V, the 16-bit data an engine without
+ *            8-bit caches would hold.
  * Issue 21's targets: step >= 1.5x, prefill >= 0.8x. */
 #include "ragged.h"
 
@@ -32,7 +35,8 @@ typedef struct {
 typedef struct {
     const scenario *sc;
     ropeqk_plan *paged, *dense[MAXS];
-    cl_mem q, out, kc, vc, kd[MAXS], vd[MAXS];
+    cl_mem q, out, kc, vc, ks, vs, kd[MAXS], vd[MAXS]; /* ks, vs: an 8-bit cache's scales */
+    ropeqk_dtype cdt;                                  /* the caches' dtype */
     size_t dense_bytes[MAXS];
     int32_t *table, lens[MAXS], qpos[MAXS], ind[MAXS + 1];
     int64_t rows, maxp;
@@ -42,7 +46,8 @@ typedef struct {
 
 static int run_ragged(benv *e, rstate *s)
 {
-    ropeqk_opencl_paged_args a = {.q = {s->q, 0}, .k_cache = {s->kc, 0}, .v_cache = {s->vc, 0}, .out = {s->out, 0}};
+    ropeqk_opencl_paged_args a = {.q = {s->q, 0},     .k_cache = {s->kc, 0}, .v_cache = {s->vc, 0},
+                                  .out = {s->out, 0}, .k_scale = {s->ks, 0}, .v_scale = {s->vs, 0}};
     return ropeqk_opencl_paged_enqueue(s->paged, e->queue, &a, &s->batch, 0, NULL, NULL);
 }
 
@@ -81,8 +86,8 @@ static int time_it(benv *e, rstate *s, bool ragged, double *median)
 static void free_state(rstate *s)
 {
     ropeqk_plan_destroy(s->paged);
-    cl_mem m[4] = {s->q, s->out, s->kc, s->vc};
-    for (int i = 0; i < 4; i++)
+    cl_mem m[6] = {s->q, s->out, s->kc, s->vc, s->ks, s->vs};
+    for (int i = 0; i < 6; i++)
         if (m[i])
             clReleaseMemObject(m[i]);
     for (int i = 0; i < MAXS; i++) {
@@ -104,11 +109,14 @@ static ropeqk_params params(void)
     return p;
 }
 
-/* The pool holding every sequence's pages (shuffled), the packed Q, the plans and dense buffers. */
-static int make_state(benv *e, const scenario *sc, rstate *s)
+/* The pool holding every sequence's pages (shuffled) in dtype cdt (f16, or 8-bit with scales), the
+ * packed Q, the plans and dense f16 buffers. */
+static int make_state(benv *e, const scenario *sc, ropeqk_dtype cdt, rstate *s)
 {
     memset(s, 0, sizeof *s);
     s->sc = sc;
+    s->cdt = cdt;
+    const bool q8 = cdt != ROPEQK_F16;
     int64_t np = 0;
     for (int i = 0; i < sc->n; i++) {
         int64_t p = (sc->len[i] + PS - 1) / PS;
@@ -121,7 +129,7 @@ static int make_state(benv *e, const scenario *sc, rstate *s)
     uint64_t rng = BENCH_SEED;
     int32_t *perm = malloc((size_t)np * sizeof *perm);
     s->table = malloc((size_t)(sc->n * s->maxp) * sizeof *s->table);
-    size_t kv = (size_t)np * HKV * PS * D * 2, qn = (size_t)s->rows * HQ * D;
+    size_t kv = (size_t)np * HKV * PS * D * 2, qn = (size_t)s->rows * HQ * D, nsc = (size_t)np * HKV * PS;
     float *hq = malloc(qn * sizeof *hq), *f = malloc(kv / 2 * sizeof *f);
     uint16_t *h16 = malloc(kv);
     int err = 0;
@@ -141,13 +149,28 @@ static int make_state(benv *e, const scenario *sc, rstate *s)
     cl_int cerr = CL_SUCCESS;
     s->q = bench_mkbuf(e, qn * sizeof(float), hq, &cerr);
     s->out = bench_mkbuf(e, qn * sizeof(float), NULL, &cerr);
-    s->kc = bench_mkbuf(e, kv, h16, &cerr);
-    s->vc = bench_mkbuf(e, kv, h16, &cerr);
+    if (q8) {
+        /* codes from h16's bytes, fp8 magnitudes kept below 0x70 (finite, at most 120 in e4m3: no NaN
+         * code), one scale 1/64 per row: the timing does not depend on the values beyond that */
+        unsigned char *c8 = (unsigned char *)h16;
+        for (size_t i = 0; i < kv / 2; i++)
+            c8[i] = cdt == ROPEQK_I8 ? c8[i] : (unsigned char)((c8[i] & 0x80) | (c8[i] & 0x7F) % 0x70);
+        for (size_t i = 0; i < nsc; i++)
+            f[i] = 1.0f / 64;
+        s->kc = bench_mkbuf(e, kv / 2, h16, &cerr);
+        s->vc = bench_mkbuf(e, kv / 2, h16, &cerr);
+        s->ks = bench_mkbuf(e, nsc * sizeof(float), f, &cerr);
+        s->vs = bench_mkbuf(e, nsc * sizeof(float), f, &cerr);
+        bench_fill(&rng, f, h16, kv / 2); /* f16 data again for the dense plans' K/V */
+    } else {
+        s->kc = bench_mkbuf(e, kv, h16, &cerr);
+        s->vc = bench_mkbuf(e, kv, h16, &cerr);
+    }
     if ((err = cerr))
         goto done;
     ropeqk_plan_desc d = {.op = ROPEQK_OP_PAGED_DECODE, .params = params()};
     d.q = ropeqk_tensor_bhsd(ROPEQK_F32, s->rows, HQ, 1, D);
-    d.k = ropeqk_tensor_bhsd(ROPEQK_F16, np, HKV, PS, D);
+    d.k = ropeqk_tensor_bhsd(cdt, np, HKV, PS, D);
     d.v = d.k;
     d.out = ropeqk_tensor_bhsd(ROPEQK_F32, s->rows, HQ, 1, D);
     d.paged = (ropeqk_paged_desc){.page_size = PS, .max_pages_per_seq = s->maxp, .max_seqs = sc->n,
@@ -180,10 +203,10 @@ done:
     return err;
 }
 
-static int compare(benv *e, const char *name, const scenario *sc, bool copies, double target)
+static int compare(benv *e, const char *name, const scenario *sc, ropeqk_dtype cdt, bool copies, double target)
 {
     rstate s;
-    int err = make_state(e, sc, &s);
+    int err = make_state(e, sc, cdt, &s);
     s.with_copies = copies;
     double tr = 0, td = 0;
     if (!err)
@@ -191,10 +214,12 @@ static int compare(benv *e, const char *name, const scenario *sc, bool copies, d
     if (err)
         fprintf(stderr, "ragged bench (%s): error %d\n", name, err);
     else
-        printf("%-9s ragged paged call: median %.2f ms; per-sequence dense attention%s: median %.2f ms; "
+        printf("%-12s ragged paged call: median %.2f ms; per-sequence dense attention%s: median %.2f ms; "
                "speed-up %.2fx", name, tr, copies ? " on copies (copy kernel + plan)" : "", td, td / tr);
-    if (!err)
-        printf(target > 0 ? " (target >= %.1fx)\n" : " (the step's part)\n", target);
+    if (!err && target > 0)
+        printf(" (target >= %.1fx)\n", target);
+    else if (!err)
+        printf(cdt != ROPEQK_F16 ? " (dense on f16 K/V)\n" : " (the step's part)\n");
     free_state(&s);
     return err;
 }
@@ -210,12 +235,17 @@ int bench_ragged(benv *e)
     /* the step's parts alone: where its time goes */
     static const scenario decodes = {5, {4096, 8192, 16384, 32768, 8196}, {1, 1, 1, 1, 4}};
     static const scenario chunks = {2, {1536, 2560}, {512, 512}};
-    int err = compare(e, "step", &step, true, 1.5);
+    int err = compare(e, "step", &step, ROPEQK_F16, true, 1.5);
     if (!err)
-        err = compare(e, " decodes", &decodes, true, 0);
+        err = compare(e, " decodes", &decodes, ROPEQK_F16, true, 0);
     if (!err)
-        err = compare(e, " chunks", &chunks, true, 0);
+        err = compare(e, " chunks", &chunks, ROPEQK_F16, true, 0);
     if (!err)
-        err = compare(e, "prefill", &prefill, false, 0.8);
+        err = compare(e, "prefill", &prefill, ROPEQK_F16, false, 0.8);
+    /* the same chunk over 8-bit caches (the chunk path's 8-bit gather) against dense f16 */
+    if (!err)
+        err = compare(e, "prefill int8", &prefill, ROPEQK_I8, false, 0);
+    if (!err)
+        err = compare(e, "prefill e4m3", &prefill, ROPEQK_FP8_E4M3, false, 0);
     return err;
 }
