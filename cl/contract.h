@@ -247,7 +247,8 @@ typedef struct {
 RQ_STATIC_ASSERT(sizeof(rq_papp_args) == 8 * 8 + 6 * 4, papp_args_size);
 
 /* paged_gather: copies tokens 0 .. len-1 of the sequence whose page list metadata row `row` points
- * at into dense rows [t][hk] of dst (BSHD: a prefill chunk's K or V for the attention kernel), 2-byte units. */
+ * at into dense rows of dst at hk * dnb1 + t * dnb2 (the host: BHSD; a prefill chunk's K or V for the
+ * attention kernel), 2-byte units. */
 typedef struct {
     rq_i64 src_off, snb0, snb1, snb2; /* bytes: the cache */
     rq_i64 dnb1, dnb2;                /* bytes: the dense rows (offset 0) */

@@ -79,7 +79,8 @@ static ropeqk_status chunk_plan(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, r
         dst[i]->ne[0] = 1, dst[i]->ne[2] = rows, dst[i]->nb[2] = src[i]->nb[0];
     }
     /* BSHD memory: a token's heads together, so the strides do not depend on the capacity and a
-     * sequence's gathered keys fill a prefix of the view. An 8-bit cache is gathered as its values,
+     * sequence's gathered keys fill a prefix of the view (the description validated here; OpenCL
+     * gathers BHSD rows and runs the companion with views to match, src/opencl/paged_chunk.c). An 8-bit cache is gathered as its values,
      * (float)code * scale in f32 (dense attention takes no 8-bit dtype, and f32 holds every value
      * exactly as the decode kernels compute it) */
     ropeqk_dtype kd = rq_dtype_q8(desc->k.dtype) ? ROPEQK_F32 : desc->k.dtype;
