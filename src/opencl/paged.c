@@ -305,8 +305,12 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
         .ks = args->k_scale, .vs = args->v_scale,
     };
     cl_event ran = NULL, chained = NULL; /* the combine's event; the chunks' last command after it */
-    st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait,
-                      event || nchunks > 0 ? &ran : NULL);
+    if (nchunks == batch->n_seqs) { /* every row is a chunk's: no decode kernels, no placeholder rows */
+        cl_int merr = clEnqueueMarkerWithWaitList(queue, num_wait, wait, &ran);
+        st = merr ? rq_cl_fail(ctx, merr) : ROPEQK_SUCCESS;
+    } else
+        st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait,
+                          event || nchunks > 0 ? &ran : NULL);
     if (!st && nchunks > 0)
         st = rq_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ran, &chained);
     clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
