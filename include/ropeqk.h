@@ -442,10 +442,11 @@ typedef enum {
  * How it runs: every query row is a task of the decode kernels (split over pages, flash-decoding,
  * then a reduction of the splits), with its own position and the length it can see; the split is
  * computed per call on the host from the rows' lengths and the device's compute units
- * (docs/conventions.md section 10). A sequence's prefill chunk of 16 rows or more runs instead through
- * the attention kernel of a companion plan over its K/V gathered from the pages (both backends; an
- * 8-bit cache is gathered as its f32 values): same results, each key rotated once for all the
- * chunk's rows.
+ * (docs/conventions.md section 10). A sequence's prefill chunk of chunk_rows rows or more (a tuning
+ * knob, default 16, ROPEQK_CHUNK_ROWS) runs instead through the attention kernel of a companion plan
+ * over its K/V gathered from the pages (both backends; an 8-bit cache is gathered as its f32
+ * values): same results, each key rotated once for all the chunk's rows. The companion is made with
+ * the plan (its scratch is allocated per call on OpenCL, at the first chunk on Vulkan).
  *
  * Quantized caches (docs/conventions.md section 12): an 8-bit cache comes with an f32 scale buffer,
  * k_scale resp. v_scale, contiguous [num_pages, Hkv, page_size] (scale of token slot t of head h of
