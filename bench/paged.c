@@ -9,7 +9,7 @@
 #include "paged.h"
 
 #include "baseline.h"
-#include "clock.h"
+#include "timed.h"
 #include "half.h"
 #include "quant.h"
 #include "values.h"
@@ -20,27 +20,6 @@
 #include <string.h>
 
 enum { HQ = 32, HKV = 8, D = 128, PS = 16, RUNS = 9, WARMUP = 2 };
-
-/* median and best of RUNS timed calls of fn after WARMUP untimed ones */
-typedef int (*timed_fn)(benv *e, void *ctx);
-
-static int time_it(benv *e, timed_fn fn, void *ctx, double *median, double *best)
-{
-    double t[RUNS];
-    for (int i = 0; i < WARMUP + RUNS; i++) {
-        double t0 = rqs_now();
-        int err = fn(e, ctx);
-        if (err)
-            return err;
-        clFinish(e->queue);
-        if (i >= WARMUP)
-            t[i - WARMUP] = (rqs_now() - t0) * 1e3;
-    }
-    rqs_sort(t, RUNS);
-    *median = t[RUNS / 2];
-    *best = t[0];
-    return 0;
-}
 
 typedef struct {
     ropeqk_plan *plan;
@@ -152,7 +131,8 @@ static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len, double *ms)
     s.args = (ropeqk_opencl_paged_args){.q = {q, 0}, .k_cache = {s.src[0], 0}, .v_cache = {s.src[1], 0},
                                         .out = {o, 0}, .k_scale = {s.scale[0], 0}, .v_scale = {s.scale[1], 0}};
     double pm, pb, cm, cb;
-    if ((err = time_it(e, run_paged, &s, &pm, &pb)) || (err = time_it(e, run_copy, &s, &cm, &cb)))
+    if ((err = bench_time_ms(e, run_paged, &s, RUNS, WARMUP, &pm, &pb)) ||
+        (err = bench_time_ms(e, run_copy, &s, RUNS, WARMUP, &cm, &cb)))
         goto done;
     double mb = 2.0 * (double)(kv + sb) / 1e6, cmb = 2.0 * (double)kv / 1e6; /* K + V (+ scales) */
     printf("paged decode %s caches, %lld tokens (K+V%s %.0f MB): median %.2f ms (best %.2f): %.1f GB/s (best %.1f); "

@@ -16,7 +16,7 @@
 #include "ragged.h"
 
 #include "baseline.h"
-#include "clock.h"
+#include "timed.h"
 #include "cpu.h"
 #include "values.h"
 
@@ -44,15 +44,17 @@ typedef struct {
     bool with_copies;
 } rstate;
 
-static int run_ragged(benv *e, rstate *s)
+static int run_ragged(benv *e, void *v)
 {
+    const rstate *s = v;
     ropeqk_opencl_paged_args a = {.q = {s->q, 0},     .k_cache = {s->kc, 0}, .v_cache = {s->vc, 0},
                                   .out = {s->out, 0}, .k_scale = {s->ks, 0}, .v_scale = {s->vs, 0}};
     return ropeqk_opencl_paged_enqueue(s->paged, e->queue, &a, &s->batch, 0, NULL, NULL);
 }
 
-static int run_dense(benv *e, rstate *s)
+static int run_dense(benv *e, void *v)
 {
+    const rstate *s = v;
     int err = 0;
     for (int i = 0; i < s->sc->n && !err; i++) {
         if (s->with_copies) /* an engine's gather of the sequence's K and V out of the pages */
@@ -64,23 +66,6 @@ static int run_dense(benv *e, rstate *s)
             err = ropeqk_opencl_plan_enqueue(s->dense[i], e->queue, &a, NULL, 0, NULL, NULL);
     }
     return err;
-}
-
-static int time_it(benv *e, rstate *s, bool ragged, double *median)
-{
-    double t[RUNS];
-    for (int i = 0; i < WARMUP + RUNS; i++) {
-        double t0 = rqs_now();
-        int err = ragged ? run_ragged(e, s) : run_dense(e, s);
-        if (err)
-            return err;
-        clFinish(e->queue);
-        if (i >= WARMUP)
-            t[i - WARMUP] = (rqs_now() - t0) * 1e3;
-    }
-    rqs_sort(t, RUNS);
-    *median = t[RUNS / 2];
-    return 0;
 }
 
 static void free_state(rstate *s)
@@ -210,7 +195,8 @@ static int compare(benv *e, const char *name, const scenario *sc, ropeqk_dtype c
     s.with_copies = copies;
     double tr = 0, td = 0;
     if (!err)
-        err = time_it(e, &s, true, &tr) || time_it(e, &s, false, &td);
+        err = bench_time_ms(e, run_ragged, &s, RUNS, WARMUP, &tr, NULL) ||
+              bench_time_ms(e, run_dense, &s, RUNS, WARMUP, &td, NULL);
     if (err)
         fprintf(stderr, "ragged bench (%s): error %d\n", name, err);
     else
