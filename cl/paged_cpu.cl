@@ -71,9 +71,11 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         fx[u] = f.x, fy[u] = f.y, fz[u] = f.z;
     }
     /* R(t) for t = 0..RQ_PKB-1 (accurate angles, no attention factor): a key of a block gets
-     * R(pfirst + t) = R(pfirst) R(t), one accurate R(pfirst) per block */
+     * R(pfirst + t) = R(pfirst) R(t), one accurate R(pfirst) per block. Only the t a block of this
+     * split uses: a split shorter than a block (a short row, a causal row's cut) makes fewer */
     float16 TC[RQ_PKB][RQ_DMAXD / 16], TS[RQ_PKB][RQ_DMAXD / 16];
-    for (int t = 0; t < RQ_PKB; t++)
+    const int ntab = min(RQ_PKB, jend - jbeg);
+    for (int t = 0; t < ntab; t++)
         rq_rot_vectors(t, fx, fy, fz, hw, layout, 1.0f, TC[t], TS[t]);
     float m[RQ_PCH], l[RQ_PCH], alpha[RQ_PCH], p[RQ_PCH * RQ_PKB], scs[RQ_PCH * RQ_PKB];
     for (int y = 0; y < nkv; y++) {

@@ -116,6 +116,14 @@ int64_t rq_paged_seq_rows(const ropeqk_paged_batch *b, int64_t s);
  * chunk's attention overwrites after them), recomputes meta->max_pages, and returns how many
  * sequences it marked (0 without plan->chunk or q_indptr). */
 int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta);
+/* The next run of consecutive sequences of a ragged batch that are not chunks, from sequence *s on:
+ * their query rows [*r0, *r1), *s moved past them; false when none is left. The decode kernels of a
+ * batch with chunks run once per run (rows of chunks never reach them). */
+bool rq_paged_decode_run(const ropeqk_plan *pl, const ropeqk_paged_batch *b, int64_t *s, int64_t *r0, int64_t *r1);
+/* The metadata of rows [r0, r1) of m alone (whole sequences: their page lists are contiguous), for
+ * the kernels' sequences 0 .. r1 - r0 - 1; sub->v is the caller's to free. */
+ropeqk_status rq_paged_meta_rows(const rq_paged_meta *m, int64_t r0, int64_t r1, int64_t page_size,
+                                 rq_paged_meta *sub);
 /* A view's extent with its first dim cut to n rows (a batch's sequences). */
 size_t rq_rows_extent(const ropeqk_tensor *t, int64_t n);
 

@@ -3,6 +3,7 @@
 #include "call.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 size_t rq_rows_extent(const ropeqk_tensor *t, int64_t n)
 {
@@ -204,6 +205,46 @@ int64_t rq_paged_chunk_rows(const ropeqk_plan *pl) { return pl->ctx->tune.chunk_
 int64_t rq_paged_seq_rows(const ropeqk_paged_batch *b, int64_t s)
 {
     return b->q_indptr ? (int64_t)b->q_indptr[s + 1] - b->q_indptr[s] : 1;
+}
+
+bool rq_paged_decode_run(const ropeqk_plan *pl, const ropeqk_paged_batch *b, int64_t *s, int64_t *r0, int64_t *r1)
+{
+    const int64_t cr = rq_paged_chunk_rows(pl);
+    while (*s < b->n_seqs && rq_paged_seq_rows(b, *s) >= cr)
+        (*s)++;
+    if (*s >= b->n_seqs)
+        return false;
+    int64_t s0 = *s;
+    while (*s < b->n_seqs && rq_paged_seq_rows(b, *s) < cr)
+        (*s)++;
+    *r0 = b->q_indptr ? b->q_indptr[s0] : s0;
+    *r1 = b->q_indptr ? b->q_indptr[*s] : *s;
+    return true;
+}
+
+ropeqk_status rq_paged_meta_rows(const rq_paged_meta *m, int64_t r0, int64_t r1, int64_t page_size,
+                                 rq_paged_meta *sub)
+{
+    const int64_t n = r1 - r0, p0 = m->v[r0], np = m->v[r1] - p0;
+    memset(sub, 0, sizeof *sub);
+    sub->n = (size_t)(4 * n + 1 + np);
+    if (!(sub->v = malloc(sub->n * sizeof *sub->v)))
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    sub->rows = n;
+    sub->lens_off = (int32_t)(n + 1), sub->qpos_off = (int32_t)(2 * n + 1), sub->kpos_off = (int32_t)(3 * n + 1);
+    sub->pages_off = (int32_t)(4 * n + 1);
+    for (int64_t r = 0; r <= n; r++)
+        sub->v[r] = m->v[r0 + r] - (int32_t)p0;
+    for (int64_t r = 0; r < n; r++) {
+        sub->v[sub->lens_off + r] = m->v[m->lens_off + r0 + r];
+        sub->v[sub->qpos_off + r] = m->v[m->qpos_off + r0 + r];
+        sub->v[sub->kpos_off + r] = m->v[m->kpos_off + r0 + r];
+        int64_t pages = (sub->v[sub->lens_off + r] + page_size - 1) / page_size;
+        if (pages > sub->max_pages)
+            sub->max_pages = pages;
+    }
+    memcpy(sub->v + sub->pages_off, m->v + m->pages_off + p0, (size_t)np * sizeof *sub->v);
+    return ROPEQK_SUCCESS;
 }
 
 int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta)

@@ -250,6 +250,60 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     return st;
 }
 
+/* The decode kernels of a batch with chunks: once per run of consecutive non-chunk sequences
+ * (rq_paged_decode_run), over that run's rows alone (their own metadata, Q, O and LSE views moved to
+ * the run's first row), each run after the one before (the scratch). A chunk's rows never reach the
+ * kernels: as placeholders they cost a mixed step (ropeqk-bench --ragged: 4 decodes, 2 chunks of
+ * 512 rows, a speculative step of 4; AMD EPYC, 2 cores, pocl) 20 ms of its 176, mostly the Q
+ * rotation of 1024 rows x 32 heads with accurate angles. *event: the last run's last command. */
+static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L,
+                                 const rq_paged_meta *meta, const ropeqk_paged_batch *batch, cl_uint num_wait,
+                                 const cl_event *wait, cl_event *event)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    rq_cl_plan *cp = rq_clp(pl);
+    ropeqk_status st = ROPEQK_SUCCESS;
+    cl_event prev = NULL;
+    int64_t s = 0, r0, r1;
+    while (!st && rq_paged_decode_run(pl, batch, &s, &r0, &r1)) {
+        rq_paged_meta sub;
+        if ((st = rq_paged_meta_rows(meta, r0, r1, pl->paged.page_size, &sub)))
+            break;
+        cl_int err = CL_SUCCESS;
+        cl_mem mbuf = rq_paged_meta_upload(ctx, &sub, &err);
+        if (err) {
+            free(sub.v);
+            st = rq_cl_fail(ctx, err);
+            break;
+        }
+        rq_paged_launch R = *L;
+        R.meta = R.qpos = mbuf;
+        R.lens_off = sub.lens_off, R.qpos_off = sub.qpos_off, R.kpos_off = sub.kpos_off, R.pages_off = sub.pages_off;
+        R.n = R.nbat = r1 - r0;
+        R.max_pages = sub.max_pages;
+        R.ra.S = (rq_i32)(r1 - r0), R.ra.pos_off = sub.qpos_off;
+        R.ra.src_off += (rq_i64)(r0 * pl->q.nb[0]);
+        R.out.offset += (size_t)(r0 * pl->out.nb[0]);
+        if (pl->with_lse)
+            R.lse.offset += (size_t)(r0 * pl->lse.nb[0]);
+        cl_event ran = NULL;
+        st = rq_paged_run(pl, queue, &R, cp->kx[0], cp->kx[1], cp->kx[2], prev ? 1 : num_wait, prev ? &prev : wait,
+                          &ran);
+        clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
+        free(sub.v);
+        if (prev)
+            clReleaseEvent(prev);
+        prev = ran;
+    }
+    if (!st && event) {
+        *event = prev;
+        prev = NULL;
+    }
+    if (prev)
+        clReleaseEvent(prev);
+    return st;
+}
+
 ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queue,
                                           const ropeqk_opencl_paged_args *args, const ropeqk_paged_batch *batch,
                                           cl_uint num_wait, const cl_event *wait, cl_event *event)
@@ -308,9 +362,10 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     if (nchunks == batch->n_seqs) { /* every row is a chunk's: no decode kernels, no placeholder rows */
         cl_int merr = clEnqueueMarkerWithWaitList(queue, num_wait, wait, &ran);
         st = merr ? rq_cl_fail(ctx, merr) : ROPEQK_SUCCESS;
-    } else
-        st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait,
-                          event || nchunks > 0 ? &ran : NULL);
+    } else if (nchunks > 0)
+        st = decode_runs(pl, queue, &L, &meta, batch, num_wait, wait, &ran);
+    else
+        st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait, event ? &ran : NULL);
     if (!st && nchunks > 0)
         st = rq_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ran, &chained);
     clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
