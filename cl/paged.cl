@@ -28,7 +28,7 @@
  * small and pocl's first-call compilation short.
  *
  * Two shapes of pass 1 (the host picks):
- *   - CPU (paged_attn_cpu: the CPU profile, D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD): a work-item per
+ *   - CPU (paged_attn_cpu: the CPU profile, D % 16 == 0, R % 32 == 0, D and Dv <= RQ_DMAXD): a work-item per
  *     task; explicit SIMD along the head dim (float16 row loads); the rotation vectors of a key are
  *     made once and serve every KV head and query head of the task (a task spans several KV heads, up
  *     to RQ_PCH query heads): R(pfirst) R(t) for key t of a block starting at position pfirst, one

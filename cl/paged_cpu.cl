@@ -5,7 +5,8 @@
  * 16 frequencies at a time, in lane form) are made once and applied to the key's row in every KV head
  * of the task; each (key, query head) dot product is one float16 of products, summed by halving. The
  * block's 16 scores of a head then form one float16 across keys for the softmax.
- * Host preconditions: D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD (else the host runs the GPU shape).
+ * Host preconditions: D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD, Dv <= RQ_DMAXD (else the host runs the
+ * GPU shape).
  * CPU profile only (program.cl: RQ_CPU_KERNELS). */
 #if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS
 /* The head group of task gi (see contract.h): KV heads [*hk0, *hk0 + *nkv), query heads [*g0, *g0 + *ng)
@@ -78,6 +79,12 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
     for (int t = 0; t < ntab; t++)
         rq_rot_vectors(t, fx, fy, fz, hw, layout, 1.0f, TC[t], TS[t]);
     float m[RQ_PCH], l[RQ_PCH], alpha[RQ_PCH], p[RQ_PCH * RQ_PKB], scs[RQ_PCH * RQ_PKB];
+    /* O's first Dv / 16 * 16 dims per head, written to part once at the end: kept in part across the
+     * blocks, each vload16 / vstore16 of a float pointer compiled to 8 loads and 3 stores of parts of
+     * the vector (pocl 3.1, LLVM 15), a sixth of pass 1's instructions (perf annotate of
+     * ropeqk-bench --paged, f16 at 32k); private float16 elements are whole, aligned vectors */
+    float16 oacc[RQ_PCH][RQ_DMAXD / 16];
+    const int nvc = Dv / 16;
     for (int y = 0; y < nkv; y++) {
         __global float *o = part + (((long)s * Hq + (long)(hk0 + y) * G + g0) * a.nsplit + sp) * Dv;
         for (int g = 0; g < ng; g++)
@@ -87,6 +94,8 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
     for (int x = 0; x < nh; x++) {
         m[x] = -INFINITY;
         l[x] = 0.0f;
+        for (int c = 0; c < nvc; c++)
+            oacc[x][c] = (float16)(0.0f);
         vstore16((float16)(0.0f), 0, scs + x * RQ_PKB);
     }
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -227,8 +236,7 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                 /* two query heads at a time, even and odd keys apart: four independent FMA chains */
                 for (int g = 0; g < ng; g += 2) {
                     int x0 = y * ng + g, x1 = y * ng + min(g + 1, ng - 1);
-                    __global float *o0 = ob + g * ostride + d, *o1 = ob + min(g + 1, ng - 1) * ostride + d;
-                    float16 a0 = vload16(0, o0) * alpha[x0], a1 = vload16(0, o1) * alpha[x1];
+                    float16 a0 = oacc[x0][d / 16] * alpha[x0], a1 = oacc[x1][d / 16] * alpha[x1];
                     float16 b0 = (float16)(0.0f), b1 = b0;
 #pragma unroll
                     for (int t = 0; t < RQ_PKB; t += 2) {
@@ -237,9 +245,9 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                         a1 = fma((float16)(p[x1 * RQ_PKB + t]), vv[t], a1);
                         b1 = fma((float16)(p[x1 * RQ_PKB + t + 1]), vv[t + 1], b1);
                     }
-                    vstore16(a0 + b0, 0, o0);
+                    oacc[x0][d / 16] = a0 + b0;
                     if (g + 1 < ng)
-                        vstore16(a1 + b1, 0, o1);
+                        oacc[x1][d / 16] = a1 + b1;
                 }
             }
             for (; d < Dv; d++) { /* a tail of V dims */
@@ -260,6 +268,8 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
     for (int y = 0; y < nkv; y++)
         for (int g = 0; g < ng; g++) {
             long row = ((long)s * Hq + (long)(hk0 + y) * G + g0 + g) * a.nsplit + sp;
+            for (int c = 0; c < nvc; c++)
+                vstore16(oacc[y * ng + g][c], c, part + row * Dv);
             part[a.ml_off + 2 * row] = m[y * ng + g];
             part[a.ml_off + 2 * row + 1] = l[y * ng + g];
         }

@@ -19,7 +19,7 @@ bool rq_paged_cpu_shape(const ropeqk_plan *pl)
 {
     const rq_problem *pb = &pl->pb;
     return pl->ctx->tune.profile != ROPEQK_PROFILE_GPU && pb->D % 16 == 0 && pb->R % 32 == 0 && pb->rot_off % 16 == 0 &&
-           pb->D <= RQ_DMAXD;
+           pb->D <= RQ_DMAXD && pb->Dv <= RQ_DMAXD;
 }
 
 /* paged_attn_gpu's work-group size: 128 work-items, or as many as cover Dv with RQ_PVT dims each up to
