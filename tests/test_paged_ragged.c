@@ -26,6 +26,24 @@ Test(paged_ragged, mixed_step_f16_causal_gqa)
     run_case(&c, pf_seed() + 100);
 }
 
+/* a chunk first, then decode rows and a speculative step, another chunk, a last decode row: the
+ * decode kernels run once per run of sequences between the chunks (OpenCL: over those rows alone,
+ * their Q, O and LSE rows moved to the run's first), f16 output and LSE, causal + sliding window */
+Test(paged_ragged, chunks_between_decode_runs)
+{
+    pcase c = base_case("ragged runs: 40, 1, 3, 20, 1 rows");
+    c.ragged = true;
+    int64_t lens[] = {600, 700, 300, 200, 50}, ql[] = {40, 1, 3, 20, 1};
+    memcpy(c.lens, lens, sizeof lens);
+    memcpy(c.qlens, ql, sizeof ql);
+    c.kdt = c.vdt = ROPEQK_F16;
+    c.odt = ROPEQK_F16;
+    c.tol = 1e-3; /* the f16 output's rounding (test_paged.c's bound) */
+    c.p.causal = 1;
+    c.p.window = 256;
+    run_case(&c, pf_seed() + 108);
+}
+
 /* speculative steps of 2, 5 and 3 rows, half-split, partial rotary, YaRN, BSHD caches, Dv != D,
  * sliding window + causal, pages of 64 */
 Test(paged_ragged, speculative_window_partial_rotary_bshd)
