@@ -112,9 +112,9 @@ ropeqk_status rq_append_call_check(const ropeqk_plan *pl, const ropeqk_tensor *k
 int64_t rq_paged_chunk_rows(const ropeqk_plan *pl);
 /* Query rows of sequence s of a decode batch. */
 int64_t rq_paged_seq_rows(const ropeqk_paged_batch *b, int64_t s);
-/* Sets the rows of every chunk to one key in meta (placeholders for the decode kernels, which the
- * chunk's attention overwrites after them), recomputes meta->max_pages, and returns how many
- * sequences it marked (0 without plan->chunk or q_indptr). */
+/* Sets the rows of every chunk to one key in meta (placeholders for decode kernels that run over
+ * every row, as Vulkan's do; the chunk's attention overwrites them after), recomputes
+ * meta->max_pages, and returns how many sequences it marked (0 without plan->chunk or q_indptr). */
 int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta);
 /* The next run of consecutive sequences of a ragged batch that are not chunks, from sequence *s on:
  * their query rows [*r0, *r1), *s moved past them; false when none is left. The decode kernels of a
