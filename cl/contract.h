@@ -196,7 +196,8 @@ RQ_STATIC_ASSERT(sizeof(rq_attn_args) == 15 * 8 + 18 * 4, attn_args_size);
  * at 0 (sequence s uses pages[pstart[s] .. pstart[s+1])), then lens, q_pos and k_pos0 (n_seqs each;
  * q_pos and k_pos0 unused by the append) and the packed page lists. */
 
-/* paged_attn_cpu, paged_attn_gpu: pass 1. A task is (split, head group, sequence): keys [sp*kps, min(len, (sp+1)*kps))
+/* paged_attn_cpu, paged_attn_gpu: pass 1. A task is (split, head group, sequence; on the CPU a group of
+ * a sequence's rows, see rg_off): keys [sp*kps, min(len, (sp+1)*kps))
  * against the query heads of the group, Q read rotated and scaled from qr [s][Hq][D]; it writes its
  * unnormalised output part[(s*Hq + h)*nsplit + sp][Dv] and (max, sum) at part[ml_off + 2*that row].
  * Head groups: ngc == 1: kv heads [gi*kvpg, +kvpg) with all G query heads each; ngc > 1: kv head
@@ -217,8 +218,11 @@ typedef struct {
     rq_f32 rot_mul;                   /* attention factor on cos and sin */
     rq_f32 softcap;                   /* > 0: S' = softcap * tanh(S / softcap) on unmasked scores */
     rq_i32 rot_off;                   /* first rotated dim: [rot_off, rot_off + R) rotate */
+    rq_i32 rg_off;                    /* paged_attn_cpu: its tasks' row groups, meta[rg_off + grp] ..
+                                       * meta[rg_off + grp + 1] (the GPU kernel: one row a task) */
+    rq_i32 pad_;
 } rq_paged_args;
-RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 12 * 8 + 26 * 4, paged_args_size);
+RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 12 * 8 + 28 * 4, paged_args_size);
 /* paged_attn_gpu: the K tile's buffer holds the key lanes' partial outputs at the end; a key's heads
  * are split evenly over its scorer slots (two each: the scorer is written for two) */
 RQ_STATIC_ASSERT(RQ_PTK * RQ_PKS >= RQ_PWG * RQ_PGH * RQ_PVT, paged_reduce_fits);

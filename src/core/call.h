@@ -66,6 +66,8 @@ typedef struct {
     int64_t rows;             /* query rows (the kernels' "sequences") */
     int32_t lens_off, qpos_off, kpos_off, pages_off;
     int64_t max_pages;        /* most pages any sequence uses */
+    int32_t groups_off;       /* rq_paged_meta_groups: ngroups + 1 row-group starts from there */
+    int64_t ngroups, group_rows; /* row groups, and the most rows in one */
 } rq_paged_meta;
 /* Validation of a paged-decode description into *pb (plan.c calls it). */
 ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
@@ -124,6 +126,11 @@ bool rq_paged_decode_run(const ropeqk_plan *pl, const ropeqk_paged_batch *b, int
  * the kernels' sequences 0 .. r1 - r0 - 1; sub->v is the caller's to free. */
 ropeqk_status rq_paged_meta_rows(const rq_paged_meta *m, int64_t r0, int64_t r1, int64_t page_size,
                                  rq_paged_meta *sub);
+/* Appends to m the row groups of a decode whose kernel serves several rows of a sequence at once:
+ * consecutive rows sharing their page list and first key position (one sequence's: a paged batch's
+ * rows, whose lists are never empty; max_rows 1 for metadata with a list per row), at most max_rows
+ * a group, as ngroups + 1 starts at m->groups_off; sets m->ngroups and m->group_rows. */
+ropeqk_status rq_paged_meta_groups(rq_paged_meta *m, int64_t max_rows);
 /* A view's extent with its first dim cut to n rows (a batch's sequences). */
 size_t rq_rows_extent(const ropeqk_tensor *t, int64_t n);
 

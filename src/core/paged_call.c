@@ -247,6 +247,39 @@ ropeqk_status rq_paged_meta_rows(const rq_paged_meta *m, int64_t r0, int64_t r1,
     return ROPEQK_SUCCESS;
 }
 
+ropeqk_status rq_paged_meta_groups(rq_paged_meta *m, int64_t max_rows)
+{
+    int64_t ng = 0;
+    for (int64_t r = 0, in = 0; r < m->rows; r++) { /* count first */
+        bool same = r > 0 && in < max_rows && m->v[r] == m->v[r - 1] &&
+                    m->v[m->kpos_off + r] == m->v[m->kpos_off + r - 1];
+        in = same ? in + 1 : 1;
+        ng += !same;
+    }
+    if (m->n + (size_t)ng + 1 > INT32_MAX)
+        return ROPEQK_ERR_TOO_LARGE;
+    int32_t *v = realloc(m->v, (m->n + (size_t)ng + 1) * sizeof *v);
+    if (!v)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    m->v = v;
+    m->groups_off = (int32_t)m->n;
+    m->group_rows = 0;
+    int32_t *g = v + m->n;
+    int64_t k = 0, in = 0;
+    for (int64_t r = 0; r < m->rows; r++) {
+        bool same = r > 0 && in < max_rows && v[r] == v[r - 1] && v[m->kpos_off + r] == v[m->kpos_off + r - 1];
+        in = same ? in + 1 : 1;
+        if (!same)
+            g[k++] = (int32_t)r;
+        if (in > m->group_rows)
+            m->group_rows = in;
+    }
+    g[k] = (int32_t)m->rows;
+    m->ngroups = ng;
+    m->n += (size_t)ng + 1;
+    return ROPEQK_SUCCESS;
+}
+
 int64_t rq_paged_chunk_mark(const ropeqk_plan *pl, const ropeqk_paged_batch *b, rq_paged_meta *meta)
 {
     int64_t n = 0;

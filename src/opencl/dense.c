@@ -146,6 +146,7 @@ static ropeqk_status build_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off
         return nints > INT32_MAX ? ROPEQK_ERR_TOO_LARGE : ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
     m->n = nints;
+    m->rows = n;
     m->lens_off = (int32_t)(n + 1);
     m->qpos_off = (int32_t)(2 * n + 1);
     m->kpos_off = (int32_t)(3 * n + 1);
@@ -215,6 +216,10 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
     bool qarr = m->q_pos.buf != NULL;
     rq_paged_meta meta;
     ropeqk_status st = build_meta(pl, Sk, q_off, k_off, qarr, X, Y, &meta);
+    /* pass 1's CPU shape reads row groups: one row each here (every row has its own page list, an empty
+     * one for a masked row, which the grouping by shared lists would take for its neighbour's) */
+    if (!st && rq_paged_cpu_shape(pl) && (st = rq_paged_meta_groups(&meta, 1)))
+        free(meta.v);
     if (st == ROPEQK_ERR_TOO_LARGE)
         return ROPEQK_SUCCESS;
     if (st)
@@ -234,6 +239,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         .fn = "ropeqk_opencl_plan_enqueue (dense decode)", .meta = mbuf, .lens_off = meta.lens_off,
         .qpos_off = meta.qpos_off, .kpos_off = meta.kpos_off, .pages_off = meta.pages_off, .n = B * pb->Sq,
         .max_pages = meta.max_pages, .page_size = P, .nbat = B,
+        .rg_off = meta.groups_off, .ngroups = meta.ngroups, .group_rows = meta.group_rows,
         /* Q [B][Hq][Sq][D] -> Qr [i * B + b][Hq][D]: head bh = b * Hq + h at bh * D, row i at i * B * Hq * D */
         .ra = {
             .src_off = (rq_i64)m->q.offset, .nb0 = q->nb[0], .nb1 = q->nb[1], .nb2 = q->nb[2], .nb3 = q->nb[3],

@@ -136,6 +136,8 @@ typedef struct {
     cl_mem meta;
     int32_t lens_off, qpos_off, kpos_off, pages_off;
     int64_t n, max_pages, page_size, nbat;
+    int32_t rg_off;                  /* the CPU shape's row groups in meta (rq_paged_cpu_groups) */
+    int64_t ngroups, group_rows;
     rq_rotate_args ra;
     ropeqk_opencl_mem q, k, v, out, lse;
     ropeqk_opencl_mem ks, vs;        /* 8-bit caches' scales ({NULL, 0} otherwise) */
@@ -144,6 +146,10 @@ typedef struct {
     cl_uint meta_nwait;
     const cl_event *meta_wait;
 } rq_paged_launch;
+/* The CPU shape (rq_paged_cpu_shape) serves a sequence's consecutive rows in one task: their row
+ * groups appended to m (rq_paged_meta_groups, as many rows as RQ_PCH query heads hold); nothing for
+ * the GPU shape. */
+ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m);
 ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L, cl_kernel krot,
                            cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event);
 /* Pass 1 in the CPU shape (paged_attn_cpu) for this plan, else paged_attn_gpu; the GPU shape's

@@ -88,12 +88,21 @@ cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *
                           err);
 }
 
-/* Head groups of pass 1 (contract.h's rq_paged_args): *groups tasks per (split, sequence); on the
- * GPU shape (work-groups of wg) the key lanes and the V chunks: as many key lanes (up to RQ_PKQ) as
- * leave the chunk covering Dv, so that a small Dv still keeps every work-item busy. */
-static void head_groups(const rq_problem *pb, bool gpu, int64_t wg, rq_paged_args *a, int64_t *groups)
+ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m)
 {
-    int64_t cap = gpu ? RQ_PGH : RQ_PCH;
+    if (!rq_paged_cpu_shape(pl))
+        return ROPEQK_SUCCESS;
+    /* a task holds RQ_PCH (row, query head) pairs: all G heads of a KV head for as many rows as fit */
+    return rq_paged_meta_groups(m, pl->pb.G <= RQ_PCH ? RQ_PCH / pl->pb.G : 1);
+}
+
+/* Head groups of pass 1 (contract.h's rq_paged_args): *groups tasks per (split, sequence or row group
+ * of `rows` rows, the CPU shape's); on the GPU shape (work-groups of wg) the key lanes and the V
+ * chunks: as many key lanes (up to RQ_PKQ) as leave the chunk covering Dv, so that a small Dv still
+ * keeps every work-item busy. */
+static void head_groups(const rq_problem *pb, bool gpu, int64_t wg, int64_t rows, rq_paged_args *a, int64_t *groups)
+{
+    int64_t cap = gpu ? RQ_PGH : RQ_PCH / (rows < 1 ? 1 : rows);
     if (!gpu && pb->G <= cap) { /* CPU: whole KV heads together, so their keys' angles are shared */
         a->kvpg = (rq_i32)(cap / pb->G < pb->Hkv ? cap / pb->G : pb->Hkv);
         a->ngc = 1;
@@ -141,8 +150,9 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     bool gpu = !rq_paged_cpu_shape(pl);
     rq_paged_args a = {0};
     int64_t groups;
-    head_groups(pb, gpu, cp->pwg, &a, &groups);
-    int64_t pps = rq_paged_pages_per_split((int64_t)cp->cus * (gpu ? 8 : 4), n * groups * a.ndvc, L->max_pages,
+    head_groups(pb, gpu, cp->pwg, gpu ? 1 : L->group_rows, &a, &groups);
+    const int64_t nt = gpu ? n : L->ngroups; /* pass 1's tasks per (split, head group) */
+    int64_t pps = rq_paged_pages_per_split((int64_t)cp->cus * (gpu ? 8 : 4), nt * groups * a.ndvc, L->max_pages,
                                            L->page_size, gpu ? 256 : 512, 0);
     int64_t nsplit = (L->max_pages + pps - 1) / pps, kps = pps * L->page_size;
     int64_t rows = n * pb->Hq;
@@ -171,6 +181,7 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     a.pages_off = L->pages_off, a.rot_mul = (float)pb->attn;
     a.softcap = (float)pb->softcap, a.rot_off = (rq_i32)pb->rot_off;
     a.kdt = (rq_i32)pl->k.dtype, a.vdt = (rq_i32)pl->v.dtype;
+    a.rg_off = L->rg_off;
     a.ks_off = (rq_i64)(L->ks.offset / sizeof(float)), a.vs_off = (rq_i64)(L->vs.offset / sizeof(float));
     rq_pcomb_args ca = {
         .out_off = (rq_i64)L->out.offset, .onb0 = L->onb[0], .onb1 = L->onb[1], .onb2 = L->onb[2],
@@ -193,7 +204,7 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
         g1[0] = (size_t)nsplit * cp->pwg, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;
         l1[0] = cp->pwg, l1[1] = 1, l1[2] = 1;
     } else {
-        g1[0] = (size_t)nsplit, g1[1] = (size_t)groups, g1[2] = (size_t)n;
+        g1[0] = (size_t)nsplit, g1[1] = (size_t)groups, g1[2] = (size_t)nt;
         l1[0] = 1, l1[1] = 1, l1[2] = 1;
     }
     size_t g2[2] = {rq_round_up((size_t)pb->Dv, RQ_PCWG), (size_t)rows}, l2[2] = {RQ_PCWG, 1};
@@ -269,6 +280,10 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         rq_paged_meta sub;
         if ((st = rq_paged_meta_rows(meta, r0, r1, pl->paged.page_size, &sub)))
             break;
+        if ((st = rq_paged_cpu_groups(pl, &sub))) {
+            free(sub.v);
+            break;
+        }
         cl_int err = CL_SUCCESS;
         cl_mem mbuf = rq_paged_meta_upload(ctx, &sub, &err);
         if (err) {
@@ -281,6 +296,7 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         R.lens_off = sub.lens_off, R.qpos_off = sub.qpos_off, R.kpos_off = sub.kpos_off, R.pages_off = sub.pages_off;
         R.n = R.nbat = r1 - r0;
         R.max_pages = sub.max_pages;
+        R.rg_off = sub.groups_off, R.ngroups = sub.ngroups, R.group_rows = sub.group_rows;
         R.ra.S = (rq_i32)(r1 - r0), R.ra.pos_off = sub.qpos_off;
         R.ra.src_off += (rq_i64)(r0 * pl->q.nb[0]);
         R.out.offset += (size_t)(r0 * pl->out.nb[0]);
@@ -331,6 +347,10 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     const int64_t n = meta.rows; /* the query rows are the kernels' sequences (src/core/paged_rows.c) */
     /* long chunks take the attention kernel after the decode kernels (src/opencl/paged_chunk.c) */
     const int64_t nchunks = rq_paged_chunk_mark(pl, batch, &meta);
+    if (nchunks == 0 && (st = rq_paged_cpu_groups(pl, &meta))) { /* with chunks: decode_runs' own */
+        free(meta.v);
+        return st;
+    }
     cl_int err = CL_SUCCESS;
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
@@ -344,6 +364,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     rq_paged_launch L = {
         .fn = fn, .meta = mbuf, .lens_off = meta.lens_off, .qpos_off = meta.qpos_off, .kpos_off = meta.kpos_off,
         .pages_off = meta.pages_off, .n = n, .max_pages = meta.max_pages, .page_size = pl->paged.page_size,
+        .rg_off = meta.groups_off, .ngroups = meta.ngroups, .group_rows = meta.group_rows,
         .nbat = n,
         /* Q: the query rows are the rows of one batch of Hq heads; positions from the metadata */
         .ra = {
