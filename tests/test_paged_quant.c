@@ -84,6 +84,58 @@ Test(paged_quant, unaligned_rows)
     }
 }
 
+/* Every code of each 8-bit dtype through the decode: two one-token sequences whose K rows are code 0
+ * (every score 0, so each row's O is its one V row exactly) and whose V rows hold codes 0..127 and
+ * 128..255, scale 0.5. O must be rqs_q8_value(code) * 0.5 bit for bit in value: NaN codes NaN, e5m2's
+ * infinities infinite, subnormals exact, -0 equal to 0. */
+Test(paged_quant, every_code_decodes_to_its_value)
+{
+    enum { ED = 128, EPS = 16 };
+    for (int i = 0; i < 3; i++) {
+        const ropeqk_dtype dt = q8[i];
+        ropeqk_plan_desc d = {.op = ROPEQK_OP_PAGED_DECODE};
+        ropeqk_default_params(&d.params);
+        d.q = ropeqk_tensor_bhsd(ROPEQK_F32, 2, 1, 1, ED);
+        d.k = ropeqk_tensor_bhsd(dt, 2, 1, EPS, ED);
+        d.v = d.k;
+        d.out = ropeqk_tensor_bhsd(ROPEQK_F32, 2, 1, 1, ED);
+        d.paged = (ropeqk_paged_desc){.page_size = EPS, .max_pages_per_seq = 1, .max_seqs = 2};
+        static unsigned char kc[2 * EPS * ED], vc[2 * EPS * ED];
+        static float sc[2 * EPS], q[2 * ED], o[2 * ED];
+        memset(kc, 0, sizeof kc), memset(vc, 0, sizeof vc);
+        for (int j = 0; j < 2 * ED; j++) /* token 0 of page p: codes p * 128 .. p * 128 + 127 */
+            vc[(j / ED) * EPS * ED + j % ED] = (unsigned char)j, q[j] = (float)(j % 7) - 3.0f;
+        for (int j = 0; j < 2 * EPS; j++)
+            sc[j] = 0.5f;
+        rqs_devbuf *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bks = NULL, *bvs = NULL;
+        ropeqk_plan *pl = NULL;
+        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof q, q, false, &bq), ROPEQK_SUCCESS);
+        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof kc, kc, false, &bk), ROPEQK_SUCCESS);
+        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof vc, vc, false, &bv), ROPEQK_SUCCESS);
+        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof o, NULL, false, &bo), ROPEQK_SUCCESS);
+        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof sc, sc, false, &bks), ROPEQK_SUCCESS);
+        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof sc, sc, false, &bvs), ROPEQK_SUCCESS);
+        cr_assert_eq(rqs_plan_create(th_ctx, &d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        int32_t table[2] = {0, 1}, lens[2] = {1, 1}, qpos[2] = {0, 0};
+        ropeqk_paged_batch b = {.n_seqs = 2, .page_table = table, .seq_lens = lens, .q_pos = qpos};
+        rqs_paged_args a = {.q = rqs_whole(bq), .k_cache = rqs_whole(bk), .v_cache = rqs_whole(bv),
+                            .out = rqs_whole(bo), .k_scale = rqs_whole(bks), .v_scale = rqs_whole(bvs)};
+        cr_assert_eq(rqs_paged_run(th_ctx, NULL, pl, &a, &b), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        cr_assert_eq(rqs_devbuf_read(bo, o), ROPEQK_SUCCESS);
+        int bad = 0;
+        for (int j = 0; j < 2 * ED; j++) {
+            float want = rqs_q8_value((uint8_t)j, dt) * 0.5f;
+            bool ok = isnan(want) ? isnan(o[j]) : o[j] == want;
+            if (!ok && bad++ < 4)
+                cr_log_error("dtype %d: code 0x%02X decoded to %a, want %a", (int)dt, j, (double)o[j], (double)want);
+        }
+        cr_expect_eq(bad, 0, "dtype %d: %d of 256 codes decoded wrong", (int)dt, bad);
+        ropeqk_plan_destroy(pl);
+        rqs_devbuf_free(bq), rqs_devbuf_free(bk), rqs_devbuf_free(bv), rqs_devbuf_free(bo);
+        rqs_devbuf_free(bks), rqs_devbuf_free(bvs);
+    }
+}
+
 /* ---- the append's bytes ------------------------------------------------------------------------ */
 enum { AS = 2, AHKV = 2, ADMAX = 66, APS = 16, AMAXP = 4, ANEW = 20, AROWS = AS * AHKV * ANEW };
 
