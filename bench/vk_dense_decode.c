@@ -3,8 +3,9 @@
  * causal, the query rows at the last positions) over LEN keys (default 32768), three ways in the same
  * rounds on the same values, device-local buffers, each call recorded, submitted and waited for
  * (the support library's runs):
- *   - dense: the library's default, few-row calls through the paged decode's shaders on the dense K
- *     and V (src/vulkan/vk_dense.c: keys rotated as they are read);
+ *   - dense: few-row calls through the paged decode's shaders on the dense K and V
+ *     (src/vulkan/vk_dense.c: keys rotated as they are read), on a context with dense_rows 16 (the
+ *     shared default; a Vulkan CPU device's own is 2, from these figures);
  *   - dense-old: the same plan on a second context over the same device with dense_rows off (the
  *     tuning's -1, ROPEQK_DENSE_DECODE=0: all of K rotated into f32 scratch, then attention.comp);
  *   - paged: ROPEQK_OP_PAGED_DECODE over a cache of the same values in pages of 16 in order, the
@@ -145,7 +146,9 @@ int bench_vk_dense_decode(const char *vk_spec, long long len_in)
     int64_t len = (len_in + PS - 1) / PS * PS; /* whole pages: the paged copy holds the same keys */
     venv v;
     memset(&v, 0, sizeof v);
-    ropeqk_ctx_params cp = {.device = vk_spec};
+    /* dense: the limit raised to 16 (a Vulkan CPU device's default is 2, src/vulkan/vk_tune.c, chosen
+     * from this mode's figures), so that every Sq below runs the dense decode */
+    ropeqk_ctx_params cp = {.device = vk_spec, .tuning = {.dense_rows = 16}};
     int err = 0;
     for (int i = 0; i < 2 && !err; i++) {
         if (i == 0) {
@@ -171,7 +174,7 @@ int bench_vk_dense_decode(const char *vk_spec, long long len_in)
     }
     bench_print_cpu();
     printf("vulkan dense attention decode on %s: B 1, Hq %d, Hkv %d, D = Dv = %d, f16 Q/K/V, f32 out, causal, %lld "
-           "keys; dense (default), dense-old (ROPEQK_DENSE_DECODE=0: K rotated into scratch first), paged decode over "
+           "keys; dense (dense_rows 16), dense-old (ROPEQK_DENSE_DECODE=0: K rotated into scratch first), paged decode over "
            "the same values in pages of %d in order; medians of %d interleaved rounds after %d warm-up (record + "
            "submit + fence wait)\n",
            ropeqk_ctx_device_description(v.ctx[0]), HQ, HKV, D, (long long)len, PS, RUNS, WARMUP);
