@@ -369,7 +369,7 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         .out = args->out, .lse = args->lse, .out_extent = rq_rows_extent(&pl->out, n),
         .lse_extent = rq_rows_extent(&pl->lse, n),
         .onb = {(uint32_t)(o->nb[0] / oes), (uint32_t)(o->nb[1] / oes), 0, (uint32_t)(o->nb[3] / oes)},
-        .lnb = {(uint32_t)(ls->nb[0] / 4), (uint32_t)(ls->nb[1] / 4), 0}, .nbat = n,
+        .lnb = {(uint32_t)(ls->nb[0] / 4), (uint32_t)(ls->nb[1] / 4), 0}, .nbat = n > 0 ? n : 1, /* s % nbat = s */
         .page_size = pl->paged.page_size,
     };
     if ((st = rq_vkpg_record_run(pl, cmd, &L, &meta, fn)))
