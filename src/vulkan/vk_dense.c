@@ -3,8 +3,12 @@
  * paged_combine.comp) run on the caller's dense K and V and rotate each key as they read it. The old
  * path (vk_plan.c, vk_attn.c) rotates all of K into f32 scratch first and then runs attention.comp,
  * whose work-groups cover query rows: one query row leaves most of a device idle, where the paged
- * decode splits the keys over every core. The OpenCL backend's src/opencl/dense.c is the model; both
- * describe the dense K as pages and cut each row's page list by its masks in src/core/dense_pages.c.
+ * decode splits the keys over every core (lavapipe, 32k keys, Hq 32, Hkv 8, D 128, f16, one row:
+ * 1.42 s against 0.59 s; `ropeqk-bench --vulkan --dense-decode`). But each row of the decode reads
+ * and rotates all of K again, so on lavapipe 4 rows already take longer than the old path, hence
+ * a Vulkan CPU device's default limit of 2 rows (vk_tune.c). The OpenCL backend's src/opencl/dense.c
+ * is the model; both describe the dense K as pages and cut each row's page list by its masks in
+ * src/core/dense_pages.c.
  *
  * Query row i of batch entry b is sequence s = i * B + b of the decode: rotate.comp's destination
  * strides (d_b = D, d_h = n D, d_row = B D) put row (b, h, i) of Q at Qr [h][s][D], the layout
@@ -14,7 +18,7 @@
  * no transfer usage.
  *
  * Taken on the same calls as on OpenCL: attention plans without M-RoPE whose Sq is at most the
- * context's dense_rows (ROPEQK_DENSE_DECODE; src/core/tuning.c), calls without per-token key
+ * context's dense_rows (ROPEQK_DENSE_DECODE; src/core/tuning.c, vk_tune.c), calls without per-token key
  * positions (each key would need its own position, which the pages do not carry), views whose pages
  * can be numbered. The plan makes the decode's scratch at creation for its own capacity (B * Sq
  * sequences of up to Sk keys: the split scratch and the metadata buffer; Qr, the frequencies and the
@@ -46,7 +50,8 @@ ropeqk_status rq_vk_dense_init(ropeqk_plan *pl)
     vp->pg = pg; /* freed by rq_vk_paged_free with the plan, whatever happens below */
     const int64_t P = RQ_DENSE_PAGE, n = pb->B * pb->Sq, maxp = (pb->Sk + P - 1) / P;
     /* the metadata: 4 n + 1 ints and every row's pages at most */
-    ropeqk_status st = rq_vkpg_setup(pl, pg, P, maxp, n, 4 * n + 1 + n * maxp, "ropeqk_plan_create (dense decode, Vulkan)");
+    ropeqk_status st =
+        rq_vkpg_setup(pl, pg, P, maxp, n, 4 * n + 1 + n * maxp, "ropeqk_plan_create (dense decode, Vulkan)");
     if (st == ROPEQK_ERR_TOO_LARGE) { /* the decode shaders cannot run this shape: the old path serves */
         rq_vk_paged_free(pl);
         return ROPEQK_SUCCESS;
