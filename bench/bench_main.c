@@ -12,6 +12,7 @@
  *   bench_main.c ─┬─ scores_bench.c ── scores_impl.c ─┬─ baseline.c ── benv.c
  *                 ├─ attn_bench.c ──── attn_impl.c ───┤   values.c, impls.c, cpu.c
  *                 ├─ vk_bench.c (support/devbuf) ─────┘
+ *                 ├─ vk_serving.c, vk_dense_decode.c (Vulkan alone, support/devbuf)
  *                 ├─ first_call.c, host_cost.c, paged.c, variants.c, dense_decode.c
  *                 └─ support/plot.h (the chart)
  *
@@ -33,6 +34,7 @@
 #include "variants.h"
 #if RQ_HAVE_VULKAN
 #include "vk_bench.h"
+#include "vk_dense_decode.h"
 #include "vk_serving.h"
 #endif
 
@@ -87,6 +89,8 @@ static void usage(void)
          "  --vulkan --ragged, --vulkan --paged [LEN]: Vulkan alone: a prefill chunk of 512 rows over 4096\n"
          "           cached tokens, ragged paged call vs dense attention; decode over LEN tokens (default\n"
          "           32768) per cache dtype (f16, int8, fp8 e4m3, e5m2), GB/s, tokens/s vs f16, copy\n"
+         "  --vulkan --dense-decode [LEN]: Vulkan alone: dense attention decode over LEN keys (default 32768),\n"
+         "           Sq 1, 2, 4, 16: the default path, the old one (K pre-pass) and the paged decode\n"
          "  impls: fused, unfused-clblast, cblas, ref, copy-buffer, copy-kernel\n"
          "  --quick: 2 prefill shapes + decode Sk=4096, 5 runs, 1 warm-up (CI smoke)\n"
          "  --plot: a bar chart of the GFLOP/s, SVG or (when built with libpng) PNG by the extension\n"
@@ -252,6 +256,11 @@ int main(int argc, char **argv)
         benv_close(&e);
         return 2;
 #else
+        if (o.dense > 0) { /* few-row dense attention on Vulkan alone (vk_dense_decode.c) */
+            rc = bench_vk_dense_decode(vk_spec, o.dense);
+            benv_close(&e);
+            return rc;
+        }
         if (o.ragged || o.paged > 0) { /* the serving paths on Vulkan alone (vk_serving.c) */
             rc = bench_vk_serving(vk_spec, o.ragged, o.paged);
             benv_close(&e);

@@ -67,9 +67,12 @@ void main()
             none = false; /* O = o / L: 0 where nothing was unmasked */
         }
         float res = none ? 0.0 : o / L;
-        uint oi = pc.out_off + uint(s) * pc.onb0 + uint(h) * pc.onb1 + uint(dv) * pc.onb3;
+        /* nbat: the dense decode's sequence s = i * nbat + b is row i of batch entry b (vk_dense.c);
+         * the paged decode passes nbat = n */
+        const uint sb = uint(s % pc.nbat), si = uint(s / pc.nbat);
+        uint oi = pc.out_off + sb * pc.onb0 + si * pc.onb2 + uint(h) * pc.onb1 + uint(dv) * pc.onb3;
         RQ_STORE(outv, oi, ODT, res)
         if (pc.use_lse != 0 && dv == 0)
-            lsev[pc.lse_off + uint(s) * pc.lnb0 + uint(h) * pc.lnb1] = lse;
+            lsev[pc.lse_off + sb * pc.lnb0 + si * pc.lnb2 + uint(h) * pc.lnb1] = lse;
     }
 }

@@ -19,6 +19,7 @@ layout(std430, binding = RQ_VK_ROT_SRC) readonly buffer Src { uint src[]; };
 layout(std430, binding = RQ_VK_ROT_POS) readonly buffer Pos { int pos[]; };
 layout(std430, binding = RQ_VK_ROT_FREQ) readonly buffer Freq { vec4 vfreq[]; };
 layout(std430, binding = RQ_VK_ROT_DST) writeonly buffer Dst { float dst[]; };
+layout(std430, binding = RQ_VK_ROT_PDST) writeonly buffer Pdst { int pdst[]; };
 RQ_VK_PC_BLOCK(RQ_VK_ROT_PC)
 
 #include "common.glsl"
@@ -37,6 +38,13 @@ void main()
     vec4 f = vfreq[min(unit, half_r - 1)]; /* in range for pass-through units too (unused there) */
     uint stream = pt ? 0u : uint(f.w) * uint(pc.S); /* M-RoPE: this frequency's row of the [3][S] positions */
     for (int row = int(gl_WorkGroupID.y); row < pc.S; row += int(gl_NumWorkGroups.y)) {
+        /* the dense decode (src/vulkan/vk_dense.c): a q position array into the decode's metadata,
+         * a copy per batch entry, by the one invocation of unit 0 (no transfer usage is asked of the
+         * caller's position buffer) */
+        if (pc.pd_nbat > 0 && unit == 0)
+            for (int b = 0; b < pc.pd_nbat; b++)
+                pdst[pc.pd_off + uint(row) * uint(pc.pd_nbat) + uint(b)] =
+                    pc.use_pos != 0 ? pos[pc.pos_off + uint(row)] : pc.pos_base + row;
         float c = 1.0, s = 0.0;
         if (!pt) {
             int p = pc.use_pos != 0 ? pos[pc.pos_off + stream + uint(row)] : pc.pos_base + row;
@@ -48,7 +56,7 @@ void main()
             uint base = pc.src_off + uint(bh / pc.H) * pc.nb0 + uint(bh % pc.H) * pc.nb1 + uint(row) * pc.nb2;
             float x0 = RQ_LOAD(src, base + uint(i0), DT);
             float x1 = RQ_LOAD(src, base + uint(i1), DT);
-            uint o = pc.dst_off + (uint(bh) * uint(pc.S) + uint(row)) * uint(pc.D);
+            uint o = pc.dst_off + uint(bh / pc.H) * pc.d_b + uint(bh % pc.H) * pc.d_h + uint(row) * pc.d_row;
             if (pt) {
                 dst[o + uint(i0)] = x0 * pc.out_mul;
             } else {

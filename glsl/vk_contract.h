@@ -50,13 +50,16 @@
 #define RQ_VK_ROT_POS 1   /* positions: [S], or [3][S] under M-RoPE (stream-major) */
 #define RQ_VK_ROT_FREQ 2
 #define RQ_VK_ROT_DST 3
+#define RQ_VK_ROT_PDST 4  /* positions out (pd_nbat > 0; else the dummy): the dense decode's metadata */
 /* rot_off: the first rotated dim (rotary_offset): pairs inside [rot_off, rot_off + R), every other
  * dim passes through */
 #define RQ_VK_ROT_PC(F)                                                                            \
     F(u32, src_off) F(u32, nb0) F(u32, nb1) F(u32, nb2) /* source view, elements */                \
     F(u32, pos_off) F(u32, dst_off)                                                                \
     F(i32, H) F(i32, BH) F(i32, S) F(i32, D) F(i32, R) F(i32, lay)                              \
-    F(i32, use_pos) F(i32, pos_base) F(f32, rot_mul) F(f32, out_mul) F(i32, rot_off)
+    F(i32, use_pos) F(i32, pos_base) F(f32, rot_mul) F(f32, out_mul) F(i32, rot_off)              \
+    F(u32, d_b) F(u32, d_h) F(u32, d_row) /* dst of (bh, row): (bh / H) d_b + (bh % H) d_h + row d_row */ \
+    F(u32, pd_off) F(i32, pd_nbat) /* pd_nbat > 0: row's position to pdst[pd_off + row * pd_nbat + b], b < pd_nbat */
 #define RQ_VK_ROT_UNITS 64 /* work-group: 64 units (pairs or pass-through dims) of one row */
 
 /* ---- scores.comp: S = Qr . Kr^T, masked, into the output view -------------------------------- */
@@ -142,7 +145,8 @@
 #define RQ_VK_PC_PC(F)                                                                             \
     F(u32, out_off) F(u32, onb0) F(u32, onb1) F(u32, onb3) /* elements of out's dtype */           \
     F(u32, lse_off) F(u32, lnb0) F(u32, lnb1) F(u32, ml_off) F(u32, lens_off)                       \
-    F(i32, Hq) F(i32, Dv) F(i32, nsplit) F(i32, kps) F(i32, use_lse) F(i32, rows) F(i32, use_sinks)
+    F(i32, Hq) F(i32, Dv) F(i32, nsplit) F(i32, kps) F(i32, use_lse) F(i32, rows) F(i32, use_sinks)   \
+    F(u32, onb2) F(u32, lnb2) F(i32, nbat) /* sequence s's row: (s % nbat) onb0 + (s / nbat) onb2 */
 #define RQ_VK_PC_WG 64
 
 #define RQ_VK_PA_SRC 0    /* paged_append.comp bindings */

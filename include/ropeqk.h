@@ -301,7 +301,7 @@ ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", 
  * ROPEQK_ATTN_TILE=0 and ROPEQK_DENSE_DECODE=0 turn those kernels or paths off); a
  * malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
  * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the knobs up to
- * tk and the attn_* ones, the Vulkan shaders the vk_* ones; the OpenCL host reads chunk_rows and
+ * tk and the attn_* ones, the Vulkan shaders the vk_* ones; both backends' hosts read chunk_rows and
  * dense_rows.
  */
 typedef struct {
@@ -336,15 +336,15 @@ typedef struct {
     int32_t attn_tk;   /* a multiple of 4, 4..64, dividing attn_keys */
     int32_t attn_rb;   /* 1, 2, 4 or 8, dividing attn_tile */
     int32_t attn_dv;   /* a multiple of attn_keys, 16..256 */
-    /* two crossovers of the OpenCL backend, decided per call on the host (no kernel reads them; the
-     * Vulkan backend has neither path and ignores them):
+    /* two crossovers, decided per call on the host (no kernel reads them), on both backends:
      * chunk_rows: a sequence of a ragged paged call with at least this many query rows has its K/V
      *   gathered from the pages and its rows run through the attention kernel; fewer rows run through
      *   the split-K decode kernels row by row. 1..1048576 (more than any chunk: never); default 16.
      *   $ROPEQK_CHUNK_ROWS. */
     int32_t chunk_rows;
     /* dense_rows: dense attention calls with at most this many query rows run the paged decode
-     *   kernels on the dense K/V (no K pre-pass). 1..1024, -1 = off; default 16.
+     *   kernels (Vulkan: shaders) on the dense K/V (no K pre-pass). 1..1024, -1 = off; default 16
+     *   (2 on a Vulkan CPU device such as lavapipe, where each row costs a full pass over K).
      *   $ROPEQK_DENSE_DECODE (0 = off). */
     int32_t dense_rows;
 } ropeqk_tuning;

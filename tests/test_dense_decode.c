@@ -1,5 +1,6 @@
-/* The dense attention decode path (src/opencl/dense.c: few-row attention calls through the paged
- * decode's kernels on the caller's dense K and V, keys rotated as they are read) against the fp64 path,
+/* The dense attention decode path (src/opencl/dense.c, src/vulkan/vk_dense.c: few-row attention calls
+ * through the paged decode's kernels or shaders on the caller's dense K and V, keys rotated as they
+ * are read) against the fp64 path,
  * on awkward shapes: Sq 1..8, B 1..3, GQA/MQA, causal with the queries below, inside and above the
  * keys (fully masked rows), sliding windows, BSHD and padded views of Q, K, V and O, Dv != D, partial
  * rotary and rotary offsets, positions near 1e6, both layouts, LSE, soft-capping, sinks, f32/f16/bf16
@@ -9,7 +10,10 @@
  * an internal counter of the library confirms: this test links the library statically) and on a
  * context made with ROPEQK_DENSE_DECODE=0 (the old path: K rotated into scratch first, the counter
  * unchanged); both are held to the attention metric's 1e-5 (plus an f16/bf16 output's rounding).
- * Also: ROPEQK_DENSE_DECODE's validation. OpenCL only (the Vulkan backend has no such path).
+ * Also: ROPEQK_DENSE_DECODE's validation. Runs on the default device (dense_decode: OpenCL) and again
+ * on Vulkan (dense_decode_vulkan: lavapipe in CI, with the validation layer; about 15 s on 2 cores).
+ * The sweep's contexts set the limit themselves (8, and 0 for the old path): a Vulkan CPU device's
+ * default is 2 (src/vulkan/vk_tune.c).
  * Seed: ROPEQK_TEST_SEED or 20261201, named in every failure message. */
 #include "harness.h"
 
@@ -21,8 +25,25 @@
 
 TestSuite(dense_decode, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 900);
 
-/* src/opencl/dense.c: calls run through the paged kernels so far (not exported: linked statically) */
+/* src/opencl/dense.c, src/vulkan/vk_dense.c: calls run through the paged kernels so far (not
+ * exported: linked statically); a test runs on one backend, so the sum counts that backend's */
+#if RQS_HAVE_OPENCL
 long long rq_dense_decode_runs(void);
+#endif
+#if RQS_HAVE_VULKAN
+long long rq_vk_dense_decode_runs(void);
+#endif
+static long long dense_runs(void)
+{
+    long long n = 0;
+#if RQS_HAVE_OPENCL
+    n += rq_dense_decode_runs();
+#endif
+#if RQS_HAVE_VULKAN
+    n += rq_vk_dense_decode_runs();
+#endif
+    return n;
+}
 
 static uint64_t seed0(void) { return th_seed(20261201ull); }
 
@@ -144,7 +165,7 @@ static long long run_case(ropeqk_ctx *ctx, const dcase *c, const th_buf *q, cons
     ropeqk_status st = ropeqk_attention_ref(p, &q->t, q->data, &tk, k->data, &tv, v->data, qp, kp, &o64, o64d,
                                             c->lse ? &l64 : NULL, c->lse ? l64d : NULL);
     cr_assert_eq(st, ROPEQK_SUCCESS, "reference: %s: %s", ropeqk_last_error(), d);
-    long long before = rq_dense_decode_runs();
+    long long before = dense_runs();
     if (pl || c->plan) {
         const void *host[7] = {q->data, k->data, v->data, o.data, qp, kp, c->lse ? l.data : NULL};
         const size_t bytes[7] = {q->bytes, k->bytes, v->bytes, o.bytes, (size_t)c->Sq * 4, (size_t)nk * 4, l.bytes};
@@ -160,7 +181,7 @@ static long long run_case(ropeqk_ctx *ctx, const dcase *c, const th_buf *q, cons
                                    .positions = c->qarr || c->karr ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
             st = ropeqk_plan_create(ctx, &pd, &own);
             cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
-            before = rq_dense_decode_runs();
+            before = dense_runs();
         }
         rqs_args a = {.q = rqs_whole(m[0]), .k = rqs_whole(m[1]), .v = rqs_whole(m[2]), .out = rqs_whole(m[3]),
                       .q_pos = rqs_whole(m[4]), .k_pos = rqs_whole(m[5]), .lse = rqs_whole(m[6])};
@@ -183,7 +204,7 @@ static long long run_case(ropeqk_ctx *ctx, const dcase *c, const th_buf *q, cons
                               c->lse ? &l.t : NULL, c->lse ? (float *)l.data : NULL);
         cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
     }
-    long long runs = rq_dense_decode_runs() - before;
+    long long runs = dense_runs() - before;
     double err = 0, lerr = 0;
     int64_t mism = 0;
     st = ropeqk_attention_max_error(&tv, v->data, &o.t, o.data, &o64, o64d, c->lse ? &l.t : NULL,
@@ -227,7 +248,6 @@ static void inputs(const dcase *c, uint64_t seed, th_buf *q, th_buf *k, th_buf *
 
 static void sweep(int first, int step)
 {
-    TH_SKIP_ON_VULKAN(th_ctx, "the dense decode path is the OpenCL backend's");
     uint64_t seed = seed0();
     cr_log_info("dense decode sweep from %d, seed %llu", first, (unsigned long long)seed);
     ropeqk_ctx *old = ctx_with("0"), *on = ctx_with("8");
@@ -242,7 +262,7 @@ static void sweep(int first, int step)
         inputs(&c, seed + (uint64_t)i, &q, &k, &v);
         long long runs = run_case(on, &c, &q, &k, &v, c.Sk, 0, NULL, d);
         /* taken unless the keys have positions of their own, or padded views of K and V with batch
-         * entries whose pages cannot share numbers (dense.c's page_numbering) */
+         * entries whose pages cannot share numbers (src/core/dense_pages.c) */
         if (c.karr)
             cr_expect_eq(runs, 0, "k position arrays took the dense decode: %s", d);
         else if (c.lay != TH_PADDED || c.B == 1)
@@ -280,9 +300,8 @@ Test(dense_decode, coverage)
  * offsets. */
 Test(dense_decode, decode_plan_steps)
 {
-    TH_SKIP_ON_VULKAN(th_ctx, "the dense decode path is the OpenCL backend's");
     uint64_t seed = seed0();
-    ropeqk_ctx *old = ctx_with("0");
+    ropeqk_ctx *old = ctx_with("0"), *on = ctx_with("8"); /* 8: above the Vulkan CPU default of 2 */
     for (int variant = 0; variant < 4; variant++) {
         dcase c;
         memset(&c, 0, sizeof c);
@@ -299,7 +318,7 @@ Test(dense_decode, decode_plan_steps)
                                .lse = ropeqk_tensor_bhsd(ROPEQK_F32, c.B, c.Hq, c.Sq, 1), .with_lse = true,
                                .max_keys = c.Sk};
         ropeqk_plan *pl[2] = {NULL, NULL};
-        ropeqk_ctx *ctxs[2] = {th_ctx, old};
+        ropeqk_ctx *ctxs[2] = {on, old};
         for (int j = 0; j < 2; j++)
             cr_assert_eq(ropeqk_plan_create(ctxs[j], &pd, &pl[j]), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
         static const int64_t nks[] = {1, 16, 64, 65, 130, 333, 699, 700};
@@ -319,12 +338,12 @@ Test(dense_decode, decode_plan_steps)
         th_free(&q), th_free(&k), th_free(&v);
     }
     ropeqk_ctx_destroy(old);
+    ropeqk_ctx_destroy(on);
 }
 
 /* Sq above the context's limit runs the old path; ROPEQK_DENSE_DECODE raises or lowers the limit. */
 Test(dense_decode, row_limit)
 {
-    TH_SKIP_ON_VULKAN(th_ctx, "the dense decode path is the OpenCL backend's");
     uint64_t seed = seed0();
     dcase c = make_case(0, seed);
     c.p.sinks = NULL, c.p.n_sinks = 0, c.karr = c.qarr = false, c.plan = true, c.Sq = 6;
@@ -334,9 +353,13 @@ Test(dense_decode, row_limit)
     char d[700];
     describe(&c, seed, 0, d, sizeof d);
     static const char *const env[3] = {"5", "6", NULL};
-    static const long long want[3] = {0, 1, 1}; /* the default limit is 16 */
+    long long want[3] = {0, 1, 1}; /* the default limit is 16; 2 on a Vulkan CPU device (vk_tune.c) */
     for (int i = 0; i < 3; i++) {
         ropeqk_ctx *x = ctx_with(env[i]);
+        ropeqk_tuning t;
+        cr_assert_eq(ropeqk_ctx_tuning(x, &t, NULL), ROPEQK_SUCCESS);
+        if (!env[i])
+            want[i] = t.dense_rows >= c.Sq;
         cr_expect_eq(run_case(x, &c, &q, &k, &v, c.Sk, 0, NULL, d), want[i], "ROPEQK_DENSE_DECODE=%s: %s",
                      env[i] ? env[i] : "(unset)", d);
         ropeqk_ctx_destroy(x);
@@ -347,7 +370,6 @@ Test(dense_decode, row_limit)
 /* A malformed or out-of-range value is refused with a message naming the variable. */
 Test(dense_decode, bad_environment)
 {
-    TH_SKIP_ON_VULKAN(th_ctx, "the dense decode path is the OpenCL backend's");
     static const char *const bad[] = {"yes", "-1", "", "1025", "8x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("ROPEQK_DENSE_DECODE", bad[i], 1);

@@ -69,6 +69,26 @@ typedef struct {
     int32_t groups_off;       /* rq_paged_meta_groups: ngroups + 1 row-group starts from there */
     int64_t ngroups, group_rows; /* row groups, and the most rows in one */
 } rq_paged_meta;
+/* ---- the dense decode's pages (dense_pages.c): few-row dense attention through the paged
+ * decode's kernels, both backends ---- */
+/* Keys per page of the dense view. Any size works in the kernels (they find each key's page by
+ * j / page_size); larger pages make the metadata shorter (32k keys: 512 entries per row) and coarsen
+ * the causal and window cuts to P keys, whose masked keys the kernels skip block by block. 64 keeps a
+ * split (a whole number of pages) below the decode's own minimum split (256 or 512 keys). */
+#define RQ_DENSE_PAGE 64
+/* Page numbers p = b * X + c * Y with p * ks = b * kb + c * kc in K and p * vs = b * vb + c * vc in V
+ * (kb, vb: the batch strides, kc, vc: a page's worth of keys; 0 where there is one batch entry or one
+ * page). False where no such numbering exists. */
+bool rq_dense_numbering(int64_t kb, int64_t kc, int64_t vb, int64_t vc, int64_t *X, int64_t *Y, int64_t *ks,
+                        int64_t *vs);
+/* The numbering of the plan's K and V views over Sk keys (bytes: ks, vs), and whether the pages and
+ * the rows (B * Sq * Hq) stay within int32; false: the backend's old path. */
+bool rq_dense_view_pages(const ropeqk_plan *pl, int64_t Sk, int64_t *X, int64_t *Y, int64_t *ks, int64_t *vs);
+/* The decode metadata of a dense call: sequence s = i * B + b, its position (0 with a q position
+ * array, which the backend copies in on the device), first key position and the pages of the keys it
+ * may see. ROPEQK_ERR_TOO_LARGE: past int32 (the old path serves). m->v is the caller's to free. */
+ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr, int64_t X,
+                            int64_t Y, rq_paged_meta *m);
 /* Validation of a paged-decode description into *pb (plan.c calls it). */
 ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
 /* Validates a paged batch and packs it (specific statuses, the thread's message set).

@@ -143,7 +143,8 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
      * rows), whose keys the decode kernels read in one split-K pass, on them. */
     t->chunk_rows = 16;
     /* dense_rows: attention calls with at most this many query rows run through the paged decode's
-     * kernels (src/opencl/dense.c): each row is a sequence of the decode, which reads K and V once
+     * kernels (src/opencl/dense.c; Vulkan: src/vulkan/vk_dense.c, whose CPU devices take 2, measured
+     * in src/vulkan/vk_tune.c): each row is a sequence of the decode, which reads K and V once
      * per row where the old path rotates K once for all rows. Measured (`ropeqk-bench
      * --dense-decode`, 32768 keys, Hkv 8, D 128, f16, causal, 2-core AMD EPYC AVX-512, pocl, shared
      * machine at load 1 to 4: medians of 11 interleaved rounds, three runs), old path time / new

@@ -5,19 +5,11 @@
  * pass alone took 36 ms of a 52 ms call on the 2-core Xeon (pocl 3.1), and the kernel after it ran
  * one work-item per KV head, where the paged decode splits the keys over every core.
  *
- * The dense [B, Hkv, Sk, D] K is described as pages of RQ_DENSE_PAGE keys: page (b, c) holds keys
- * c * P .. c * P + P - 1 of batch entry b, numbered p = b * X + c * Y, so that the kernels' address
- * page * knb0 + head * knb1 + slot * knb2 is b * nb[0] + (c * P + slot) * nb[2] + head * nb[1] with
- * knb0 = nb[0] / X = P * nb[2] / Y (the gcd of the two; page_numbering). V shares the page numbers,
- * so V's strides must keep the same ratio, which contiguous BHSD and BSHD views of K and V always do
- * (any D and Dv); a view that does not (B > 1 with unrelated paddings of K and V) runs the old path.
- * Query row i of batch entry b is sequence s = i * B + b of the decode (so that the rotation kernel's
- * [bh][row] destination strides give Qr [s][Hq][D], and out's rows follow from nbat = B), with its
- * own position, the keys' first position k_off, and its own page list: the pages the masks leave
- * (causal: keys up to the row's position; a window: from its start), so that a row's splits cover
- * only keys it sees. With a q position array the host does not know the positions (device memory):
- * every row gets all pages, and the array is copied into the metadata on the device; the kernels mask
- * by position as ever.
+ * The dense [B, Hkv, Sk, D] K is described as pages of RQ_DENSE_PAGE keys and each query row gets
+ * the pages its masks leave: src/core/dense_pages.c (shared with the Vulkan backend's vk_dense.c).
+ * Query row i of batch entry b is sequence s = i * B + b of the decode, so that the rotation kernel's
+ * [bh][row] destination strides give Qr [s][Hq][D], and out's rows follow from nbat = B. With a q
+ * position array the rows' positions are copied into the metadata on the device (copy_qpos).
  *
  * Taken (the host decides per call, cheap checks only): attention plans without M-RoPE whose Sq is at
  * most the context's dense_rows (ROPEQK_DENSE_DECODE; the default, measured, in src/core/tuning.c), calls with
@@ -32,12 +24,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Keys per page of the dense view. Any size works in the kernels (pass 1 finds each key's page by
- * j / page_size); larger pages make the metadata shorter (32k keys: 512 entries per row) and coarsen
- * the causal and window cuts to P keys, whose masked keys the kernels skip block by block. The split
- * is a whole number of pages: 64 keeps it below pass 1's own minimum split (256 or 512 keys). */
-#define RQ_DENSE_PAGE 64
 
 /* Calls run this way, for the tests (tests/test_dense_decode.c links the library statically). */
 static atomic_llong dense_runs;
@@ -72,101 +58,6 @@ ropeqk_status rq_dense_plan_init(ropeqk_plan *pl, cl_program prog)
         return ROPEQK_SUCCESS;
     cp->dense = st == ROPEQK_SUCCESS;
     return st;
-}
-
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-/* Page numbers p = b * X + c * Y with p * ks = b * kb + c * kc in K and p * vs = b * vb + c * vc in V
- * (kb, vb: the batch strides, kc, vc: a page's worth of keys; 0 where there is one batch entry or one
- * page). False where no such numbering exists. */
-static bool page_numbering(int64_t kb, int64_t kc, int64_t vb, int64_t vc, int64_t *X, int64_t *Y, int64_t *ks,
-                           int64_t *vs)
-{
-    int64_t g = gcd64(kb, kc);
-    bool from_k = g > 0;
-    if (!from_k)
-        g = gcd64(vb, vc);
-    if (g == 0) { /* one page of one batch entry */
-        *X = *Y = *ks = *vs = 0;
-        return true;
-    }
-    int64_t x = (from_k ? kb : vb) / g, y = (from_k ? kc : vc) / g;
-    int64_t ob = from_k ? vb : kb, oc = from_k ? vc : kc, o; /* the other tensor's strides */
-    if (x > 0 && ob % x == 0)
-        o = ob / x;
-    else if (x == 0 && oc % y == 0)
-        o = oc / y;
-    else
-        return false;
-    if (x * o != ob || y * o != oc)
-        return false;
-    *X = x, *Y = y;
-    *ks = from_k ? g : o;
-    *vs = from_k ? o : g;
-    return true;
-}
-
-/* The metadata of a call (contract.h): sequence s = i * B + b, its position, first key position and
- * the pages of the keys it may see. */
-static ropeqk_status build_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr,
-                                int64_t X, int64_t Y, rq_paged_meta *m)
-{
-    const rq_problem *pb = &pl->pb;
-    const int64_t B = pb->B, Sq = pb->Sq, n = B * Sq, P = RQ_DENSE_PAGE;
-    memset(m, 0, sizeof *m);
-    /* per query row: its first and one-past-last page */
-    int64_t *c0 = malloc((size_t)Sq * 2 * sizeof *c0), *c1 = c0 ? c0 + Sq : NULL, total = 0;
-    if (!c0)
-        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    for (int64_t i = 0; i < Sq; i++) {
-        int64_t lo = 0, hi = Sk, pq = q_off + i; /* keys [lo, hi) are the row's unmasked ones */
-        if (!qarr && pb->causal && pq - k_off + 1 < hi)
-            hi = pq - k_off + 1;
-        if (!qarr && pb->window > 0 && pq - pb->window - k_off + 1 > lo)
-            lo = pq - pb->window - k_off + 1;
-        if (hi <= lo) /* fully masked: no pages (O = 0, LSE = -inf or the sink, paged_combine) */
-            c0[i] = c1[i] = 0;
-        else
-            c0[i] = lo / P, c1[i] = (hi + P - 1) / P;
-        total += c1[i] - c0[i];
-        if (c1[i] - c0[i] > m->max_pages)
-            m->max_pages = c1[i] - c0[i];
-    }
-    size_t nints = (size_t)(4 * n + 1) + (size_t)(total * B);
-    if (nints > INT32_MAX || !(m->v = malloc(nints * sizeof *m->v))) {
-        free(c0);
-        return nints > INT32_MAX ? ROPEQK_ERR_TOO_LARGE : ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    }
-    m->n = nints;
-    m->rows = n;
-    m->lens_off = (int32_t)(n + 1);
-    m->qpos_off = (int32_t)(2 * n + 1);
-    m->kpos_off = (int32_t)(3 * n + 1);
-    m->pages_off = (int32_t)(4 * n + 1);
-    if (m->max_pages < 1)
-        m->max_pages = 1; /* every row masked: one split that returns at once */
-    int32_t at = 0, *pages = m->v + m->pages_off;
-    for (int64_t i = 0; i < Sq; i++)
-        for (int64_t b = 0; b < B; b++) {
-            int64_t s = i * B + b, first = c0[i] * P;
-            m->v[s] = at;
-            m->v[m->lens_off + s] = c1[i] > c0[i] ? (int32_t)((Sk < c1[i] * P ? Sk : c1[i] * P) - first) : 0;
-            m->v[m->qpos_off + s] = qarr ? 0 : (int32_t)(q_off + i); /* arrays: copied on the device */
-            m->v[m->kpos_off + s] = (int32_t)(k_off + first);
-            for (int64_t c = c0[i]; c < c1[i]; c++)
-                pages[at++] = (int32_t)(b * X + c * Y);
-        }
-    m->v[n] = at;
-    free(c0);
-    return ROPEQK_SUCCESS;
 }
 
 /* The q position array into the metadata's q_pos (entry i * B + b gets q_pos[i]): one rectangular copy
@@ -207,15 +98,13 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
-    const int64_t B = pb->B, P = RQ_DENSE_PAGE, nch = (Sk + P - 1) / P;
+    const int64_t B = pb->B, P = RQ_DENSE_PAGE;
     int64_t X, Y, ks, vs;
-    if (!page_numbering(B > 1 ? k->nb[0] : 0, nch > 1 ? P * k->nb[2] : 0, B > 1 ? v->nb[0] : 0,
-                        nch > 1 ? P * v->nb[2] : 0, &X, &Y, &ks, &vs) ||
-        (B - 1) * X + (nch - 1) * Y > INT32_MAX || B * pb->Sq * pb->Hq > INT32_MAX)
+    if (!rq_dense_view_pages(pl, Sk, &X, &Y, &ks, &vs))
         return ROPEQK_SUCCESS;
     bool qarr = m->q_pos.buf != NULL;
     rq_paged_meta meta;
-    ropeqk_status st = build_meta(pl, Sk, q_off, k_off, qarr, X, Y, &meta);
+    ropeqk_status st = rq_dense_meta(pl, Sk, q_off, k_off, qarr, X, Y, &meta);
     /* pass 1's CPU shape reads row groups: one row each here (every row has its own page list, an empty
      * one for a masked row, which the grouping by shared lists would take for its neighbour's) */
     if (!st && rq_paged_cpu_shape(pl) && (st = rq_paged_meta_groups(&meta, 1)))

@@ -84,7 +84,8 @@ struct rq_vk_plan {
     rq_vk_attn_shape at;              /* attention.comp's shape (attention plans) */
     rq_vk_buf st;                     /* attention: row state between key chunks (vk_attn.c), or none */
     rq_vk_buf sinks;                  /* attention and paged decode: the plan's sink logits (Hq f32), or none */
-    struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D] */
+    struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D];
+                                       * few-row attention plans: the dense decode's (vk_dense.c), or none */
 };
 
 static inline struct rq_vk_ctx *rq_vk(const ropeqk_ctx *ctx) { return (struct rq_vk_ctx *)ctx->impl; }
@@ -207,6 +208,15 @@ void rq_vk_attn_spec(const rq_vk_attn_shape *s, int32_t v_dtype, int32_t o_dtype
 /* Keys per attention dispatch at head dim D (a multiple of the shape's BN): the bound on an
  * invocation's loop trips that lavapipe needs (vk_attn.c). */
 int64_t rq_vk_attn_chunk_keys(int64_t D, const rq_vk_attn_shape *s);
+
+/* vk_dense.c: few-row dense attention through the paged decode's shaders (no K pre-pass).
+ * rq_vk_dense_init: after the old path's scratch, the decode's (vp->pg) where the plan may take it
+ * (op, M-RoPE, query rows against the context's dense_rows) and the device can run it; none
+ * otherwise. rq_vk_dense_record: records a call that way and sets *taken, or leaves *taken false
+ * (and records nothing) where the call is not one it takes; the old path then records it. */
+ropeqk_status rq_vk_dense_init(ropeqk_plan *pl);
+ropeqk_status rq_vk_dense_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
+                                 int64_t q_off, int64_t k_off, bool *taken);
 
 /* Makes the pipelines of every operation now (ropeqk_ctx_warmup). */
 ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx);

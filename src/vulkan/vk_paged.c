@@ -14,9 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-    RQ_VK_ROT_PC(RQ_VK_FIELD)
-} rot_pc;
+typedef rq_vk_rot_args rot_pc;
 typedef struct {
     RQ_VK_PG_PC(RQ_VK_FIELD)
 } pg_pc;
@@ -83,29 +81,21 @@ static int64_t device_units(const ropeqk_ctx *ctx, bool *gpu)
     return n > 0 ? n : 1;
 }
 
-static ropeqk_status too_large(const char *what, uint64_t bytes, uint64_t lim)
+static ropeqk_status too_large(const char *fn, const char *what, uint64_t bytes, uint64_t lim)
 {
-    rq_set_error("ropeqk_plan_create (paged decode, Vulkan): %s of %llu bytes exceeds this device's limit (%llu)",
-                 what, (unsigned long long)bytes, (unsigned long long)lim);
+    rq_set_error("%s: %s of %llu bytes exceeds this device's limit (%llu)", fn, what, (unsigned long long)bytes,
+                 (unsigned long long)lim);
     return ROPEQK_ERR_TOO_LARGE;
 }
 
-ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
+ropeqk_status rq_vkpg_setup(ropeqk_plan *pl, struct rq_vk_paged *pg, int64_t ps, int64_t maxp, int64_t max_seqs,
+                            int64_t meta_ints, const char *fn)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     const VkPhysicalDeviceLimits *lim = &rq_vk(ctx)->props.limits;
-    struct rq_vk_plan *vp = calloc(1, sizeof *vp);
-    if (!vp)
-        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    pl->impl = vp;
-    struct rq_vk_paged *pg = calloc(1, sizeof *pg);
-    if (!pg)
-        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    vp->pg = pg;
     bool gpu;
-    int64_t units = device_units(ctx, &gpu), ps = pl->paged.page_size, maxp = pl->paged.max_pages_per_seq;
-    int64_t max_seqs = pl->q.ne[0]; /* query rows, at most: the kernels' sequences (src/core/paged_rows.c) */
+    int64_t units = device_units(ctx, &gpu);
     pg->target = units * (gpu ? 8 : 4);
     pg->min_pages = ((gpu ? 256 : 512) + ps - 1) / ps; /* no split shorter than a few hundred keys */
     /* query heads per task: up to RQ_VK_PG_GH, as many as shared memory has room for next to the key
@@ -120,7 +110,7 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
         }
     }
     if (gpg < 1)
-        return too_large("shared memory for one query head", (uint64_t)RQ_VK_PG_SHARED(pb->D, 8),
+        return too_large(fn, "shared memory for one query head", (uint64_t)RQ_VK_PG_SHARED(pb->D, 8),
                          lim->maxComputeSharedMemorySize);
     uint32_t sg_size;
     ropeqk_status sst = subgroups_ok(ctx, &pg->sg, &sg_size);
@@ -131,7 +121,7 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
     pg->ndvc = (int32_t)((pb->Dv + RQ_VK_PG_WG * RQ_VK_PG_VT - 1) / (RQ_VK_PG_WG * RQ_VK_PG_VT));
     int64_t groups = pb->Hkv * pg->ngc * pg->ndvc;
     if (groups > (int64_t)lim->maxComputeWorkGroupCount[1])
-        return too_large("work-groups per split", (uint64_t)groups, lim->maxComputeWorkGroupCount[1]);
+        return too_large(fn, "work-groups per split", (uint64_t)groups, lim->maxComputeWorkGroupCount[1]);
     /* n sequences get at most min(ceil(maxp / min_pages), ceil(target / (n * groups))) splits each:
      * n * splits <= min(n * cap, target / groups + n), largest at n = max_seqs */
     int64_t cap = (maxp + pg->min_pages - 1) / pg->min_pages, byload = (pg->target + groups - 1) / groups + max_seqs;
@@ -145,8 +135,8 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
     if (keys > RQ_VK_PG_MAX_KEYS)
         keys = RQ_VK_PG_MAX_KEYS;
     if (keys < ps) {
-        rq_set_error("ropeqk_plan_create (paged decode, Vulkan): one page of %lld keys at head dim %lld exceeds the "
-                     "shader's loop budget (%lld keys a split)", (long long)ps, (long long)pb->D, (long long)keys);
+        rq_set_error("%s: one page of %lld keys at head dim %lld exceeds the shader's loop budget (%lld keys a split)",
+                     fn, (long long)ps, (long long)pb->D, (long long)keys);
         return ROPEQK_ERR_TOO_LARGE;
     }
     pg->max_pps = keys / ps;
@@ -154,30 +144,57 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
     if (max_seqs * forced > pg->slots)
         pg->slots = max_seqs * forced;
     uint64_t range = lim->maxStorageBufferRange;
-    uint64_t qr_bytes = (uint64_t)(max_seqs * pb->Hq * pb->D) * 4;
     uint64_t part_bytes = (uint64_t)pg->slots * (uint64_t)(pb->Hq * (pb->Dv + 2)) * 4;
-    /* the packed batch: 4 rows + 1 ints and the page lists (a sequence uses each page once) */
-    int64_t num_pages = pl->k.ne[0], per_seq = maxp < num_pages ? maxp : num_pages;
-    uint64_t meta_bytes = (uint64_t)(4 * max_seqs + 1 + pl->paged.max_seqs * per_seq) * 4;
-    if (qr_bytes > range)
-        return too_large("the rotated Q scratch", qr_bytes, range);
+    uint64_t meta_bytes = (uint64_t)meta_ints * 4;
     if (part_bytes > range)
-        return too_large("the split scratch", part_bytes, range);
+        return too_large(fn, "the split scratch", part_bytes, range);
     if (meta_bytes > range) /* batches that fit still run; a larger one is refused at record */
         meta_bytes = range / 4 * 4;
-    int32_t sq[RQ_VK_NSPEC] = {pl->q.dtype, 0, 0, RQ_VK_ROT_UNITS};
     int32_t s1[RQ_VK_NSPEC] = {pl->k.dtype, pl->v.dtype, (int32_t)(gpg * pb->D), RQ_VK_PG_WG};
     s1[RQ_VK_SC_PG_UC] = pg->uc;
-    int32_t sc[RQ_VK_NSPEC] = {0, 0, pl->out.dtype, RQ_VK_PC_WG}, sa[RQ_VK_NSPEC] = {0, 0, 0, RQ_VK_PA_WG};
+    int32_t sc[RQ_VK_NSPEC] = {0, 0, pl->out.dtype, RQ_VK_PC_WG};
     ropeqk_status st;
+    if ((st = rq_vk_pipe_get(ctx, pg->sg ? RQ_VK_SH_PAGED_SG : RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
+        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_COMBINE, sc, &pg->combine)) ||
+        (st = rq_vk_buf_create(ctx, part_bytes, false, 0, &pg->part)) ||
+        (st = rq_vk_buf_create(ctx, meta_bytes, false, 0, &pg->meta)))
+        return st;
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
+{
+    const char *fn = "ropeqk_plan_create (paged decode, Vulkan)";
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    struct rq_vk_plan *vp = calloc(1, sizeof *vp);
+    if (!vp)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    pl->impl = vp;
+    struct rq_vk_paged *pg = calloc(1, sizeof *pg);
+    if (!pg)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    vp->pg = pg;
+    int64_t ps = pl->paged.page_size, maxp = pl->paged.max_pages_per_seq;
+    int64_t max_seqs = pl->q.ne[0]; /* query rows, at most: the kernels' sequences (src/core/paged_rows.c) */
+    /* the packed batch: 4 rows + 1 ints and the page lists (a sequence uses each page once) */
+    int64_t num_pages = pl->k.ne[0], per_seq = maxp < num_pages ? maxp : num_pages;
+    ropeqk_status st = rq_vkpg_setup(pl, pg, ps, maxp, max_seqs, 4 * max_seqs + 1 + pl->paged.max_seqs * per_seq, fn);
+    if (st)
+        return st;
+    uint64_t range = rq_vk(ctx)->props.limits.maxStorageBufferRange;
+    uint64_t qr_bytes = (uint64_t)(max_seqs * pb->Hq * pb->D) * 4;
+    if (qr_bytes > range)
+        return too_large(fn, "the rotated Q scratch", qr_bytes, range);
+    int32_t sq[RQ_VK_NSPEC] = {pl->q.dtype, 0, 0, RQ_VK_ROT_UNITS}, sa[RQ_VK_NSPEC] = {0, 0, 0, RQ_VK_PA_WG};
     /* 8-bit caches: the quantizing append, a row per invocation (its loops within the budget) */
     const ropeqk_tensor *kv[2] = {&pl->k, &pl->v};
     for (int i = 0; i < 2; i++) {
         if (!rq_dtype_q8(kv[i]->dtype))
             continue;
         if (RQ_VK_PQ_TRIPS(kv[i]->ne[3]) > RQ_VK_AT_TRIPS) {
-            rq_set_error("ropeqk_plan_create (paged decode, Vulkan): the append's rows of %lld 8-bit values exceed the "
-                         "shader's loop budget (%d trips an invocation)", (long long)kv[i]->ne[3], RQ_VK_AT_TRIPS);
+            rq_set_error("%s: the append's rows of %lld 8-bit values exceed the shader's loop budget (%d trips an "
+                         "invocation)", fn, (long long)kv[i]->ne[3], RQ_VK_AT_TRIPS);
             return ROPEQK_ERR_TOO_LARGE;
         }
         int32_t s8[RQ_VK_NSPEC] = {0, kv[i]->dtype, 0, RQ_VK_PA_WG};
@@ -192,13 +209,9 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
             return st;
     }
     if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_ROTATE, sq, &vp->rot_q)) ||
-        (st = rq_vk_pipe_get(ctx, pg->sg ? RQ_VK_SH_PAGED_SG : RQ_VK_SH_PAGED, s1, &pg->pass1)) ||
-        (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_COMBINE, sc, &pg->combine)) ||
         (st = rq_vk_pipe_get(ctx, RQ_VK_SH_PAGED_APPEND, sa, &pg->append)) ||
         (st = rq_vk_tables_upload(pl, vfreq4)) || /* the frequencies, and the sinks */
-        (st = rq_vk_buf_create(ctx, qr_bytes, false, 0, &vp->qr)) ||
-        (st = rq_vk_buf_create(ctx, part_bytes, false, 0, &pg->part)) ||
-        (st = rq_vk_buf_create(ctx, meta_bytes, false, 0, &pg->meta)))
+        (st = rq_vk_buf_create(ctx, qr_bytes, false, 0, &vp->qr)))
         return st;
     return ROPEQK_SUCCESS;
 }
@@ -218,6 +231,98 @@ void rq_vk_paged_free(ropeqk_plan *pl)
 
 /* ---- decode ------------------------------------------------------------------------------------ */
 
+ropeqk_status rq_vkpg_record_run(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_vkpg_launch *L,
+                                 const rq_paged_meta *meta, const char *fn)
+{
+    ropeqk_ctx *ctx = pl->ctx;
+    const rq_problem *pb = &pl->pb;
+    struct rq_vk_plan *vp = rq_vkp(pl);
+    struct rq_vk_paged *pg = vp->pg;
+    const int64_t n = meta->rows, rows = n * pb->Hq; /* the query rows are the kernels' sequences */
+    size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
+    size_t ves = ropeqk_dtype_size(pl->v.dtype), oes = ropeqk_dtype_size(pl->out.dtype);
+    /* the split, by the rule every backend shares (src/core/paged_call.c); no split longer than the
+     * loop budget's max_pps */
+    int64_t groups = pb->Hkv * pg->ngc * pg->ndvc, tasks = n * groups;
+    int64_t pps = rq_paged_pages_per_split(pg->target, tasks, meta->max_pages, L->page_size,
+                                           pg->min_pages * L->page_size, pg->max_pps);
+    int64_t nsplit = (meta->max_pages + pps - 1) / pps, kps = pps * L->page_size;
+    if (n * nsplit > pg->slots) { /* cannot happen (the plan's bound); refused rather than overrun */
+        rq_set_error("%s: internal: %lld splits exceed the plan's scratch", fn, (long long)(n * nsplit));
+        return ROPEQK_ERR_TOO_LARGE;
+    }
+    const VkDeviceSize meta_bytes = (VkDeviceSize)meta->n * 4;
+    rq_vk_bind br[5] = {
+        {L->q.buf, L->q.offset, rq_vkpg_bytes(L->q.offset, qes, L->q_extent), (uint32_t)qes},
+        {L->pos.buf, L->pos.offset, L->pos_bytes, 4},
+        {vp->freq.buf, 0, vp->freq.size, 16},
+        {vp->qr.buf, 0, vp->qr.size, 4},
+        {L->rot.pd_nbat > 0 ? pg->meta.buf : VK_NULL_HANDLE, 0, meta_bytes, 4}, /* the dummy: no copy */
+    };
+    rq_vk_bind b1[RQ_VK_PG_NBIND] = {
+        {L->k.buf, L->k.offset, rq_vkpg_bytes(L->k.offset, kes, L->k_extent), (uint32_t)kes},
+        {L->v.buf, L->v.offset, rq_vkpg_bytes(L->v.offset, ves, L->v_extent), (uint32_t)ves},
+        {pg->meta.buf, 0, meta_bytes, 4},
+        {vp->freq.buf, 0, vp->freq.size, 16},
+        {vp->qr.buf, 0, vp->qr.size, 4},
+        {pg->part.buf, 0, pg->part.size, 4},
+        {L->k_scale.buf, L->k_scale.offset, L->scale_bytes, 4}, /* VK_NULL_HANDLE: the dummy */
+        {L->v_scale.buf, L->v_scale.offset, L->scale_bytes, 4},
+    };
+    rq_vk_bind bc[5] = {
+        {pg->part.buf, 0, pg->part.size, 4},
+        {pg->meta.buf, 0, meta_bytes, 4},
+        {L->out.buf, L->out.offset, rq_vkpg_bytes(L->out.offset, oes, L->out_extent), (uint32_t)oes},
+        {pl->with_lse ? L->lse.buf : VK_NULL_HANDLE, L->lse.offset, L->lse_extent, 4}, /* NULL: the dummy */
+        {vp->sinks.buf, 0, vp->sinks.size, 4},                                        /* the dummy without sinks */
+    };
+    uint32_t er[5], e1[RQ_VK_PG_NBIND], ec[5];
+    ropeqk_status st;
+    if ((st = rq_vk_bind_offsets(ctx, br, 5, er)) || (st = rq_vk_bind_offsets(ctx, b1, RQ_VK_PG_NBIND, e1)) ||
+        (st = rq_vk_bind_offsets(ctx, bc, 5, ec)))
+        return st;
+    rot_pc rp = L->rot;
+    rp.src_off = er[0];
+    rp.pos_off += er[1];
+    rp.pd_off = er[4] + (uint32_t)meta->qpos_off;
+    rp.dst_off = 0;
+    /* W >= 2^32 masks nothing among int32 positions */
+    uint32_t window = pb->window > 0 && pb->window < ((int64_t)1 << 32) ? (uint32_t)pb->window : 0u;
+    uint32_t ml_off = (uint32_t)(rows * nsplit * pb->Dv);
+    pg_pc p1 = {
+        .k_off = e1[0], .knb0 = L->knb[0], .knb1 = L->knb[1], .knb2 = L->knb[2], .v_off = e1[1], .vnb0 = L->vnb[0],
+        .vnb1 = L->vnb[1], .vnb2 = L->vnb[2], .window = window, .ml_off = ml_off,
+        .lens_off = (uint32_t)meta->lens_off, .qpos_off = (uint32_t)meta->qpos_off,
+        .kpos_off = (uint32_t)meta->kpos_off, .pages_off = (uint32_t)meta->pages_off, .n = (int32_t)n,
+        .Hq = (int32_t)pb->Hq, .G = (int32_t)pb->G, .D = (int32_t)pb->D, .Dv = (int32_t)pb->Dv, .R = (int32_t)pb->R,
+        .flags = (pb->layout ? RQ_VK_PG_F_HALF : 0) | (pb->causal ? RQ_VK_PG_F_CAUSAL : 0),
+        .ps = (int32_t)L->page_size, .kps = (int32_t)kps, .nsplit = (int32_t)nsplit, .gpg = pg->gpg,
+        .ndvc = pg->ndvc, .rot_mul = (float)pb->attn, .rot_off = (int32_t)pb->rot_off, .softcap = rq_vk_softcap(pb),
+        .ks_off = e1[6], .vs_off = e1[7],
+    };
+    comb_pc pc = {
+        .out_off = ec[2], .onb0 = L->onb[0], .onb1 = L->onb[1], .onb2 = L->onb[2], .onb3 = L->onb[3],
+        .lse_off = ec[3], .lnb0 = L->lnb[0], .lnb1 = L->lnb[1], .lnb2 = L->lnb[2], .nbat = (int32_t)L->nbat,
+        .ml_off = ml_off, .lens_off = (uint32_t)meta->lens_off, .Hq = (int32_t)pb->Hq, .Dv = (int32_t)pb->Dv,
+        .nsplit = (int32_t)nsplit, .kps = (int32_t)kps, .use_lse = pl->with_lse, .rows = (int32_t)rows,
+        .use_sinks = vp->sinks.buf != VK_NULL_HANDLE,
+    };
+
+    rq_vkpg_record_meta(pl, cmd, meta);
+    uint32_t units = (uint32_t)(pb->R / 2 + (pb->D - pb->R));
+    rq_vk_dispatch(ctx, cmd, vp->rot_q, br, 5, &rp, sizeof rp, (units + RQ_VK_ROT_UNITS - 1) / RQ_VK_ROT_UNITS,
+                   rq_vkpg_grid(rp.S), 1);
+    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    rq_vk_dispatch(ctx, cmd, pg->pass1, b1, RQ_VK_PG_NBIND, &p1, sizeof p1, (uint32_t)nsplit, (uint32_t)groups,
+                   rq_vkpg_grid(n));
+    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    rq_vk_dispatch(ctx, cmd, pg->combine, bc, 5, &pc, sizeof pc,
+                   (uint32_t)((pb->Dv + RQ_VK_PC_WG - 1) / RQ_VK_PC_WG), rq_vkpg_grid(rows), 1);
+    return ROPEQK_SUCCESS;
+}
+
 ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_paged_args *args,
                                          const ropeqk_paged_batch *batch)
 {
@@ -227,108 +332,48 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
     ropeqk_status st = rq_vkpg_plan_ok(pl, fn);
     if (st)
         return st;
-    ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
-    struct rq_vk_plan *vp = rq_vkp(pl);
     rq_paged_mems pm = {rq_vk_mem(args->q),   rq_vk_mem(args->k_cache), rq_vk_mem(args->v_cache),
                         rq_vk_mem(args->out), rq_vk_mem(args->lse),     rq_vk_mem(args->k_scale),
                         rq_vk_mem(args->v_scale)};
     rq_paged_meta meta;
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
-    struct rq_vk_paged *pg = vp->pg;
-    const int64_t n = meta.rows, rows = n * pb->Hq; /* the query rows are the kernels' sequences */
+    const int64_t n = meta.rows;
     size_t qes = ropeqk_dtype_size(pl->q.dtype), kes = ropeqk_dtype_size(pl->k.dtype);
     size_t ves = ropeqk_dtype_size(pl->v.dtype), oes = ropeqk_dtype_size(pl->out.dtype);
-    size_t qx = rq_rows_extent(&pl->q, n), ox = rq_rows_extent(&pl->out, n), lx = rq_rows_extent(&pl->lse, n);
     int64_t nchunks = 0; /* long chunks of rows: through the companion attention plan (vk_paged_chunk.c) */
     if ((st = rq_vkpg_meta_fits(pl, &meta, fn)) || (st = rq_vkpg_chunks_mark(pl, args, batch, &meta, &nchunks)))
         goto done;
-
-    /* the split, by the rule every backend shares (src/core/paged_call.c); no split longer than the
-     * loop budget's max_pps */
-    int64_t groups = pb->Hkv * pg->ngc * pg->ndvc, tasks = n * groups;
-    int64_t pps = rq_paged_pages_per_split(pg->target, tasks, meta.max_pages, pl->paged.page_size,
-                                           pg->min_pages * pl->paged.page_size, pg->max_pps);
-    int64_t nsplit = (meta.max_pages + pps - 1) / pps, kps = pps * pl->paged.page_size;
-    if (n * nsplit > pg->slots) { /* cannot happen (the plan's bound); refused rather than overrun */
-        rq_set_error("%s: internal: %lld splits exceed the plan's scratch", fn, (long long)(n * nsplit));
-        st = ROPEQK_ERR_TOO_LARGE;
-        goto done;
-    }
-    const VkDeviceSize meta_bytes = (VkDeviceSize)meta.n * 4;
-    rq_vk_bind br[4] = {
-        {args->q.buf, args->q.offset, rq_vkpg_bytes(args->q.offset, qes, qx), (uint32_t)qes},
-        {pg->meta.buf, 0, meta_bytes, 4},
-        {vp->freq.buf, 0, vp->freq.size, 16},
-        {vp->qr.buf, 0, vp->qr.size, 4},
-    };
-    /* the scale views of 8-bit caches (checked; VK_NULL_HANDLE otherwise: the dummy buffer) */
-    size_t sbytes = (size_t)(pl->k.ne[0] * pb->Hkv * pl->paged.page_size) * 4;
-    rq_vk_bind b1[RQ_VK_PG_NBIND] = {
-        {args->k_cache.buf, args->k_cache.offset, rq_vkpg_bytes(args->k_cache.offset, kes, pb->k_extent), (uint32_t)kes},
-        {args->v_cache.buf, args->v_cache.offset, rq_vkpg_bytes(args->v_cache.offset, ves, pb->v_extent), (uint32_t)ves},
-        {pg->meta.buf, 0, meta_bytes, 4},
-        {vp->freq.buf, 0, vp->freq.size, 16},
-        {vp->qr.buf, 0, vp->qr.size, 4},
-        {pg->part.buf, 0, pg->part.size, 4},
-        {rq_dtype_q8(pl->k.dtype) ? args->k_scale.buf : VK_NULL_HANDLE, args->k_scale.offset, sbytes, 4},
-        {rq_dtype_q8(pl->v.dtype) ? args->v_scale.buf : VK_NULL_HANDLE, args->v_scale.offset, sbytes, 4},
-    };
-    rq_vk_bind bc[5] = {
-        {pg->part.buf, 0, pg->part.size, 4},
-        {pg->meta.buf, 0, meta_bytes, 4},
-        {args->out.buf, args->out.offset, rq_vkpg_bytes(args->out.offset, oes, ox), (uint32_t)oes},
-        {pl->with_lse ? args->lse.buf : VK_NULL_HANDLE, args->lse.offset, lx, 4}, /* NULL: the dummy */
-        {vp->sinks.buf, 0, vp->sinks.size, 4},                                  /* the dummy without sinks */
-    };
-    uint32_t er[4], e1[RQ_VK_PG_NBIND], ec[5];
-    if ((st = rq_vk_bind_offsets(ctx, br, 4, er)) || (st = rq_vk_bind_offsets(ctx, b1, RQ_VK_PG_NBIND, e1)) ||
-        (st = rq_vk_bind_offsets(ctx, bc, 5, ec)))
-        goto done;
     const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
-    /* Q: the sequences are the rows (stride nb[0]) of one batch of Hq heads; Qr [h][s][D] */
-    rot_pc rp = {
-        .src_off = er[0], .nb0 = 0, .nb1 = (uint32_t)(q->nb[1] / qes), .nb2 = (uint32_t)(q->nb[0] / qes),
-        .pos_off = er[1] + (uint32_t)meta.qpos_off, .dst_off = 0, .H = (int32_t)pb->Hq, .BH = (int32_t)pb->Hq,
-        .S = (int32_t)n, .D = (int32_t)pb->D, .R = (int32_t)pb->R, .lay = pb->layout, .use_pos = 1, .pos_base = 0,
-        .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale, .rot_off = (int32_t)pb->rot_off,
+    ropeqk_vulkan_mem none = {0};
+    rq_vkpg_launch L = {
+        .q = args->q, .q_extent = rq_rows_extent(&pl->q, n),
+        /* Q: the sequences are the rows (stride nb[0]) of one batch of Hq heads; Qr [h][s][D]; the
+         * positions from the metadata (bound as the position buffer) */
+        .rot = {
+            .nb0 = 0, .nb1 = (uint32_t)(q->nb[1] / qes), .nb2 = (uint32_t)(q->nb[0] / qes),
+            .pos_off = (uint32_t)meta.qpos_off, .H = (int32_t)pb->Hq, .BH = (int32_t)pb->Hq, .S = (int32_t)n,
+            .D = (int32_t)pb->D, .R = (int32_t)pb->R, .lay = pb->layout, .use_pos = 1, .pos_base = 0,
+            .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale, .rot_off = (int32_t)pb->rot_off, .d_b = 0,
+            .d_h = (uint32_t)(n * pb->D), .d_row = (uint32_t)pb->D, .pd_nbat = 0,
+        },
+        .pos = {rq_vkp(pl)->pg->meta.buf, 0, VK_WHOLE_SIZE}, .pos_bytes = (VkDeviceSize)meta.n * 4,
+        .k = args->k_cache, .v = args->v_cache, .k_extent = pb->k_extent, .v_extent = pb->v_extent,
+        .knb = {(uint32_t)(k->nb[0] / kes), (uint32_t)(k->nb[1] / kes), (uint32_t)(k->nb[2] / kes)},
+        .vnb = {(uint32_t)(v->nb[0] / ves), (uint32_t)(v->nb[1] / ves), (uint32_t)(v->nb[2] / ves)},
+        /* the scale views of 8-bit caches (checked; VK_NULL_HANDLE otherwise: the dummy buffer) */
+        .k_scale = rq_dtype_q8(pl->k.dtype) ? args->k_scale : none,
+        .v_scale = rq_dtype_q8(pl->v.dtype) ? args->v_scale : none,
+        .scale_bytes = (size_t)(pl->k.ne[0] * pb->Hkv * pl->paged.page_size) * 4,
+        .out = args->out, .lse = args->lse, .out_extent = rq_rows_extent(&pl->out, n),
+        .lse_extent = rq_rows_extent(&pl->lse, n),
+        .onb = {(uint32_t)(o->nb[0] / oes), (uint32_t)(o->nb[1] / oes), 0, (uint32_t)(o->nb[3] / oes)},
+        .lnb = {(uint32_t)(ls->nb[0] / 4), (uint32_t)(ls->nb[1] / 4), 0}, .nbat = n > 0 ? n : 1, /* s % nbat = s */
+        .page_size = pl->paged.page_size,
     };
-    /* W >= 2^32 masks nothing among int32 positions */
-    uint32_t window = pb->window > 0 && pb->window < ((int64_t)1 << 32) ? (uint32_t)pb->window : 0u;
-    uint32_t ml_off = (uint32_t)(rows * nsplit * pb->Dv);
-    pg_pc p1 = {
-        .k_off = e1[0], .knb0 = (uint32_t)(k->nb[0] / kes), .knb1 = (uint32_t)(k->nb[1] / kes),
-        .knb2 = (uint32_t)(k->nb[2] / kes), .v_off = e1[1], .vnb0 = (uint32_t)(v->nb[0] / ves),
-        .vnb1 = (uint32_t)(v->nb[1] / ves), .vnb2 = (uint32_t)(v->nb[2] / ves), .window = window, .ml_off = ml_off,
-        .lens_off = (uint32_t)meta.lens_off, .qpos_off = (uint32_t)meta.qpos_off, .kpos_off = (uint32_t)meta.kpos_off,
-        .pages_off = (uint32_t)meta.pages_off, .n = (int32_t)n, .Hq = (int32_t)pb->Hq, .G = (int32_t)pb->G,
-        .D = (int32_t)pb->D, .Dv = (int32_t)pb->Dv, .R = (int32_t)pb->R,
-        .flags = (pb->layout ? RQ_VK_PG_F_HALF : 0) | (pb->causal ? RQ_VK_PG_F_CAUSAL : 0),
-        .ps = (int32_t)pl->paged.page_size, .kps = (int32_t)kps, .nsplit = (int32_t)nsplit, .gpg = pg->gpg,
-        .ndvc = pg->ndvc, .rot_mul = (float)pb->attn, .rot_off = (int32_t)pb->rot_off, .softcap = rq_vk_softcap(pb),
-        .ks_off = e1[6], .vs_off = e1[7],
-    };
-    comb_pc pc = {
-        .out_off = ec[2], .onb0 = (uint32_t)(o->nb[0] / oes), .onb1 = (uint32_t)(o->nb[1] / oes),
-        .onb3 = (uint32_t)(o->nb[3] / oes), .lse_off = ec[3], .lnb0 = (uint32_t)(ls->nb[0] / 4),
-        .lnb1 = (uint32_t)(ls->nb[1] / 4), .ml_off = ml_off, .lens_off = (uint32_t)meta.lens_off,
-        .Hq = (int32_t)pb->Hq, .Dv = (int32_t)pb->Dv, .nsplit = (int32_t)nsplit, .kps = (int32_t)kps,
-        .use_lse = pl->with_lse, .rows = (int32_t)rows, .use_sinks = vp->sinks.buf != VK_NULL_HANDLE,
-    };
-
-    rq_vkpg_record_meta(pl, cmd, &meta);
-    uint32_t units = (uint32_t)(pb->R / 2 + (pb->D - pb->R));
-    rq_vk_dispatch(ctx, cmd, vp->rot_q, br, 4, &rp, sizeof rp, (units + RQ_VK_ROT_UNITS - 1) / RQ_VK_ROT_UNITS,
-                   rq_vkpg_grid(n), 1);
-    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-    rq_vk_dispatch(ctx, cmd, pg->pass1, b1, RQ_VK_PG_NBIND, &p1, sizeof p1, (uint32_t)nsplit, (uint32_t)groups,
-                   rq_vkpg_grid(n));
-    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-    rq_vk_dispatch(ctx, cmd, pg->combine, bc, 5, &pc, sizeof pc,
-                   (uint32_t)((pb->Dv + RQ_VK_PC_WG - 1) / RQ_VK_PC_WG), rq_vkpg_grid(rows), 1);
+    if ((st = rq_vkpg_record_run(pl, cmd, &L, &meta, fn)))
+        goto done;
     if (nchunks > 0)
         rq_vkpg_chunks_record(pl, cmd, args, batch, &meta);
 done:

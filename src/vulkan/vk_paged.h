@@ -26,6 +26,37 @@ struct rq_vk_paged {
     bool sg;                    /* subgroup reductions (paged_sg.spv) */
 };
 
+typedef struct {
+    RQ_VK_ROT_PC(RQ_VK_FIELD)
+} rq_vk_rot_args;
+
+/* A decode's run of rotate.comp, paged.comp and paged_combine.comp (the paged decode's, and the dense
+ * decode's over the caller's dense K and V: vk_dense.c). Strides in elements of each view's dtype. */
+typedef struct {
+    ropeqk_vulkan_mem q;
+    size_t q_extent;
+    rq_vk_rot_args rot;          /* Q's rotation; src_off, dst_off and pd_off filled in, pos_off offset */
+    ropeqk_vulkan_mem pos;       /* rotate.comp's positions (the metadata, or the caller's array) */
+    VkDeviceSize pos_bytes;
+    ropeqk_vulkan_mem k, v, k_scale, v_scale; /* scales: buf VK_NULL_HANDLE without an 8-bit cache */
+    size_t k_extent, v_extent, scale_bytes;
+    uint32_t knb[3], vnb[3];     /* page, head, slot */
+    ropeqk_vulkan_mem out, lse;
+    size_t out_extent, lse_extent;
+    uint32_t onb[4], lnb[3];     /* sequence s's row: (s % nbat) * [0] + (s / nbat) * [2] */
+    int64_t nbat, page_size;
+} rq_vkpg_launch;
+
+/* The shared part of a decode plan's creation (vk_paged.c): the split shape, the loop budget, pass 1
+ * and the combine's pipelines, the split scratch and a metadata buffer of meta_ints, for up to
+ * max_seqs sequences of up to maxp pages of ps keys. fn names the caller in messages. */
+ropeqk_status rq_vkpg_setup(ropeqk_plan *pl, struct rq_vk_paged *pg, int64_t ps, int64_t maxp, int64_t max_seqs,
+                            int64_t meta_ints, const char *fn);
+/* Records a decode (the leading barrier, the metadata, the three shaders) once every binding is
+ * checked; nothing recorded on failure. */
+ropeqk_status rq_vkpg_record_run(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_vkpg_launch *L,
+                                 const rq_paged_meta *meta, const char *fn);
+
 /* ropeqk_vulkan_paged_*'s plan check: a plan of a Vulkan context. */
 ropeqk_status rq_vkpg_plan_ok(const ropeqk_plan *pl, const char *fn);
 /* The leading barrier, the batch's metadata into the plan's buffer, and the barrier to the shaders. */

@@ -31,8 +31,9 @@ void rq_vkpg_record_meta(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_paged_me
         VkDeviceSize c = bytes - o < 65536 ? bytes - o : 65536;
         vkCmdUpdateBuffer(cmd, rq_vkp(pl)->pg->meta.buf, o, c, (const char *)meta->v + o);
     }
+    /* (and written: the dense decode's rotate.comp copies a q position array in, vk_dense.c) */
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
 }
 
 ropeqk_status rq_vkpg_meta_fits(const ropeqk_plan *pl, const rq_paged_meta *meta, const char *fn)

@@ -12,7 +12,7 @@ typedef struct {
     RQ_VK_SC_PC(RQ_VK_FIELD)
 } rq_vk_sc_pc;
 /* Vulkan guarantees 128 bytes of push constants on every device */
-_Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 17 * 4, "rotate push constants");
+_Static_assert(sizeof(rq_vk_rot_pc) <= 128 && sizeof(rq_vk_rot_pc) == 22 * 4, "rotate push constants");
 _Static_assert(sizeof(rq_vk_sc_pc) <= 128 && sizeof(rq_vk_sc_pc) == 21 * 4, "scores push constants");
 /* the default scores.comp shape fits the 32 KiB of shared memory every Vulkan device has */
 _Static_assert(RQ_VK_SC_SHARED(RQ_VK_SC_T_DEF, RQ_VK_SC_TK_DEF) <= 32768, "scores shared memory");
@@ -31,7 +31,7 @@ typedef struct {
     RQ_VK_PA_PC(RQ_VK_FIELD)
 } rq_vk_papp_pc;
 _Static_assert(sizeof(rq_vk_pg_pc) <= 128 && sizeof(rq_vk_pg_pc) == 31 * 4, "paged push constants");
-_Static_assert(sizeof(rq_vk_pcomb_pc) <= 128 && sizeof(rq_vk_pcomb_pc) == 16 * 4, "paged combine push constants");
+_Static_assert(sizeof(rq_vk_pcomb_pc) <= 128 && sizeof(rq_vk_pcomb_pc) == 19 * 4, "paged combine push constants");
 _Static_assert(sizeof(rq_vk_papp_pc) <= 128 && sizeof(rq_vk_papp_pc) == 16 * 4, "paged append push constants");
 typedef struct {
     RQ_VK_PQ_PC(RQ_VK_FIELD)
@@ -66,7 +66,7 @@ static const struct {
     const size_t *size;
     uint32_t bindings, pc_size;
 } shaders[RQ_VK_SH_COUNT] = {
-    [RQ_VK_SH_ROTATE] = {"rotate", rq_spv_rotate, &rq_spv_rotate_size, 4, sizeof(rq_vk_rot_pc)},
+    [RQ_VK_SH_ROTATE] = {"rotate", rq_spv_rotate, &rq_spv_rotate_size, 5, sizeof(rq_vk_rot_pc)},
     [RQ_VK_SH_SCORES] = {"scores", rq_spv_scores, &rq_spv_scores_size, 5, sizeof(rq_vk_sc_pc)},
     [RQ_VK_SH_SCORES_FEW] = {"scores_few", rq_spv_scores_few, &rq_spv_scores_few_size, 5, sizeof(rq_vk_sc_pc)},
     [RQ_VK_SH_PAGED] = {"paged", rq_spv_paged, &rq_spv_paged_size, RQ_VK_PG_NBIND, sizeof(rq_vk_pg_pc)},

@@ -36,7 +36,9 @@ ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4, const double
         vp->tile = RQ_VK_SC_SIDE * ss[RQ_VK_SC_K1];
         st = rq_vk_pipe_get(pl->ctx, vp->few ? RQ_VK_SH_SCORES_FEW : RQ_VK_SH_SCORES, ss, &vp->main);
     }
-    return st ? st : rq_vk_rope_init(pl, vfreq4);
+    if (!st)
+        st = rq_vk_rope_init(pl, vfreq4);
+    return st ? st : rq_vk_dense_init(pl); /* after the Qr, frequencies and sinks it shares */
 }
 
 /* Loop trips of one scores.comp invocation at head dim D, counted as the shader's loops are written
@@ -138,17 +140,18 @@ static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_p
 {
     const rq_problem *pb = &pl->pb;
     uint32_t es = (uint32_t)ropeqk_dtype_size(t->dtype);
-    rq_vk_bind b[4] = {
+    rq_vk_bind b[5] = {
         {m.buf, m.offset, extent, es},
         {pos.buf, pos.offset, (VkDeviceSize)(rq_pos_streams(pb) * S) * 4, 4}, /* [3][S] under M-RoPE */
         {rq_vkp(pl)->freq.buf, 0, rq_vkp(pl)->freq.size, 16},
         {dst->buf, 0, dst->size, 4},
+        {VK_NULL_HANDLE, 0, 0, 4}, /* no positions out (the dense decode's: vk_dense.c) */
     };
     /* 16-bit views are read a 32-bit word at a time: round the bound bytes up to whole words */
     if (es == 2)
         b[0].bytes = (b[0].offset % 4 + extent + 3) / 4 * 4 - b[0].offset % 4;
-    uint32_t eo[4];
-    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 4, eo);
+    uint32_t eo[5];
+    ropeqk_status st = rq_vk_bind_offsets(pl->ctx, b, 5, eo);
     if (st || !cmd)
         return st;
     rot_pc pc = {
@@ -157,10 +160,11 @@ static ropeqk_status record_rotate(ropeqk_plan *pl, VkCommandBuffer cmd, rq_vk_p
         .BH = (int32_t)(t->ne[0] * t->ne[1]), .S = (int32_t)S, .D = (int32_t)pb->D, .R = (int32_t)pb->R,
         .lay = pb->layout, .use_pos = pos.buf != VK_NULL_HANDLE, .pos_base = (int32_t)off,
         .rot_mul = (float)pb->attn, .out_mul = out_mul, .rot_off = (int32_t)pb->rot_off,
+        .d_b = (uint32_t)(t->ne[1] * S * pb->D), .d_h = (uint32_t)(S * pb->D), .d_row = (uint32_t)pb->D, .pd_nbat = 0,
     };
     uint32_t units = (uint32_t)(pb->R / 2 + (pb->D - pb->R));
     uint32_t gy = S < 65535 ? (uint32_t)S : 65535u; /* the shader strides over rows past the grid */
-    rq_vk_dispatch(pl->ctx, cmd, pipe, b, 4, &pc, sizeof pc, (units + RQ_VK_ROT_UNITS - 1) / RQ_VK_ROT_UNITS, gy, 1);
+    rq_vk_dispatch(pl->ctx, cmd, pipe, b, 5, &pc, sizeof pc, (units + RQ_VK_ROT_UNITS - 1) / RQ_VK_ROT_UNITS, gy, 1);
     return ROPEQK_SUCCESS;
 }
 
@@ -271,7 +275,11 @@ ropeqk_status ropeqk_vulkan_plan_record(ropeqk_plan *pl, VkCommandBuffer cmd, co
     ropeqk_status st = rq_call_check(pl, step, &m, fn, "ropeqk_vulkan_paged_record", &x);
     if (st)
         return st;
-    if (pl->op == ROPEQK_OP_ATTENTION)
+    if (pl->op == ROPEQK_OP_ATTENTION) {
+        bool taken = false; /* few query rows: the paged decode's shaders where the call allows (vk_dense.c) */
+        if ((st = rq_vk_dense_record(pl, cmd, args, x.Sk, x.q_off, x.k_off, &taken)) || taken)
+            return st;
         return rq_vk_record_attention(pl, cmd, args, pl->pb.Sq, x.Sk, x.q_off, x.k_off);
+    }
     return rq_vk_record_scores(pl, cmd, args, x.Sk, x.q_off, x.k_off);
 }

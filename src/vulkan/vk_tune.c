@@ -12,6 +12,13 @@ void rq_vk_tuning_base(const rq_devinfo *dev, rq_tuning *t)
 {
     snprintf(t->config_source, sizeof t->config_source, "defaults (Vulkan %s device; `ropeqk tune` searches)",
              dev->cpu ? "CPU" : "GPU");
+    /* dense_rows on a CPU device (lavapipe): the dense decode (vk_dense.c) costs a full read and
+     * rotation of K per query row, and llvmpipe's decode shaders are bound by that per-key work.
+     * Measured (`ropeqk-bench --vulkan --dense-decode`, 32768 keys, Hq 32, Hkv 8, D 128, f16, causal,
+     * lavapipe on 2 shared AMD EPYC cores), old path time / dense decode time: Sq 1 2.4x, Sq 2 1.2x,
+     * Sq 4 0.61x, Sq 16 0.15x. GPUs keep the shared default (unmeasured on Vulkan). */
+    if (dev->cpu)
+        t->dense_rows = 2;
 }
 
 void rq_vk_tuning_fit(const rq_devinfo *dev, rq_tuning *t)

@@ -208,3 +208,90 @@ static void sweep_paged(fault_fn f)
 
 Test(fault_vk, paged_chunk_create_buffer) { sweep_paged(F_VK_CREATE_BUFFER); }
 Test(fault_vk, paged_chunk_create_pipelines) { sweep_paged(F_VK_CREATE_PIPELINES); }
+
+/* ---- few-row dense attention through the paged decode's shaders (vk_dense.c: the decode's scratch
+ * and pipelines at plan creation, the metadata per call, a q position array copied on the device) --- */
+enum { DB = 2, DSQ = 2, DSK = 150 };
+
+typedef struct {
+    float q[DB * HQ * DSQ * D], k[DB * HKV * DSK * D], out[DB * HQ * DSQ * D];
+    int32_t qpos[DSQ];
+} dproblem;
+
+/* Context (dense_rows 8), an attention plan of DSQ rows with q positions, one run: the first failing
+ * status, or success. */
+static ropeqk_status run_dense(dproblem *pr)
+{
+    ropeqk_ctx_params cp = {.device = "vulkan", .tuning = {.dense_rows = 8}};
+    ropeqk_ctx *ctx = NULL;
+    ropeqk_plan *pl = NULL;
+    rqs_devbuf *bq = NULL, *bk = NULL, *bo = NULL, *bp = NULL;
+    ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
+    ropeqk_plan_desc d = {.op = ROPEQK_OP_ATTENTION, .positions = ROPEQK_POS_ARRAYS};
+    ropeqk_default_params(&d.params);
+    d.params.causal = 1;
+    d.q = d.out = ropeqk_tensor_bhsd(ROPEQK_F32, DB, HQ, DSQ, D);
+    d.k = d.v = ropeqk_tensor_bhsd(ROPEQK_F32, DB, HKV, DSK, D);
+    if (!st)
+        st = rqs_plan_create(ctx, &d, &pl);
+    if (!st)
+        st = rqs_devbuf_create(ctx, sizeof pr->q, pr->q, false, &bq);
+    if (!st)
+        st = rqs_devbuf_create(ctx, sizeof pr->k, pr->k, false, &bk);
+    if (!st)
+        st = rqs_devbuf_create(ctx, sizeof pr->out, NULL, false, &bo);
+    if (!st)
+        st = rqs_devbuf_create(ctx, sizeof pr->qpos, pr->qpos, false, &bp);
+    rqs_args a = {.q = rqs_whole(bq), .k = rqs_whole(bk), .v = rqs_whole(bk), .out = rqs_whole(bo),
+                  .q_pos = rqs_whole(bp)};
+    if (!st)
+        st = rqs_plan_run(ctx, NULL, pl, &a, NULL);
+    if (!st)
+        st = rqs_devbuf_read(bo, pr->out);
+    rqs_devbuf *all[4] = {bq, bk, bo, bp};
+    for (int i = 0; i < 4; i++)
+        rqs_devbuf_free(all[i]);
+    ropeqk_plan_destroy(pl);
+    ropeqk_ctx_destroy(ctx);
+    return st;
+}
+
+static void sweep_dense(fault_fn f)
+{
+    dproblem *pr = calloc(1, sizeof *pr);
+    float *want = malloc(sizeof pr->out);
+    cr_assert(pr && want);
+    uint64_t rng = 80;
+    for (size_t i = 0; i < sizeof pr->q / 4; i++) pr->q[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->k / 4; i++) pr->k[i] = (float)rqs_uniform(&rng);
+    pr->qpos[0] = DSK - 90, pr->qpos[1] = DSK - 1; /* the first row sees part of the keys */
+    ropeqk_status st = run_dense(pr);
+    if (st == ROPEQK_ERR_NO_DEVICE) {
+        free(pr), free(want);
+        cr_skip_test("no Vulkan device");
+    }
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s %s", ropeqk_last_error(), rqs_devbuf_error());
+    memcpy(want, pr->out, sizeof pr->out);
+    fault_arm(f, 0);
+    cr_assert_eq(run_dense(pr), ROPEQK_SUCCESS);
+    long n_calls = fault_calls(f);
+    fault_disarm();
+    cr_assert_gt(n_calls, 0, "%s is never called", fault_names[f]);
+    for (long n = 1; n <= n_calls; n++) {
+        fault_arm(f, n);
+        st = run_dense(pr);
+        bool fired = fault_fired();
+        fault_disarm();
+        cr_expect(fired, "%s call %ld not reached", fault_names[f], n);
+        cr_expect(st == ROPEQK_ERR_BACKEND || st == ROPEQK_ERR_OUT_OF_HOST_MEMORY,
+                  "dense: %s call %ld of %ld: status %d (%s)", fault_names[f], n, n_calls, st, ropeqk_status_string(st));
+        memset(pr->out, 0, sizeof pr->out);
+        cr_expect_eq(run_dense(pr), ROPEQK_SUCCESS, "after %s call %ld: %s", fault_names[f], n, ropeqk_last_error());
+        cr_expect(memcmp(pr->out, want, sizeof pr->out) == 0, "after %s call %ld: dense output differs", fault_names[f], n);
+    }
+    free(pr), free(want);
+}
+
+Test(fault_vk, dense_decode_create_buffer) { sweep_dense(F_VK_CREATE_BUFFER); }
+Test(fault_vk, dense_decode_create_pipelines) { sweep_dense(F_VK_CREATE_PIPELINES); }
+Test(fault_vk, dense_decode_malloc) { sweep_dense(F_MALLOC); }
