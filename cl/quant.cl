@@ -41,27 +41,29 @@ static inline float rq_load_q8(__global const uchar *base, long off, int dt)
 
 #if !defined(RQ_CPU_KERNELS) || RQ_CPU_KERNELS /* paged_attn_cpu's */
 /* 16 consecutive 8-bit elements (element c * 16 of a row) as (float)q: the vector form of
- * rq_q8_value, through f16 bits: an e5m2 code is the top byte of the f16 of the same value (its
- * infinities and NaNs too), an e4m3 code's exponent and mantissa moved to an f16's low exponent bits
- * are its value / 256 (subnormals included; its NaN code becomes a finite f16 and is selected back to
- * NaN). The f16 -> f32 conversion is vload_half16 from a private array, one F16C instruction per 8
- * lanes on pocl, where the f32 bit construction took a dozen integer operations and selects (fp8
- * decode at 32k tokens: see the README's 8-bit decode figures). Exact either way. */
+ * rq_q8_value. */
 static inline float16 rq_ld16_q8(__global const uchar *row, int c, int dt)
 {
     uchar16 b = vload16(c, row);
     if (dt == RQ_DT_I8)
         return convert_float16(as_char16(b));
-    const ushort16 u = convert_ushort16(b);
-    ushort16 h = dt == RQ_DT_E4M3 ? ((u & (ushort16)(0x80)) << (ushort16)(8)) | ((u & (ushort16)(0x7F)) << (ushort16)(7))
-                                  : u << (ushort16)(8);
-    __private ushort hb[16];
-    vstore16(h, 0, hb);
-    float16 v = vload_half16(0, (__private const half *)hb);
-    if (dt == RQ_DT_E4M3)
-        v = select(v * 256.0f, (float16)(as_float(0x7FC00000u)),
-                   as_int16(convert_uint16(u & (ushort16)(0x7F)) == (uint16)(0x7Fu)));
-    return v;
+    const uint16 u = convert_uint16(b), mag = u & (uint16)(0x7Fu), sign = (u & (uint16)(0x80u)) << 24;
+    float16 v;
+    if (dt == RQ_DT_E4M3) {
+        float16 nrm = as_float16((mag << 20) + (uint16)(120u << 23));
+        float16 sub = convert_float16(mag & (uint16)(7u)) * 0x1p-9f;
+        v = select(nrm, sub, as_int16((mag & (uint16)(0x78u)) == (uint16)(0)));
+        v = select(v, (float16)(as_float(0x7FC00000u)), as_int16(mag == (uint16)(0x7Fu)));
+    } else {
+        float16 nrm = as_float16((mag << 21) + (uint16)(112u << 23));
+        float16 sub = convert_float16(mag & (uint16)(3u)) * 0x1p-16f;
+        int16 top = as_int16((mag & (uint16)(0x7Cu)) == (uint16)(0x7Cu));
+        v = select(nrm, sub, as_int16((mag & (uint16)(0x7Cu)) == (uint16)(0)));
+        float16 spec = select((float16)(INFINITY), (float16)(as_float(0x7FC00000u)),
+                              as_int16((mag & (uint16)(3u)) != (uint16)(0)));
+        v = select(v, spec, top);
+    }
+    return as_float16(as_uint16(v) | sign);
 }
 #endif
 
