@@ -170,40 +170,55 @@ static ropeqk_status run_paged(pproblem *pr)
     return st;
 }
 
-static void sweep_paged(fault_fn f)
+/* Every call of fault f in a run of `run` on problem pr (its output `out`, `bytes`): each failing call
+ * gives ROPEQK_ERR_BACKEND or OUT_OF_HOST_MEMORY, and the next clean run the fault-free output. False
+ * when there is no Vulkan device (the caller frees pr and skips). */
+static bool sweep_runs(fault_fn f, const char *what, ropeqk_status (*run)(void *), void *pr, void *out, size_t bytes)
 {
-    pproblem *pr = calloc(1, sizeof *pr);
-    float *want = malloc(sizeof pr->out);
-    cr_assert(pr && want);
-    uint64_t rng = 79;
-    for (size_t i = 0; i < sizeof pr->q / 4; i++) pr->q[i] = (float)rqs_uniform(&rng);
-    for (size_t i = 0; i < sizeof pr->kv / 4; i++) pr->kv[i] = (float)rqs_uniform(&rng);
-    for (size_t i = 0; i < sizeof pr->sc / 4; i++) pr->sc[i] = (float)(0.01 + 0.01 * rqs_uniform(&rng));
-    ropeqk_status st = run_paged(pr);
+    void *want = malloc(bytes);
+    cr_assert(want);
+    ropeqk_status st = run(pr);
     if (st == ROPEQK_ERR_NO_DEVICE) {
-        free(pr), free(want);
-        cr_skip_test("no Vulkan device");
+        free(want);
+        return false;
     }
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s %s", ropeqk_last_error(), rqs_devbuf_error());
-    memcpy(want, pr->out, sizeof pr->out);
+    memcpy(want, out, bytes);
     fault_arm(f, 0);
-    cr_assert_eq(run_paged(pr), ROPEQK_SUCCESS);
+    cr_assert_eq(run(pr), ROPEQK_SUCCESS);
     long n_calls = fault_calls(f);
     fault_disarm();
     cr_assert_gt(n_calls, 0, "%s is never called", fault_names[f]);
     for (long n = 1; n <= n_calls; n++) {
         fault_arm(f, n);
-        st = run_paged(pr);
+        st = run(pr);
         bool fired = fault_fired();
         fault_disarm();
         cr_expect(fired, "%s call %ld not reached", fault_names[f], n);
         cr_expect(st == ROPEQK_ERR_BACKEND || st == ROPEQK_ERR_OUT_OF_HOST_MEMORY,
-                  "paged: %s call %ld of %ld: status %d (%s)", fault_names[f], n, n_calls, st, ropeqk_status_string(st));
-        memset(pr->out, 0, sizeof pr->out);
-        cr_expect_eq(run_paged(pr), ROPEQK_SUCCESS, "after %s call %ld: %s", fault_names[f], n, ropeqk_last_error());
-        cr_expect(memcmp(pr->out, want, sizeof pr->out) == 0, "after %s call %ld: paged output differs", fault_names[f], n);
+                  "%s: %s call %ld of %ld: status %d (%s)", what, fault_names[f], n, n_calls, st, ropeqk_status_string(st));
+        memset(out, 0, bytes);
+        cr_expect_eq(run(pr), ROPEQK_SUCCESS, "after %s call %ld: %s", fault_names[f], n, ropeqk_last_error());
+        cr_expect(memcmp(out, want, bytes) == 0, "after %s call %ld: %s output differs", fault_names[f], n, what);
     }
-    free(pr), free(want);
+    free(want);
+    return true;
+}
+
+static ropeqk_status run_paged_v(void *pr) { return run_paged(pr); }
+
+static void sweep_paged(fault_fn f)
+{
+    pproblem *pr = calloc(1, sizeof *pr);
+    cr_assert(pr);
+    uint64_t rng = 79;
+    for (size_t i = 0; i < sizeof pr->q / 4; i++) pr->q[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->kv / 4; i++) pr->kv[i] = (float)rqs_uniform(&rng);
+    for (size_t i = 0; i < sizeof pr->sc / 4; i++) pr->sc[i] = (float)(0.01 + 0.01 * rqs_uniform(&rng));
+    bool ran = sweep_runs(f, "paged", run_paged_v, pr, pr->out, sizeof pr->out);
+    free(pr);
+    if (!ran)
+        cr_skip_test("no Vulkan device");
 }
 
 Test(fault_vk, paged_chunk_create_buffer) { sweep_paged(F_VK_CREATE_BUFFER); }
@@ -256,40 +271,20 @@ static ropeqk_status run_dense(dproblem *pr)
     return st;
 }
 
+static ropeqk_status run_dense_v(void *pr) { return run_dense(pr); }
+
 static void sweep_dense(fault_fn f)
 {
     dproblem *pr = calloc(1, sizeof *pr);
-    float *want = malloc(sizeof pr->out);
-    cr_assert(pr && want);
+    cr_assert(pr);
     uint64_t rng = 80;
     for (size_t i = 0; i < sizeof pr->q / 4; i++) pr->q[i] = (float)rqs_uniform(&rng);
     for (size_t i = 0; i < sizeof pr->k / 4; i++) pr->k[i] = (float)rqs_uniform(&rng);
     pr->qpos[0] = DSK - 90, pr->qpos[1] = DSK - 1; /* the first row sees part of the keys */
-    ropeqk_status st = run_dense(pr);
-    if (st == ROPEQK_ERR_NO_DEVICE) {
-        free(pr), free(want);
+    bool ran = sweep_runs(f, "dense", run_dense_v, pr, pr->out, sizeof pr->out);
+    free(pr);
+    if (!ran)
         cr_skip_test("no Vulkan device");
-    }
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s %s", ropeqk_last_error(), rqs_devbuf_error());
-    memcpy(want, pr->out, sizeof pr->out);
-    fault_arm(f, 0);
-    cr_assert_eq(run_dense(pr), ROPEQK_SUCCESS);
-    long n_calls = fault_calls(f);
-    fault_disarm();
-    cr_assert_gt(n_calls, 0, "%s is never called", fault_names[f]);
-    for (long n = 1; n <= n_calls; n++) {
-        fault_arm(f, n);
-        st = run_dense(pr);
-        bool fired = fault_fired();
-        fault_disarm();
-        cr_expect(fired, "%s call %ld not reached", fault_names[f], n);
-        cr_expect(st == ROPEQK_ERR_BACKEND || st == ROPEQK_ERR_OUT_OF_HOST_MEMORY,
-                  "dense: %s call %ld of %ld: status %d (%s)", fault_names[f], n, n_calls, st, ropeqk_status_string(st));
-        memset(pr->out, 0, sizeof pr->out);
-        cr_expect_eq(run_dense(pr), ROPEQK_SUCCESS, "after %s call %ld: %s", fault_names[f], n, ropeqk_last_error());
-        cr_expect(memcmp(pr->out, want, sizeof pr->out) == 0, "after %s call %ld: dense output differs", fault_names[f], n);
-    }
-    free(pr), free(want);
 }
 
 Test(fault_vk, dense_decode_create_buffer) { sweep_dense(F_VK_CREATE_BUFFER); }
