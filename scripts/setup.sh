@@ -21,6 +21,7 @@ packages=(
   libvulkan-dev glslc                           # Vulkan backend: loader, headers, GLSL -> SPIR-V
   spirv-tools                                   # spirv-val: the suite validates every embedded SPIR-V module
   mesa-vulkan-drivers vulkan-validationlayers   # lavapipe (a CPU Vulkan device) and the validation layer
+  python3-venv                                  # .venv/ for the pinned PyPI tools (scripts/pytools.sh)
 )
 scripts/install-missing.sh "${packages[@]}"
 
@@ -35,6 +36,10 @@ if [ -z "${ROPEQK_KEEP_INTEL_ICD:-}" ] && ! dpkg-divert --list "$intel_icd" | gr
   $sudo dpkg-divert --local --rename --divert /etc/OpenCL/intel.icd.disabled-by-ropeqk --add "$intel_icd" >/dev/null
   echo "moved $intel_icd aside (/etc/OpenCL/intel.icd.disabled-by-ropeqk): Intel's OpenCL runtime is not used"
 fi
+
+# pinned PyPI tools (glslang with cooperative matrices, spirv-val, nvdisasm, cuobjdump) into .venv/;
+# optional: without them the build skips what needs them and says so
+scripts/pytools.sh
 
 if [ ! -f build/build.ninja ]; then
   meson setup build "$@"
