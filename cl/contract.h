@@ -80,12 +80,21 @@ typedef float rq_f32;
 #define RQ_FR_MAX 256
 #define RQ_FPT (RQ_FM + 4) /* floats per key of the tile's P (row stride: M rounded up to 4, plus 4 when that
                             * is a multiple of 8, so that the score owners' float4 stores hit distinct banks) */
-/* paged_attn_fast's local memory in bytes, as cl/paged_fast.cl declares it: Q, the R(delta) table,
- * the anchors and P in one float4 array (the first two reused for the key lanes' partial outputs at the
- * end), the tile's V row offsets and scales, and per query vector its running max, new max and row
- * position, two flags */
+/* paged_attn_fast's local memory in bytes, as cl/paged_fast_task.tpl.cl declares it: Q, the R(delta)
+ * table, the anchors and P in one float4 array (the table and anchors reused for the key lanes' partial
+ * outputs at the end), the tile's V rows and scales, per query vector two running maxima and a row
+ * position, two flags, the task's values */
 #define RQ_FAST_LOCAL_F4 ((RQ_FQF + 2 * RQ_FTB + 2 * RQ_FAN + RQ_FWG * RQ_FPT) / 4)
-#define RQ_FAST_LOCAL_BYTES (16 * RQ_FAST_LOCAL_F4 + 8 * RQ_FWG + 4 * RQ_FWG + 12 * RQ_FM + 8)
+#define RQ_FAST_LOCAL_BYTES (16 * RQ_FAST_LOCAL_F4 + 8 * RQ_FWG + 12 * RQ_FM + 8 + 4 * RQ_FTC_N)
+/* paged_attn_fast: the task's values it keeps in local memory (tci): the keys' end, the first key's
+ * position, the rows' positions' range, the rows, where the page list starts in the metadata */
+#define RQ_FTC_JEND 0
+#define RQ_FTC_KP0 1
+#define RQ_FTC_PQMIN 2
+#define RQ_FTC_PQMAX 3
+#define RQ_FTC_NR 4
+#define RQ_FTC_PAGES 5
+#define RQ_FTC_N 6
 #define RQ_FSPLITS 8 /* paged_attn_fast: work-groups per compute unit the split aims at */
 #define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
                             * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */

@@ -40,15 +40,6 @@
 #if !RQ_CPU_KERNELS || (defined(RQ_PAGED_FAST) && RQ_PAGED_FAST)
 
 #define RQ_FAST_NOROW 0xFFFFFFFFu /* a tile key whose V row is not read */
-/* the task's values in local memory (tci): keys' end, first key position, the rows' positions' range,
- * rows, where the page list starts in the metadata */
-#define RQ_FTC_JEND 0
-#define RQ_FTC_KP0 1
-#define RQ_FTC_PQMIN 2
-#define RQ_FTC_PQMAX 3
-#define RQ_FTC_NR 4
-#define RQ_FTC_PAGES 5
-#define RQ_FTC_N 6
 
 /* 4 consecutive codes of an 8-bit cache (a uint) as (float)q. int8: 2^23 + 128 + q built in the
  * mantissa and the constant subtracted (exact); e5m2 is the upper byte of an f16, and e4m3 shifted

@@ -16,8 +16,12 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
     __local float4 lm4[RQ_FAST_LOCAL_F4];
     __local uint vrow[RQ_FWG];        /* each tile key's V row in 16-byte units; RQ_FAST_NOROW: not read */
     __local float vsl[RQ_FWG];        /* each tile key's V scale (8-bit V; else 1) */
-    __local float4 mref4[RQ_FM / 4], mnew4[RQ_FM / 4]; /* running max per query vector; the flagged path's new one */
-    __local float *mref = (__local float *)mref4, *mnew = (__local float *)mnew4;
+    /* the running max per query vector, two buffers: the flagged path writes the new one into the
+     * other and the two swap (cur), so no work-item writes it after the path's last barrier (pocl 3.1
+     * ran a branch on the work-item id placed between a barrier and other code for every work-item:
+     * see cl/paged_gpu.cl) */
+    __local float4 mbuf4[2][RQ_FM / 4];
+    int cur = 0;
     __local int pqs[RQ_FM];           /* the group's rows' positions */
     __local int flag[2];              /* a score above mref + RQ_FTHR in the tile (by tile parity) */
     __local int tci[RQ_FTC_N];        /* the task's values from the metadata (RQ_FTC_*) */
@@ -69,7 +73,7 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
     for (int e = lid; e < (r4 + 1) * a.dr; e += RQ_FWG)
         tab4[e] = ftab[e];
     for (int m = lid; m < RQ_FM; m += RQ_FWG) {
-        mref[m] = -INFINITY;
+        ((__local float *)mbuf4[0])[m] = -INFINITY;
         pqs[m] = m < nr ? meta[a.qpos_off + r0 + m] : 0;
     }
     if (lid < 2)
@@ -187,16 +191,20 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
         bool up = false;
 #pragma unroll 1
         for (int m = 0; m < M; m++) {
-            const float e = prow[m] - mref[m];
+            const float e = prow[m] - ((__local float *)mbuf4[cur])[m];
             const bool ok = (mm >> m) & 1u;
             up = up || (ok && e > RQ_FTHR);
             prow[m] = ok ? exp(e) : -0.0f;
         }
-        if (up)
-            atomic_or(&flag[par], 1);
+        /* this tile's flag; and the next tile's cleared (its last readers passed this tile's B0, its
+         * next writers come after the next B0), in one branch right before the barrier (pocl: see mbuf4) */
+        if (up || lid == 0) {
+            if (up)
+                atomic_or(&flag[par], 1);
+            if (lid == 0)
+                flag[par ^ 1] = 0;
+        }
         barrier(CLK_LOCAL_MEM_FENCE); /* B1 */
-        if (lid == 0)
-            flag[par ^ 1] = 0; /* the next tile's flag: its last readers passed this tile's B0 */
         if (flag[par]) { /* uniform: the flagged path */
 #pragma unroll
             for (int mb = 0; mb < FM / 4; mb++)
@@ -216,14 +224,15 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
                     x2 = fmax(x2, pc[(tt + 2) * 4 * pq4]);
                     x3 = fmax(x3, pc[(tt + 3) * 4 * pq4]);
                 }
-                mnew[lid] = fmax(mref[lid], fmax(fmax(x0, x1), fmax(x2, x3)));
+                __local float *mo = (__local float *)mbuf4[cur], *mn = (__local float *)mbuf4[cur ^ 1];
+                mn[lid] = fmax(mo[lid], fmax(fmax(x0, x1), fmax(x2, x3)));
             }
             barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll 1
             for (int m = 0; m < M; m++)
-                prow[m] = (mm >> m) & 1u ? exp(prow[m] - mnew[m]) : -0.0f;
+                prow[m] = (mm >> m) & 1u ? exp(prow[m] - ((__local float *)mbuf4[cur ^ 1])[m]) : -0.0f;
             if (kl < KL) {
-                float4 mo = mref4[hb], mn = mnew4[hb];
+                float4 mo = mbuf4[cur][hb], mn = mbuf4[cur ^ 1][hb];
 #pragma unroll
                 for (int i = 0; i < RQ_FMH; i++) {
                     float o = ((float *)&mo)[i], n = ((float *)&mn)[i];
@@ -234,9 +243,8 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
                         acc[i][d] *= al;
                 }
             }
-            barrier(CLK_LOCAL_MEM_FENCE); /* P complete; every reader of mref done */
-            if (lid < M)
-                mref[lid] = mnew[lid]; /* read next after the next tile's B0 */
+            barrier(CLK_LOCAL_MEM_FENCE); /* P complete; the old max's last readers done */
+            cur ^= 1;
         }
         par ^= 1;
 
@@ -283,7 +291,7 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
                 vstore4((float4)(acc[i][0], acc[i][1], acc[i][2], acc[i][3]), 0,
                         part + row * a.Dv + dvb + dc * RQ_FVD);
                 if (dc == 0 && dvc == 0) {
-                    part[a.ml_off + 2 * row] = mref[m];
+                    part[a.ml_off + 2 * row] = ((__local float *)mbuf4[cur])[m];
                     part[a.ml_off + 2 * row + 1] = lsum[i];
                 }
             }
