@@ -94,7 +94,8 @@ typedef float rq_f32;
 #define RQ_FTC_PQMAX 3
 #define RQ_FTC_NR 4
 #define RQ_FTC_PAGES 5
-#define RQ_FTC_N 6
+#define RQ_FTC_CELLS 6 /* and the P.V cells (query-vector blocks x 4-dim V chunks) */
+#define RQ_FTC_N 7
 #define RQ_FSPLITS 8 /* paged_attn_fast: work-groups per compute unit the split aims at */
 #define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
                             * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */

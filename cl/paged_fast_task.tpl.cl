@@ -88,8 +88,15 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
     }
     /* P.V: cells of RQ_FMH query vectors x RQ_FVD dims of the chunk [dvb, dvb + dvn); key lanes */
     const int dvb = dvc * a.dvch, dvn = min(a.dvch, a.Dv - dvb), ndc = dvn / RQ_FVD;
-    const int cells = nmb0 * ndc, KL = RQ_FWG / cells, kl = lid / cells, cell = lid % cells;
-    const int hb = cell / ndc, dc = cell % ndc;
+    if (lid == 0)
+        tci[RQ_FTC_CELLS] = nmb0 * ndc;
+/* This work-item's P.V cell (query vectors 4 hb.., V dims dvb + 4 dc..) and key lane kl of KL, made
+ * anew after each barrier from a value in local memory (which no compiler may carry across it):
+ * computed once and carried across barriers, pocl 3.1 gave every work-item work-item 0's key lane, and
+ * every work-item ran the final kl == 0 branch (oclgrind was clean) */
+#define RQ_FAST_CELL                                                                               \
+    const int cells = tci[RQ_FTC_CELLS], KL = RQ_FWG / cells, kl = lid / cells, cell = lid % cells;      \
+    const int hb = cell / ndc, dc = cell % ndc
     barrier(CLK_LOCAL_MEM_FENCE); /* the task's values */
     int par = 0;
     for (int t0 = jbeg; t0 < tci[RQ_FTC_JEND]; t0 += RQ_FWG) {
@@ -231,6 +238,7 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
 #pragma unroll 1
             for (int m = 0; m < M; m++)
                 prow[m] = (mm >> m) & 1u ? exp(prow[m] - ((__local float *)mbuf4[cur ^ 1])[m]) : -0.0f;
+            RQ_FAST_CELL;
             if (kl < KL) {
                 float4 mo = mbuf4[cur][hb], mn = mbuf4[cur ^ 1][hb];
 #pragma unroll
@@ -249,6 +257,7 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
         par ^= 1;
 
         /* ---- 2. P.V over this key lane's keys, 4 at a time (their loads together) ---- */
+        RQ_FAST_CELL;
         if (kl < KL) {
             if (mixed)
                 RQ_FAST_PV(1);
@@ -260,17 +269,21 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
     /* ---- the key lanes' partial outputs summed into lane 0, then written ---- */
     barrier(CLK_LOCAL_MEM_FENCE); /* the table and anchors are free */
     const int nred = RQ_FMH * RQ_FVD + RQ_FMH;
-    if (kl > 0 && kl < KL) {
-        __local float *o = red + ((kl - 1) * cells + cell) * nred;
+    {
+        RQ_FAST_CELL;
+        if (kl > 0 && kl < KL) {
+            __local float *o = red + ((kl - 1) * cells + cell) * nred;
 #pragma unroll
-        for (int i = 0; i < RQ_FMH; i++) {
-            o[RQ_FMH * RQ_FVD + i] = lsum[i];
+            for (int i = 0; i < RQ_FMH; i++) {
+                o[RQ_FMH * RQ_FVD + i] = lsum[i];
 #pragma unroll
-            for (int d = 0; d < RQ_FVD; d++)
-                o[i * RQ_FVD + d] = acc[i][d];
+                for (int d = 0; d < RQ_FVD; d++)
+                    o[i * RQ_FVD + d] = acc[i][d];
+            }
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    RQ_FAST_CELL;
     if (kl == 0) {
         for (int k = 1; k < KL; k++) {
             __local const float *o = red + ((k - 1) * cells + cell) * nred;
@@ -297,5 +310,7 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
             }
         }
     }
+    barrier(CLK_LOCAL_MEM_FENCE); /* pocl 3.1: the kl == 0 branch right before a barrier (see RQ_FAST_CELL) */
 }
+#undef RQ_FAST_CELL
 #undef FM

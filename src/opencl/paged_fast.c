@@ -11,8 +11,18 @@
 #include "ocl.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Pass-1 launches of the fast kernel, for the tests (they link the library statically). */
+static atomic_llong fast_runs;
+
+long long rq_paged_fast_runs(void);
+long long rq_paged_fast_runs(void)
+{
+    return atomic_load(&fast_runs);
+}
 
 /* The R(delta) table's delta range: 32 keys share an anchor where R <= 128 (its table
  * 32 x (R/4 + 1) float4 within RQ_FTB), 16 up to RQ_FR_MAX */
@@ -129,6 +139,7 @@ void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t c
     *kps = pps * page_size;
     g[0] = (size_t)ngroups * RQ_FWG, g[1] = (size_t)*nsplit, g[2] = (size_t)(pb->Hkv * a->ngc * a->ndvc);
     l[0] = RQ_FWG, l[1] = 1, l[2] = 1;
+    atomic_fetch_add(&fast_runs, 1);
 }
 
 ropeqk_status rq_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm)
