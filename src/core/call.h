@@ -89,6 +89,12 @@ bool rq_dense_view_pages(const ropeqk_plan *pl, int64_t Sk, int64_t *X, int64_t 
  * may see. ROPEQK_ERR_TOO_LARGE: past int32 (the old path serves). m->v is the caller's to free. */
 ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr, int64_t X,
                             int64_t Y, rq_paged_meta *m);
+/* The same for decode kernels that serve a sequence's rows together (OpenCL's paged_attn_fast): row
+ * s = b * Sq + i (batch-entry major), every row of batch entry b sharing one page list, the union of
+ * the pages its rows may see, with the union's length and first key position (the kernels mask each
+ * row by its position). */
+ropeqk_status rq_dense_meta_grouped(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr,
+                                    int64_t X, int64_t Y, rq_paged_meta *m);
 /* Validation of a paged-decode description into *pb (plan.c calls it). */
 ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
 /* Validates a paged batch and packs it (specific statuses, the thread's message set).
