@@ -48,7 +48,7 @@ ROCM_DIRS = ['/usr/lib/x86_64-linux-gnu/amdgcn/bitcode', '/usr/lib/amdgcn/bitcod
 # profile's decode kernels and paged pass 1, the GPU profile's tiled score and decode kernels.
 # paged_attn_gpu is both's (the CPU profile runs it for head dims its vectors do not cover).
 CPU_ONLY = ['qk_decode_f32', 'qk_decode_f16', 'qk_decode_bf16', 'paged_attn_cpu']
-GPU_ONLY = ['qk_scores_tiled', 'qk_decode_gpu_*']
+GPU_ONLY = ['qk_scores_tiled', 'qk_decode_gpu_*', 'paged_attn_fast*']
 
 # The -D knobs each kernel's code reads (cl/*.cl); the others change nothing in it.
 KNOBS = {
@@ -60,7 +60,7 @@ KNOBS = {
     'qk_decode_bf16': ['RQ_DKB', 'RQ_DWG'],
     'qk_attention_gpu_*': ['RQ_GA_BM', 'RQ_GA_BN', 'RQ_GA_TK', 'RQ_GA_RB', 'RQ_GA_DV'],
     'qk_attention_*': ['RQ_ATQ', 'RQ_AVK', 'RQ_AWG'],
-    'paged_attn_gpu': [], 'paged_attn_cpu': [], 'paged_combine': [], 'paged_append': [],
+    'paged_attn_gpu': [], 'paged_attn_cpu': [], 'paged_combine': [], 'paged_append': [], 'paged_attn_fast*': [],
 }
 
 REG_BUDGET = 128
