@@ -10,7 +10,6 @@
  * extents stay below 2^32 units of 16 bytes (the kernel's 32-bit row offsets). */
 #include "ocl.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,46 +23,11 @@ long long rq_paged_fast_runs(void)
     return atomic_load(&fast_runs);
 }
 
-/* The R(delta) table's delta range: 32 keys share an anchor where R <= 128 (its table
- * 32 x (R/4 + 1) float4 within RQ_FTB), 16 up to RQ_FR_MAX */
-static int table_dr(int64_t R)
-{
-    return R <= 128 ? 32 : 16;
-}
-
 bool rq_pfast_shape_ok(const ropeqk_plan *pl)
 {
     const rq_problem *pb = &pl->pb;
     return pl->ctx->tune.profile == ROPEQK_PROFILE_GPU && !pb->mrope && pb->D % 8 == 0 && pb->Dv % 4 == 0 &&
            pb->R % 16 == 0 && pb->R >= 16 && pb->R <= RQ_FR_MAX && pb->rot_off % 8 == 0 && 4 * pb->D <= RQ_FQF;
-}
-
-/* The table (contract.h RQ_PFAST_ARGS' ftab), from the plan's fp64 frequencies inv (conjugate: the
- * angles negated, as vfreq): rows delta < dr of R/4 + 1 float4, (cos, sin) of pairs i, i + 1 of angle
- * delta * inv[i] (the row's last float4 padding), then for w < RQ_FWG / dr, R/2 (cos, sin) of angle
- * w * dr * inv[i]. No attention factor (the anchors carry it). Correctly rounded f32 of fp64 values. */
-static float *fast_table(const rq_problem *pb, const double *inv, size_t *n)
-{
-    const int64_t dr = table_dr(pb->R), r4 = pb->R / 4, hr = pb->R / 2, nw = RQ_FWG / dr;
-    const size_t n1 = (size_t)(dr * (r4 + 1) * 4), n2 = (size_t)(nw * hr * 2);
-    float *t = calloc(n1 + n2, sizeof *t);
-    if (!t)
-        return NULL;
-    const double sg = pb->conjugate ? -1.0 : 1.0;
-    for (int64_t d = 0; d < dr; d++)
-        for (int64_t i = 0; i < hr; i++) {
-            double a = (double)d * inv[i] * sg;
-            t[(d * (r4 + 1) + i / 2) * 4 + (i % 2) * 2] = (float)cos(a);
-            t[(d * (r4 + 1) + i / 2) * 4 + (i % 2) * 2 + 1] = (float)sin(a);
-        }
-    for (int64_t w = 0; w < nw; w++)
-        for (int64_t i = 0; i < hr; i++) {
-            double a = (double)(w * dr) * inv[i] * sg;
-            t[n1 + (size_t)(w * hr + i) * 2] = (float)cos(a);
-            t[n1 + (size_t)(w * hr + i) * 2 + 1] = (float)sin(a);
-        }
-    *n = n1 + n2;
-    return t;
 }
 
 ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const double *inv)
@@ -82,7 +46,7 @@ ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const double 
         if (!rq_kernel_fits(ctx, cp->kfast[i], RQ_FWG, RQ_FAST_LOCAL_BYTES))
             return ROPEQK_SUCCESS; /* paged_attn_gpu serves (cp->fast stays false) */
     size_t n = 0;
-    float *t = fast_table(&pl->pb, inv, &n);
+    float *t = rq_pfast_table(&pl->pb, inv, rq_pfast_dr(pl->pb.R, 0), &n);
     if (!t)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     cp->ftab = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof *t, t, &err);
@@ -122,7 +86,7 @@ void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t c
     a->ngc = (rq_i32)((pb->G + a->gpg - 1) / a->gpg);
     a->kvpg = 1;
     a->kq = 1;
-    a->dr = table_dr(pb->R);
+    a->dr = (rq_i32)rq_pfast_dr(pb->R, 0);
     /* V dims a chunk: (the work-items' cells: 4 query vectors x 4 dims) x key lanes within 128 */
     int64_t nmb = (fm + 3) / 4, dvch = RQ_FWG / nmb * RQ_FVD;
     a->dvch = (rq_i32)(pb->Dv < dvch ? pb->Dv : dvch);
