@@ -100,11 +100,12 @@ ropeqk_status rq_dense_meta_grouped(const ropeqk_plan *pl, int64_t Sk, int64_t q
 /* The table's delta range dr: 32 keys an anchor where R <= 128 (and, shared_room > 0, its
  * dr x (R/4 + 1) float4 within that many bytes), else 16. */
 int rq_pfast_dr(int64_t R, size_t shared_room);
-/* The table from the plan's fp64 frequencies (negated for the conjugate): rows delta < dr of R/4 + 1
- * float4, (cos, sin) of pairs i, i + 1 at angle delta * inv[i] (the last float4 of a row padding), then
- * RQ_PFAST_TILE / dr rows of R/2 (cos, sin) at angle w * dr * inv[i]; *n floats, the caller's to free
- * (NULL: out of memory). No attention factor: the anchors carry it. */
-float *rq_pfast_table(const rq_problem *pb, const double *inv, int dr, size_t *n);
+/* The table from the plan's frequencies as the kernels get them (freq4: R/2 x (hi, mid, lo, -) floats
+ * of inv/pi, negated for the conjugate; their sum in fp64): rows delta < dr of R/4 + 1 float4, (cos, sin)
+ * of pairs i, i + 1 at angle delta * inv[i] (the last float4 of a row padding), then RQ_PFAST_TILE / dr
+ * rows of R/2 (cos, sin) at angle w * dr * inv[i]; *n floats, the caller's to free (NULL: out of
+ * memory). No attention factor: the anchors carry it. */
+float *rq_pfast_table(const float *freq4, int64_t R, int dr, size_t *n);
 /* Validation of a paged-decode description into *pb (plan.c calls it). */
 ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
 /* Validates a paged batch and packs it (specific statuses, the thread's message set).

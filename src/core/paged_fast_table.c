@@ -8,6 +8,10 @@
 #include <math.h>
 #include <stdlib.h>
 
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
 int rq_pfast_dr(int64_t R, size_t shared_room)
 {
     /* 32 keys share an anchor where R <= 128 and the table's 32 x (R/4 + 1) float4 fit; else 16 */
@@ -17,26 +21,35 @@ int rq_pfast_dr(int64_t R, size_t shared_room)
     return dr;
 }
 
-float *rq_pfast_table(const rq_problem *pb, const double *inv, int dr, size_t *n)
+float *rq_pfast_table(const float *freq4, int64_t R, int dr, size_t *n)
 {
-    const int64_t r4 = pb->R / 4, hr = pb->R / 2, nw = RQ_PFAST_TILE / dr;
+    const int64_t r4 = R / 4, hr = R / 2, nw = RQ_PFAST_TILE / dr;
     const size_t n1 = (size_t)(dr * (r4 + 1) * 4), n2 = (size_t)(nw * hr * 2);
     float *t = calloc(n1 + n2, sizeof *t);
     if (!t)
         return NULL;
-    const double sg = pb->conjugate ? -1.0 : 1.0;
+    /* pair i's frequency exactly as the device's anchors take it: the three floats' sum (inv/pi, negated
+     * for the conjugate), in fp64 */
+    double *f = malloc((size_t)hr * sizeof *f);
+    if (!f) {
+        free(t);
+        return NULL;
+    }
+    for (int64_t i = 0; i < hr; i++)
+        f[i] = M_PI * ((double)freq4[4 * i] + (double)freq4[4 * i + 1] + (double)freq4[4 * i + 2]);
     for (int64_t d = 0; d < dr; d++)
         for (int64_t i = 0; i < hr; i++) {
-            double a = (double)d * inv[i] * sg;
+            double a = (double)d * f[i];
             t[(d * (r4 + 1) + i / 2) * 4 + (i % 2) * 2] = (float)cos(a);
             t[(d * (r4 + 1) + i / 2) * 4 + (i % 2) * 2 + 1] = (float)sin(a);
         }
     for (int64_t w = 0; w < nw; w++)
         for (int64_t i = 0; i < hr; i++) {
-            double a = (double)(w * dr) * inv[i] * sg;
+            double a = (double)(w * dr) * f[i];
             t[n1 + (size_t)(w * hr + i) * 2] = (float)cos(a);
             t[n1 + (size_t)(w * hr + i) * 2 + 1] = (float)sin(a);
         }
+    free(f);
     *n = n1 + n2;
     return t;
 }

@@ -167,13 +167,13 @@ cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *
 
 /* paged_fast.c: the GPU profile's fast pass 1 (cl/paged_fast.cl). rq_pfast_shape_ok: whether the
  * plan's shape fits it; rq_pfast_plan_init: its kernels and R(delta) table where it does and the device
- * runs them (cp->fast; inv: the plan's fp64 frequencies); rq_pfast_call_ok: whether a call's cache views
+ * runs them (cp->fast; freq4: the plan's frequencies as the kernels get them); rq_pfast_call_ok: whether a call's cache views
  * do (16-byte offsets and strides, extents within 2^32 16-byte units); rq_pfast_rows: rows per group
  * for a call whose sequences have at most most_rows rows, and the kernel (*fm 4 or 8); rq_pfast_groups:
  * a metadata's row groups for it (rq_paged_meta_groups; *fm set); rq_pfast_geometry: its arguments'
  * head chunks, V chunks and table range, the split and the launch. */
 bool rq_pfast_shape_ok(const ropeqk_plan *pl);
-ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const double *inv);
+ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *freq4);
 bool rq_pfast_call_ok(const ropeqk_plan *pl, size_t k_off, const int64_t knb[3], size_t v_off, const int64_t vnb[3],
                       size_t k_extent, size_t v_extent);
 int64_t rq_pfast_rows(const ropeqk_plan *pl, int64_t most_rows, int *fm);

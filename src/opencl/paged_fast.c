@@ -30,7 +30,7 @@ bool rq_pfast_shape_ok(const ropeqk_plan *pl)
            pb->R % 16 == 0 && pb->R >= 16 && pb->R <= RQ_FR_MAX && pb->rot_off % 8 == 0 && 4 * pb->D <= RQ_FQF;
 }
 
-ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const double *inv)
+ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *freq4)
 {
     ropeqk_ctx *ctx = pl->ctx;
     rq_cl_plan *cp = rq_clp(pl);
@@ -46,7 +46,7 @@ ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const double 
         if (!rq_kernel_fits(ctx, cp->kfast[i], RQ_FWG, RQ_FAST_LOCAL_BYTES))
             return ROPEQK_SUCCESS; /* paged_attn_gpu serves (cp->fast stays false) */
     size_t n = 0;
-    float *t = rq_pfast_table(&pl->pb, inv, rq_pfast_dr(pl->pb.R, 0), &n);
+    float *t = rq_pfast_table(freq4, pl->pb.R, rq_pfast_dr(pl->pb.R, 0), &n);
     if (!t)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     cp->ftab = clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof *t, t, &err);

@@ -24,6 +24,8 @@ typedef enum {
     RQ_VK_SH_PAGED_APPEND,
     RQ_VK_SH_PAGED_APPEND_Q8, /* the append into an 8-bit cache (quantizing) */
     RQ_VK_SH_PAGED_GATHER,    /* prefill chunks: a sequence's pages into dense K/V (vk_paged_chunk.c) */
+    RQ_VK_SH_PAGED_FAST4,     /* pass 1 at memory speed, up to 4 and 8 query vectors (vk_paged_fast.c) */
+    RQ_VK_SH_PAGED_FAST8,
     RQ_VK_SH_COUNT
 } rq_vk_shader;
 
