@@ -269,8 +269,8 @@ RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 12 * 8 + 28 * 4, paged_args_size);
 RQ_STATIC_ASSERT(RQ_PTK * RQ_PKS >= RQ_PWG * RQ_PGH * RQ_PVT, paged_reduce_fits);
 RQ_STATIC_ASSERT(RQ_PGH == 2 * RQ_PSQ && RQ_PDC % 2 == 0 && RQ_PQD % RQ_PDC == 0, paged_scorers);
 RQ_STATIC_ASSERT(RQ_FVD == 4 && RQ_FMH == 4 && RQ_FM % 4 == 0 && RQ_FWG % 32 == 0, paged_fast_shape);
-#ifdef RQ_PFAST_TILE /* the host: the table's tile (src/core/call.h) is the kernel's */
-RQ_STATIC_ASSERT(RQ_PFAST_TILE == RQ_FWG, paged_fast_tile);
+#ifdef RQ_PFAST_TILE /* the host: the table's tile and rotary bound (src/core/call.h) are the kernel's */
+RQ_STATIC_ASSERT(RQ_PFAST_TILE == RQ_FWG && RQ_PFAST_R_MAX == RQ_FR_MAX, paged_fast_tile);
 #endif
 
 /* paged_combine: joins the splits of each (sequence, query head) row into out (and lse); with

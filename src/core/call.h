@@ -97,6 +97,7 @@ ropeqk_status rq_dense_meta_grouped(const ropeqk_plan *pl, int64_t Sk, int64_t q
                                     int64_t X, int64_t Y, rq_paged_meta *m);
 /* ---- the fast paged decode's rotation table (paged_fast_table.c; both backends) ---- */
 #define RQ_PFAST_TILE 128 /* keys per tile of both kernels (cl/contract.h RQ_FWG, glsl/vk_contract.h) */
+#define RQ_PFAST_R_MAX 256 /* largest rotary width they take (the table's and anchors' room) */
 /* The table's delta range dr: 32 keys an anchor where R <= 128 (and, shared_room > 0, its
  * dr x (R/4 + 1) float4 within that many bytes), else 16. */
 int rq_pfast_dr(int64_t R, size_t shared_room);

@@ -216,7 +216,7 @@ int64_t rq_vk_attn_chunk_keys(int64_t D, const rq_vk_attn_shape *s);
  * (op, M-RoPE, query rows against the context's dense_rows) and the device can run it; none
  * otherwise. rq_vk_dense_record: records a call that way and sets *taken, or leaves *taken false
  * (and records nothing) where the call is not one it takes; the old path then records it. */
-ropeqk_status rq_vk_dense_init(ropeqk_plan *pl);
+ropeqk_status rq_vk_dense_init(ropeqk_plan *pl, const float *vfreq4);
 ropeqk_status rq_vk_dense_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                  int64_t q_off, int64_t k_off, bool *taken);
 

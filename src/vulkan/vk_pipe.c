@@ -45,6 +45,7 @@ typedef struct {
     RQ_VK_PF_PC(RQ_VK_FIELD)
 } rq_vk_pf_pc;
 _Static_assert(sizeof(rq_vk_pf_pc) == 128, "paged_fast push constants: the 32 words every device has");
+_Static_assert(RQ_VK_PF_WG == RQ_PFAST_TILE, "paged_fast: the table's tile (src/core/call.h) is the shader's");
 extern const uint32_t rq_spv_paged_fast4[], rq_spv_paged_fast8[];
 extern const size_t rq_spv_paged_fast4_size, rq_spv_paged_fast8_size;
 extern const uint32_t rq_spv_paged[], rq_spv_paged_sg[], rq_spv_paged_combine[], rq_spv_paged_append[],
