@@ -119,10 +119,10 @@ static inline int rq_fast_qdim(int j, int R, int layout, int rot_off)
         }                                                                                          \
     } while (0)
 
-/* P.V of one key lane over the tile (inside paged_attn_fast): 4 keys a round, their V loads first.
- * MIXED: a masked (vector, key) is -0 in P; with the key seen by another row of the group its V is
- * read and may be non-finite, so the product is selected away, not multiplied by 0 (only tiles where
- * the rows' masks differ take the selects). 8-bit V: P times the row's scale, the sum unscaled. */
+/* P.V of one key lane over the tile (inside paged_attn_fast): RQ_FPU keys a round, their V loads first.
+ * MIXED (the tile's rows' masks differ): a masked (vector, key) is -0 in P; with the key seen by another
+ * row of the group its V is read and may be non-finite, so the product is selected away, not
+ * multiplied by 0. 8-bit V: V times the row's scale, P's sum unscaled. */
 #define RQ_FAST_PV(MIXED)                                                                          \
     do {                                                                                           \
         const int cv = (dvb >> 2) + dc;                                                            \

@@ -70,13 +70,38 @@ static int64_t pg_fixed_trips(int64_t qfloats)
     return 1 /* the sequence loop */ + (qfloats + RQ_VK_PG_WG - 1) / RQ_VK_PG_WG + 1 /* stage Q */ + 1 /* tile exit */;
 }
 
+/* The device's SM count where it reports one (VK_NV_shader_sm_builtins: NVIDIA's GPUs), else 0. */
+static int64_t nv_sm_count(const ropeqk_ctx *ctx)
+{
+    VkPhysicalDevice pd = rq_vk(ctx)->phys;
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return 0;
+    VkExtensionProperties *e = calloc(n, sizeof *e);
+    bool found = false;
+    if (e && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(e[i].extensionName, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) == 0;
+    free(e);
+    if (!found)
+        return 0;
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sm};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    return sm.shaderSMCount;
+}
+
 /* Vulkan has no portable compute-unit count: a CPU device (lavapipe) runs one work-group per core
- * thread, a GPU is taken to have 64 units (a few tasks per unit either way). */
+ * thread; a GPU has its SM count where it reports one (NVIDIA: 132 on an H200), else is taken to have
+ * 64 units (a few tasks per unit either way). */
 static int64_t device_units(const ropeqk_ctx *ctx, bool *gpu)
 {
     *gpu = rq_vk(ctx)->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
-    if (*gpu)
-        return 64;
+    if (*gpu) {
+        int64_t sms = nv_sm_count(ctx);
+        return sms > 0 ? sms : 64;
+    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? n : 1;
 }
