@@ -184,17 +184,7 @@ int bench_paged(benv *e, int64_t len)
     ropeqk_tuning t;
     ropeqk_ctx *old = NULL;
     if (ropeqk_ctx_tuning(e->rq, &t, NULL) == ROPEQK_SUCCESS && t.profile == ROPEQK_PROFILE_GPU) {
-        const char *was = getenv("ROPEQK_PAGED_FAST");
-        char keep[64] = "";
-        if (was)
-            snprintf(keep, sizeof keep, "%s", was);
-        setenv("ROPEQK_PAGED_FAST", "0", 1);
-        ropeqk_opencl_ctx_params cp = {.context = e->cl, .queue = e->queue};
-        int err = ropeqk_opencl_ctx_create(&cp, &old);
-        if (was)
-            setenv("ROPEQK_PAGED_FAST", keep, 1);
-        else
-            unsetenv("ROPEQK_PAGED_FAST");
+        int err = bench_ctx_with_env(e, "ROPEQK_PAGED_FAST", "0", &old);
         if (err) {
             fprintf(stderr, "paged bench: second context: %s: %s\n", ropeqk_status_string(err), ropeqk_last_error());
             return err;

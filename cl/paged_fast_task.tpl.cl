@@ -3,6 +3,12 @@
  * helpers. The scores of a key live in FM registers, so a kernel for fewer of them holds fewer (sm_90:
  * 102 registers at FM 4, 121 at 8, 133 at 16; tests/gpucc). */
 #define FM RQ_FAST_FM
+/* block mb of this key's scores into its row of P, -inf for a masked (vector, key) */
+#define RQ_FAST_STORE_SCORES(mb)                                                                   \
+    pt4[t * pq4 + (mb)] = (float4)((mm >> (4 * (mb))) & 1u ? s[4 * (mb)] : -INFINITY,              \
+                                   (mm >> (4 * (mb) + 1)) & 1u ? s[4 * (mb) + 1] : -INFINITY,      \
+                                   (mm >> (4 * (mb) + 2)) & 1u ? s[4 * (mb) + 2] : -INFINITY,      \
+                                   (mm >> (4 * (mb) + 3)) & 1u ? s[4 * (mb) + 3] : -INFINITY)
 __kernel __attribute__((reqd_work_group_size(RQ_FWG, 1, 1)))
 void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global const int *meta,
                   __global const float4 *vfreq, __global const float *qr, __global float *part,
@@ -182,10 +188,7 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
 #pragma unroll
         for (int mb = 0; mb < FM / 4; mb++)
             if (mb < nmb)
-                pt4[t * pq4 + mb] = (float4)((mm >> (4 * mb)) & 1u ? s[4 * mb] : -INFINITY,
-                                             (mm >> (4 * mb + 1)) & 1u ? s[4 * mb + 1] : -INFINITY,
-                                             (mm >> (4 * mb + 2)) & 1u ? s[4 * mb + 2] : -INFINITY,
-                                             (mm >> (4 * mb + 3)) & 1u ? s[4 * mb + 3] : -INFINITY);
+                RQ_FAST_STORE_SCORES(mb);
         if (a.softcap > 0.0f) { /* uniform */
 #pragma unroll 1
             for (int m = 0; m < M; m++)
@@ -216,10 +219,7 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
 #pragma unroll
             for (int mb = 0; mb < FM / 4; mb++)
                 if (mb < nmb)
-                    pt4[t * pq4 + mb] = (float4)((mm >> (4 * mb)) & 1u ? s[4 * mb] : -INFINITY,
-                                                 (mm >> (4 * mb + 1)) & 1u ? s[4 * mb + 1] : -INFINITY,
-                                                 (mm >> (4 * mb + 2)) & 1u ? s[4 * mb + 2] : -INFINITY,
-                                                 (mm >> (4 * mb + 3)) & 1u ? s[4 * mb + 3] : -INFINITY);
+                    RQ_FAST_STORE_SCORES(mb);
             barrier(CLK_LOCAL_MEM_FENCE);
             if (lid < M) {
                 __local const float *pc = (__local const float *)pt4 + lid;
@@ -313,4 +313,5 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
     barrier(CLK_LOCAL_MEM_FENCE); /* pocl 3.1: the kl == 0 branch right before a barrier (see RQ_FAST_CELL) */
 }
 #undef RQ_FAST_CELL
+#undef RQ_FAST_STORE_SCORES
 #undef FM

@@ -63,6 +63,19 @@ bool rq_dense_view_pages(const ropeqk_plan *pl, int64_t Sk, int64_t *X, int64_t 
            (B - 1) * *X + (nch - 1) * *Y <= INT32_MAX && B * pl->pb.Sq * pl->pb.Hq <= INT32_MAX;
 }
 
+/* Keys [*lo, *hi) of query row i: the unmasked ones (every key where the host does not know the
+ * positions, qarr); *hi <= *lo: none. */
+static void row_keys(const rq_problem *pb, int64_t i, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr, int64_t *lo,
+                     int64_t *hi)
+{
+    int64_t pq = q_off + i;
+    *lo = 0, *hi = Sk;
+    if (!qarr && pb->causal && pq - k_off + 1 < *hi)
+        *hi = pq - k_off + 1;
+    if (!qarr && pb->window > 0 && pq - pb->window - k_off + 1 > *lo)
+        *lo = pq - pb->window - k_off + 1;
+}
+
 ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr, int64_t X,
                             int64_t Y, rq_paged_meta *m)
 {
@@ -74,11 +87,8 @@ ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, in
     if (!c0)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     for (int64_t i = 0; i < Sq; i++) {
-        int64_t lo = 0, hi = Sk, pq = q_off + i; /* keys [lo, hi) are the row's unmasked ones */
-        if (!qarr && pb->causal && pq - k_off + 1 < hi)
-            hi = pq - k_off + 1;
-        if (!qarr && pb->window > 0 && pq - pb->window - k_off + 1 > lo)
-            lo = pq - pb->window - k_off + 1;
+        int64_t lo, hi; /* keys [lo, hi) are the row's unmasked ones */
+        row_keys(pb, i, Sk, q_off, k_off, qarr, &lo, &hi);
         if (hi <= lo) /* fully masked: no pages (O = 0, LSE = -inf or the sink: the combine pass) */
             c0[i] = c1[i] = 0;
         else
@@ -126,11 +136,8 @@ ropeqk_status rq_dense_meta_grouped(const ropeqk_plan *pl, int64_t Sk, int64_t q
      * by position) */
     int64_t lo = Sk, hi = 0;
     for (int64_t i = 0; i < Sq; i++) {
-        int64_t a = 0, b = Sk, pq = q_off + i;
-        if (!qarr && pb->causal && pq - k_off + 1 < b)
-            b = pq - k_off + 1;
-        if (!qarr && pb->window > 0 && pq - pb->window - k_off + 1 > a)
-            a = pq - pb->window - k_off + 1;
+        int64_t a, b;
+        row_keys(pb, i, Sk, q_off, k_off, qarr, &a, &b);
         if (b > a) {
             lo = a < lo ? a : lo;
             hi = b > hi ? b : hi;
