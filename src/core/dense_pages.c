@@ -76,6 +76,17 @@ static void row_keys(const rq_problem *pb, int64_t i, int64_t Sk, int64_t q_off,
         *lo = pq - pb->window - k_off + 1;
 }
 
+/* The metadata's layout for n rows in nints ints (m->v allocated by the caller). */
+static void meta_layout(rq_paged_meta *m, int64_t n, size_t nints)
+{
+    m->n = nints;
+    m->rows = n;
+    m->lens_off = (int32_t)(n + 1);
+    m->qpos_off = (int32_t)(2 * n + 1);
+    m->kpos_off = (int32_t)(3 * n + 1);
+    m->pages_off = (int32_t)(4 * n + 1);
+}
+
 ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr, int64_t X,
                             int64_t Y, rq_paged_meta *m)
 {
@@ -102,12 +113,7 @@ ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, in
         free(c0);
         return nints > INT32_MAX ? ROPEQK_ERR_TOO_LARGE : ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
-    m->n = nints;
-    m->rows = n;
-    m->lens_off = (int32_t)(n + 1);
-    m->qpos_off = (int32_t)(2 * n + 1);
-    m->kpos_off = (int32_t)(3 * n + 1);
-    m->pages_off = (int32_t)(4 * n + 1);
+    meta_layout(m, n, nints);
     if (m->max_pages < 1)
         m->max_pages = 1; /* every row masked: one split that returns at once */
     int32_t at = 0, *pages = m->v + m->pages_off;
@@ -149,12 +155,7 @@ ropeqk_status rq_dense_meta_grouped(const ropeqk_plan *pl, int64_t Sk, int64_t q
         return ROPEQK_ERR_TOO_LARGE;
     if (!(m->v = malloc(nints * sizeof *m->v)))
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    m->n = nints;
-    m->rows = n;
-    m->lens_off = (int32_t)(n + 1);
-    m->qpos_off = (int32_t)(2 * n + 1);
-    m->kpos_off = (int32_t)(3 * n + 1);
-    m->pages_off = (int32_t)(4 * n + 1);
+    meta_layout(m, n, nints);
     m->max_pages = c1 > c0 ? c1 - c0 : 1; /* every row masked: one split that returns at once */
     const int32_t len = c1 > c0 ? (int32_t)((Sk < c1 * P ? Sk : c1 * P) - c0 * P) : 0;
     int32_t *pages = m->v + m->pages_off;
