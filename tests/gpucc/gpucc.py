@@ -77,10 +77,10 @@ KNOWN = {
         'o[ATQ][RQ_ADVMAX_GPU/16] float16 accumulators, 1 KiB a row, indexed at run time, live in private '
         'memory: sm_90 stack 1136 B, gfx90a scratch 1088 B, dg2 private 1024 B',
     ('paged_attn_fast8 [-]', 'registers'):
-        'gfx90a 136 VGPRs (sm_90 128, gfx1030 129): the fast paged pass 1 for 5..8 query vectors (its fast4 '
+        'gfx90a 136 VGPRs (sm_90 128, gfx1030 113): the fast paged pass 1 for 5..8 query vectors (its fast4 '
         'sibling, the common decode, holds 124 VGPRs, sm_90 100); eight scores and two float4 blocks of Q per '
-        'key. Removing the P.V loop\'s second instance (124 -> ...) and the soft-cap reload did not bring it '
-        'to 128; AMD is not this kernel\'s measured target (docs/paged-decode-gpu.md)',
+        'key. One P.V instance instead of two (fast4: 147 -> 124) left it at 136, two keys a P.V round at 134; '
+        'AMD is not this kernel\'s measured target (docs/paged-decode-gpu.md)',
     ('qk_scores [TQ=4 VK=16 *]', 'registers'):
         'an environment override only (ROPEQK_VK=16: the CPU shape on a GPU): gfx90a 134 VGPRs (130 before '
         'the soft-capping of the model-family variants)',
