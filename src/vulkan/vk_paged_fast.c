@@ -4,7 +4,9 @@
  * its dispatch. paged.comp stays the fallback for everything else. The OpenCL side is
  * src/opencl/paged_fast.c; docs/paged-decode-gpu.md has the design and figures.
  *
- * A plan takes it where ROPEQK_PAGED_FAST is not 0 and the shape fits the shader: D % 8 == 0 (16 for
+ * A plan takes it on a GPU (on a CPU device such as lavapipe only with ROPEQK_PAGED_FAST=1: there it costs
+ * more than paged.comp saves; the suite's paged_fast_vulkan sets it) unless ROPEQK_PAGED_FAST=0, where
+ * the shape fits the shader: D % 8 == 0 (16 for
  * an 8-bit K: its rows are read 16 bytes at a time), Dv % 4 == 0 (8 for an 8-bit V), R % 16 == 0
  * with 16 <= R <= RQ_PFAST_R_MAX (the table's room), rot_off % 8 == 0, 8 query vectors
  * of D dims in the shared memory next to the table (whose delta range drops to 16 where 32 does not
@@ -47,7 +49,10 @@ bool rq_vkpf_shape_ok(const ropeqk_plan *pl)
 {
     const rq_problem *pb = &pl->pb;
     const bool kq = rq_dtype_q8(pl->k.dtype), vq = rq_dtype_q8(pl->v.dtype);
-    return pl->ctx->tune.paged_fast && !pb->mrope && pb->D % (kq ? 16 : 8) == 0 && pb->Dv % (vq ? 8 : 4) == 0 &&
+    const int on = pl->ctx->tune.paged_fast; /* -1: GPUs only (src/core/tuning.c) */
+    if (on == 0 || (on < 0 && rq_vk(pl->ctx)->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU))
+        return false;
+    return !pb->mrope && pb->D % (kq ? 16 : 8) == 0 && pb->Dv % (vq ? 8 : 4) == 0 &&
            pb->R % 16 == 0 && pb->R >= 16 && pb->R <= RQ_PFAST_R_MAX && pb->rot_off % 8 == 0 && 8 * pb->D <= 4096;
 }
 
