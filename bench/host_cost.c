@@ -6,7 +6,7 @@
  * what every call cost before plans existed: validation, frequencies, tables, kernels) and a decode
  * plan (all of that once; per call only the step and buffer checks, scratch, arguments, enqueues).
  * Measured on the 2-core dev machine (pocl 3.1, AVX-512), 10,000 calls, CPU profile: before plans
- * (ropeqk_enqueue at 284a5d7) median 197-204 us, mean 508-696 us; see the README for the plan. */
+ * (ropeqk_enqueue at 284a5d7) median 197-204 us, mean 508-696 us; see docs/performance.md, "Host cost per call". */
 #include "host_cost.h"
 
 #include "clock.h"

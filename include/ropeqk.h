@@ -5,7 +5,7 @@
  *
  * with optional causal and sliding-window masks. Every definition (shapes, positions, layouts,
  * frequency scaling, masks, the attention-factor convention, the error metric) is in
- * docs/conventions.md; README.md summarises it.
+ * docs/conventions.md; docs/api.md is the reference.
  *
  * This header is backend-neutral: tensors, parameters, statuses, the fp64 scalar reference path,
  * contexts and plans. Creating a context on a backend's own objects, and running a plan on a
