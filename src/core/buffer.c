@@ -191,7 +191,11 @@ ropeqk_status ropeqk_buffer_copy(const ropeqk_copy *regions, uint32_t n, uint32_
     const char *fn = "ropeqk_buffer_copy";
     if (signal)
         *signal = NULL;
-    if (!regions || !n || !regions[0].dst)
+    if (regions && !n) {
+        rq_set_error("%s: no regions", fn);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    if (!regions || !regions[0].dst)
         return ROPEQK_ERR_NULL_POINTER;
     ropeqk_ctx *ctx = regions[0].dst->ctx;
     ropeqk_status st = has_api(ctx, fn);

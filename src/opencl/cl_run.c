@@ -143,6 +143,8 @@ static bool cl_same_device(const ropeqk_ctx *a, const ropeqk_ctx *b) { return rq
 static const cl_event *wait_list(const rq_waits *w, cl_event *buf, size_t cap, cl_event **heap)
 {
     *heap = NULL;
+    if (!w->n)
+        return NULL; /* OpenCL: an empty wait list is NULL */
     cl_event *l = buf;
     if (w->n > cap && !(l = *heap = malloc(w->n * sizeof *l)))
         return NULL;
