@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -433,4 +434,65 @@ Test(run, wait_bound_env)
     cr_assert_eq(setenv("ROPEQK_WAIT_TIMEOUT_MS", "5000", 1), 0);
     OK(ropeqk_ctx_finish(th_ctx));
     unsetenv("ROPEQK_WAIT_TIMEOUT_MS");
+}
+
+/* ---- threads: one context, one plan, four threads running it (each into its own output, events
+ * waited for by each thread), against a lone run, bit for bit ------------------------------------ */
+typedef struct {
+    ropeqk_plan *pl;
+    ropeqk_buffer *q, *k, *o;
+    ropeqk_status st;
+} thread_arg;
+
+static void *thread_run(void *user)
+{
+    thread_arg *t = user;
+    ropeqk_args a = {.q = {t->q, 0}, .k = {t->k, 0}, .out = {t->o, 0}};
+    for (int i = 0; i < 25 && !t->st; i++) {
+        ropeqk_event *e = NULL;
+        t->st = ropeqk_plan_run(t->pl, &a, NULL, 0, NULL, i % 5 == 4 ? &e : NULL);
+        if (!t->st && e)
+            t->st = ropeqk_event_wait(e, UINT64_MAX);
+        ropeqk_event_release(e);
+    }
+    return NULL;
+}
+
+Test(run, threads)
+{
+    enum { B = 1, HQ = 4, HKV = 2, SQ = 6, SK = 11, D = 16, T = 4 };
+    uint64_t seed = th_seed(2707), rng = seed;
+    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .q = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, D),
+                          .k = ropeqk_tensor_bhsd(ROPEQK_F32, B, HKV, SK, D),
+                          .out = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, SK)};
+    ropeqk_default_params(&d.params);
+    d.params.causal = 1;
+    unsigned char *qh = host_of(&d.q, &rng), *kh = host_of(&d.k, &rng);
+    size_t ob = ropeqk_tensor_extent(&d.out);
+    thread_arg t[T + 1];
+    OK(ropeqk_plan_create(th_ctx, &d, &t[0].pl));
+    ropeqk_buffer *q = buf_of(qh, ropeqk_tensor_extent(&d.q), 0), *k = buf_of(kh, ropeqk_tensor_extent(&d.k), 0);
+    for (int i = 0; i <= T; i++)
+        t[i] = (thread_arg){t[0].pl, q, k, buf_of(NULL, ob, 0), ROPEQK_SUCCESS};
+    ropeqk_args lone = {.q = {q, 0}, .k = {k, 0}, .out = {t[T].o, 0}};
+    OK(ropeqk_plan_run(t[0].pl, &lone, NULL, 0, NULL, NULL));
+    pthread_t th[T];
+    for (int i = 0; i < T; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, thread_run, &t[i]), 0);
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    unsigned char *want = malloc(ob), *got = malloc(ob);
+    cr_assert(want && got);
+    OK(ropeqk_buffer_read(t[T].o, 0, want, ob));
+    for (int i = 0; i < T; i++) {
+        cr_expect_eq(t[i].st, ROPEQK_SUCCESS, "thread %d: %s", i, ropeqk_status_string(t[i].st));
+        OK(ropeqk_buffer_read(t[i].o, 0, got, ob));
+        cr_expect(memcmp(got, want, ob) == 0, "thread %d's output differs from a lone run's (seed %llu)", i,
+                  (unsigned long long)seed);
+    }
+    for (int i = 0; i <= T; i++)
+        ropeqk_buffer_destroy(t[i].o);
+    ropeqk_buffer_destroy(q), ropeqk_buffer_destroy(k);
+    ropeqk_plan_destroy(t[0].pl);
+    free(want), free(got), free(qh), free(kh);
 }
