@@ -15,29 +15,22 @@
 
 TestSuite(run, .init = th_ctx_init, .fini = th_ctx_fini);
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        ropeqk_status st_ = (call);                                                                \
-        cr_assert_eq(st_, ROPEQK_SUCCESS, "%s: %s: %s", #call, ropeqk_status_string(st_),          \
-                     ropeqk_last_error());                                                         \
-    } while (0)
-
 /* A buffer of n bytes holding data (NULL: every byte 0x5A). */
 static ropeqk_buffer *buf_of(const void *data, size_t n, uint32_t flags)
 {
     ropeqk_buffer *b = NULL;
-    OK(ropeqk_buffer_create(th_ctx, n, flags, &b));
+    TH_OK(ropeqk_buffer_create(th_ctx, n, flags, &b));
     if (data)
-        OK(ropeqk_buffer_write(b, 0, data, n));
+        TH_OK(ropeqk_buffer_write(b, 0, data, n));
     else
-        OK(ropeqk_buffer_fill(b, 0, ropeqk_buffer_size(b), 0x5A5A5A5Au));
+        TH_OK(ropeqk_buffer_fill(b, 0, ropeqk_buffer_size(b), 0x5A5A5A5Au));
     return b;
 }
 
 static void wait_release(ropeqk_event *e)
 {
     cr_assert(e, "no event handed back");
-    OK(ropeqk_event_wait(e, UINT64_MAX));
+    TH_OK(ropeqk_event_wait(e, UINT64_MAX));
     ropeqk_event_release(e);
 }
 
@@ -45,20 +38,20 @@ Test(run, buffers)
 {
     for (uint32_t flags = 0; flags <= ROPEQK_BUFFER_HOST_VISIBLE; flags++) {
         ropeqk_buffer *b = NULL;
-        OK(ropeqk_buffer_create(th_ctx, 10, flags, &b));
+        TH_OK(ropeqk_buffer_create(th_ctx, 10, flags, &b));
         cr_assert_eq(ropeqk_buffer_size(b), 12, "10 bytes round up to 12");
         unsigned char w[12], r[12];
         for (int i = 0; i < 12; i++)
             w[i] = (unsigned char)(3 * i + 1);
-        OK(ropeqk_buffer_write(b, 0, w, 12));
-        OK(ropeqk_buffer_write(b, 5, "xyz", 3));
+        TH_OK(ropeqk_buffer_write(b, 0, w, 12));
+        TH_OK(ropeqk_buffer_write(b, 5, "xyz", 3));
         memcpy(w + 5, "xyz", 3);
-        OK(ropeqk_buffer_read(b, 0, r, 12));
+        TH_OK(ropeqk_buffer_read(b, 0, r, 12));
         cr_assert_arr_eq(r, w, 12);
-        OK(ropeqk_buffer_fill(b, 4, 8, 0xA1B2C3D4u));
+        TH_OK(ropeqk_buffer_fill(b, 4, 8, 0xA1B2C3D4u));
         uint32_t word = 0xA1B2C3D4u;
         memcpy(w + 4, &word, 4), memcpy(w + 8, &word, 4);
-        OK(ropeqk_buffer_read(b, 2, r, 10));
+        TH_OK(ropeqk_buffer_read(b, 2, r, 10));
         cr_assert_arr_eq(r, w + 2, 10);
         /* refusals change nothing */
         cr_assert_eq(ropeqk_buffer_fill(b, 2, 4, 0), ROPEQK_ERR_BAD_PARAM);
@@ -69,8 +62,8 @@ Test(run, buffers)
         cr_assert_eq(ropeqk_buffer_read(b, 13, r, 0), ROPEQK_ERR_BUFFER_TOO_SMALL);
         cr_assert_eq(ropeqk_buffer_read(b, 0, NULL, 4), ROPEQK_ERR_NULL_POINTER);
         cr_assert_eq(ropeqk_buffer_write(b, 0, NULL, 4), ROPEQK_ERR_NULL_POINTER);
-        OK(ropeqk_buffer_write(b, 12, NULL, 0)); /* 0 bytes at the end: nothing */
-        OK(ropeqk_buffer_read(b, 0, r, 12));
+        TH_OK(ropeqk_buffer_write(b, 12, NULL, 0)); /* 0 bytes at the end: nothing */
+        TH_OK(ropeqk_buffer_read(b, 0, r, 12));
         cr_assert_arr_eq(r, w, 12);
         ropeqk_buffer_destroy(b);
     }
@@ -81,7 +74,7 @@ Test(run, buffers)
     for (size_t i = 0; i < n; i++)
         w[i] = (unsigned char)(i * 7 + (i >> 9));
     ropeqk_buffer *b = buf_of(w, n, 0);
-    OK(ropeqk_buffer_read(b, 0, r, n));
+    TH_OK(ropeqk_buffer_read(b, 0, r, n));
     cr_assert(memcmp(r, w, n) == 0);
     ropeqk_buffer_destroy(b);
     free(w), free(r);
@@ -101,7 +94,7 @@ Test(run, buffers)
     ropeqk_event_release(NULL);
     cr_assert_eq(ropeqk_event_wait(NULL, 0), ROPEQK_ERR_NULL_POINTER);
     cr_assert_eq(ropeqk_ctx_finish(NULL), ROPEQK_ERR_NULL_POINTER);
-    OK(ropeqk_ctx_finish(th_ctx));
+    TH_OK(ropeqk_ctx_finish(th_ctx));
 }
 
 Test(run, copy)
@@ -112,18 +105,18 @@ Test(run, copy)
     ropeqk_buffer *a = buf_of(a0, 256, 0), *b = buf_of(b0, 256, ROPEQK_BUFFER_HOST_VISIBLE);
     ropeqk_copy c[3] = {{b, 128, a, 0, 64}, {b, 0, a, 64, 32}, {a, 200, a, 10, 30}};
     ropeqk_event *e = NULL;
-    OK(ropeqk_buffer_copy(c, 3, 0, NULL, &e));
+    TH_OK(ropeqk_buffer_copy(c, 3, 0, NULL, &e));
     wait_release(e);
     memcpy(want, b0, 256), memcpy(want + 128, a0, 64), memcpy(want, a0 + 64, 32);
-    OK(ropeqk_buffer_read(b, 0, got, 256));
+    TH_OK(ropeqk_buffer_read(b, 0, got, 256));
     cr_assert_arr_eq(got, want, 256);
-    OK(ropeqk_buffer_read(a, 200, got, 30));
+    TH_OK(ropeqk_buffer_read(a, 200, got, 30));
     cr_assert_arr_eq(got, a0 + 10, 30);
     /* refusals: nothing copied, no event */
     ropeqk_ctx *other = NULL;
-    OK(ropeqk_ctx_create(NULL, &other));
+    TH_OK(ropeqk_ctx_create(NULL, &other));
     ropeqk_buffer *o = NULL;
-    OK(ropeqk_buffer_create(other, 64, 0, &o));
+    TH_OK(ropeqk_buffer_create(other, 64, 0, &o));
     const struct {
         ropeqk_copy c[2];
         uint32_t n;
@@ -138,15 +131,15 @@ Test(run, copy)
         {{{b, 0, a, 0, 8}}, 0, ROPEQK_ERR_BAD_PARAM},
         {{{NULL, 0, a, 0, 8}}, 1, ROPEQK_ERR_NULL_POINTER},
     };
-    OK(ropeqk_buffer_read(b, 0, want, 256));
+    TH_OK(ropeqk_buffer_read(b, 0, want, 256));
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         e = (ropeqk_event *)1;
         cr_expect_eq(ropeqk_buffer_copy(bad[i].c, bad[i].n, 0, NULL, &e), bad[i].st, "case %zu: %s", i,
                      ropeqk_last_error());
         cr_expect_null(e, "case %zu: an event for a refused copy", i);
     }
-    OK(ropeqk_ctx_finish(th_ctx));
-    OK(ropeqk_buffer_read(b, 0, got, 256));
+    TH_OK(ropeqk_ctx_finish(th_ctx));
+    TH_OK(ropeqk_buffer_read(b, 0, got, 256));
     cr_assert_arr_eq(got, want, 256, "a refused copy wrote");
     ropeqk_buffer_destroy(o);
     ropeqk_ctx_destroy(other);
@@ -200,33 +193,33 @@ static void scores_case(const scase *sc, uint64_t seed)
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = p, .q = q, .k = k, .out = o,
                           .positions = sc->arrays ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
     ropeqk_plan *pl = NULL;
-    OK(ropeqk_plan_create(th_ctx, &d, &pl));
+    TH_OK(ropeqk_plan_create(th_ctx, &d, &pl));
     /* one buffer for Q, K and the positions, one for the output: views at offsets */
     ropeqk_buffer *in = buf_of(NULL, OFF + qb + kb + 2 * sizeof qp + 2 * sizeof kp, 0), *out = buf_of(NULL, OFF + ob, 0);
     uint64_t qo = OFF, ko = OFF + qb, po = (ko + kb + 7) / 8 * 8, kpo = po + sizeof qp;
-    OK(ropeqk_buffer_write(in, qo, qh, qb));
-    OK(ropeqk_buffer_write(in, ko, kh, kb));
-    OK(ropeqk_buffer_write(in, po, qp, sizeof qp));
-    OK(ropeqk_buffer_write(in, kpo, kp, sizeof kp));
+    TH_OK(ropeqk_buffer_write(in, qo, qh, qb));
+    TH_OK(ropeqk_buffer_write(in, ko, kh, kb));
+    TH_OK(ropeqk_buffer_write(in, po, qp, sizeof qp));
+    TH_OK(ropeqk_buffer_write(in, kpo, kp, sizeof kp));
     ropeqk_args a = {.q = {in, qo}, .k = {in, ko}, .out = {out, OFF}};
     if (sc->arrays)
         a.q_pos = (ropeqk_mem){in, po}, a.k_pos = (ropeqk_mem){in, kpo};
     ropeqk_event *e = NULL;
-    OK(ropeqk_plan_run(pl, &a, NULL, 0, NULL, &e));
+    TH_OK(ropeqk_plan_run(pl, &a, NULL, 0, NULL, &e));
     wait_release(e);
     float *s = malloc(ob);
     double *s64 = malloc(ropeqk_tensor_extent(&o64));
     cr_assert(s && s64);
-    OK(ropeqk_buffer_read(out, OFF, s, ob));
-    OK(ropeqk_scores_ref(&p, &q, qh, &k, kh, sc->arrays ? qp : NULL, sc->arrays ? kp : NULL, &o64, s64));
+    TH_OK(ropeqk_buffer_read(out, OFF, s, ob));
+    TH_OK(ropeqk_scores_ref(&p, &q, qh, &k, kh, sc->arrays ? qp : NULL, sc->arrays ? kp : NULL, &o64, s64));
     double err = 0;
     int64_t mism = 0;
-    OK(ropeqk_max_error(&p, &q, qh, &k, kh, &o, s, &o64, s64, &err, &mism));
+    TH_OK(ropeqk_max_error(&p, &q, qh, &k, kh, &o, s, &o64, s64, &err, &mism));
     cr_expect(err <= 1e-5 && mism == 0, "dtype %d layout %d R %lld arrays %d bshd %d (seed %llu): error %.3g, %lld -inf "
               "mismatches", sc->dt, sc->layout, (long long)sc->R, sc->arrays, sc->bshd, (unsigned long long)seed, err,
               (long long)mism);
     unsigned char lead[OFF];
-    OK(ropeqk_buffer_read(out, 0, lead, OFF));
+    TH_OK(ropeqk_buffer_read(out, 0, lead, OFF));
     for (int i = 0; i < OFF; i++)
         cr_assert_eq(lead[i], 0x5A, "a byte before the output view was written");
     free(s), free(s64), free(qh), free(kh);
@@ -262,7 +255,7 @@ static void attention_case(ropeqk_dtype dt, ropeqk_dtype odt, int64_t sq, bool s
     ropeqk_plan_desc d = {.op = ROPEQK_OP_ATTENTION, .params = p, .q = q, .k = k, .out = o, .v = v, .lse = l,
                           .with_lse = 1, .max_keys = step ? SK : 0};
     ropeqk_plan *pl = NULL;
-    OK(ropeqk_plan_create(th_ctx, &d, &pl));
+    TH_OK(ropeqk_plan_create(th_ctx, &d, &pl));
     size_t qb = ropeqk_tensor_extent(&q), kb = ropeqk_tensor_extent(&k), vb = ropeqk_tensor_extent(&v);
     size_t ob = ropeqk_tensor_extent(&o), lb = ropeqk_tensor_extent(&l);
     ropeqk_buffer *bq = buf_of(qh, qb, 0), *bk = buf_of(kh, kb, ROPEQK_BUFFER_HOST_VISIBLE), *bv = buf_of(vh, vb, 0);
@@ -270,12 +263,12 @@ static void attention_case(ropeqk_dtype dt, ropeqk_dtype odt, int64_t sq, bool s
     uint64_t lo = (ob + 3) / 4 * 4;
     ropeqk_args a = {.q = {bq, 0}, .k = {bk, 0}, .v = {bv, 0}, .out = {bo, 0}, .lse = {bo, lo}};
     ropeqk_step st = {.n_keys = nk, .q_pos_offset = nk - sq + 1000, .k_pos_offset = 1000};
-    OK(ropeqk_plan_run(pl, &a, step ? &st : NULL, 0, NULL, NULL));
+    TH_OK(ropeqk_plan_run(pl, &a, step ? &st : NULL, 0, NULL, NULL));
     unsigned char *oh = malloc(ob);
     float *lh = malloc(lb);
     cr_assert(oh && lh);
-    OK(ropeqk_buffer_read(bo, 0, oh, ob)); /* ordered after the run: no event needed */
-    OK(ropeqk_buffer_read(bo, lo, lh, lb));
+    TH_OK(ropeqk_buffer_read(bo, 0, oh, ob)); /* ordered after the run: no event needed */
+    TH_OK(ropeqk_buffer_read(bo, lo, lh, lb));
     /* the reference over the keys used: K and V cut to nk keys, the step's offsets */
     ropeqk_tensor kr = k, vr = v;
     kr.ne[2] = vr.ne[2] = nk;
@@ -286,8 +279,8 @@ static void attention_case(ropeqk_dtype dt, ropeqk_dtype odt, int64_t sq, bool s
     double *r = malloc(ropeqk_tensor_extent(&o64)), *rl = malloc(ropeqk_tensor_extent(&l64)), err = 0, el = 0;
     int64_t mism = 0;
     cr_assert(r && rl);
-    OK(ropeqk_attention_ref(&pr, &q, qh, &kr, kh, &vr, vh, NULL, NULL, &o64, r, &l64, rl));
-    OK(ropeqk_attention_max_error(&vr, vh, &o, oh, &o64, r, &l, lh, &l64, rl, &err, &el, &mism));
+    TH_OK(ropeqk_attention_ref(&pr, &q, qh, &kr, kh, &vr, vh, NULL, NULL, &o64, r, &l64, rl));
+    TH_OK(ropeqk_attention_max_error(&vr, vh, &o, oh, &o64, r, &l, lh, &l64, rl, &err, &el, &mism));
     /* a 16-bit output adds its rounding (half an ulp of |O| <= max |V|), as in test_attn_sweep.c */
     double bound = 1e-5 + (odt == ROPEQK_F16 ? 0x1p-11 : odt == ROPEQK_BF16 ? 0x1p-8 : 0.0);
     cr_expect(err <= bound && el <= 1e-5 && mism == 0, "attention dtype %d out %d Sq %lld step %d (seed %llu): O %.3g, "
@@ -321,7 +314,7 @@ Test(run, paged_append_decode)
     pdata_make(&c, &d, &rng);
     ropeqk_plan_desc desc = desc_of(&c, &d);
     ropeqk_plan *pl = NULL;
-    OK(ropeqk_plan_create(th_ctx, &desc, &pl));
+    TH_OK(ropeqk_plan_create(th_ctx, &desc, &pl));
     /* the caches on the device without each sequence's last NEW tokens (0xFF), which the append
      * writes from k_new [n_seqs, Hkv, NEW, D] and v_new */
     ropeqk_tensor tkn = ropeqk_tensor_bhsd(c.kdt, c.n_seqs, c.Hkv, NEW, c.D);
@@ -351,20 +344,20 @@ Test(run, paged_append_decode)
     ab.seq_lens = before;
     ropeqk_paged_cache cache = {.k_cache = {bk, 0}, .v_cache = {bv, 0}};
     ropeqk_event *appended = NULL, *decoded = NULL;
-    OK(ropeqk_paged_append(pl, &tkn, (ropeqk_mem){bkn, 0}, &tvn, (ropeqk_mem){bvn, 0}, &cache, &ab, 0, NULL, &appended));
+    TH_OK(ropeqk_paged_append(pl, &tkn, (ropeqk_mem){bkn, 0}, &tvn, (ropeqk_mem){bvn, 0}, &cache, &ab, 0, NULL, &appended));
     ropeqk_paged_args pa = {.q = {bq, 0}, .k_cache = {bk, 0}, .v_cache = {bv, 0}, .out = {bo, 0}, .lse = {bl, 0}};
-    OK(ropeqk_paged_run(pl, &pa, &db, 1, &appended, &decoded));
+    TH_OK(ropeqk_paged_run(pl, &pa, &db, 1, &appended, &decoded));
     ropeqk_event_release(appended); /* released while pending: the run goes on */
     wait_release(decoded);
     unsigned char *out = malloc(d.ob);
     float *lse = malloc(d.lb);
     cr_assert(out && lse);
-    OK(ropeqk_buffer_read(bo, 0, out, d.ob));
-    OK(ropeqk_buffer_read(bl, 0, lse, d.lb));
+    TH_OK(ropeqk_buffer_read(bo, 0, out, d.ob));
+    TH_OK(ropeqk_buffer_read(bl, 0, lse, d.lb));
     pf_check(&c, &d, out, lse, seed);
     /* the caches now hold what the fixture's do, byte for byte (the append's rows included) */
-    OK(ropeqk_buffer_read(bk, 0, k0, d.kb));
-    OK(ropeqk_buffer_read(bv, 0, v0, d.vb));
+    TH_OK(ropeqk_buffer_read(bk, 0, k0, d.kb));
+    TH_OK(ropeqk_buffer_read(bv, 0, v0, d.vb));
     cr_expect(memcmp(k0, d.k, d.kb) == 0 && memcmp(v0, d.v, d.vb) == 0, "the appended caches differ (seed %llu)",
               (unsigned long long)seed);
     free(out), free(lse), free(k0), free(v0), free(kn), free(vn);
@@ -391,33 +384,33 @@ Test(run, event_chain)
     size_t qb = ropeqk_tensor_extent(&q), kb = ropeqk_tensor_extent(&k), ob = ropeqk_tensor_extent(&o);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = p, .q = q, .k = k, .out = o};
     ropeqk_plan *pl = NULL;
-    OK(ropeqk_plan_create(th_ctx, &d, &pl));
+    TH_OK(ropeqk_plan_create(th_ctx, &d, &pl));
     ropeqk_buffer *stage = buf_of(NULL, qb + kb, ROPEQK_BUFFER_HOST_VISIBLE), *bq = buf_of(NULL, qb, 0);
     ropeqk_buffer *bk = buf_of(NULL, kb, 0), *bo = buf_of(NULL, ob, 0), *back = buf_of(NULL, ob, ROPEQK_BUFFER_HOST_VISIBLE);
-    OK(ropeqk_buffer_write(stage, 0, qh, qb));
-    OK(ropeqk_buffer_write(stage, qb, kh, kb));
+    TH_OK(ropeqk_buffer_write(stage, 0, qh, qb));
+    TH_OK(ropeqk_buffer_write(stage, qb, kh, kb));
     ropeqk_event *e[4] = {NULL, NULL, NULL, NULL};
     ropeqk_copy cq = {bq, 0, stage, 0, qb}, ck = {bk, 0, stage, qb, kb}, co = {back, 0, bo, 0, ob};
-    OK(ropeqk_buffer_copy(&cq, 1, 0, NULL, &e[0]));
-    OK(ropeqk_buffer_copy(&ck, 1, 1, &e[0], &e[1]));
+    TH_OK(ropeqk_buffer_copy(&cq, 1, 0, NULL, &e[0]));
+    TH_OK(ropeqk_buffer_copy(&ck, 1, 1, &e[0], &e[1]));
     ropeqk_args a = {.q = {bq, 0}, .k = {bk, 0}, .out = {bo, 0}};
-    OK(ropeqk_plan_run(pl, &a, NULL, 2, e, &e[2]));
-    OK(ropeqk_buffer_copy(&co, 1, 1, &e[2], &e[3]));
-    OK(ropeqk_event_wait(e[3], UINT64_MAX));
+    TH_OK(ropeqk_plan_run(pl, &a, NULL, 2, e, &e[2]));
+    TH_OK(ropeqk_buffer_copy(&co, 1, 1, &e[2], &e[3]));
+    TH_OK(ropeqk_event_wait(e[3], UINT64_MAX));
     for (int i = 0; i < 4; i++) { /* every earlier one has completed too: a poll says so */
-        OK(ropeqk_event_wait(e[i], 0));
+        TH_OK(ropeqk_event_wait(e[i], 0));
         ropeqk_event_release(e[i]);
     }
     float *s = malloc(ob);
     double *s64 = malloc(ropeqk_tensor_extent(&o64)), err = 0;
     int64_t mism = 0;
     cr_assert(s && s64);
-    OK(ropeqk_buffer_read(back, 0, s, ob));
-    OK(ropeqk_scores_ref(&p, &q, qh, &k, kh, NULL, NULL, &o64, s64));
-    OK(ropeqk_max_error(&p, &q, qh, &k, kh, &o, s, &o64, s64, &err, &mism));
+    TH_OK(ropeqk_buffer_read(back, 0, s, ob));
+    TH_OK(ropeqk_scores_ref(&p, &q, qh, &k, kh, NULL, NULL, &o64, s64));
+    TH_OK(ropeqk_max_error(&p, &q, qh, &k, kh, &o, s, &o64, s64, &err, &mism));
     cr_expect(err <= 1e-5 && mism == 0, "chained run (seed %llu): error %.3g, %lld mismatches", (unsigned long long)seed,
               err, (long long)mism);
-    OK(ropeqk_ctx_finish(th_ctx));
+    TH_OK(ropeqk_ctx_finish(th_ctx));
     free(s), free(s64), free(qh), free(kh);
     ropeqk_buffer_destroy(stage), ropeqk_buffer_destroy(bq), ropeqk_buffer_destroy(bk);
     ropeqk_buffer_destroy(bo), ropeqk_buffer_destroy(back);
@@ -432,7 +425,7 @@ Test(run, wait_bound_env)
     cr_assert_eq(setenv("ROPEQK_WAIT_TIMEOUT_MS", "0", 1), 0);
     cr_expect_eq(ropeqk_ctx_finish(th_ctx), ROPEQK_ERR_BAD_CONFIG);
     cr_assert_eq(setenv("ROPEQK_WAIT_TIMEOUT_MS", "5000", 1), 0);
-    OK(ropeqk_ctx_finish(th_ctx));
+    TH_OK(ropeqk_ctx_finish(th_ctx));
     unsetenv("ROPEQK_WAIT_TIMEOUT_MS");
 }
 
@@ -470,12 +463,12 @@ Test(run, threads)
     unsigned char *qh = host_of(&d.q, &rng), *kh = host_of(&d.k, &rng);
     size_t ob = ropeqk_tensor_extent(&d.out);
     thread_arg t[T + 1];
-    OK(ropeqk_plan_create(th_ctx, &d, &t[0].pl));
+    TH_OK(ropeqk_plan_create(th_ctx, &d, &t[0].pl));
     ropeqk_buffer *q = buf_of(qh, ropeqk_tensor_extent(&d.q), 0), *k = buf_of(kh, ropeqk_tensor_extent(&d.k), 0);
     for (int i = 0; i <= T; i++)
         t[i] = (thread_arg){t[0].pl, q, k, buf_of(NULL, ob, 0), ROPEQK_SUCCESS};
     ropeqk_args lone = {.q = {q, 0}, .k = {k, 0}, .out = {t[T].o, 0}};
-    OK(ropeqk_plan_run(t[0].pl, &lone, NULL, 0, NULL, NULL));
+    TH_OK(ropeqk_plan_run(t[0].pl, &lone, NULL, 0, NULL, NULL));
     pthread_t th[T];
     for (int i = 0; i < T; i++)
         cr_assert_eq(pthread_create(&th[i], NULL, thread_run, &t[i]), 0);
@@ -483,10 +476,10 @@ Test(run, threads)
         pthread_join(th[i], NULL);
     unsigned char *want = malloc(ob), *got = malloc(ob);
     cr_assert(want && got);
-    OK(ropeqk_buffer_read(t[T].o, 0, want, ob));
+    TH_OK(ropeqk_buffer_read(t[T].o, 0, want, ob));
     for (int i = 0; i < T; i++) {
         cr_expect_eq(t[i].st, ROPEQK_SUCCESS, "thread %d: %s", i, ropeqk_status_string(t[i].st));
-        OK(ropeqk_buffer_read(t[i].o, 0, got, ob));
+        TH_OK(ropeqk_buffer_read(t[i].o, 0, got, ob));
         cr_expect(memcmp(got, want, ob) == 0, "thread %d's output differs from a lone run's (seed %llu)", i,
                   (unsigned long long)seed);
     }

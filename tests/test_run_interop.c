@@ -12,13 +12,6 @@
 
 TestSuite(run_interop, .init = th_ctx_init, .fini = th_ctx_fini);
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        ropeqk_status st_ = (call);                                                                \
-        cr_assert_eq(st_, ROPEQK_SUCCESS, "%s: %s: %s", #call, ropeqk_status_string(st_),          \
-                     ropeqk_last_error());                                                         \
-    } while (0)
-
 enum { B = 1, HQ = 2, HKV = 1, SQ = 3, SK = 5, D = 8 };
 #define QB ((size_t)(B * HQ * SQ * D * 4))
 #define KB ((size_t)(B * HKV * SK * D * 4))
@@ -42,22 +35,22 @@ static void mini_make(ropeqk_ctx *ctx, mini *m)
                           .k = ropeqk_tensor_bhsd(ROPEQK_F32, B, HKV, SK, D),
                           .out = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, SK)};
     ropeqk_default_params(&d.params);
-    OK(ropeqk_plan_create(ctx, &d, &m->pl));
-    OK(ropeqk_buffer_create(ctx, QB, 0, &m->q));
-    OK(ropeqk_buffer_create(ctx, KB, 0, &m->k));
-    OK(ropeqk_buffer_create(ctx, OB, 0, &m->o));
-    OK(ropeqk_buffer_write(m->q, 0, m->qh, QB));
-    OK(ropeqk_buffer_write(m->k, 0, m->kh, KB));
+    TH_OK(ropeqk_plan_create(ctx, &d, &m->pl));
+    TH_OK(ropeqk_buffer_create(ctx, QB, 0, &m->q));
+    TH_OK(ropeqk_buffer_create(ctx, KB, 0, &m->k));
+    TH_OK(ropeqk_buffer_create(ctx, OB, 0, &m->o));
+    TH_OK(ropeqk_buffer_write(m->q, 0, m->qh, QB));
+    TH_OK(ropeqk_buffer_write(m->k, 0, m->kh, KB));
     ropeqk_args a = {.q = {m->q, 0}, .k = {m->k, 0}, .out = {m->o, 0}};
-    OK(ropeqk_plan_run(m->pl, &a, NULL, 0, NULL, NULL));
-    OK(ropeqk_buffer_read(m->o, 0, m->want, OB));
-    OK(ropeqk_buffer_fill(m->o, 0, OB, 0));
+    TH_OK(ropeqk_plan_run(m->pl, &a, NULL, 0, NULL, NULL));
+    TH_OK(ropeqk_buffer_read(m->o, 0, m->want, OB));
+    TH_OK(ropeqk_buffer_fill(m->o, 0, OB, 0));
 }
 
 static void mini_expect(const mini *m, const char *what)
 {
     float got[OB / 4];
-    OK(ropeqk_buffer_read(m->o, 0, got, OB));
+    TH_OK(ropeqk_buffer_read(m->o, 0, got, OB));
     cr_expect(memcmp(got, m->want, OB) == 0, "%s: the output differs from a plain run's", what);
 }
 
@@ -73,7 +66,7 @@ static void gate_run(ropeqk_ctx *ctx, mini *m, ropeqk_event *gate, void (*signal
 {
     ropeqk_args a = {.q = {m->q, 0}, .k = {m->k, 0}, .out = {m->o, 0}};
     ropeqk_event *done = NULL;
-    OK(ropeqk_plan_run(m->pl, &a, NULL, 1, &gate, &done));
+    TH_OK(ropeqk_plan_run(m->pl, &a, NULL, 1, &gate, &done));
     cr_assert_eq(ropeqk_event_wait(done, 20 * 1000000ull), ROPEQK_ERR_TIMEOUT);
     cr_expect(strstr(ropeqk_last_error(), "ropeqk_event_wait: ropeqk_plan_run (scores) did not complete"), "%s",
               ropeqk_last_error());
@@ -87,8 +80,8 @@ static void gate_run(ropeqk_ctx *ctx, mini *m, ropeqk_event *gate, void (*signal
     cr_expect(strstr(ropeqk_last_error(), "ropeqk_ctx_finish"), "%s", ropeqk_last_error());
     unsetenv("ROPEQK_WAIT_TIMEOUT_MS");
     signal(user);
-    OK(ropeqk_event_wait(done, UINT64_MAX));
-    OK(ropeqk_event_wait(gate, 0));
+    TH_OK(ropeqk_event_wait(done, UINT64_MAX));
+    TH_OK(ropeqk_event_wait(gate, 0));
     mini_expect(m, "a run after the caller's event");
     ropeqk_event_release(done);
     ropeqk_event_release(gate);
@@ -107,14 +100,14 @@ Test(run_interop, opencl_user_event)
     cl_event ue = clCreateUserEvent(ropeqk_opencl_context(th_ctx), &err);
     cr_assert_eq(err, CL_SUCCESS);
     ropeqk_event *gate = NULL;
-    OK(ropeqk_opencl_event_wrap(th_ctx, ue, &gate));
+    TH_OK(ropeqk_opencl_event_wrap(th_ctx, ue, &gate));
     cr_expect_eq(ropeqk_opencl_event_handle(gate), ue);
     gate_run(th_ctx, &m, gate, cl_open, ue);
     clReleaseEvent(ue);
     /* an event handed back is a cl_event the caller can wait on */
     ropeqk_args a = {.q = {m.q, 0}, .k = {m.k, 0}, .out = {m.o, 0}};
     ropeqk_event *e = NULL;
-    OK(ropeqk_plan_run(m.pl, &a, NULL, 0, NULL, &e));
+    TH_OK(ropeqk_plan_run(m.pl, &a, NULL, 0, NULL, &e));
     cl_event h = ropeqk_opencl_event_handle(e);
     cr_assert(h);
     cr_expect_eq(clWaitForEvents(1, &h), CL_SUCCESS);
@@ -132,12 +125,12 @@ Test(run_interop, opencl_buffer_wrap)
                               &err);
     cr_assert_eq(err, CL_SUCCESS);
     ropeqk_buffer *w = NULL;
-    OK(ropeqk_opencl_buffer_wrap(th_ctx, q, &w));
+    TH_OK(ropeqk_opencl_buffer_wrap(th_ctx, q, &w));
     cr_expect_eq(ropeqk_buffer_size(w), QB + 1);
     cr_expect_eq(ropeqk_opencl_buffer_mem(w), q);
     cr_expect_not_null(ropeqk_opencl_buffer_mem(m.q));
     ropeqk_args a = {.q = {w, 0}, .k = {m.k, 0}, .out = {m.o, 0}};
-    OK(ropeqk_plan_run(m.pl, &a, NULL, 0, NULL, NULL));
+    TH_OK(ropeqk_plan_run(m.pl, &a, NULL, 0, NULL, NULL));
     mini_expect(&m, "q in the caller's cl_mem");
     ropeqk_buffer_destroy(w);
     cl_uint refs = 0;
@@ -198,7 +191,7 @@ Test(run_interop, vulkan_timeline_semaphore)
     VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &tci};
     cr_assert_eq(vkCreateSemaphore(g.dev, &sci, NULL, &g.sem), VK_SUCCESS);
     ropeqk_event *gate = NULL;
-    OK(ropeqk_vulkan_event_wrap(th_ctx, g.sem, 1, &gate));
+    TH_OK(ropeqk_vulkan_event_wrap(th_ctx, g.sem, 1, &gate));
     uint64_t v = 0;
     cr_expect_eq(ropeqk_vulkan_event_semaphore(gate, &v), g.sem);
     cr_expect_eq(v, 1);
@@ -206,14 +199,14 @@ Test(run_interop, vulkan_timeline_semaphore)
     /* an event handed back is the context's timeline at a value the caller can wait for */
     ropeqk_args a = {.q = {m.q, 0}, .k = {m.k, 0}, .out = {m.o, 0}};
     ropeqk_event *e = NULL;
-    OK(ropeqk_plan_run(m.pl, &a, NULL, 0, NULL, &e));
+    TH_OK(ropeqk_plan_run(m.pl, &a, NULL, 0, NULL, &e));
     VkSemaphore s = ropeqk_vulkan_event_semaphore(e, &v);
     cr_assert(s && v > 0);
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1, .pSemaphores = &s,
                               .pValues = &v};
     cr_expect_eq(vkWaitSemaphores(g.dev, &wi, 10ull * 1000000000ull), VK_SUCCESS);
     ropeqk_event_release(e);
-    OK(ropeqk_ctx_finish(th_ctx));
+    TH_OK(ropeqk_ctx_finish(th_ctx));
     vkDestroySemaphore(g.dev, g.sem, NULL);
     mini_free(&m);
 }
@@ -224,31 +217,31 @@ Test(run_interop, vulkan_buffer_wrap)
     mini m;
     mini_make(th_ctx, &m);
     ropeqk_buffer *big = NULL;
-    OK(ropeqk_buffer_create(th_ctx, 1024, 0, &big));
+    TH_OK(ropeqk_buffer_create(th_ctx, 1024, 0, &big));
     unsigned char img[1024], got[64];
     for (int i = 0; i < 1024; i++)
         img[i] = (unsigned char)(i * 13);
-    OK(ropeqk_buffer_write(big, 0, img, 1024));
+    TH_OK(ropeqk_buffer_write(big, 0, img, 1024));
     VkDeviceSize off = 1, range = 1;
     VkBuffer h = ropeqk_vulkan_buffer_handle(big, &off, &range);
     cr_assert(h);
     cr_expect(off == 0 && range == 1024);
     ropeqk_buffer *w = NULL, *w2 = NULL;
-    OK(ropeqk_vulkan_buffer_wrap(th_ctx, h, 256, 512, &w));
+    TH_OK(ropeqk_vulkan_buffer_wrap(th_ctx, h, 256, 512, &w));
     cr_expect_eq(ropeqk_buffer_size(w), 512);
-    OK(ropeqk_buffer_read(w, 4, got, 64));
+    TH_OK(ropeqk_buffer_read(w, 4, got, 64));
     cr_expect_arr_eq(got, img + 260, 64, "a wrapped range reads its bytes of the buffer");
-    OK(ropeqk_buffer_write(w, 0, "wrapped!", 8));
-    OK(ropeqk_buffer_read(big, 256, got, 8));
+    TH_OK(ropeqk_buffer_write(w, 0, "wrapped!", 8));
+    TH_OK(ropeqk_buffer_read(big, 256, got, 8));
     cr_expect_arr_eq(got, "wrapped!", 8);
     cr_expect_eq(ropeqk_buffer_read(w, 500, got, 16), ROPEQK_ERR_BUFFER_TOO_SMALL);
     /* runs on wrapped ranges: q in one, out in another of the same VkBuffer; overlaps seen across them */
-    OK(ropeqk_buffer_write(w, 0, m.qh, QB));
-    OK(ropeqk_vulkan_buffer_wrap(th_ctx, h, 512, 512, &w2));
+    TH_OK(ropeqk_buffer_write(w, 0, m.qh, QB));
+    TH_OK(ropeqk_vulkan_buffer_wrap(th_ctx, h, 512, 512, &w2));
     ropeqk_args a = {.q = {w, 0}, .k = {m.k, 0}, .out = {w2, 0}};
-    OK(ropeqk_plan_run(m.pl, &a, NULL, 0, NULL, NULL));
+    TH_OK(ropeqk_plan_run(m.pl, &a, NULL, 0, NULL, NULL));
     float o[OB / 4];
-    OK(ropeqk_buffer_read(w2, 0, o, OB));
+    TH_OK(ropeqk_buffer_read(w2, 0, o, OB));
     cr_expect(memcmp(o, m.want, OB) == 0, "a run on wrapped ranges differs from a plain run's");
     ropeqk_args ov = {.q = {w, 256 - 8}, .k = {m.k, 0}, .out = {w2, 0}}; /* q's end reaches into out */
     cr_expect_eq(ropeqk_plan_run(m.pl, &ov, NULL, 0, NULL, NULL), ROPEQK_ERR_OVERLAP, "%s", ropeqk_last_error());
@@ -279,23 +272,23 @@ Test(run_interop, vulkan_borrowed_device)
     p.queue = ropeqk_vulkan_queue(th_ctx, &fam);
     p.queue_family = fam;
     ropeqk_ctx *plain = NULL, *tl = NULL;
-    OK(ropeqk_vulkan_ctx_create(&p, &plain));
+    TH_OK(ropeqk_vulkan_ctx_create(&p, &plain));
     ropeqk_buffer *b = (ropeqk_buffer *)1;
     cr_expect_eq(ropeqk_buffer_create(plain, 64, 0, &b), ROPEQK_ERR_BAD_PARAM);
     cr_expect(strstr(ropeqk_last_error(), "timeline_semaphore"), "%s", ropeqk_last_error());
     cr_expect_null(b);
     ropeqk_ctx_destroy(plain);
     p.timeline_semaphore = 1;
-    OK(ropeqk_vulkan_ctx_create(&p, &tl));
+    TH_OK(ropeqk_vulkan_ctx_create(&p, &tl));
     mini m, n;
     mini_make(tl, &m);
     mini_make(th_ctx, &n);
     ropeqk_args a = {.q = {n.q, 0}, .k = {n.k, 0}, .out = {n.o, 0}};
     ropeqk_event *first = NULL, *second = NULL;
-    OK(ropeqk_plan_run(n.pl, &a, NULL, 0, NULL, &first));
+    TH_OK(ropeqk_plan_run(n.pl, &a, NULL, 0, NULL, &first));
     ropeqk_args b2 = {.q = {m.q, 0}, .k = {m.k, 0}, .out = {m.o, 0}};
-    OK(ropeqk_plan_run(m.pl, &b2, NULL, 1, &first, &second));
-    OK(ropeqk_event_wait(second, UINT64_MAX));
+    TH_OK(ropeqk_plan_run(m.pl, &b2, NULL, 1, &first, &second));
+    TH_OK(ropeqk_event_wait(second, UINT64_MAX));
     mini_expect(&m, "the borrowed context's run");
     mini_expect(&n, "th_ctx's run");
     ropeqk_event_release(first), ropeqk_event_release(second);

@@ -11,13 +11,6 @@
 
 TestSuite(run_invalid, .init = th_ctx_init, .fini = th_ctx_fini);
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        ropeqk_status st_ = (call);                                                                \
-        cr_assert_eq(st_, ROPEQK_SUCCESS, "%s: %s: %s", #call, ropeqk_status_string(st_),          \
-                     ropeqk_last_error());                                                         \
-    } while (0)
-
 enum { B = 1, HQ = 2, HKV = 1, SQ = 3, SK = 5, D = 8 };
 #define QB ((size_t)(B * HQ * SQ * D * 4))
 #define KB ((size_t)(B * HKV * SK * D * 4))
@@ -26,8 +19,8 @@ enum { B = 1, HQ = 2, HKV = 1, SQ = 3, SK = 5, D = 8 };
 static ropeqk_buffer *make(ropeqk_ctx *ctx, size_t n, uint32_t word)
 {
     ropeqk_buffer *b = NULL;
-    OK(ropeqk_buffer_create(ctx, n, 0, &b));
-    OK(ropeqk_buffer_fill(b, 0, ropeqk_buffer_size(b), word));
+    TH_OK(ropeqk_buffer_create(ctx, n, 0, &b));
+    TH_OK(ropeqk_buffer_fill(b, 0, ropeqk_buffer_size(b), word));
     return b;
 }
 
@@ -37,8 +30,8 @@ static void untouched(const ropeqk_buffer *b, uint32_t word, const char *what)
     size_t n = (size_t)ropeqk_buffer_size(b);
     uint32_t *h = malloc(n);
     cr_assert(h);
-    OK(ropeqk_ctx_finish(th_ctx));
-    OK(ropeqk_buffer_read(b, 0, h, n));
+    TH_OK(ropeqk_ctx_finish(th_ctx));
+    TH_OK(ropeqk_buffer_read(b, 0, h, n));
     for (size_t i = 0; i < n / 4; i++)
         cr_assert_eq(h[i], word, "%s: word %zu written by a refused call", what, i);
     free(h);
@@ -51,7 +44,7 @@ static ropeqk_plan *scores_plan(ropeqk_positions pos, int64_t max_keys)
                           .out = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, SQ, SK), .positions = pos, .max_keys = max_keys};
     ropeqk_default_params(&d.params);
     ropeqk_plan *pl = NULL;
-    OK(ropeqk_plan_create(th_ctx, &d, &pl));
+    TH_OK(ropeqk_plan_create(th_ctx, &d, &pl));
     return pl;
 }
 
@@ -62,12 +55,12 @@ Test(run_invalid, plan_run)
     ropeqk_buffer *q = make(th_ctx, QB, 0x3c000000u), *k = make(th_ctx, KB, 0x3c000000u), *o = make(th_ctx, OB, W);
     ropeqk_buffer *small = make(th_ctx, OB - 4, W), *both = make(th_ctx, QB + OB, W), *pos = make(th_ctx, 64, 0);
     ropeqk_ctx *other = NULL;
-    OK(ropeqk_ctx_create(NULL, &other)); /* a context of its own (OpenCL: another cl_context; Vulkan: VkDevice) */
+    TH_OK(ropeqk_ctx_create(NULL, &other)); /* a context of its own (OpenCL: another cl_context; Vulkan: VkDevice) */
     ropeqk_buffer *foreign = NULL;
-    OK(ropeqk_buffer_create(other, OB, 0, &foreign));
+    TH_OK(ropeqk_buffer_create(other, OB, 0, &foreign));
     ropeqk_event *fev = NULL;
     ropeqk_copy fc = {foreign, 0, foreign, 64, 32};
-    OK(ropeqk_buffer_copy(&fc, 1, 0, NULL, &fev));
+    TH_OK(ropeqk_buffer_copy(&fc, 1, 0, NULL, &fev));
     const ropeqk_args good = {.q = {q, 0}, .k = {k, 0}, .out = {o, 0}};
     ropeqk_step step = {.n_keys = SK, .q_pos_offset = 0, .k_pos_offset = 0};
     ropeqk_event *none[1] = {NULL}, *foreign_ev[1] = {fev};
@@ -117,10 +110,10 @@ Test(run_invalid, plan_run)
     cr_assert_eq(ropeqk_plan_run(pl, &cases[0].a, NULL, 0, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
     char before[256];
     snprintf(before, sizeof before, "%s", ropeqk_last_error());
-    OK(ropeqk_plan_run(pl, &good, NULL, 0, NULL, NULL));
+    TH_OK(ropeqk_plan_run(pl, &good, NULL, 0, NULL, NULL));
     cr_expect_str_eq(ropeqk_last_error(), before);
-    OK(ropeqk_ctx_finish(th_ctx));
-    OK(ropeqk_event_wait(fev, UINT64_MAX));
+    TH_OK(ropeqk_ctx_finish(th_ctx));
+    TH_OK(ropeqk_event_wait(fev, UINT64_MAX));
     ropeqk_event_release(fev);
     ropeqk_buffer *all[] = {q, k, o, small, both, pos, foreign};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -140,7 +133,7 @@ Test(run_invalid, paged)
     pdata_make(&c, &d, &rng);
     ropeqk_plan_desc desc = desc_of(&c, &d);
     ropeqk_plan *pl = NULL, *sc = scores_plan(ROPEQK_POS_OFFSETS, 0);
-    OK(ropeqk_plan_create(th_ctx, &desc, &pl));
+    TH_OK(ropeqk_plan_create(th_ctx, &desc, &pl));
     ropeqk_buffer *q = make(th_ctx, d.qb, 0), *k = make(th_ctx, d.kb, 0), *v = make(th_ctx, d.vb, 0);
     ropeqk_buffer *o = make(th_ctx, d.ob, W), *l = make(th_ctx, d.lb, W);
     ropeqk_paged_batch b = batch_of(&c, &d);
@@ -170,9 +163,9 @@ Test(run_invalid, paged)
     cr_expect_eq(ropeqk_paged_run(pl, &overlap, &b, 0, NULL, NULL), ROPEQK_ERR_OVERLAP, "%s", ropeqk_last_error());
     cr_expect_eq(ropeqk_paged_run(pl, &a, NULL, 0, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
     ropeqk_ctx *other = NULL;
-    OK(ropeqk_ctx_create(NULL, &other));
+    TH_OK(ropeqk_ctx_create(NULL, &other));
     ropeqk_buffer *foreign = NULL;
-    OK(ropeqk_buffer_create(other, d.qb, 0, &foreign));
+    TH_OK(ropeqk_buffer_create(other, d.qb, 0, &foreign));
     ropeqk_paged_args fa = a;
     fa.q = (ropeqk_mem){foreign, 0};
     cr_expect_eq(ropeqk_paged_run(pl, &fa, &b, 0, NULL, NULL), ROPEQK_ERR_BAD_PARAM);
