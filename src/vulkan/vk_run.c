@@ -35,9 +35,16 @@ static ropeqk_status vk_buffer_alloc(ropeqk_buffer *b)
     VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
     vkGetPhysicalDeviceProperties2(rq_vk(ctx)->phys, &p2);
-    if (m3.maxMemoryAllocationSize && b->size > m3.maxMemoryAllocationSize) {
+    /* the allocation limit, and the largest heap (a driver may report no useful limit) */
+    VkDeviceSize lim = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : UINT64_MAX, heap = 0;
+    const VkPhysicalDeviceMemoryProperties *mp = &rq_vk(ctx)->memprops;
+    for (uint32_t i = 0; i < mp->memoryHeapCount; i++)
+        heap = mp->memoryHeaps[i].size > heap ? mp->memoryHeaps[i].size : heap;
+    if (heap && heap < lim)
+        lim = heap;
+    if (b->size > lim) {
         rq_set_error("ropeqk_buffer_create: %llu bytes exceed the device's allocation limit (%llu)",
-                     (unsigned long long)b->size, (unsigned long long)m3.maxMemoryAllocationSize);
+                     (unsigned long long)b->size, (unsigned long long)lim);
         return ROPEQK_ERR_TOO_LARGE;
     }
     rq_vk_buf *vb = calloc(1, sizeof *vb);
