@@ -569,7 +569,7 @@ ROPEQK_API ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *
  * Buffer reads, writes and fills are blocking and ordered after everything submitted before them
  * on the context's queue.
  *
- * Every wait the library makes is bounded: ROPEQK_ERR_TIMEOUT with a message naming what was
+ * Every wait these calls make is bounded: ROPEQK_ERR_TIMEOUT with a message naming what was
  * waited for, after the time given (ropeqk_event_wait) or, for the blocking calls, 300 s or
  * $ROPEQK_WAIT_TIMEOUT_MS milliseconds. A timed-out operation may still complete later.
  *
