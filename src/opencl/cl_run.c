@@ -104,8 +104,8 @@ static ropeqk_status wait_event(ropeqk_ctx *ctx, cl_event ev, uint64_t ns)
         dl.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&w->m);
-    while (!w->done && pthread_cond_timedwait(&w->c, &w->m, &dl) != ETIMEDOUT) {
-    }
+    for (int r = 0; !w->done && r == 0;) /* 0: signalled or spurious; ETIMEDOUT (or an error): stop */
+        r = pthread_cond_timedwait(&w->c, &w->m, &dl);
     bool done = w->done;
     cl_int status = w->status;
     pthread_mutex_unlock(&w->m);
