@@ -9,6 +9,7 @@
 #include "contract.h"
 
 extern const rq_backend rq_opencl_backend;
+extern const struct rq_run_ops rq_cl_run_ops; /* cl_run.c: the neutral run API's entries */
 
 typedef struct rq_program {
     cl_device_id device;
