@@ -16,7 +16,6 @@ that only the first warp runs (N <= 32) runs 1 / warps-per-group times on averag
 To add a kernel (a new decode or prefill kernel): a function returning its Launch list for a shape
 (a few lines: grid from the host code, the loop table), a Case in CASES with the measured time where
 one exists, and in BUDGETS its budget lines (without a TODO reason they are hard budgets)."""
-import math
 
 
 class Launch:
@@ -197,6 +196,13 @@ def cases(c):
              paged_decode(c, 131072, 32, 8, 128, 2, n=8, page=64, dense=True), 23.0, H200),
         Case('attn-s4096', 'attention f32 causal, S 4096, H 32, D 128 (--attention), whole call',
              attention(c, 'f32', 4096, 32, 128), 12.3, H200),
+        # predictions only (no H200 figure yet): one pass at S 4096 (ROPEQK_ATTN_PASS_BYTES=268435456),
+        # where the bench's kernel_ms is the whole attention kernel and device_ms - kernel_ms the
+        # RoPE pass alone; and S 1024 (one pass by default)
+        Case('attn-s4096-1pass', 'attention f32 causal, S 4096, one pass (ROPEQK_ATTN_PASS_BYTES=268435456)',
+             attention(c, 'f32', 4096, 32, 128, pass_bytes=256 << 20)),
+        Case('attn-s1024', 'attention f32 causal, S 1024, H 32, D 128 (--attention, first shape)',
+             attention(c, 'f32', 1024, 32, 128)),
         Case('scores-s2048', 'scores prefill f32, S 2048, H 32, D 128 (16.9 TFLOP/s), whole call',
              scores(c, 2048, 32, 128), 2 * 32 * 2048 * 2048 * 128 / 16.9e12 * 1e3, H200),
     ]

@@ -89,8 +89,6 @@ class Ins:
                 regs.add(r)
                 if m.group(2):
                     regs.add(r + 1)
-        if self.pred is None and self.cls in ('stg', 'sts'):
-            pass
         return regs
 
 
@@ -224,7 +222,7 @@ class Kernel:
         loops.sort(key=lambda l: len(l.body))
         for k, l in enumerate(loops):
             for m in loops[k + 1:]:
-                if l.body < m.body or (l.body == m.body and l is not m and l.header != m.header and l.parent is None):
+                if l.body < m.body:
                     l.parent = m
                     m.children.append(l)
                     break

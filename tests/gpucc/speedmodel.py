@@ -39,7 +39,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -115,8 +114,18 @@ def compile_program(tools, work, name, text, opts):
     out = {'err': None}
     d = os.path.join(work, 'model-' + name)
     os.makedirs(d, exist_ok=True)
-    dm, _ = srcloops.demacro(text, tools.clang, opts)
+    dm, origin = srcloops.demacro(text, tools.clang, opts)
     out['text'] = dm
+    porig = srcloops.program_origins(os.path.join(ROOT, 'cl', 'program.cl'), text)
+
+    def where(line):
+        """'file.cl:line' of a line of the demacroed text (the program's line where the cl/ files
+        at hand are not the program's)."""
+        if not line or line > len(origin):
+            return 'line %s' % line
+        pl = origin[line - 1]
+        return '%s:%d' % porig[pl - 1] if porig and pl <= len(porig) else 'program line %d' % pl
+    out['where'] = where
     with cf.ThreadPoolExecutor(2) as ex:
         g, p = ex.map(lambda a: _compile(tools, d, a[0], a[1], opts), (('g', dm), ('p', text)))
     out['err'] = g[2] or p[2]
@@ -145,7 +154,8 @@ PAYLOAD = ('ffma', 'falu', 'lds', 'sts', 'ldg', 'stg', 'mufu', 'conv')
 class Analysis:
     """One kernel's SASS tied to its source loops (independent of the shape)."""
 
-    def __init__(self, name, listing, text):
+    def __init__(self, name, listing, text, where=lambda line: 'line %s' % line):
+        self.where = where
         funcs = sass.parse_listing(listing)
         if name not in funcs:
             raise ValueError('%s: not in the SASS listing' % name)
@@ -199,9 +209,6 @@ class Analysis:
                 best = s
         return best
 
-    def untied(self):
-        return [lp for lp in self.k.loops if lp.src is None]
-
 
 def cascade(total, factors):
     """Iterations of each SASS loop of a source loop run `total` times per entry, the loops being
@@ -228,7 +235,7 @@ def loop_trips(an, trips):
             raise ValueError('%s: SASS loop at 0x%x has no line of the kernel (an inlined helper\'s loop?)' % (
                 an.name, k.ins[k.blocks[lp.header].start].addr))
         if id(lp.src) not in by_src:
-            raise ValueError('%s: no trip count for the loop at line %d: %s' % (an.name, lp.src.head, lp.src.text))
+            raise ValueError('%s: no trip count for the loop at %s: %s' % (an.name, an.where(lp.src.head), lp.src.text))
         sib[(id(lp.src), id(lp.parent))].append(lp)
     for g in sib.values():
         n = by_src[id(g[0].src)][0]
@@ -349,16 +356,17 @@ def evaluate(an, res, L):
                 for x in k.block_ins(i):
                     hc[x.cls] += mult[i]
             n = sum(hc.values())
-            hot = {'line': s.head, 'text': s.text, 'iters': it, 'per_iter': {c: v / it for c, v in hc.items()} if it else {},
+            hot = {'line': an.where(s.head), 'text': s.text, 'iters': it, 'per_iter': {c: v / it for c, v in hc.items()} if it else {},
                    'ffma_share': hc['ffma'] / n if n else 0.0}
     return {
         'kernel': an.name, 'wgs': L.wgs, 'wg': L.wg, 'regs': regs, 'smem': smem, 'blocks_sm': blocks,
         'limiter': limiter, 'occupancy': blocks * warps / WARPS_SM, 'waves': waves, 'resident': resident,
         'per_wg': dict(per_wg), 'total': total_wg * L.wgs, 'waits_g': waits_g, 'waits_s': waits_s,
-        'inflight_lane_bytes': inflight, 'issue1': issue1, 'lat1': lat1, 'pipe': (pname, pipes[pname]),
+        'inflight_lane_bytes': inflight, 'inflight_sm': resident * warps * 32 * inflight, 'issue1': issue1, 'lat1': lat1, 'pipe': (pname, pipes[pname]),
         'memory': t_mem, 'hot': hot, 'unit': L.unit, 'dram': L.dram,
-        'loops': [(lp.src.head, lp.src.text, lp.unroll, trips[lp], len([x for b in lp.own for x in k.block_ins(b)]))
-                  for lp in k.loops],
+        'loops': [{'where': an.where(lp.src.head), 'text': lp.src.text, 'depth': lp.depth(), 'unroll': lp.unroll,
+                   'trips': trips[lp], 'runs': mult[lp.header], 'waits': sum(waits[b][0] for b in lp.own),
+                   'mix': collections.Counter(x.cls for b in lp.own for x in k.block_ins(b))} for lp in k.loops],
         'sub_ins': k.sub_ins,
     }
 
@@ -401,7 +409,7 @@ def evaluate_cases(progs, cases):
             try:
                 if key not in cache:
                     p = progs[L.program]
-                    cache[key] = Analysis(L.kernel, p['listing'], p['text'])
+                    cache[key] = Analysis(L.kernel, p['listing'], p['text'], p['where'])
                 rows.append((L, evaluate(cache[key], progs[L.program]['res'].get(L.kernel, {}), L)))
             except ValueError as e:
                 rows.append((L, str(e)))
@@ -481,20 +489,25 @@ def tables(cases, res):
         r = res[cs.name]
         out.append('### %s: %s' % (cs.name, cs.title))
         out.append('')
-        out.append('| kernel | grid | regs | smem B | blocks/SM (limit) | occupancy | waves | issue | pipe | memory | latency | bound | predicted ms |')
-        out.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
+        out.append('| kernel | grid | regs | smem B | blocks/SM (limit) | occupancy | waves | in flight KiB/SM | issue | '
+                   'pipe | memory | latency | bound | predicted ms |')
+        out.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
         for L, x in r['launches']:
             if not isinstance(x, dict):
                 out.append('| %s | %s | error: %s |' % (L.kernel, L.note, x))
                 continue
             b = x['bounds']
             pipe = next(k for k in b if k.startswith('pipe'))
-            out.append('| %s%s | %d x %d | %d | %d | %d (%s) | %.0f%% | %.2f | %s | %s %s | %s | %s | %s | %s |' % (
+            out.append('| %s%s | %d x %d | %d | %d | %d (%s) | %.0f%% | %.2f | %.1f | %s | %s %s | %s | %s | %s | %s |' % (
                 L.kernel, ' (%s)' % L.note if L.note else '', x['wgs'], x['wg'], x['regs'], x['smem'], x['blocks_sm'],
-                x['limiter'], 100 * x['occupancy'], x['waves'], fmt_ms(b['issue']), pipe[5:], fmt_ms(b[pipe]),
+                x['limiter'], 100 * x['occupancy'], x['waves'], x['inflight_sm'] / 1024, fmt_ms(b['issue']), pipe[5:],
+                fmt_ms(b[pipe]),
                 fmt_ms(b['memory']), fmt_ms(b['latency']), x['bound'], fmt_ms(x['time'])))
         if r['time'] is not None:
             line = 'predicted %s ms' % fmt_ms(r['time'])
+            if cs.name.startswith('attn'):
+                line += ' (the last launch, the bench\'s kernel_ms: %s ms; the launches before it, its "RoPE pass": %s ms)' % (
+                    fmt_ms(part_time(res, cs.name, 'last')), fmt_ms(part_time(res, cs.name, 'rest')))
             if cs.measured:
                 line += ', measured %.2f ms (%s): predicted / measured %.2f' % (cs.measured, cs.source,
                                                                                 r['time'] * 1e3 / cs.measured)
@@ -513,8 +526,30 @@ def tables(cases, res):
             hot = x['hot']
             out.append('| %s | %s | %s | %.0f | %.0f | %s |' % (
                 L.kernel, name, ' | '.join('%.3g' % tot.get(c, 0) for c in MIX), sum(tot.values()),
-                x['waits_g'], '%.2f (line %d)' % (hot['ffma_share'], hot['line']) if hot else '-'))
+                x['waits_g'], '%.2f (%s)' % (hot['ffma_share'], hot['line']) if hot else '-'))
         out.append('')
+    return out
+
+
+def loop_tables(cases, res):
+    """Per kernel (its first case), its SASS loops: source loop, unroll factor, iterations per entry
+    and per warp, and the instructions of one iteration (nested loops apart) by class."""
+    out, done = [], set()
+    for cs in cases:
+        for L, x in res[cs.name]['launches']:
+            if not isinstance(x, dict) or L.kernel in done:
+                continue
+            done.add(L.kernel)
+            out.append('%s (case %s): SASS loops' % (L.kernel, cs.name))
+            out.append('')
+            out.append('| source loop | unroll | iterations / entry | iterations / warp | ' + ' | '.join(MIX) +
+                       ' | global waits |')
+            out.append('|---|---|---|---|' + '---|' * len(MIX) + '---|')
+            for lp in x['loops']:
+                out.append('| %s%s `%s` | %d | %.3g | %.4g | %s | %d |' % (
+                    '&nbsp;&nbsp;' * (lp['depth'] - 1), lp['where'], lp['text'][:48].replace('|', '/'), lp['unroll'],
+                    lp['trips'], lp['runs'], ' | '.join(str(lp['mix'].get(c, 0)) for c in MIX), lp['waits']))
+            out.append('')
     return out
 
 
@@ -525,17 +560,19 @@ def hot_lines(cases, res):
             if isinstance(x, dict) and x['hot'] and L.kernel not in [l.split()[0] for l in out]:
                 h = x['hot']
                 mix = ', '.join('%s %.1f' % (c, h['per_iter'].get(c, 0)) for c in MIX if h['per_iter'].get(c, 0) >= 0.05)
-                out.append('%s hot loop (line %d: %s), per iteration: %s; FFMA share %.2f' % (
+                out.append('%s hot loop (%s: %s), per iteration: %s; FFMA share %.2f' % (
                     L.kernel, h['line'], h['text'][:60], mix, h['ffma_share']))
     return out
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def find_tool(name):
     p = shutil.which(name)
     if p:
         return p
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    p = os.path.join(root, '.venv', 'tools', name)
+    p = os.path.join(ROOT, '.venv', 'tools', name)
     return p if os.access(p, os.X_OK) else None
 
 
@@ -611,7 +648,7 @@ def main():
                 n, cal['issue_eff'], cal['latency'] * 1e6, math.sqrt(err / max(n, 1)), math.exp(math.sqrt(err / max(n, 1)))))
             print('\n'.join(calibration_lines(run_cases(ev, cal), cases)))
         res = run_cases(ev)
-        lines = tables(cases, res) + hot_lines(cases, res)
+        lines = tables(cases, res) + hot_lines(cases, res) + [''] + loop_tables(cases, res)
         if args.table:
             print('\n'.join(lines))
         else:

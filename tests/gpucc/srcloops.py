@@ -266,3 +266,36 @@ def resolve(text, name, found, snippet):
     if lp is None:
         raise ValueError('%s: "%s" (line %d) is in no loop' % (name, want, hits[0]))
     return lp
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[ \t]*(?://.*|/\*.*\*/)?[ \t]*$')
+
+
+def program_origins(root_cl, text):
+    """(file, line) of each line of the program text, by cl/embed.py's resolution of root_cl (each
+    file once, where first included, a banner line before it); None where the files at hand do not
+    give back `text` (another checkout)."""
+    import os
+    seen, out, lines = set(), [], []
+
+    def walk(path):
+        path = os.path.realpath(path)
+        if path in seen:
+            return
+        seen.add(path)
+        name = os.path.basename(path)
+        out.append((name, 0))
+        lines.append('/* ---- %s ---- */' % name)
+        with open(path, encoding='utf-8', errors='replace') as f:
+            for i, l in enumerate(f.read().splitlines(), 1):
+                m = _INCLUDE.match(l)
+                if m:
+                    walk(os.path.join(os.path.dirname(path), m.group(1)))
+                else:
+                    out.append((name, i))
+                    lines.append(l)
+    try:
+        walk(root_cl)
+    except OSError:
+        return None
+    return out if lines == text.split('\n')[:len(lines)] and len(text.rstrip('\n').split('\n')) == len(lines) else None
