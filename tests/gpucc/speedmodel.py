@@ -11,7 +11,7 @@ them, and the time an H200 measured, where one did):
      this compile must equal the plain compile's opcode for opcode (a TAP line checks it);
   2. `nvdisasm -g` lists the SASS with source lines; sass.py finds the basic blocks, the loops (back
      edges to a dominating block) and the instruction classes; each SASS loop is tied to the source
-     loop holding most of its instructions' lines (srcloops.loops), and loops that one source loop
+     loop (srcloops.loops) holding the line of its latch branch (model_eval.Analysis), and loops that one source loop
      became (an unrolled main loop and its remainders) get its iterations by their unroll factor,
      found from their loads, stores and arithmetic per iteration;
   3. the launch description gives every source loop's iterations per warp and entry, so every block's
@@ -26,13 +26,14 @@ them, and the time an H200 measured, where one did):
      SASS: each wait on global loads costs a fitted latency, overlapped across the resident warps);
      the prediction is the largest bound plus a fixed launch gap, summed over a case's launches.
 The two fitted constants (issue efficiency, load latency) come from today's kernels against the
-H200 measurements (model_kernels.MEASURED) and are fixed in CAL below; `--fit` prints the fit again.
+H200 measurements (the cases' figures and model_kernels.PARTS) and are fixed in model_eval.CAL;
+`--fit` prints the fit again. Files: sass.py, srcloops.py, model_eval.py, model_report.py (tables,
+self-tests), model_kernels.py (the cases).
 
 usage: speedmodel.py --variants GPUCC_VARIANTS [--table] [--fit] [--keep DIR] [--json FILE] [--only CASE]
   (no --table: TAP for the suite; --table: the tables only, for people and the bench)
 """
 import argparse
-import collections
 import concurrent.futures as cf
 import json
 import math
@@ -48,32 +49,8 @@ import gpucc  # noqa: E402  (Tools, run, gpu_options, cl_flags, parse_ptxas, par
 import model_kernels  # noqa: E402  (the cases)
 import sass  # noqa: E402
 import srcloops  # noqa: E402
-
-# ---- the H200 (sm_90) -----------------------------------------------------------------------------
-SMS = 132
-CLOCK = 1.98e9                 # boost clock, Hz
-ISSUE = 4.0                    # warp-instructions issued per clock per SM (4 schedulers)
-DRAM_BW = 4.26e12              # bytes/s: the copy kernel's read + written on the H200 (torch, same call)
-REGS_SM, THREADS_SM, WARPS_SM, BLOCKS_SM = 65536, 2048, 64, 32
-SMEM_SM = 233472               # 228 KiB of shared memory per SM (the driver's largest carve-out)
-SMEM_RESERVED = 1024           # per block, the driver's (CUDA reserves 1 KiB per block on sm_8x/9x)
-REG_UNIT = 256                 # registers are allocated per warp in units of 256
-# lanes per clock per SM of the pipes other than FP32 (CUDA C Programming Guide, arithmetic
-# instruction throughput, compute capability 9.0): 32-bit integer add, multiply, shift, compare,
-# logic 64; MUFU (ex2, lg2, rcp, rsq, sin, cos) 16; type conversions 16. Shared memory: 128 bytes
-# per clock per SM.
-PIPE_LANES = {'int': 64.0, 'mufu': 16.0, 'conv': 16.0}
-SHARED_BYTES_CLK = 128.0
-LAUNCH_GAP = 5e-6              # s per kernel launch in an in-order queue (an assumption, not fitted)
-
-# Calibrated constants (fit of today's kernels to the H200 measurements, `speedmodel.py --fit`):
-CAL = {'issue_eff': 0.48, 'latency': 0.18e-6}
-
-
-def conv_pipe(op):
-    # I2FP, F2FP (Ampere's ALU forms) are left out: they run on the full-rate pipes
-    return op.split('.')[0] in ('F2F', 'F2I', 'I2F', 'I2I', 'FRND')
-
+from model_eval import evaluate_cases, part_time, run_cases  # noqa: E402
+from model_report import calibration_lines, fmt_ms, hot_lines, loop_tables, selftest, tables  # noqa: E402
 
 # ---- the compile --------------------------------------------------------------------------------
 
@@ -146,246 +123,6 @@ def compile_program(tools, work, name, text, opts):
     return out
 
 
-# ---- the analysis of one launch -----------------------------------------------------------------
-
-PAYLOAD = ('ffma', 'falu', 'lds', 'sts', 'ldg', 'stg', 'mufu', 'conv')
-
-
-class Analysis:
-    """One kernel's SASS tied to its source loops (independent of the shape)."""
-
-    def __init__(self, name, listing, text, where=lambda line: 'line %s' % line):
-        self.where = where
-        funcs = sass.parse_listing(listing)
-        if name not in funcs:
-            raise ValueError('%s: not in the SASS listing' % name)
-        self.name = name
-        self.k = sass.Kernel(name, *funcs[name])
-        self.text = text
-        self.src = srcloops.loops(text, name)
-        if self.src is None:
-            raise ValueError('%s: kernel not found in the source' % name)
-        span = srcloops.kernel_lines(text, name)
-        self.span = span
-        k = self.k
-        # tie each SASS loop to its source loop: the deepest one holding the line of the loop's
-        # back edge (LLVM gives the latch branch the line of the `for`; checked on every loop of
-        # today's kernels), else the deepest holding at least half of its own instructions' kernel
-        # lines (inlined helpers' lines are outside the kernel and left out)
-        for lp in k.loops:
-            lp.src = None
-            latch = collections.Counter(k.block_ins(u)[-1].line for u in lp.body
-                                        if lp.header in k.blocks[u].succ and k.block_ins(u)[-1].line is not None)
-            line = latch.most_common(1)[0][0] if latch else None
-            if line is not None and span[0] <= line <= span[1]:
-                lp.src = self._deepest(lambda s: s.contains(line))
-            if lp.src is not None:
-                continue
-            lines = [ln for ln in k.lines_of(lp.own) if span[0] <= ln <= span[1]]
-            if lines:
-                lp.src = self._deepest(lambda s: sum(1 for ln in lines if s.contains(ln)) >= 0.5 * len(lines))
-        # unroll factors: the SASS loops of one source loop under the same parent, by their payload
-        groups = collections.defaultdict(list)
-        for lp in k.loops:
-            if lp.src is not None:
-                groups[(id(lp.src), id(lp.parent))].append(lp)
-        for g in groups.values():
-            pay = []
-            for lp in g:
-                ins = [x for b in lp.own for x in k.block_ins(b)]
-                p = sum(1 for x in ins if x.cls in PAYLOAD and x.line is not None and lp.src.contains(x.line))
-                pay.append(p or len(ins))
-            lo = min(pay) or 1
-            for lp, p in zip(g, pay):
-                lp.unroll = max(1, int(round(p / lo)))
-        for lp in k.loops:
-            if not hasattr(lp, 'unroll'):
-                lp.unroll = 1
-
-    def _deepest(self, pred):
-        best = None
-        for s in self.src:
-            if pred(s) and (best is None or s.depth() > best.depth()):
-                best = s
-        return best
-
-
-def cascade(total, factors):
-    """Iterations of each SASS loop of a source loop run `total` times per entry, the loops being
-    unrolled by `factors` (a main loop, then remainder loops): the largest factor first."""
-    res, rem = {}, total
-    for f in sorted(set(factors), reverse=True):
-        res[f] = rem // f
-        rem -= res[f] * f
-    return res
-
-
-def loop_trips(an, trips):
-    """{SASS loop: iterations per warp and entry}, from the description's {snippet: iterations}.
-    Raises ValueError for a SASS loop with no description (or a description naming no loop)."""
-    by_src = {}
-    for snip, n in trips.items():
-        s = srcloops.resolve(an.text, an.name, an.src, snip)
-        by_src[id(s)] = (n, snip)
-    k = an.k
-    out = {}
-    sib = collections.defaultdict(list)
-    for lp in k.loops:
-        if lp.src is None:
-            raise ValueError('%s: SASS loop at 0x%x has no line of the kernel (an inlined helper\'s loop?)' % (
-                an.name, k.ins[k.blocks[lp.header].start].addr))
-        if id(lp.src) not in by_src:
-            raise ValueError('%s: no trip count for the loop at %s: %s' % (an.name, an.where(lp.src.head), lp.src.text))
-        sib[(id(lp.src), id(lp.parent))].append(lp)
-    for g in sib.values():
-        n = by_src[id(g[0].src)][0]
-        whole = math.ceil(n) if n > 0 else 0
-        scale = n / whole if whole else 0.0
-        c = cascade(int(whole), [lp.unroll for lp in g])
-        for lp in g:
-            out[lp] = c[lp.unroll] * scale
-    return out
-
-
-def load_waits(k):
-    """Latency exposures, per block: how many times an instruction of the block reads the result of
-    a global load (first count) or a shared load (second) still outstanding, scanning the blocks in
-    address order (so a load's use may lie in a later block; loads issued before such a wait count
-    as arrived with it, a barrier ends the shared ones). Also the most global bytes per lane in
-    flight at once."""
-    pend_g, pend_s, cur, most = set(), set(), 0, 0
-    waits = {}
-    for i in k.live:
-        wg = ws = 0
-        for x in k.block_ins(i):
-            src = x.srcs()
-            if pend_g & src:
-                wg += 1
-                pend_g, cur = set(), 0
-            if pend_s & src:
-                ws += 1
-                pend_s = set()
-            if x.cls == 'bar':
-                pend_s = set()
-            if x.cls == 'ldg':
-                pend_g |= x.dests()
-                cur += sass.width_bytes(x.op)
-                most = max(most, cur)
-            elif x.cls == 'lds':
-                pend_s |= x.dests()
-            else:
-                pend_g -= x.dests()
-                pend_s -= x.dests()
-        waits[i] = (wg, ws)
-    return waits, most
-
-
-def occupancy(regs, smem, wg):
-    """Resident blocks per SM and what limits them."""
-    warps = -(-wg // 32)
-    per_warp = -(-max(regs, 1) * 32 // REG_UNIT) * REG_UNIT
-    lim = {'threads': THREADS_SM // (warps * 32), 'warps': WARPS_SM // warps, 'blocks': BLOCKS_SM,
-           'registers': REGS_SM // (per_warp * warps)}
-    if smem:
-        lim['shared'] = SMEM_SM // (smem + SMEM_RESERVED)
-    n = min(lim.values())
-    return n, min(lim, key=lambda x: (lim[x], x))
-
-
-def evaluate(an, res, L):
-    """The model of one launch: counts, occupancy, and the bounds' parts that do not depend on the
-    calibration (timing() adds those). res: ptxas' figures."""
-    k = an.k
-    trips = loop_trips(an, L.trips)
-    mult = {}
-    for i in k.live:
-        m, lp = 1.0, k.innermost(i)
-        while lp is not None:
-            m *= trips[lp]
-            lp = lp.parent
-        mult[i] = m
-    warps = -(-L.wg // 32)
-    cls = collections.Counter()
-    pipe = collections.Counter()
-    waits_g = waits_s = 0.0
-    waits, inflight = load_waits(k)
-    for i in k.live:
-        ins = k.block_ins(i)
-        m = mult[i]
-        if m == 0:
-            continue
-        for x in ins:
-            cls[x.cls] += m
-            if x.cls == 'int' and not x.op.startswith('U'):
-                pipe['int'] += m
-            elif x.cls == 'mufu':
-                pipe['mufu'] += m
-            elif x.cls == 'conv' and conv_pipe(x.op):
-                pipe['conv'] += m
-            elif x.cls in ('lds', 'sts'):
-                pipe['shared'] += m * sass.width_bytes(x.op) * 32
-        waits_g += waits[i][0] * m
-        waits_s += waits[i][1] * m
-    per_wg = {c: n * warps for c, n in cls.items()}
-    total_wg = sum(per_wg.values())
-    regs = res.get('regs', 0)
-    smem = res.get('local', 0)
-    blocks, limiter = occupancy(regs, smem, L.wg)
-    wgs_sm = L.wgs / SMS
-    sm_wgs = math.ceil(wgs_sm) if L.uniform else wgs_sm   # work-groups of the busiest SM
-    resident = max(1, min(blocks, math.ceil(wgs_sm)))     # blocks at once on an SM
-    waves = math.ceil(sm_wgs / resident) if L.uniform else sm_wgs / resident
-    issue1 = sm_wgs * total_wg / (ISSUE * CLOCK)   # at full issue
-    pipes = {'int': sm_wgs * warps * pipe['int'] * 32 / PIPE_LANES['int'] / CLOCK,
-             'mufu': sm_wgs * warps * pipe['mufu'] * 32 / PIPE_LANES['mufu'] / CLOCK,
-             'conv': sm_wgs * warps * pipe['conv'] * 32 / PIPE_LANES['conv'] / CLOCK,
-             'shared': sm_wgs * warps * pipe['shared'] / SHARED_BYTES_CLK / CLOCK}
-    pname = max(pipes, key=pipes.get)
-    t_mem = L.dram / DRAM_BW
-    # Little's law: a warp's waits on global loads follow each other; the resident warps overlap
-    lat1 = waves * waits_g                         # times the latency
-    hot = None
-    if L.hot:
-        s = srcloops.resolve(an.text, an.name, an.src, L.hot)
-        top = [lp for lp in k.loops if lp.src is s]
-        if top:
-            body = set().union(*[lp.body for lp in top])
-            it = sum(trips[lp] * lp.unroll * math.prod(trips[p] for p in _ancestors(lp)) for lp in top)
-            hc = collections.Counter()
-            for i in body:
-                for x in k.block_ins(i):
-                    hc[x.cls] += mult[i]
-            n = sum(hc.values())
-            hot = {'line': an.where(s.head), 'text': s.text, 'iters': it, 'per_iter': {c: v / it for c, v in hc.items()} if it else {},
-                   'ffma_share': hc['ffma'] / n if n else 0.0}
-    return {
-        'kernel': an.name, 'wgs': L.wgs, 'wg': L.wg, 'regs': regs, 'smem': smem, 'blocks_sm': blocks,
-        'limiter': limiter, 'occupancy': blocks * warps / WARPS_SM, 'waves': waves, 'resident': resident,
-        'per_wg': dict(per_wg), 'total': total_wg * L.wgs, 'waits_g': waits_g, 'waits_s': waits_s,
-        'inflight_lane_bytes': inflight, 'inflight_sm': resident * warps * 32 * inflight, 'issue1': issue1, 'lat1': lat1, 'pipe': (pname, pipes[pname]),
-        'memory': t_mem, 'hot': hot, 'unit': L.unit, 'dram': L.dram,
-        'loops': [{'where': an.where(lp.src.head), 'text': lp.src.text, 'depth': lp.depth(), 'unroll': lp.unroll,
-                   'trips': trips[lp], 'runs': mult[lp.header], 'waits': sum(waits[b][0] for b in lp.own),
-                   'mix': collections.Counter(x.cls for b in lp.own for x in k.block_ins(b))} for lp in k.loops],
-        'sub_ins': k.sub_ins,
-    }
-
-
-def timing(r, cal):
-    """The bounds of an evaluated launch under the calibration, the winner and the predicted time."""
-    b = {'issue': r['issue1'] / cal['issue_eff'], 'pipe ' + r['pipe'][0]: r['pipe'][1], 'memory': r['memory'],
-         'latency': r['lat1'] * cal['latency']}
-    win = max(b, key=b.get)
-    return dict(r, bounds=b, bound=win, time=b[win] + LAUNCH_GAP)
-
-
-def _ancestors(lp):
-    p = lp.parent
-    while p:
-        yield p
-        p = p.parent
-
-
 # ---- the cases ---------------------------------------------------------------------------------
 
 def constants(text, opts):
@@ -397,44 +134,6 @@ def constants(text, opts):
         if re.fullmatch(r'-?\d+', v):
             c[k] = int(v)
     return c
-
-
-def evaluate_cases(progs, cases):
-    """{case: [(Launch, evaluation or error message)]}; progs: program -> compile."""
-    out, cache = {}, {}
-    for cs in cases:
-        rows = []
-        for L in cs.launches:
-            key = (L.program, L.kernel)
-            try:
-                if key not in cache:
-                    p = progs[L.program]
-                    cache[key] = Analysis(L.kernel, p['listing'], p['text'], p['where'])
-                rows.append((L, evaluate(cache[key], progs[L.program]['res'].get(L.kernel, {}), L)))
-            except ValueError as e:
-                rows.append((L, str(e)))
-        out[cs.name] = rows
-    return out
-
-
-def run_cases(ev, cal=CAL):
-    """{case: {'launches': [(Launch, result or error)], 'time': s or None, 'err': first error}}."""
-    out = {}
-    for name, rows in ev.items():
-        res = [(L, timing(x, cal) if isinstance(x, dict) else x) for L, x in rows]
-        err = next((x for L, x in res if not isinstance(x, dict)), None)
-        out[name] = {'launches': res, 'err': err,
-                     'time': None if err else sum(x['time'] for L, x in res)}
-    return out
-
-
-def part_time(res, case, what):
-    """A case's predicted time of its last launch ('last') or of the others ('rest')."""
-    rows = [r for L, r in res[case]['launches']]
-    if any(not isinstance(r, dict) for r in rows):
-        return None
-    sel = rows[-1:] if what == 'last' else rows[:-1]
-    return sum(r['time'] for r in sel)
 
 
 def fit(ev, cases, parts):
@@ -458,173 +157,6 @@ def fit(ev, cases, parts):
             if best is None or err < best[0]:
                 best = (err, cal, n)
     return best
-
-
-def calibration_lines(res, cases):
-    """Predicted against measured, per case and per measured part (markdown table lines)."""
-    out = ['| case | predicted ms | measured ms | predicted / measured |', '|---|---|---|---|']
-    for cs in cases:
-        t = res[cs.name]['time']
-        if cs.measured and t:
-            out.append('| %s | %s | %.2f | %.2f |' % (cs.name, fmt_ms(t), cs.measured, t * 1e3 / cs.measured))
-    for (case, what), ms in model_kernels.PARTS.items():
-        t = part_time(res, case, what) if case in res else None
-        if t:
-            out.append('| %s (%s) | %s | %.2f | %.2f |' % (case, model_kernels.PART_NAMES.get(what, what), fmt_ms(t), ms,
-                                                           t * 1e3 / ms))
-    return out
-
-
-def fmt_ms(s):
-    return '%.3f' % (s * 1e3) if s < 0.01 else '%.2f' % (s * 1e3)
-
-
-MIX = ['ffma', 'falu', 'int', 'lds', 'sts', 'ldg', 'stg', 'mufu', 'bar', 'conv', 'branch', 'other']
-
-
-def tables(cases, res):
-    """The tables (markdown) as lines."""
-    out = []
-    for cs in cases:
-        r = res[cs.name]
-        out.append('### %s: %s' % (cs.name, cs.title))
-        out.append('')
-        out.append('| kernel | grid | regs | smem B | blocks/SM (limit) | occupancy | waves | in flight KiB/SM | issue | '
-                   'pipe | memory | latency | bound | predicted ms |')
-        out.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
-        for L, x in r['launches']:
-            if not isinstance(x, dict):
-                out.append('| %s | %s | error: %s |' % (L.kernel, L.note, x))
-                continue
-            b = x['bounds']
-            pipe = next(k for k in b if k.startswith('pipe'))
-            out.append('| %s%s | %d x %d | %d | %d | %d (%s) | %.0f%% | %.2f | %.1f | %s | %s %s | %s | %s | %s | %s |' % (
-                L.kernel, ' (%s)' % L.note if L.note else '', x['wgs'], x['wg'], x['regs'], x['smem'], x['blocks_sm'],
-                x['limiter'], 100 * x['occupancy'], x['waves'], x['inflight_sm'] / 1024, fmt_ms(b['issue']), pipe[5:],
-                fmt_ms(b[pipe]),
-                fmt_ms(b['memory']), fmt_ms(b['latency']), x['bound'], fmt_ms(x['time'])))
-        if r['time'] is not None:
-            line = 'predicted %s ms' % fmt_ms(r['time'])
-            if cs.name.startswith('attn'):
-                line += ' (the last launch, the bench\'s kernel_ms: %s ms; the launches before it, its "RoPE pass": %s ms)' % (
-                    fmt_ms(part_time(res, cs.name, 'last')), fmt_ms(part_time(res, cs.name, 'rest')))
-            if cs.measured:
-                line += ', measured %.2f ms (%s): predicted / measured %.2f' % (cs.measured, cs.source,
-                                                                                r['time'] * 1e3 / cs.measured)
-            out.append('')
-            out.append(line)
-        out.append('')
-        out.append('Instructions (warp-instructions) per unit of work, by class:')
-        out.append('')
-        out.append('| kernel | unit | ' + ' | '.join(MIX) + ' | all | global waits / warp | hot loop: FFMA share |')
-        out.append('|---|---|' + '---|' * len(MIX) + '---|---|---|')
-        for L, x in r['launches']:
-            if not isinstance(x, dict) or not x['unit']:
-                continue
-            name, n = x['unit']
-            tot = {c: v * x['wgs'] / n for c, v in x['per_wg'].items()}
-            hot = x['hot']
-            out.append('| %s | %s | %s | %.0f | %.0f | %s |' % (
-                L.kernel, name, ' | '.join('%.3g' % tot.get(c, 0) for c in MIX), sum(tot.values()),
-                x['waits_g'], '%.2f (%s)' % (hot['ffma_share'], hot['line']) if hot else '-'))
-        out.append('')
-    return out
-
-
-def loop_tables(cases, res):
-    """Per kernel (its first case), its SASS loops: source loop, unroll factor, iterations per entry
-    and per warp, and the instructions of one iteration (nested loops apart) by class."""
-    out, done = [], set()
-    for cs in cases:
-        for L, x in res[cs.name]['launches']:
-            if not isinstance(x, dict) or L.kernel in done:
-                continue
-            done.add(L.kernel)
-            out.append('%s (case %s): SASS loops' % (L.kernel, cs.name))
-            out.append('')
-            out.append('| source loop | unroll | iterations / entry | iterations / warp | ' + ' | '.join(MIX) +
-                       ' | global waits |')
-            out.append('|---|---|---|---|' + '---|' * len(MIX) + '---|')
-            for lp in x['loops']:
-                out.append('| %s%s `%s` | %d | %.3g | %.4g | %s | %d |' % (
-                    '&nbsp;&nbsp;' * (lp['depth'] - 1), lp['where'], lp['text'][:48].replace('|', '/'), lp['unroll'],
-                    lp['trips'], lp['runs'], ' | '.join(str(lp['mix'].get(c, 0)) for c in MIX), lp['waits']))
-            out.append('')
-    return out
-
-
-def hot_lines(cases, res):
-    out = []
-    for cs in cases:
-        for L, x in res[cs.name]['launches']:
-            if isinstance(x, dict) and x['hot'] and L.kernel not in [l.split()[0] for l in out]:
-                h = x['hot']
-                mix = ', '.join('%s %.1f' % (c, h['per_iter'].get(c, 0)) for c in MIX if h['per_iter'].get(c, 0) >= 0.05)
-                out.append('%s hot loop (%s: %s), per iteration: %s; FFMA share %.2f' % (
-                    L.kernel, h['line'], h['text'][:60], mix, h['ffma_share']))
-    return out
-
-
-_SELF_LISTING = """
-.text.k:
-k:
-	//## File "t.cl", line 2
-        /*0000*/                   MOV R1, RZ ;
-.L_x_0:
-	//## File "t.cl", line 4
-        /*0010*/                   LDG.E R2, desc[UR4][R4.64] ;
-        /*0020*/                   LDG.E R6, desc[UR4][R8.64] ;
-        /*0030*/                   FFMA R3, R2, R6, R3 ;
-        /*0040*/                   FFMA R3, R2, R6, R3 ;
-	//## File "t.cl", line 3
-        /*0050*/                   IADD3 R1, R1, 0x2, RZ ;
-        /*0060*/                   ISETP.NE.AND P0, PT, R1, R7, PT ;
-        /*0070*/              @P0 BRA `(.L_x_0) ;
-.L_x_1:
-	//## File "t.cl", line 4
-        /*0080*/                   LDG.E R2, desc[UR4][R4.64] ;
-        /*0090*/                   FFMA R3, R2, R2, R3 ;
-	//## File "t.cl", line 3
-        /*00a0*/              @P1 BRA `(.L_x_1) ;
-        /*00b0*/                   EXIT ;
-"""
-_SELF_SOURCE = """#define K(NAME) \\
-__kernel void NAME(__global const float *p, int n) \\
-{ float s = 0.0f; \\
-    for (int i = 0; i < n; i++) \\
-        s = fma(p[i], p[i], s); \\
-    p[0] = s; }
-K(k)
-"""
-
-
-def selftest(clang):
-    """Checks of the model's parts on made-up input (no CUDA tool needed): [(ok, description)]."""
-    out = []
-    k = sass.Kernel('k', *sass.parse_listing(_SELF_LISTING)['k'])
-    out.append((len(k.loops) == 2 and all(lp.parent is None for lp in k.loops),
-                'sass: two sibling loops found from their back edges'))
-    text, origin = srcloops.demacro(_SELF_SOURCE, clang, '') if clang else (None, None)
-    if text is not None:
-        lp = srcloops.loops(text, 'k')
-        out.append((len(lp) == 1 and lp[0].text.startswith('for (int i = 0; i < n; i++)') and origin[lp[0].head - 1] == 4,
-                    'srcloops: the macro-defined kernel expanded line by line, its loop found at its line'))
-        an = Analysis('k', _SELF_LISTING.replace('line 2', 'line %d' % (lp[0].head - 1)).replace('line 3', 'line %d' % lp[0].head)
-                      .replace('line 4', 'line %d' % (lp[0].head + 1)), text)
-        ok = [x.unroll for x in an.k.loops] == [2, 1] and all(x.src.head == lp[0].head for x in an.k.loops)
-        out.append((ok, 'analysis: both SASS loops tied to the source loop, unrolled by 2 and 1 (its remainder)'))
-        r = evaluate(an, {'regs': 128, 'local': 21632}, model_kernels.Launch('k', 'gpu', 132, 128, {
-            'for (int i = 0; i < n; i++)': 7}, dram=0))
-        # 7 iterations: 3 of the loop unrolled by 2 (2 FFMA, 1 wait each), 1 of the remainder (1 FFMA, 1 wait)
-        out.append((r['per_wg']['ffma'] == 4 * 7 and r['waits_g'] == 4 and r['blocks_sm'] == 4,
-                    'evaluate: FFMA and load waits per work-group from the trips (28, 4 a warp), 4 blocks of '
-                    '128 x 128 registers per SM'))
-    else:
-        out.append((False, 'srcloops: clang-15 not found'))
-    out.append((cascade(131, [32, 8, 1]) == {32: 4, 8: 0, 1: 3}, 'cascade: 131 iterations over loops unrolled by 32, 8, 1'))
-    out.append((occupancy(102, 21696, 256) == (2, 'registers') and occupancy(40, 0, 16) == (32, 'blocks') and
-                occupancy(32, 49152, 1024)[0] == 2, 'occupancy: the register, block and thread limits'))
-    return out
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
