@@ -21,6 +21,33 @@ def calibration_lines(res, cases):
     return out
 
 
+def budget(res, case, check, kernel):
+    """(ok, description) of one budget line (model_kernels.BUDGETS) on the results."""
+    r = res[case]
+    if check.startswith('time'):
+        want = float(check.split()[1])
+        t = r['time']
+        return t is not None and t * 1e3 <= want, '%s: predicted %s ms <= %g ms' % (
+            case, fmt_ms(t) if t is not None else '?', want)
+    if check.startswith('rope-share'):
+        want = float(check.split()[1])
+        rope = sum(x['time'] for L, x in r['launches'] if isinstance(x, dict) and L.kernel.startswith('rope_rotate'))
+        share = rope / r['time'] if r['time'] else 1.0
+        return share <= want, '%s: the RoPE launches %.1f%% of the call <= %.0f%%' % (case, 100 * share, 100 * want)
+    x = next((x for L, x in r['launches'] if L.kernel == kernel and isinstance(x, dict)), None)
+    if x is None:
+        return False, '%s: %s of %s: no result' % (case, check, kernel)
+    if check == 'memory-bound':
+        b = x['bounds']
+        return x['bound'] == 'memory', '%s: %s predicted memory-bound (memory %s ms; issue %s, latency %s; bound: %s)' % (
+            case, kernel, fmt_ms(b['memory']), fmt_ms(b['issue']), fmt_ms(b['latency']), x['bound'])
+    if check.startswith('ffma-share'):
+        want = float(check.split()[1])
+        share = x['hot']['ffma_share'] if x['hot'] else 0.0
+        return share >= want, '%s: %s hot loop FFMA share %.2f >= %.2f' % (case, kernel, share, want)
+    return False, '%s: unknown budget check %s' % (case, check)
+
+
 def fmt_ms(s):
     return '%.3f' % (s * 1e3) if s < 0.01 else '%.2f' % (s * 1e3)
 

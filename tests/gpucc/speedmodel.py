@@ -50,7 +50,7 @@ import model_kernels  # noqa: E402  (the cases)
 import sass  # noqa: E402
 import srcloops  # noqa: E402
 from model_eval import evaluate_cases, part_time, run_cases  # noqa: E402
-from model_report import calibration_lines, fmt_ms, hot_lines, loop_tables, selftest, tables  # noqa: E402
+from model_report import budget, calibration_lines, fmt_ms, hot_lines, loop_tables, selftest, tables  # noqa: E402
 
 # ---- the compile --------------------------------------------------------------------------------
 
@@ -261,26 +261,9 @@ def main():
             add(1 / 3 <= ratio <= 3, '%s: predicted %s ms, measured %.2f ms on the H200: ratio %.2f within 3x' % (
                 cs.name, fmt_ms(r['time']), cs.measured, ratio))
         for case, check, kernel, why in model_kernels.BUDGETS:
-            r = res.get(case)
-            if r is None:
+            if case not in res:
                 continue
-            x = next((x for L, x in r['launches'] if L.kernel == kernel and isinstance(x, dict)), None)
-            if x is None:
-                add(False, '%s: %s of %s: no result' % (case, check, kernel))
-                continue
-            if check == 'memory-bound':
-                b = x['bounds']
-                ok = x['bound'] == 'memory'
-                desc = '%s: %s predicted memory-bound (memory %s ms; issue %s, latency %s; bound: %s)' % (
-                    case, kernel, fmt_ms(b['memory']), fmt_ms(b['issue']), fmt_ms(b['latency']), x['bound'])
-            elif check.startswith('ffma-share'):
-                want = float(check.split()[1])
-                share = x['hot']['ffma_share'] if x['hot'] else 0.0
-                ok = share >= want
-                desc = '%s: %s hot loop FFMA share %.2f >= %.2f' % (case, kernel, share, want)
-            else:
-                add(False, 'unknown budget check ' + check)
-                continue
+            ok, desc = budget(res, case, check, kernel)
             add(ok, desc, why if why and not ok else '')
             if ok and why:  # a TODO that passes: the kernel meets its budget, make it a hard one
                 tap[-1] = (False, desc + ': meets its budget, remove the TODO in tests/gpucc/model_kernels.py BUDGETS',
