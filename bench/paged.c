@@ -6,9 +6,9 @@
  * time (enqueue .. clFinish) over the runs, the bandwidth of the bytes the call must read (K + V, and
  * the scales of an 8-bit cache), tokens per second against the f16 cache's; next to it, in the same
  * run and on the same buffers, the copy kernel (float16 per work-item) moving the caches' bytes (read
- * + write), the yardstick the README's decode row uses. On the GPU profile also pass 1 before the
- * fast kernel (paged_attn_gpu: a second context with ROPEQK_PAGED_FAST=0 on the same OpenCL context),
- * timed in the same run, and the ratio. */
+ * + write), the yardstick of the decode rows in docs/performance.md. On the GPU profile also pass 1
+ * before the fast kernel (paged_attn_gpu: a second context with ROPEQK_PAGED_FAST=0 on the same OpenCL
+ * context), timed in the same run, and the ratio. */
 #include "paged.h"
 
 #include "baseline.h"
