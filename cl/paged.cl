@@ -41,7 +41,11 @@
  *     tiles of RQ_PTK keys staged through local memory (K read coalesced and rotated on its way in,
  *     in stages of RQ_PDC dims), the scores of all the group's heads from the staged tile, the online
  *     softmax state per head in local memory, and P.V with V's dims spread over the work-items
- *     (read straight from the cache, coalesced, once per work-group). See the kernel. */
+ *     (read straight from the cache, coalesced, once per work-group). See the kernel.
+ *   - fast (paged_attn_fast, cl/paged_fast.cl: the GPU profile, for the shapes it takes, see there):
+ *     tiles of 128 keys with two barriers each, a work-item per key scoring all the group's query
+ *     vectors (query heads x a sequence's rows) in registers, keys rotated from a table and per-tile
+ *     anchors, P.V with work-items owning 4 vectors x 8 dims. */
 
 #include "contract.h"
 #include "angle.cl"
@@ -87,6 +91,7 @@ static inline float rq_load_dt(__global const uchar *base, long off, int dt)
 /* pass 1: the CPU shape (CPU-profile programs only) and the GPU shape, a file each */
 #include "paged_cpu.cl"
 #include "paged_gpu.cl"
+#include "paged_fast.cl" /* the GPU profile's pass 1 at memory speed (GPU-profile programs only) */
 
 /* ---- pass 2: the reduction of the splits ----------------------------------------------------------
  * A work-item per (V dim, row = s * Hq + h). Splits from ceil(len / kps) on were not written. */

@@ -305,7 +305,11 @@ ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", 
  * malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
  * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the knobs up to
  * tk and the attn_* ones, the Vulkan shaders the vk_* ones; both backends' hosts read chunk_rows and
- * dense_rows.
+ * dense_rows. Two knobs have no field, only their environment variable: the paged and dense decode's
+ * fast pass 1 (docs/paged-decode-gpu.md) runs where the shape allows on OpenCL's GPU profile and on
+ * Vulkan GPUs, ROPEQK_PAGED_FAST=0 never, ROPEQK_PAGED_FAST=1 also on Vulkan CPU devices (lavapipe);
+ * ROPEQK_PAGED_WGS=N (1..64) sets the work-groups per compute unit its split aims at (OpenCL;
+ * default 8).
  */
 typedef struct {
     ropeqk_profile profile;

@@ -153,6 +153,13 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
      * 5.3-6.8x, 2.9-3.5x, 1.4-1.8x. The new path's time grows by one K+V read per row, the old
      * one's more slowly: 16 rows keep it ahead on both shapes. */
     t->dense_rows = 16;
+    /* the paged decode's fast pass 1 (cl/paged_fast.cl, glsl/paged_fast.comp): -1 = where it is meant to
+     * run (OpenCL's GPU profile; Vulkan GPUs: on lavapipe it costs more than paged.comp saves, and
+     * each pipeline compiled per context lengthens the suite's fault sweeps), and its split aiming at
+     * the kernel's own default of work-groups per compute unit (0: RQ_FSPLITS in cl/contract.h;
+     * docs/paged-decode-gpu.md) */
+    t->paged_fast = -1;
+    t->paged_wgs = 0;
 }
 
 static void note_override(rq_tuning *t, const char *name);
@@ -332,6 +339,11 @@ ropeqk_status rq_tuning_resolve(const rq_backend *be, const ropeqk_tuning *req, 
     }
     if ((st = apply(t, &t->dense_rows, req->dense_rows == -1 ? 0 : req->dense_rows, "ROPEQK_DENSE_DECODE", 0,
                     RQ_DENSE_ROWS_MAX, NULL)))
+        return st;
+    /* environment only: the paged decode's fast pass 1 (0 = off; 1 = on, Vulkan CPU devices included)
+     * and its split's work-groups per unit */
+    if ((st = apply(t, &t->paged_fast, 0, "ROPEQK_PAGED_FAST", 0, 1, NULL)) ||
+        (st = apply(t, &t->paged_wgs, 0, "ROPEQK_PAGED_WGS", 1, 64, NULL)))
         return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {

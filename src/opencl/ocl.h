@@ -71,6 +71,9 @@ typedef struct rq_cl_plan {
                                 * append, the 8-bit append, gather, the 8-bit gather) */
     cl_uint cus;               /* paged decode: the device's compute units (sizes the split) */
     cl_uint pwg;               /* paged decode: paged_attn_gpu's work-group size (src/opencl/paged.c) */
+    bool fast;                 /* paged and dense decode: kfast and ftab made (paged_fast.c) */
+    cl_kernel kfast[2];        /* paged_attn_fast4, paged_attn_fast8 */
+    cl_mem ftab;               /* their R(delta) table */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
     bool lock_ok;
 } rq_cl_plan;
@@ -146,11 +149,14 @@ typedef struct {
     int64_t knb[3], vnb[3], onb[4], lnb[3];
     cl_uint meta_nwait;
     const cl_event *meta_wait;
+    int fast;                        /* pass 1 in paged_attn_fast<fast> (4 or 8; paged_fast.c), its row
+                                      * groups at rg_off; 0: paged_attn_gpu or paged_attn_cpu */
 } rq_paged_launch;
 /* The CPU shape (rq_paged_cpu_shape) serves a sequence's consecutive rows in one task: their row
  * groups appended to m (rq_paged_meta_groups, as many rows as RQ_PCH query heads hold); nothing for
- * the GPU shape. */
-ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m);
+ * the GPU shape. *fast nonzero (a call rq_pfast_call_ok takes): paged_attn_fast's groups instead,
+ * *fast then the kernel (4 or 8). */
+ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast);
 ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L, cl_kernel krot,
                            cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event);
 /* Pass 1 in the CPU shape (paged_attn_cpu) for this plan, else paged_attn_gpu; the GPU shape's
@@ -159,6 +165,22 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
 bool rq_paged_cpu_shape(const ropeqk_plan *pl);
 ropeqk_status rq_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp);
 cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err);
+
+/* paged_fast.c: the GPU profile's fast pass 1 (cl/paged_fast.cl). rq_pfast_shape_ok: whether the
+ * plan's shape fits it; rq_pfast_plan_init: its kernels and R(delta) table where it does and the device
+ * runs them (cp->fast; freq4: the plan's frequencies as the kernels get them); rq_pfast_call_ok: whether a call's cache views
+ * do (16-byte offsets and strides, extents within 2^32 16-byte units); rq_pfast_rows: rows per group
+ * for a call whose sequences have at most most_rows rows, and the kernel (*fm 4 or 8); rq_pfast_groups:
+ * a metadata's row groups for it (rq_paged_meta_groups; *fm set); rq_pfast_geometry: its arguments'
+ * head chunks, V chunks and table range, the split and the launch. */
+bool rq_pfast_shape_ok(const ropeqk_plan *pl);
+ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *freq4);
+bool rq_pfast_call_ok(const ropeqk_plan *pl, size_t k_off, const int64_t knb[3], size_t v_off, const int64_t vnb[3],
+                      size_t k_extent, size_t v_extent);
+int64_t rq_pfast_rows(const ropeqk_plan *pl, int64_t most_rows, int *fm);
+ropeqk_status rq_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm);
+void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t cus, int64_t max_pages,
+                       int64_t page_size, rq_paged_args *a, int64_t *nsplit, int64_t *kps, size_t g[3], size_t l[3]);
 
 /* dense.c: few-row dense attention through the paged decode's kernels, reading and rotating K as it
  * goes (no K pre-pass). rq_dense_plan_wants: whether a plan may take it (op, M-RoPE, query rows

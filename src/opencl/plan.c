@@ -156,6 +156,9 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
         st = rq_dense_plan_init(pl, prog);
     else if (op == ROPEQK_OP_PAGED_DECODE)
         st = rq_paged_plan_init(pl, prog);
+    /* the GPU profile's fast pass 1 beside them (paged_fast.c; its table from the frequencies) */
+    if (!st && (op == ROPEQK_OP_PAGED_DECODE || cp->dense))
+        st = rq_pfast_plan_init(pl, prog, freq4);
 done:
     free(tab);
     return st; /* on failure the core calls rq_cl_plan_free */
@@ -170,6 +173,10 @@ void rq_cl_plan_free(ropeqk_plan *pl)
     for (int i = 0; i < (int)(sizeof cp->kx / sizeof cp->kx[0]); i++)
         if (cp->kx[i])
             clReleaseKernel(cp->kx[i]);
+    for (int i = 0; i < 2; i++)
+        if (cp->kfast[i])
+            clReleaseKernel(cp->kfast[i]);
+    if (cp->ftab) clReleaseMemObject(cp->ftab);
     if (cp->ks) clReleaseKernel(cp->ks);
     if (cp->krk) clReleaseKernel(cp->krk);
     if (cp->krq) clReleaseKernel(cp->krq);

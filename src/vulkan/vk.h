@@ -25,6 +25,8 @@ typedef enum {
     RQ_VK_SH_PAGED_APPEND,
     RQ_VK_SH_PAGED_APPEND_Q8, /* the append into an 8-bit cache (quantizing) */
     RQ_VK_SH_PAGED_GATHER,    /* prefill chunks: a sequence's pages into dense K/V (vk_paged_chunk.c) */
+    RQ_VK_SH_PAGED_FAST4,     /* pass 1 at memory speed, up to 4 and 8 query vectors (vk_paged_fast.c) */
+    RQ_VK_SH_PAGED_FAST8,
     RQ_VK_SH_COUNT
 } rq_vk_shader;
 
@@ -223,7 +225,7 @@ int64_t rq_vk_attn_chunk_keys(int64_t D, const rq_vk_attn_shape *s);
  * (op, M-RoPE, query rows against the context's dense_rows) and the device can run it; none
  * otherwise. rq_vk_dense_record: records a call that way and sets *taken, or leaves *taken false
  * (and records nothing) where the call is not one it takes; the old path then records it. */
-ropeqk_status rq_vk_dense_init(ropeqk_plan *pl);
+ropeqk_status rq_vk_dense_init(ropeqk_plan *pl, const float *vfreq4);
 ropeqk_status rq_vk_dense_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                  int64_t q_off, int64_t k_off, bool *taken);
 

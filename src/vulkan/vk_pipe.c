@@ -41,6 +41,13 @@ typedef struct {
     RQ_VK_GA_PC(RQ_VK_FIELD)
 } rq_vk_ga_pc;
 _Static_assert(sizeof(rq_vk_ga_pc) <= 128 && sizeof(rq_vk_ga_pc) == 14 * 4, "gather push constants");
+typedef struct {
+    RQ_VK_PF_PC(RQ_VK_FIELD)
+} rq_vk_pf_pc;
+_Static_assert(sizeof(rq_vk_pf_pc) == 128, "paged_fast push constants: the 32 words every device has");
+_Static_assert(RQ_VK_PF_WG == RQ_PFAST_TILE, "paged_fast: the table's tile (src/core/call.h) is the shader's");
+extern const uint32_t rq_spv_paged_fast4[], rq_spv_paged_fast8[];
+extern const size_t rq_spv_paged_fast4_size, rq_spv_paged_fast8_size;
 extern const uint32_t rq_spv_paged[], rq_spv_paged_sg[], rq_spv_paged_combine[], rq_spv_paged_append[],
     rq_spv_paged_append_q8[], rq_spv_paged_gather[];
 extern const size_t rq_spv_paged_size, rq_spv_paged_sg_size, rq_spv_paged_combine_size, rq_spv_paged_append_size,
@@ -78,6 +85,10 @@ static const struct {
     [RQ_VK_SH_PAGED_APPEND_Q8] = {"paged_append_q8", rq_spv_paged_append_q8, &rq_spv_paged_append_q8_size, 4,
                                   sizeof(rq_vk_pq_pc)},
     [RQ_VK_SH_PAGED_GATHER] = {"paged_gather", rq_spv_paged_gather, &rq_spv_paged_gather_size, 4, sizeof(rq_vk_ga_pc)},
+    [RQ_VK_SH_PAGED_FAST4] = {"paged_fast4", rq_spv_paged_fast4, &rq_spv_paged_fast4_size, RQ_VK_PF_NBIND,
+                              sizeof(rq_vk_pf_pc)},
+    [RQ_VK_SH_PAGED_FAST8] = {"paged_fast8", rq_spv_paged_fast8, &rq_spv_paged_fast8_size, RQ_VK_PF_NBIND,
+                              sizeof(rq_vk_pf_pc)},
     [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, RQ_VK_AT_NBIND,
                             sizeof(rq_vk_at_pc)},
 };

@@ -38,7 +38,7 @@ ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4, const double
     }
     if (!st)
         st = rq_vk_rope_init(pl, vfreq4);
-    return st ? st : rq_vk_dense_init(pl); /* after the Qr, frequencies and sinks it shares */
+    return st ? st : rq_vk_dense_init(pl, vfreq4); /* after the Qr, frequencies and sinks it shares */
 }
 
 /* Loop trips of one scores.comp invocation at head dim D, counted as the shader's loops are written
