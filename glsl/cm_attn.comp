@@ -123,7 +123,7 @@ void main()
     const float qf = scv[uint(bk) * uint(pc.Mp) + uint(m0 + r)];
 
     CM_ACC oacc[NOB];
-    [[unroll]] for (int c = 0; c < NOB; c++)
+    CM_UNROLL for (int c = 0; c < NOB; c++)
         CM_ZERO(oacc[c]);
     float mref = NEGBIG, lpart = 0.0, VS = 0.0;
     bool pois = false;
@@ -159,10 +159,10 @@ void main()
         /* 1. S = Q K^T, the subgroup's 16 rows */
         {
             CM_ACC sacc[NSA];
-            [[unroll]] for (int j = 0; j < NSA; j++)
+            CM_UNROLL for (int j = 0; j < NSA; j++)
                 CM_ZERO(sacc[j]);
             CM_QK_TILE(sacc, qo4, kh4 + uint(j0) * dp4, dp4, pc.dp / 16, qlo4, klo4, accurate)
-            [[unroll]] for (int j = 0; j < NSA; j++)
+            CM_UNROLL for (int j = 0; j < NSA; j++)
                 CM_STORE_S(sacc[j], (16 * sg) * SSTR + 16 * j, SSTR);
         }
         barrier();
@@ -214,14 +214,21 @@ void main()
             for (int c = 0; c < NOB; c++) {
                 CM_STORE_S(oacc[c], 256 * sg, 16);
                 barrier();
+#if RQ_CM_REAL
                 for (int e = cm_lane; e < 256; e += SG)
                     sS[256 * sg + e] *= rfin[16 * sg + e / 16];
+#else /* no loop trips in the emulation (llvmpipe's budget): its subgroups have 32 invocations */
+                [[unroll]] for (int i = 0; i < 256 / RQ_CM_EMU_SG; i++) {
+                    const int e = cm_lane + RQ_CM_EMU_SG * i;
+                    sS[256 * sg + e] *= rfin[16 * sg + e / 16];
+                }
+#endif
                 barrier();
                 CM_LOAD_S(oacc[c], 256 * sg, 16);
                 barrier();
             }
         } else if (uf != 1.0) {
-            [[unroll]] for (int c = 0; c < NOB; c++)
+            CM_UNROLL for (int c = 0; c < NOB; c++)
                 CM_SCALE(oacc[c], uf);
         }
         VS = vsn;
@@ -254,18 +261,13 @@ void main()
             if (accurate)
                 CM_LOAD_PA(pal, BM * PSTR + (16 * sg) * PSTR + 4 * ks, PSTR);
             const uint vr4 = vh4 + uint(j0 + 16 * ks) * dvp4;
-            [[unroll]] for (int c = 0; c < NOB; c++) {
+            CM_UNROLL for (int c = 0; c < NOB; c++) {
                 CM_B vbh;
                 CM_B vbl;
                 CM_LOAD_VB(vbh, vr4 + uint(4 * c), dvp4);
-                if (accurate) {
-                    if (vlo) {
-                        CM_LOAD_VB(vbl, vr4 + uint(4 * c) + vlo4, dvp4);
-                        CM_MMA_PV(oacc[c], pah, vbl, PSTR, dvp4);
-                    }
-                    CM_MMA_PV(oacc[c], pal, vbh, PSTR, dvp4);
-                }
-                CM_MMA_PV(oacc[c], pah, vbh, PSTR, dvp4);
+                if (accurate && vlo)
+                    CM_LOAD_VB(vbl, vr4 + uint(4 * c) + vlo4, dvp4);
+                CM_PRODUCTS(CM_MMA_PV, oacc[c], pah, pal, vbh, vbl, accurate, accurate && vlo, PSTR, dvp4)
             }
         }
         barrier(); /* the P tile and sS are free for the next tile */

@@ -28,6 +28,9 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_KHR_shader_subgroup_basic : require
 #define CM_H4 f16vec4 /* the type of a plane's and the P tile's 4-half groups */
+/* loops over the tile's accumulators (bounds: specialization constants): unrolled by the driver here,
+ * kept as loops in the emulation (unrolled, llvmpipe took 74 s to compile the emulated module) */
+#define CM_UNROLL [[unroll]]
 #define CM_ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -43,11 +46,21 @@
 #define CM_LOAD_VB(b, off4, s4) coopMatLoad(b, vp, off4, s4, gl_CooperativeMatrixLayoutRowMajor)
 #define CM_MMA_QK(acc, a, b, qs4, ks4) acc = coopMatMulAdd(a, b, acc)
 #define CM_MMA_PV(acc, a, b, ps4, vs4) acc = coopMatMulAdd(a, b, acc)
+/* acc += (ah + al)(bh + bl) without al bl: the correction products (where asked) before the main one */
+#define CM_PRODUCTS(MMA, acc, ah, al, bh, bl, use_al, use_bl, as4, bs4)                            \
+    {                                                                                              \
+        if (use_bl)                                                                                \
+            MMA(acc, ah, bl, as4, bs4);                                                            \
+        if (use_al)                                                                                \
+            MMA(acc, al, bh, as4, bs4);                                                            \
+        MMA(acc, ah, bh, as4, bs4);                                                                \
+    }
 /* f32 -> f16 (the hardware's conversion) and a group of 4 halves for the P tile */
 #define CM_F16(x) float(float16_t(x))
 #define CM_PACK4(v) f16vec4(v)
 #else
 #define CM_H4 uvec2
+#define CM_UNROLL
 struct cm_acc_emu {
     float e[8];
 };
@@ -80,34 +93,66 @@ struct cm_acc_emu {
 #define CM_LOAD_KB(b, off4, s4) b = 4u * uint(off4)
 #define CM_LOAD_PA(a, off4, s4) a = 4u * uint(off4)
 #define CM_LOAD_VB(b, off4, s4) b = 4u * uint(off4)
-/* half h of an array of 4-half groups (uvec2) */
+/* half h of an array of 4-half groups (uvec2), and group g as a vec4 */
 #define CM_EMU_H(buf, h) unpackHalf2x16(buf[(h) >> 2u][((h) >> 1u) & 1u])[(h) & 1u]
-/* acc += A B, A(r, k) and B(k, c) read by AT and BT (macros of r, k, c) */
-#define CM_EMU_MMA(acc, AT, BT)                                                                    \
+#define CM_EMU_G4(buf, g) vec4(unpackHalf2x16(buf[g].x), unpackHalf2x16(buf[g].y))
+/* acc += A B for the lane's 8 elements (rows r_i, its column c): B's column c first (16 floats, filled
+ * by BCOL(b_) from c_), then per row the 16 halves of A's row from ABUF (4 groups from group ga_ + r *
+ * as_) against it, added in order k = 0..15 in f32 (each f16 x f16 product is exact in f32). */
+#define CM_EMU_MMA(acc, ABUF, BCOL)                                                                \
     {                                                                                              \
+        const uint c_ = uint(CM_EMU_C);                                                            \
+        float b_[16];                                                                              \
+        BCOL(b_)                                                                                   \
         [[unroll]] for (int i_ = 0; i_ < 8; i_++) {                                                \
-            uint r_ = uint(CM_EMU_R(i_)), c_ = uint(CM_EMU_C);                                     \
+            uint g_ = ga_ + uint(CM_EMU_R(i_)) * as_;                                              \
             float s_ = acc.e[i_];                                                                  \
-            [[unroll]] for (uint k_ = 0u; k_ < 16u; k_++)                                          \
-                s_ += AT(r_, k_) * BT(k_, c_);                                                     \
+            [[unroll]] for (uint q_ = 0u; q_ < 4u; q_++) {                                         \
+                vec4 x_ = CM_EMU_G4(ABUF, g_ + q_);                                                \
+                [[unroll]] for (uint e_ = 0u; e_ < 4u; e_++)                                       \
+                    s_ += x_[e_] * b_[4u * q_ + e_];                                               \
+            }                                                                                      \
             acc.e[i_] = s_;                                                                        \
         }                                                                                          \
     }
-/* Q (row-major, stride qs4 groups), K^T (K rows of stride ks4: element (k, c) is K[c][k]) */
-#define CM_EMU_QA(r_, k_) CM_EMU_H(qp, cm_a_ + r_ * cm_as_ + k_)
-#define CM_EMU_KB(k_, c_) CM_EMU_H(kp, cm_b_ + c_ * cm_bs_ + k_)
+/* Q (row-major, stride qs4 groups) times K^T: B's column c is K's row c (stride ks4 groups) */
+#define CM_EMU_KCOL(b_)                                                                            \
+    {                                                                                              \
+        uint kg_ = cm_b_ / 4u + c_ * cm_bs_;                                                       \
+        [[unroll]] for (uint q_ = 0u; q_ < 4u; q_++) {                                             \
+            vec4 y_ = CM_EMU_G4(kp, kg_ + q_);                                                     \
+            [[unroll]] for (uint e_ = 0u; e_ < 4u; e_++)                                           \
+                b_[4u * q_ + e_] = y_[e_];                                                         \
+        }                                                                                          \
+    }
 #define CM_MMA_QK(acc, a, b, qs4, ks4)                                                             \
     {                                                                                              \
-        uint cm_a_ = (a), cm_b_ = (b), cm_as_ = 4u * uint(qs4), cm_bs_ = 4u * uint(ks4);           \
-        CM_EMU_MMA(acc, CM_EMU_QA, CM_EMU_KB)                                                      \
+        uint ga_ = (a) / 4u, as_ = uint(qs4), cm_b_ = (b), cm_bs_ = uint(ks4);                     \
+        CM_EMU_MMA(acc, qp, CM_EMU_KCOL)                                                           \
     }
-/* P from the shared tile (row-major, stride ps4), V (row-major, stride vs4) */
-#define CM_EMU_PA(r_, k_) CM_EMU_H(sP, cm_a_ + r_ * cm_as_ + k_)
-#define CM_EMU_VB(k_, c_) CM_EMU_H(vp, cm_b_ + k_ * cm_bs_ + c_)
+/* P from the shared tile (row-major, stride ps4 groups) times V (row-major, stride vs4 groups):
+ * B's column c is element c of V's 16 rows */
+#define CM_EMU_VCOL(b_)                                                                            \
+    {                                                                                              \
+        [[unroll]] for (uint k_ = 0u; k_ < 16u; k_++)                                              \
+            b_[k_] = CM_EMU_H(vp, cm_b_ + k_ * 4u * cm_bs_ + c_);                                  \
+    }
 #define CM_MMA_PV(acc, a, b, ps4, vs4)                                                             \
     {                                                                                              \
-        uint cm_a_ = (a), cm_b_ = (b), cm_as_ = 4u * uint(ps4), cm_bs_ = 4u * uint(vs4);           \
-        CM_EMU_MMA(acc, CM_EMU_PA, CM_EMU_VB)                                                      \
+        uint ga_ = (a) / 4u, as_ = uint(ps4), cm_b_ = (b), cm_bs_ = uint(vs4);                     \
+        CM_EMU_MMA(acc, sP, CM_EMU_VCOL)                                                           \
+    }
+/* the same products in the same order as one loop over them: each emulated product is a large
+ * unrolled block, and llvmpipe's compile time grows quickly with their number (six of them: 74 s for
+ * cm_attn_emu at load 10, two: a few seconds) */
+#define CM_PRODUCTS(MMA, acc, ah, al, bh, bl, use_al, use_bl, as4, bs4)                            \
+    {                                                                                              \
+        for (int t_ = 0; t_ < 3; t_++) {                                                           \
+            if ((t_ == 0 && !(use_bl)) || (t_ == 1 && !(use_al)))                                  \
+                continue;                                                                          \
+            uint pa_ = t_ == 1 ? (al) : (ah), pb_ = t_ == 0 ? (bl) : (bh);                         \
+            MMA(acc, pa_, pb_, as4, bs4);                                                          \
+        }                                                                                          \
     }
 /* f32 -> f16 rounded to nearest even by hand (common.glsl), back as the exact float */
 #define CM_F16(x) unpackHalf2x16(rq_to_f16(x)).x
@@ -128,17 +173,14 @@ struct cm_acc_emu {
             CM_LOAD_QA(qh_, (qo4) + uint(4 * ds_), s4);                                            \
             if (acc)                                                                               \
                 CM_LOAD_QA(ql_, (qo4) + (qlo4) + uint(4 * ds_), s4);                               \
-            [[unroll]] for (int j_ = 0; j_ < NSA; j_++) {                                          \
+            CM_UNROLL for (int j_ = 0; j_ < NSA; j_++) {                                           \
                 uint kb_ = (ko4) + uint(j_ * 16) * uint(s4) + uint(4 * ds_);                       \
                 CM_B kh_;                                                                      \
                 CM_B kl_;                                                                     \
                 CM_LOAD_KB(kh_, kb_, s4);                                                          \
-                if (acc) {                                                                         \
+                if (acc)                                                                           \
                     CM_LOAD_KB(kl_, kb_ + (klo4), s4);                                             \
-                    CM_MMA_QK(sacc[j_], qh_, kl_, s4, s4);                                         \
-                    CM_MMA_QK(sacc[j_], ql_, kh_, s4, s4);                                         \
-                }                                                                                  \
-                CM_MMA_QK(sacc[j_], qh_, kh_, s4, s4);                                             \
+                CM_PRODUCTS(CM_MMA_QK, sacc[j_], qh_, ql_, kh_, kl_, acc, acc, s4, s4)             \
             }                                                                                      \
         }                                                                                          \
     }

@@ -84,12 +84,12 @@ void main()
     }
     if (!skip) {
         CM_ACC sacc[NSA];
-        [[unroll]] for (int j = 0; j < NSA; j++)
+        CM_UNROLL for (int j = 0; j < NSA; j++)
             CM_ZERO(sacc[j]);
         const uint qo4 = (uint(bk) * uint(pc.Mp) + uint(m0 + 16 * sg)) * dp4;
         const uint ko4 = (uint(bk) * uint(pc.Skp) + uint(j0)) * dp4;
         CM_QK_TILE(sacc, qo4, ko4, dp4, pc.dp / 16, qlo4, klo4, accurate)
-        [[unroll]] for (int j = 0; j < NSA; j++)
+        CM_UNROLL for (int j = 0; j < NSA; j++)
             CM_STORE_S(sacc[j], (16 * sg) * SSTR + 16 * j, SSTR);
     }
     barrier();

@@ -71,17 +71,20 @@ bool rq_vk_cm_tile_fits(const ropeqk_ctx *ctx, int32_t rows, int32_t keys, bool 
 }
 
 /* Loop trips of one invocation of cm_attn_emu per dispatch, counted as the loops its SPIR-V keeps
- * (a loop entered once with n trips counts n + 1; the product loops are unrolled): llvmpipe's limit
- * (vk_attn.c). Per tile: the factor loads, the skip test's key range, the S steps (each with its
- * NSA key blocks), the softmax's groups (twice) and row partials, the rescaling (NOB rounds of 256 /
- * SG, at most once per tile), the P V steps with their NOB columns; outside: positions, the block's
- * range, the sums and the output. Keep in step with glsl/cm_attn.comp. */
-static int64_t emu_trips(const struct rq_vk_cm *c, int64_t Sk)
+ * (a loop entered once with n trips counts n + 1; the emulated products' own loops are unrolled, the
+ * spirv_val test checks the count of loops): llvmpipe's silent limit (vk_attn.c). Per tile: the tile
+ * loop, the factor loads, the key range of per-token positions, zeroing S, the steps of S (each with
+ * its NSA key blocks of 3 products), storing S, the softmax's groups twice, the row partials, the
+ * rescaling (NOB rounds, its worst case every tile), the P V steps (NOB columns of 3 products);
+ * outside: positions, the block's range, zeroing O, the sums and the output (CPL columns a lane).
+ * Keep in step with glsl/cm_attn.comp. */
+static int64_t emu_trips(const struct rq_vk_cm *c, int64_t Sk, bool kpos)
 {
     const int64_t nt = c->nt, tpr = nt / c->bm, nsa = c->bn / 16, g4 = c->bn / (4 * tpr), nd = c->dp / 16;
-    int64_t tile = 1 + (c->bn + nt - 1) / nt + 1 + c->bn + 1 + nd + 1 + nd * (nsa + 1) + 2 * (g4 + 1) + tpr + 1 +
-                   c->nob + 1 + c->nob * (256 / RQ_CM_EMU_SG + 1) + nsa + 1 + nsa * (c->nob + 1);
-    int64_t fixed = (c->bm + nt - 1) / nt + 1 + c->bm + 1 + 1 + tpr + 1 + c->nob + 1 + c->nob * (16 / (RQ_CM_EMU_SG / 16) + 1);
+    const int64_t nob = c->nob, cpl = 16 / (RQ_CM_EMU_SG / 16);
+    int64_t tile = 1 + (c->bn + nt - 1) / nt + 1 + (kpos ? c->bn + 1 : 0) + nsa + 1 + nd + 1 + nd * (nsa + 1) +
+                   nd * nsa * 4 + nsa + 1 + 2 * (g4 + 1) + tpr + 1 + nob + 1 + nsa + 1 + nsa * (nob + 1) + nsa * nob * 4;
+    int64_t fixed = (c->bm + nt - 1) / nt + 1 + c->bm + 1 + nob + 1 + 1 + tpr + 1 + nob + 1 + nob * (cpl + 1);
     return fixed + (Sk + c->bn - 1) / c->bn * tile;
 }
 
@@ -148,7 +151,7 @@ ropeqk_status rq_vk_cm_init(ropeqk_plan *pl)
         gx > lim->maxComputeWorkGroupCount[attn ? 0 : 1] || gy > lim->maxComputeWorkGroupCount[attn ? 1 : 2] ||
         (!attn && gk > lim->maxComputeWorkGroupCount[0]))
         return ROPEQK_SUCCESS;
-    if (emu && attn && emu_trips(&c, pb->Sk) > RQ_VK_AT_TRIPS) /* llvmpipe's loop budget (emulation only) */
+    if (emu && attn && emu_trips(&c, pb->Sk, pl->arrays) > RQ_VK_AT_TRIPS) /* llvmpipe's loop budget (emulation only) */
         return ROPEQK_SUCCESS;
     int32_t spec[RQ_VK_NSPEC] = {0}, sspec[RQ_VK_NSPEC] = {0};
     spec[RQ_VK_SC_WG] = c.nt;

@@ -84,7 +84,9 @@ void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup 
         return;
     }
     if (!rq_vk_cm_describe(inst, pd, shapes, sizeof shapes)) {
-        snprintf(s->why, sizeof s->why, "no 16x16x16 f16*f16+f32 subgroup shape listed");
+        snprintf(s->why, sizeof s->why, "%s", rq_vk_has_device_ext(pd, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) > 0
+                                                  ? "no 16x16x16 f16*f16+f32 subgroup shape listed"
+                                                  : "no VK_KHR_cooperative_matrix");
         return;
     }
     s->fcm = (VkPhysicalDeviceCooperativeMatrixFeaturesKHR){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
@@ -139,7 +141,7 @@ void rq_vk_cm_caps_fill(ropeqk_ctx *ctx, const rq_vk_cm_setup *s)
     struct rq_vk_ctx *vk = rq_vk(ctx);
     rq_vk_cm_caps *c = &vk->cm;
     memset(c, 0, sizeof *c);
-    char shapes[240];
+    char shapes[224];
     rq_vk_cm_describe(vk->instance, vk->phys, shapes, sizeof shapes);
     c->real = s && s->enable;
     c->size_ctl = c->real && s->size_ctl;
