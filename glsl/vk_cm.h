@@ -86,11 +86,6 @@
     F(i32, dp) F(i32, G) F(i32, Hkv) F(i32, use_qpos) F(i32, q_base) F(i32, use_kpos) F(i32, k_base) \
     F(i32, causal) F(i32, flags) F(f32, softcap)
 
-/* Shared memory of both shaders in bytes, exactly their arrays (the host's fit checks): the S tile
- * (f32, rows of BN + 8), the P tile's hi and lo planes (halves, rows of BN + 8), row partials, row
- * state, positions and the tile's key factors. */
-#define RQ_CM_SHARED(bm, bn)                                                                       \
-    (4 * (bm) * ((bn) + 8) + 2 * 2 * (bm) * ((bn) + 8) + 4 * (3 * (bm) * ((bn) / 16 > 0 ? 1 : 1) * 4) + \
-     4 * (2 * (bm) + 3 * (bn)) + 16)
+/* Shared memory of cm_attn.comp (the larger of the two) in bytes: vk_cm.c, tile_shared. */
 
 #endif

@@ -54,7 +54,8 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *i
 /* Borrowed objects (all required): the library never destroys them. `queue` belongs to
  * `queue_family`, which must support compute. The host-memory calls (ropeqk_scores, ...) and plan
  * creation submit to `queue`: Vulkan requires the caller not to use it from another thread during
- * those calls. */
+ * those calls. Plans on a borrowed device never take the tensor-core path (docs/tensor-cores.md:
+ * the library cannot know which of its features the device was created with). */
 typedef struct {
     VkInstance instance;
     VkPhysicalDevice physical_device;
