@@ -200,9 +200,14 @@ typedef struct {
  *     power of two and split into two f16 parts (hi + lo, 22 bits), and each product is
  *     hi*hi + hi*lo + lo*hi with f32 accumulation: the 1e-5 promise of the attention metric holds
  *     (docs/conventions.md section 9), at about a third of the fast mode's tensor-core rate.
- *   FAST: one f16 part and one product (Q, K, V and P rounded to f16, f32 accumulation). Measured on
- *     unit-normal Q, K, V at D 128 (docs/tensor-cores.md): attention error up to about 1e-3 of max |V|,
- *     scores about 5e-4 of scale |q| |k|; the tests hold it to the bounds stated there.
+ *   FAST: one f16 part and one product (Q, K, V and P rounded to f16, after the same power-of-two row
+ *     scales, f32 accumulation). Measured on unit-normal Q, K, V at D 128, S 256 to 4096
+ *     (docs/tensor-cores.md): attention O error up to 2.2e-4 of max |V|, LSE up to 9.1e-4 relative
+ *     (causal rows with few keys), scores up to 1.4e-4 of scale |q| |k|; the tests hold fast mode to
+ *     2e-3 on inputs of unit scale. Larger scores grow the absolute score error with them.
+ * A plan takes the tensor-core path when it is made, on a device the library opened that lists
+ * 16x16x16 f16 cooperative matrices, with a build that has their shaders (`ropeqk devices` says);
+ * tuning vk_coopmat turns it off or forces the emulated shaders.
  */
 typedef enum {
     ROPEQK_MATH_ACCURATE = 0,
