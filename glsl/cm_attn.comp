@@ -267,7 +267,7 @@ void main()
                 CM_LOAD_VB(vbh, vr4 + uint(4 * c), dvp4);
                 if (accurate && vlo)
                     CM_LOAD_VB(vbl, vr4 + uint(4 * c) + vlo4, dvp4);
-                CM_PRODUCTS(CM_MMA_PV, oacc[c], pah, pal, vbh, vbl, accurate, accurate && vlo, PSTR, dvp4)
+                CM_STEP(CM_MMA_PV, oacc[c], pah, pal, vbh, vbl, accurate, accurate && vlo, PSTR, dvp4)
             }
         }
         barrier(); /* the P tile and sS are free for the next tile */

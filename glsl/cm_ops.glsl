@@ -36,6 +36,7 @@
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define CM_ZERO(acc) acc = CM_ACC(0.0)
 #define CM_SCALE(acc, f) acc = acc * (f)
+#define CM_ADD(acc, t) acc = acc + (t)
 /* row-major f32 tiles of sS, offsets and strides in floats */
 #define CM_STORE_S(acc, off, stride) coopMatStore(acc, sS, off, stride, gl_CooperativeMatrixLayoutRowMajor)
 #define CM_LOAD_S(acc, off, stride) coopMatLoad(acc, sS, off, stride, gl_CooperativeMatrixLayoutRowMajor)
@@ -76,6 +77,11 @@ struct cm_acc_emu {
     {                                                                                              \
         [[unroll]] for (int i_ = 0; i_ < 8; i_++)                                                  \
             acc.e[i_] *= (f);                                                                      \
+    }
+#define CM_ADD(acc, t)                                                                             \
+    {                                                                                              \
+        [[unroll]] for (int i_ = 0; i_ < 8; i_++)                                                  \
+            acc.e[i_] += (t).e[i_];                                                                \
     }
 #define CM_EMU_R(i_) ((cm_lane >> 4) + 2 * (i_))
 #define CM_EMU_C (cm_lane & 15)
@@ -159,6 +165,20 @@ struct cm_acc_emu {
 #define CM_PACK4(v) uvec2(rq_to_f16(v.x) | (rq_to_f16(v.y) << 16), rq_to_f16(v.z) | (rq_to_f16(v.w) << 16))
 #endif
 
+/* acc += (ah + al)(bh + bl) through a zeroed accumulator of its own, added to acc elementwise (f32,
+ * rounded to nearest): NVIDIA's tensor cores truncate each sum toward zero (Fasi, Higham, Mikaitis,
+ * Pranesh, "Numerical behavior of NVIDIA tensor cores", 2021), a bias of up to an ulp of the
+ * accumulator per product, which over a long accumulation (a row's 4096 keys: hundreds of products
+ * into O) would reach 1e-5 of |O|; this way each truncation is an ulp of one step's 16 terms, and
+ * the steps add up unbiased. One accumulator more, and one elementwise add per step. */
+#define CM_STEP(MMA, acc, ah, al, bh, bl, use_al, use_bl, as4, bs4)                                \
+    {                                                                                              \
+        CM_ACC st_;                                                                                \
+        CM_ZERO(st_);                                                                              \
+        CM_PRODUCTS(MMA, st_, ah, al, bh, bl, use_al, use_bl, as4, bs4)                            \
+        CM_ADD(acc, st_);                                                                          \
+    }
+
 /* (Fragments are declared one per declaration: glslang 13.1 gives the second declarator of a list of
  * cooperative matrices no matrix use, which spirv-val rejects.)
  * S = Q K^T for the subgroup's 16 rows and the tile's NSA blocks of 16 keys, over nd steps of 16
@@ -180,7 +200,7 @@ struct cm_acc_emu {
                 CM_LOAD_KB(kh_, kb_, s4);                                                          \
                 if (acc)                                                                           \
                     CM_LOAD_KB(kl_, kb_ + (klo4), s4);                                             \
-                CM_PRODUCTS(CM_MMA_QK, sacc[j_], qh_, ql_, kh_, kl_, acc, acc, s4, s4)             \
+                CM_STEP(CM_MMA_QK, sacc[j_], qh_, ql_, kh_, kl_, acc, acc, s4, s4)                 \
             }                                                                                      \
         }                                                                                          \
     }
