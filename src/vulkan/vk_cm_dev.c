@@ -93,9 +93,10 @@ void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup 
     s->fsz = (VkPhysicalDeviceSubgroupSizeControlFeaturesEXT){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
     s->f12 = (VkPhysicalDeviceVulkan12Features){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &s->fcm};
     s->f11 = (VkPhysicalDeviceVulkan11Features){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &s->f12};
-    bool v13 = VK_API_VERSION_MINOR(pr.apiVersion) >= 3 || VK_API_VERSION_MAJOR(pr.apiVersion) > 1;
+    /* the library's instances ask for Vulkan 1.2 (vk_ctx.c): subgroup size control only through its
+     * extension, whatever the device's version */
     int hsz = rq_vk_has_device_ext(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
-    if (hsz > 0 || v13)
+    if (hsz > 0)
         s->fcm.pNext = &s->fsz;
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s->f11};
     vkGetPhysicalDeviceFeatures2(pd, &f2);
@@ -108,16 +109,25 @@ void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup 
     }
     /* the subgroup size: the device's default for compute, pinned where the device allows */
     VkPhysicalDeviceSubgroupSizeControlPropertiesEXT szp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
-    VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
-                                              .pNext = (hsz > 0 || v13) ? &szp : NULL};
+    /* VkPhysicalDeviceCooperativeMatrixPropertiesKHR: the stages that take cooperative matrices */
+    struct {
+        VkStructureType sType;
+        void *pNext;
+        VkShaderStageFlags stages;
+    } cmp = {(VkStructureType)1000506002, hsz > 0 ? &szp : NULL, 0};
+    VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &cmp};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sgp};
     vkGetPhysicalDeviceProperties2(pd, &p2);
+    if (!(cmp.stages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+        snprintf(s->why, sizeof s->why, "cooperative matrices not supported in compute shaders");
+        return;
+    }
     s->sg = sgp.subgroupSize;
     if (s->sg < 16 || s->sg > 128 || (s->sg & (s->sg - 1)) || !(sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
         snprintf(s->why, sizeof s->why, "subgroup size %u in compute (16..128 needed)", s->sg);
         return;
     }
-    s->size_ctl = (hsz > 0 || v13) && s->fsz.subgroupSizeControl && s->fsz.computeFullSubgroups &&
+    s->size_ctl = hsz > 0 && s->fsz.subgroupSizeControl && s->fsz.computeFullSubgroups &&
                   (szp.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) && szp.minSubgroupSize <= s->sg &&
                   s->sg <= szp.maxSubgroupSize;
     /* enable exactly what the shaders use */
@@ -131,7 +141,7 @@ void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup 
     s->fsz = (VkPhysicalDeviceSubgroupSizeControlFeaturesEXT){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT,
                                                               .subgroupSizeControl = VK_TRUE, .computeFullSubgroups = VK_TRUE};
     s->ext[s->n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
-    if (s->size_ctl && hsz > 0)
+    if (s->size_ctl)
         s->ext[s->n_ext++] = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
     s->enable = true;
 }
