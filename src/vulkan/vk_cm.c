@@ -166,9 +166,15 @@ ropeqk_status rq_vk_cm_init(ropeqk_plan *pl)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     *cm = c;
     vp->cm = cm; /* freed by rq_vk_plan_free on any failure below */
-    ropeqk_status st;
-    if ((st = rq_vk_pipe_get(ctx, RQ_VK_SH_CM_SPLIT, sspec, &cm->split)) || (st = rq_vk_pipe_get(ctx, sh, spec, &cm->main)) ||
-        (st = rq_vk_buf_create(ctx, qb, false, 0, &cm->qp)) || (st = rq_vk_buf_create(ctx, kb, false, 0, &cm->kp)) ||
+    ropeqk_status st = rq_vk_pipe_get(ctx, RQ_VK_SH_CM_SPLIT, sspec, &cm->split);
+    if (!st)
+        st = rq_vk_pipe_get(ctx, sh, spec, &cm->main);
+    if (st == ROPEQK_ERR_BACKEND) { /* a driver that refuses the module: today's shaders serve the plan (the
+                                     * context keeps the driver's code: ropeqk_ctx_backend_error) */
+        rq_vk_cm_free(pl);
+        return ROPEQK_SUCCESS;
+    }
+    if (st || (st = rq_vk_buf_create(ctx, qb, false, 0, &cm->qp)) || (st = rq_vk_buf_create(ctx, kb, false, 0, &cm->kp)) ||
         (attn && (st = rq_vk_buf_create(ctx, vb, false, 0, &cm->vp))) || (st = rq_vk_buf_create(ctx, sb, false, 0, &cm->sc)))
         return st;
     return ROPEQK_SUCCESS;
