@@ -13,6 +13,7 @@
 #include <float.h>
 
 extern const rq_backend rq_vulkan_backend;
+extern const struct rq_run_ops rq_vk_run_ops; /* vk_run.c: the neutral run API's entries */
 
 /* The shaders embedded at build time (glsl/, compiled by glslc; rq_spirv.c is generated). */
 typedef enum {
@@ -87,6 +88,8 @@ struct rq_vk_ctx {
     bool qlock_ok;
     rq_vk_pipe *pipes;               /* guarded by ctx->lock */
     rq_vk_buf dummy;                 /* bound where a shader's optional buffer is absent */
+    bool timeline;                   /* timelineSemaphore enabled: the neutral run API may be used */
+    struct rq_vk_runq *runq;         /* its submissions (vk_submit.c), made at the first call */
     rq_vk_cm_caps cm;                /* the tensor-core path (vk_cm_dev.c) */
 };
 
@@ -130,6 +133,12 @@ void rq_vk_close(ropeqk_ctx *ctx);
 /* Records a failing VkResult in the context and the thread's message; returns ROPEQK_ERR_BACKEND. */
 ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what);
 const char *rq_vk_result_name(VkResult r);
+
+/* vk_submit.c: Vulkan 1.2's timeline-semaphore feature chained before `next` for vkCreateDevice when
+ * the device has it (tl filled; returns &tl), else `next`; and the neutral run API's submission queue
+ * released at close (after the queue was waited for). */
+void *rq_vk_timeline_chain(VkPhysicalDevice pd, VkPhysicalDeviceTimelineSemaphoreFeatures *tl, void *next);
+void rq_vk_runq_free(ropeqk_ctx *ctx);
 
 /* vk_mem.c */
 ropeqk_status rq_vk_buf_create(ropeqk_ctx *ctx, VkDeviceSize size, bool host, VkBufferUsageFlags extra,

@@ -96,7 +96,7 @@ static ropeqk_status make_instance(struct rq_vk_ctx *vk, bool validation, VkInst
         return ROPEQK_ERR_BAD_CONFIG;
     }
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "ropeqk",
-                             .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_2}; /* 1.2: the tensor-core path's features (vk_cm_dev.c) */
+                             .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_2};
     const char *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
     VkDebugUtilsMessengerCreateInfoEXT mci = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
@@ -335,15 +335,23 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->qfam,
                                    .queueCount = 1, .pQueuePriorities = &prio};
-    /* the tensor-core path's extensions and features where the device has them all (vk_cm_dev.c); a
-     * device that refuses them is created again without */
+    VkPhysicalDeviceTimelineSemaphoreFeatures tl; /* the neutral run API's events (vk_submit.c) */
+    void *chain = rq_vk_timeline_chain(vk->phys, &tl, NULL);
+    vk->timeline = chain == &tl;
+    /* the tensor-core path's extensions and features where the device has them all (vk_cm_dev.c; its
+     * VkPhysicalDeviceVulkan12Features carries timelineSemaphore, as the promoted structure must not be
+     * chained beside it); a device that refuses them is created again without */
     rq_vk_cm_setup cms;
     rq_vk_cm_setup_device(vk->instance, vk->phys, &cms);
+    if (cms.enable) {
+        cms.f12.timelineSemaphore = vk->timeline ? VK_TRUE : VK_FALSE;
+        chain = &cms.f11;
+    }
     const char *ext[N_REQUIRED + 2];
     memcpy(ext, required_ext, sizeof required_ext);
     for (uint32_t i = 0; cms.enable && i < cms.n_ext; i++)
         ext[N_REQUIRED + i] = cms.ext[i];
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = cms.enable ? &cms.f11 : NULL,
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = chain,
                               .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
                               .enabledExtensionCount = N_REQUIRED + (cms.enable ? cms.n_ext : 0),
                               .ppEnabledExtensionNames = ext};
@@ -352,7 +360,7 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
         snprintf(cms.why, sizeof cms.why, "vkCreateDevice with its features failed (%s)",
                  rq_vk_result_name(r) ? rq_vk_result_name(r) : "?");
         cms.enable = false;
-        dci.pNext = NULL;
+        dci.pNext = vk->timeline ? (void *)&tl : NULL;
         dci.enabledExtensionCount = N_REQUIRED;
         r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
     }
@@ -381,6 +389,7 @@ ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, r
         vk->device = params->device;
         vk->queue = params->queue;
         vk->qfam = params->queue_family;
+        vk->timeline = params->timeline_semaphore == 1;
         rq_vk_cm_caps_fill(ctx, NULL); /* not taken: the device's features are the caller's */
         st = vk_finish(ctx, &params->tuning);
     }
@@ -402,6 +411,7 @@ void rq_vk_close(ropeqk_ctx *ctx)
             vkQueueWaitIdle(vk->queue); /* our host calls are done; recorded plans are the caller's */
             if (vk->qlock_ok)
                 pthread_mutex_unlock(&vk->qlock);
+            rq_vk_runq_free(ctx);
             rq_vk_pipes_free(ctx);
             rq_vk_buf_free(ctx, &vk->dummy);
             if (vk->fence)
