@@ -260,10 +260,13 @@ typedef struct {
     VkPhysicalDeviceSubgroupSizeControlFeaturesEXT fsz;
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm;
     char why[160];
+    char shapes[224]; /* the device's list (rq_vk_cm_describe) */
 } rq_vk_cm_setup;
-void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup *s);
-void rq_vk_cm_caps_fill(ropeqk_ctx *ctx, const rq_vk_cm_setup *s);
-bool rq_vk_cm_describe(VkInstance inst, VkPhysicalDevice pd, char *buf, size_t len);
+/* ROPEQK_ERR_OUT_OF_HOST_MEMORY when an allocation of the queries fails (the context fails with it) */
+ropeqk_status rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup *s);
+ropeqk_status rq_vk_cm_caps_fill(ropeqk_ctx *ctx, const rq_vk_cm_setup *s);
+/* 1: 16x16x16 f16 is listed, 0: not, -1: out of host memory */
+int rq_vk_cm_describe(VkInstance inst, VkPhysicalDevice pd, char *buf, size_t len);
 /* Whether this build embeds the cooperative-matrix modules. */
 bool rq_vk_cm_built(void);
 /* The pipeline's required subgroup size for shader sh on ctx (0: none). */

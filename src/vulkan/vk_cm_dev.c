@@ -27,7 +27,7 @@ static const char *ctype(int t)
 
 #define RQ_CM_MAXP 64
 
-bool rq_vk_cm_describe(VkInstance inst, VkPhysicalDevice pd, char *buf, size_t len)
+int rq_vk_cm_describe(VkInstance inst, VkPhysicalDevice pd, char *buf, size_t len)
 {
     buf[0] = '\0';
     PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR f =
@@ -36,7 +36,7 @@ bool rq_vk_cm_describe(VkInstance inst, VkPhysicalDevice pd, char *buf, size_t l
     int h = rq_vk_has_device_ext(pd, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     if (h <= 0 || !f) {
         snprintf(buf, len, "%s", h < 0 ? "unknown (out of host memory)" : "none (no VK_KHR_cooperative_matrix)");
-        return false;
+        return h < 0 ? -1 : 0;
     }
     VkCooperativeMatrixPropertiesKHR p[RQ_CM_MAXP];
     uint32_t n = RQ_CM_MAXP;
@@ -45,7 +45,7 @@ bool rq_vk_cm_describe(VkInstance inst, VkPhysicalDevice pd, char *buf, size_t l
     VkResult r = f(pd, &n, p);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
         snprintf(buf, len, "unknown (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR: %d)", (int)r);
-        return false;
+        return 0;
     }
     bool has16 = false;
     size_t k = 0;
@@ -65,29 +65,31 @@ bool rq_vk_cm_describe(VkInstance inst, VkPhysicalDevice pd, char *buf, size_t l
     }
     if (n == 0)
         snprintf(buf, len, "none listed");
-    return has16;
+    return has16 ? 1 : 0;
 }
 
-void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup *s)
+ropeqk_status rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup *s)
 {
     memset(s, 0, sizeof *s);
     VkPhysicalDeviceProperties pr;
     vkGetPhysicalDeviceProperties(pd, &pr);
-    char shapes[512];
+    int has16 = rq_vk_cm_describe(inst, pd, s->shapes, sizeof s->shapes);
+    if (has16 < 0) /* a failed allocation fails the context, as every other one */
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     if (!rq_vk_cm_built()) {
         snprintf(s->why, sizeof s->why, "this build has no cooperative-matrix shaders (no GLSL compiler with "
                                         "GL_KHR_cooperative_matrix at configure time)");
-        return;
+        return ROPEQK_SUCCESS;
     }
     if (VK_API_VERSION_MAJOR(pr.apiVersion) == 1 && VK_API_VERSION_MINOR(pr.apiVersion) < 2) {
         snprintf(s->why, sizeof s->why, "Vulkan 1.2 needed");
-        return;
+        return ROPEQK_SUCCESS;
     }
-    if (!rq_vk_cm_describe(inst, pd, shapes, sizeof shapes)) {
-        snprintf(s->why, sizeof s->why, "%s", rq_vk_has_device_ext(pd, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) > 0
-                                                  ? "no 16x16x16 f16*f16+f32 subgroup shape listed"
-                                                  : "no VK_KHR_cooperative_matrix");
-        return;
+    if (!has16) {
+        snprintf(s->why, sizeof s->why, "%s", strncmp(s->shapes, "none (no VK_KHR", 15) == 0
+                                                  ? "no VK_KHR_cooperative_matrix"
+                                                  : "no 16x16x16 f16*f16+f32 subgroup shape listed");
+        return ROPEQK_SUCCESS;
     }
     s->fcm = (VkPhysicalDeviceCooperativeMatrixFeaturesKHR){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
     s->fsz = (VkPhysicalDeviceSubgroupSizeControlFeaturesEXT){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
@@ -96,6 +98,8 @@ void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup 
     /* the library's instances ask for Vulkan 1.2 (vk_ctx.c): subgroup size control only through its
      * extension, whatever the device's version */
     int hsz = rq_vk_has_device_ext(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    if (hsz < 0)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     if (hsz > 0)
         s->fcm.pNext = &s->fsz;
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s->f11};
@@ -105,7 +109,7 @@ void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup 
         snprintf(s->why, sizeof s->why, "a feature is missing (cooperativeMatrix %d, shaderFloat16 %d, "
                  "vulkanMemoryModel %d, storageBuffer16BitAccess %d)", s->fcm.cooperativeMatrix, s->f12.shaderFloat16,
                  s->f12.vulkanMemoryModel, s->f11.storageBuffer16BitAccess);
-        return;
+        return ROPEQK_SUCCESS;
     }
     /* the subgroup size: the device's default for compute, pinned where the device allows */
     VkPhysicalDeviceSubgroupSizeControlPropertiesEXT szp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
@@ -120,12 +124,12 @@ void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup 
     vkGetPhysicalDeviceProperties2(pd, &p2);
     if (!(cmp.stages & VK_SHADER_STAGE_COMPUTE_BIT)) {
         snprintf(s->why, sizeof s->why, "cooperative matrices not supported in compute shaders");
-        return;
+        return ROPEQK_SUCCESS;
     }
     s->sg = sgp.subgroupSize;
     if (s->sg < 16 || s->sg > 128 || (s->sg & (s->sg - 1)) || !(sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
         snprintf(s->why, sizeof s->why, "subgroup size %u in compute (16..128 needed)", s->sg);
-        return;
+        return ROPEQK_SUCCESS;
     }
     s->size_ctl = hsz > 0 && s->fsz.subgroupSizeControl && s->fsz.computeFullSubgroups &&
                   (szp.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) && szp.minSubgroupSize <= s->sg &&
@@ -144,15 +148,19 @@ void rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup 
     if (s->size_ctl)
         s->ext[s->n_ext++] = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
     s->enable = true;
+    return ROPEQK_SUCCESS;
 }
 
-void rq_vk_cm_caps_fill(ropeqk_ctx *ctx, const rq_vk_cm_setup *s)
+ropeqk_status rq_vk_cm_caps_fill(ropeqk_ctx *ctx, const rq_vk_cm_setup *s)
 {
     struct rq_vk_ctx *vk = rq_vk(ctx);
     rq_vk_cm_caps *c = &vk->cm;
     memset(c, 0, sizeof *c);
     char shapes[224];
-    rq_vk_cm_describe(vk->instance, vk->phys, shapes, sizeof shapes);
+    if (s)
+        snprintf(shapes, sizeof shapes, "%s", s->shapes);
+    else if (rq_vk_cm_describe(vk->instance, vk->phys, shapes, sizeof shapes) < 0)
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     c->real = s && s->enable;
     c->size_ctl = c->real && s->size_ctl;
     c->sg = c->real ? s->sg : 0;
@@ -163,6 +171,7 @@ void rq_vk_cm_caps_fill(ropeqk_ctx *ctx, const rq_vk_cm_setup *s)
                  c->size_ctl ? ", pinned" : "");
     else
         snprintf(c->desc, sizeof c->desc, "%s; not used: %.150s", shapes, why);
+    return ROPEQK_SUCCESS;
 }
 
 uint32_t rq_vk_cm_pipe_sg(const ropeqk_ctx *ctx, rq_vk_shader sh)

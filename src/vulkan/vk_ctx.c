@@ -342,7 +342,8 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
      * VkPhysicalDeviceVulkan12Features carries timelineSemaphore, as the promoted structure must not be
      * chained beside it); a device that refuses them is created again without */
     rq_vk_cm_setup cms;
-    rq_vk_cm_setup_device(vk->instance, vk->phys, &cms);
+    if ((st = rq_vk_cm_setup_device(vk->instance, vk->phys, &cms)))
+        return st;
     if (cms.enable) {
         cms.f12.timelineSemaphore = vk->timeline ? VK_TRUE : VK_FALSE;
         chain = &cms.f11;
@@ -367,7 +368,8 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
     if (r != VK_SUCCESS)
         return rq_vk_fail(NULL, r, "vkCreateDevice");
     vkGetDeviceQueue(vk->device, vk->qfam, 0, &vk->queue);
-    rq_vk_cm_caps_fill(ctx, &cms);
+    if ((st = rq_vk_cm_caps_fill(ctx, &cms)))
+        return st;
     return vk_finish(ctx, tuning);
 }
 
@@ -390,8 +392,9 @@ ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, r
         vk->queue = params->queue;
         vk->qfam = params->queue_family;
         vk->timeline = params->timeline_semaphore == 1;
-        rq_vk_cm_caps_fill(ctx, NULL); /* not taken: the device's features are the caller's */
-        st = vk_finish(ctx, &params->tuning);
+        st = rq_vk_cm_caps_fill(ctx, NULL); /* not taken: the device's features are the caller's */
+        if (!st)
+            st = vk_finish(ctx, &params->tuning);
     }
     if (st) {
         rq_ctx_free(ctx);
