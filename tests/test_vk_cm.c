@@ -35,11 +35,18 @@
 static void teardown(void) { th_leak_check(); }
 TestSuite(vk_cm, .fini = teardown, .timeout = 900);
 
+/* the Vulkan device: $ROPEQK_DEVICE where it names one ("vulkan:1"), else the first */
+static const char *vk_device(void)
+{
+    const char *e = getenv("ROPEQK_DEVICE");
+    return e && !strncmp(e, "vulkan", 6) ? e : "vulkan";
+}
+
 static ropeqk_ctx *cm_ctx(int mode)
 {
     ropeqk_ctx_params cp;
     memset(&cp, 0, sizeof cp);
-    cp.device = "vulkan";
+    cp.device = vk_device();
     cp.tuning.vk_coopmat = mode;
     ropeqk_ctx *ctx = NULL;
     ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
@@ -394,7 +401,7 @@ Test(vk_cm, bad_values)
     ropeqk_ctx_destroy(ctx);
     ropeqk_ctx_params cp;
     memset(&cp, 0, sizeof cp);
-    cp.device = "vulkan";
+    cp.device = vk_device();
     cp.tuning.vk_coopmat = 2;
     ropeqk_ctx *c2 = NULL;
     cr_expect_eq(ropeqk_ctx_create(&cp, &c2), ROPEQK_ERR_BAD_CONFIG);
