@@ -195,6 +195,28 @@ typedef struct {
                                     * Face "truncate": false, gpt-oss); 0 = floor/ceil (the default) */
 } ropeqk_scaling;
 
+/*
+ * How the Vulkan backend's tensor-core path (cooperative matrices, docs/tensor-cores.md) makes its
+ * matrix products; every other path computes in f32 whatever this says (OpenCL, Vulkan devices without
+ * cooperative matrices, the fp64 reference). Q and K are rotated in f32 either way.
+ *   ACCURATE (default): every rotated value of Q, K and V, and each softmax weight, is scaled by a
+ *     power of two and split into two f16 parts (hi + lo, 22 bits), and each product is
+ *     hi*hi + hi*lo + lo*hi with f32 accumulation: the 1e-5 promise of the attention metric holds
+ *     (docs/conventions.md section 9), at about a third of the fast mode's tensor-core rate.
+ *   FAST: one f16 part and one product (Q, K, V and P rounded to f16, after the same power-of-two row
+ *     scales, f32 accumulation). Measured on unit-normal Q, K, V at D 128, S 256 to 4096
+ *     (docs/tensor-cores.md): attention O error up to 2.2e-4 of max |V|, LSE up to 9.1e-4 relative
+ *     (causal rows with few keys), scores up to 1.4e-4 of scale |q| |k|; the tests hold fast mode to
+ *     2e-3 on inputs of unit scale. Larger scores grow the absolute score error with them.
+ * A plan takes the tensor-core path when it is made, on a device the library opened that lists
+ * 16x16x16 f16 cooperative matrices, with a build that has their shaders (`ropeqk devices` says);
+ * tuning vk_coopmat turns it off or forces the emulated shaders.
+ */
+typedef enum {
+    ROPEQK_MATH_ACCURATE = 0,
+    ROPEQK_MATH_FAST = 1,
+} ropeqk_math;
+
 typedef struct {
     ropeqk_layout layout;
     int32_t rotary_dim;   /* R: even, 2..D; 0 = D. Dims R..D-1 pass through unrotated. */
@@ -218,6 +240,7 @@ typedef struct {
     const float *sinks;   /* attention only: one logit s_h per query head joining the softmax's denominator
                            * and carrying no value (gpt-oss); n_sinks == Hq; copied by plan creation */
     int32_t n_sinks;
+    ropeqk_math math;     /* the tensor-core path's products (above); another value is ROPEQK_ERR_BAD_PARAM */
 } ropeqk_params;
 
 /* Fills the defaults (interleaved, R = D, base 10000, scale 1/sqrt(D), no mask, offsets 0, no
@@ -354,6 +377,18 @@ typedef struct {
      *   (2 on a Vulkan CPU device such as lavapipe, where each row costs a full pass over K).
      *   $ROPEQK_DENSE_DECODE (0 = off). */
     int32_t dense_rows;
+    /* the Vulkan tensor-core path (cooperative matrices; docs/tensor-cores.md), for prefill attention and
+     * scores plans:
+     * vk_coopmat: 0 = where the device has cooperative matrices and the library was built with their
+     *   shaders (else today's shaders), -1 = never, 1 = the emulated shaders (the same tiling with the
+     *   products as loops: the suite's check of the path on any device, e.g. lavapipe; slow).
+     *   $ROPEQK_VK_COOPMAT (-1, 0, 1).
+     * vk_cm_rows: query rows per work-group (16 per subgroup), 32, 64 or 128; vk_cm_keys: keys per tile,
+     *   32, 64 or 128 (the tuner searches the pairs the device's shared memory takes; default 64 x 64).
+     *   $ROPEQK_VK_CM_ROWS, $ROPEQK_VK_CM_KEYS. */
+    int32_t vk_coopmat;
+    int32_t vk_cm_rows;
+    int32_t vk_cm_keys;
 } ropeqk_tuning;
 
 /* ---- contexts ----------------------------------------------------------------------------- */

@@ -43,6 +43,10 @@ typedef struct {
     int32_t cpu;             /* VK_PHYSICAL_DEVICE_TYPE_CPU */
     int32_t usable;          /* has a compute queue and the required extensions */
     int32_t cooperative_matrix; /* VK_KHR_cooperative_matrix present */
+    /* its listed shapes and types ("16x16x16 f16*f16+f32->f32, 16x8x16 ...", or why none), from
+     * vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR */
+    char cooperative_matrix_shapes[256];
+    int32_t coopmat_shaders; /* this library was built with the cooperative-matrix shaders */
 } ropeqk_vulkan_device_info;
 
 /* Lists up to `cap` devices into infos (may be NULL with cap 0) and the total into *count.
@@ -53,7 +57,8 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *i
 /* Borrowed objects (all required): the library never destroys them. `queue` belongs to
  * `queue_family`, which must support compute. The host-memory calls (ropeqk_scores, ...) and plan
  * creation submit to `queue`: Vulkan requires the caller not to use it from another thread during
- * those calls. */
+ * those calls. Plans on a borrowed device never take the tensor-core path (docs/tensor-cores.md:
+ * the library cannot know which of its features the device was created with). */
 typedef struct {
     VkInstance instance;
     VkPhysicalDevice physical_device;

@@ -42,6 +42,7 @@ typedef struct {
     bool mrope, mrope_inter;               /* three position streams (t, h, w) per token */
     int32_t msec[3];                       /* frequencies per stream (T, H, W) */
     const float *sinks;                    /* attention: Hq logits or NULL (the caller's memory) */
+    int math;                              /* ropeqk_math: the tensor-core path's products */
     /* attention only (rq_validate_attention) */
     int64_t Dv;
     size_t v_extent, o_extent, lse_extent; /* lse_extent 0: no LSE */

@@ -129,7 +129,7 @@ static ropeqk_status make_instance(struct rq_vk_ctx *vk, bool validation, VkInst
 }
 
 /* 1 when the device has the extension, 0 when not, -1 out of host memory. */
-static int has_device_ext(VkPhysicalDevice pd, const char *name)
+int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name)
 {
     uint32_t n = 0;
     if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
@@ -164,7 +164,7 @@ static int compute_family(VkPhysicalDevice pd)
 static int usable(VkPhysicalDevice pd)
 {
     for (uint32_t i = 0; i < N_REQUIRED; i++) {
-        int h = has_device_ext(pd, required_ext[i]);
+        int h = rq_vk_has_device_ext(pd, required_ext[i]);
         if (h <= 0)
             return h;
     }
@@ -172,7 +172,7 @@ static int usable(VkPhysicalDevice pd)
 }
 
 /* full: also the extension checks (usable, cooperative_matrix), which allocate */
-static void fill_info(VkPhysicalDevice pd, ropeqk_vulkan_device_info *d, bool full)
+static void fill_info(VkInstance inst, VkPhysicalDevice pd, ropeqk_vulkan_device_info *d, bool full)
 {
     memset(d, 0, sizeof *d);
     VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
@@ -190,7 +190,10 @@ static void fill_info(VkPhysicalDevice pd, ropeqk_vulkan_device_info *d, bool fu
     d->api_version = p.apiVersion;
     d->cpu = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     d->usable = full && usable(pd) > 0;
-    d->cooperative_matrix = full && has_device_ext(pd, "VK_KHR_cooperative_matrix") > 0;
+    d->cooperative_matrix = full && rq_vk_has_device_ext(pd, "VK_KHR_cooperative_matrix") > 0;
+    if (full) /* the tensor-core path (vk_cm_dev.c) */
+        rq_vk_cm_describe(inst, pd, d->cooperative_matrix_shapes, sizeof d->cooperative_matrix_shapes);
+    d->coopmat_shaders = rq_vk_cm_built();
 }
 
 static VkResult physical_devices(VkInstance inst, VkPhysicalDevice *pd, uint32_t *n)
@@ -217,7 +220,7 @@ ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint3
     if (r != VK_SUCCESS)
         st = rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
     for (uint32_t i = 0; !st && i < n && i < cap; i++)
-        fill_info(pd[i], &infos[i], true);
+        fill_info(inst, pd[i], &infos[i], true);
     if (!st)
         *count = n;
     vkDestroyInstance(inst, NULL);
@@ -238,7 +241,7 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
         return ROPEQK_ERR_NO_DEVICE;
     }
     ropeqk_vulkan_device_info info;
-    fill_info(vk->phys, &info, false);
+    fill_info(vk->instance, vk->phys, &info, false);
     snprintf(ctx->device_desc, sizeof ctx->device_desc, "%.100s (Vulkan %u.%u, %.120s)", info.name,
              VK_API_VERSION_MAJOR(info.api_version), VK_API_VERSION_MINOR(info.api_version), info.driver);
     snprintf(ctx->dev.name, sizeof ctx->dev.name, "%.127s", info.name);
@@ -333,15 +336,40 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->qfam,
                                    .queueCount = 1, .pQueuePriorities = &prio};
     VkPhysicalDeviceTimelineSemaphoreFeatures tl; /* the neutral run API's events (vk_submit.c) */
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                              .pQueueCreateInfos = &qci, .enabledExtensionCount = N_REQUIRED,
-                              .ppEnabledExtensionNames = required_ext,
-                              .pNext = rq_vk_timeline_chain(vk->phys, &tl, NULL)};
-    vk->timeline = dci.pNext == &tl;
+    void *chain = rq_vk_timeline_chain(vk->phys, &tl, NULL);
+    vk->timeline = chain == &tl;
+    /* the tensor-core path's extensions and features where the device has them all (vk_cm_dev.c; its
+     * VkPhysicalDeviceVulkan12Features carries timelineSemaphore, as the promoted structure must not be
+     * chained beside it); a device that refuses them is created again without */
+    rq_vk_cm_setup cms;
+    if ((st = rq_vk_cm_setup_device(vk->instance, vk->phys, &cms)))
+        return st;
+    if (cms.enable) {
+        cms.f12.timelineSemaphore = vk->timeline ? VK_TRUE : VK_FALSE;
+        chain = &cms.f11;
+    }
+    const char *ext[N_REQUIRED + 2];
+    memcpy(ext, required_ext, sizeof required_ext);
+    for (uint32_t i = 0; cms.enable && i < cms.n_ext; i++)
+        ext[N_REQUIRED + i] = cms.ext[i];
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = chain,
+                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = N_REQUIRED + (cms.enable ? cms.n_ext : 0),
+                              .ppEnabledExtensionNames = ext};
     r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
+    if (r != VK_SUCCESS && cms.enable) {
+        snprintf(cms.why, sizeof cms.why, "vkCreateDevice with its features failed (%s)",
+                 rq_vk_result_name(r) ? rq_vk_result_name(r) : "?");
+        cms.enable = false;
+        dci.pNext = vk->timeline ? (void *)&tl : NULL;
+        dci.enabledExtensionCount = N_REQUIRED;
+        r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
+    }
     if (r != VK_SUCCESS)
         return rq_vk_fail(NULL, r, "vkCreateDevice");
     vkGetDeviceQueue(vk->device, vk->qfam, 0, &vk->queue);
+    if ((st = rq_vk_cm_caps_fill(ctx, &cms)))
+        return st;
     return vk_finish(ctx, tuning);
 }
 
@@ -364,7 +392,9 @@ ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, r
         vk->queue = params->queue;
         vk->qfam = params->queue_family;
         vk->timeline = params->timeline_semaphore == 1;
-        st = vk_finish(ctx, &params->tuning);
+        st = rq_vk_cm_caps_fill(ctx, NULL); /* not taken: the device's features are the caller's */
+        if (!st)
+            st = vk_finish(ctx, &params->tuning);
     }
     if (st) {
         rq_ctx_free(ctx);
