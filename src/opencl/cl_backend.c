@@ -213,6 +213,7 @@ static void cl_close(ropeqk_ctx *ctx)
         return;
     if (c->queue)
         clFinish(c->queue);
+    rq_cl_graves_free_all(ctx);
     rq_scratch_free_all(ctx);
     rq_free_programs(ctx);
     if (c->queue)

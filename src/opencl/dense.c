@@ -144,9 +144,11 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         .meta_nwait = qcopy ? 1 : 0, .meta_wait = qcopy ? &qcopy : NULL,
     };
     st = rq_paged_run(pl, queue, &L, cp->krq, cp->kx[1], cp->kx[2], num_wait, wait, event);
+    /* once the commands using it have completed (retire.c): the last kernel's event, else the copy's */
+    cl_event last = event && *event ? *event : qcopy;
+    rq_cl_release_mem_after(ctx, mbuf, last ? 1 : 0, &last);
     if (qcopy)
         clReleaseEvent(qcopy);
-    clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
     free(meta.v);
     if (st == ROPEQK_ERR_TOO_LARGE) /* scratch past the allocation limit: nothing enqueued but the copy */
         return ROPEQK_SUCCESS;

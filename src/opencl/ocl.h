@@ -44,13 +44,16 @@ typedef struct rq_cl_ctx {
     cl_device_id device;
     rq_program *programs;      /* cache keyed by (device, options), guarded by the context's lock */
     cl_ulong max_alloc;        /* the device's largest buffer (or ROPEQK_MAX_ALLOC) */
-    pthread_mutex_t pool_lock; /* guards the scratch pool below */
+    pthread_mutex_t pool_lock; /* guards the scratch pool and the deferred releases below */
     bool pool_lock_ok;
     rq_scratch *pool_free;     /* most recently returned first */
     rq_scratch *pool_busy;     /* returned, their commands maybe still running */
     size_t pool_free_bytes;
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
     size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
+    cl_event *pend;            /* retire.c: the last events of calls maybe still running (retained) */
+    size_t npend, cap_pend;
+    struct rq_grave *graves;   /* retire.c: objects released once their events have completed */
 } rq_cl_ctx;
 
 /* pl->impl of a plan on an OpenCL context. */
@@ -123,6 +126,32 @@ ropeqk_status rq_cl_tune_time(ropeqk_ctx *c, rq_family f, double *ms);
 ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out);
 void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event *ev);
 void rq_scratch_free_all(ropeqk_ctx *ctx);
+
+/* retire.c: the library's own objects are released only once the commands that may use them have
+ * completed (a command may wait for a caller's user event long after its call returned; NVIDIA's
+ * OpenCL crashed there, issue 30). rq_cl_track records a call's last event (the public enqueue
+ * entry points); rq_cl_release_after releases the objects (a kernel or a buffer each, up to
+ * RQ_GRAVE_MAX) once the nev events have completed, or with nev 0 once every call tracked so far
+ * has, at once when none is pending; later calls check without blocking, rq_cl_graves_free_all
+ * releases the rest (context teardown, after clFinish). Never waits. */
+#define RQ_GRAVE_MAX 16
+typedef struct {
+    cl_kernel kernel;
+    cl_mem mem;
+} rq_cl_obj;
+void rq_cl_track(ropeqk_ctx *ctx, cl_event ev);
+void rq_cl_release_after(ropeqk_ctx *ctx, cl_uint nobj, const rq_cl_obj *obj, cl_uint nev, const cl_event *ev);
+void rq_cl_graves_free_all(ropeqk_ctx *ctx);
+/* A call's own buffer, released once its events have completed (nev 0: nothing enqueued uses it,
+ * released at once). */
+static inline void rq_cl_release_mem_after(ropeqk_ctx *ctx, cl_mem m, cl_uint nev, const cl_event *ev)
+{
+    rq_cl_obj o = {NULL, m};
+    if (m && nev)
+        rq_cl_release_after(ctx, 1, &o, nev, ev);
+    else if (m)
+        clReleaseMemObject(m);
+}
 
 /* paged.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
  * sequences described by a metadata buffer (contract.h), shared by the paged decode and the dense

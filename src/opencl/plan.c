@@ -166,16 +166,26 @@ void rq_cl_plan_free(ropeqk_plan *pl)
     rq_cl_plan *cp = rq_clp(pl);
     if (!cp)
         return;
-    /* releasing is safe with work in flight: OpenCL keeps what enqueued commands use alive */
+    /* with work in flight: the kernels and buffers go once every call of the context not yet seen
+     * complete has completed (retire.c: a command may still wait for a caller's user event) */
+    rq_cl_obj o[RQ_GRAVE_MAX];
+    cl_uint n = 0;
     for (int i = 0; i < (int)(sizeof cp->kx / sizeof cp->kx[0]); i++)
-        if (cp->kx[i])
-            clReleaseKernel(cp->kx[i]);
-    if (cp->ks) clReleaseKernel(cp->ks);
-    if (cp->krk) clReleaseKernel(cp->krk);
-    if (cp->krq) clReleaseKernel(cp->krq);
-    if (cp->ctab) clReleaseMemObject(cp->ctab);
-    if (cp->sinks) clReleaseMemObject(cp->sinks);
-    if (cp->vfreq) clReleaseMemObject(cp->vfreq);
+        o[n++] = (rq_cl_obj){cp->kx[i], NULL};
+    o[n++] = (rq_cl_obj){cp->ks, NULL};
+    o[n++] = (rq_cl_obj){cp->krk, NULL};
+    o[n++] = (rq_cl_obj){cp->krq, cp->ctab};
+    o[n++] = (rq_cl_obj){NULL, cp->sinks};
+    o[n++] = (rq_cl_obj){NULL, cp->vfreq};
+    if (pl->ctx && rq_cl(pl->ctx))
+        rq_cl_release_after(pl->ctx, n, o, 0, NULL);
+    else
+        for (cl_uint i = 0; i < n; i++) {
+            if (o[i].kernel)
+                clReleaseKernel(o[i].kernel);
+            if (o[i].mem)
+                clReleaseMemObject(o[i].mem);
+        }
     if (cp->lock_ok)
         pthread_mutex_destroy(&cp->lock);
     free(cp);
