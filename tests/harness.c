@@ -221,8 +221,15 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
 {
     ropeqk_ctx *ctx = NULL;
     ropeqk_status st = ropeqk_ctx_create(NULL, &ctx);
-    if (st) {
+    if (st == ROPEQK_ERR_NO_DEVICE) {
         snprintf(why, len, "no device: %s (%s)", ropeqk_status_string(st), ropeqk_last_error());
+        return NULL;
+    }
+    /* anything else is a failure, not a skip: a malformed ROPEQK_* variable, or validation required
+     * (ROPEQK_VULKAN_VALIDATION=1) without the layer must not pass as "nothing to test" */
+    cr_assert_eq(st, ROPEQK_SUCCESS, "ropeqk_ctx_create: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
+    if (th_is_vulkan(ctx) && rqs_validation_unavailable(why, len)) {
+        ropeqk_ctx_destroy(ctx);
         return NULL;
     }
     return ctx;
@@ -339,6 +346,13 @@ void th_leak_check(void)
         abort();
     }
 #endif
+}
+
+void th_skip_without_validation(void)
+{
+    char why[256];
+    if (rqs_validation_unavailable(why, sizeof why))
+        cr_skip_test("%s", why);
 }
 
 bool th_cache_home_make(char *dir, size_t len)

@@ -71,6 +71,9 @@ void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int ite
  * workers exit without running LSan's own exit-time check). On Vulkan (ROPEQK_VULKAN_VALIDATION=1):
  * aborts the worker if the Khronos validation layer reported anything. Use as a suite .fini. */
 void th_leak_check(void);
+/* Skips the test (with the reason) where ROPEQK_VULKAN_VALIDATION=auto and the validation layer is
+ * not installed: the Vulkan-only suites' .init (the others skip through th_ctx_or_skip_reason). */
+void th_skip_without_validation(void);
 
 /* A fresh folder under $TMPDIR (else /tmp) made $XDG_CACHE_HOME, so a test's tuning cache starts
  * empty (false if it cannot be made); th_cache_home_remove() deletes it again. */

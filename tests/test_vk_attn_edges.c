@@ -26,7 +26,7 @@
 
 static void teardown(void) { th_leak_check(); }
 
-TestSuite(vk_attn_edges, .fini = teardown, .timeout = 900);
+TestSuite(vk_attn_edges, .init = th_skip_without_validation, .fini = teardown, .timeout = 900);
 
 static ropeqk_ctx *make(int rows)
 {

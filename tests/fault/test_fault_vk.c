@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-TestSuite(fault_vk, .fini = th_leak_check);
+TestSuite(fault_vk, .init = th_skip_without_validation, .fini = th_leak_check);
 
 enum { B = 1, HQ = 4, HKV = 2, SQ = 7, SK = 33, D = 16 };
 
