@@ -135,9 +135,10 @@ ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd, const char 
 /* The wait limit of ROPEQK_VULKAN_TIMEOUT_MS (strictly parsed: ROPEQK_ERR_BAD_CONFIG with the
  * message set) or the default, in nanoseconds. */
 ropeqk_status rq_vk_timeout_from_env(uint64_t *ns);
-/* Waits (bounded) until every submission on the context's queue has completed; false on a timeout
- * or a lost device (vk_ctx.c's teardown). */
-bool rq_vk_queue_idle(ropeqk_ctx *ctx);
+/* Teardown (vk_ctx.c): waits, bounded, for a submit that timed out earlier, if any, and destroys
+ * the buffers freed meanwhile; false when it still has not completed (the context's objects are then
+ * leaked, not destroyed in use). The other host calls waited for their fences already. */
+bool rq_vk_settle(ropeqk_ctx *ctx);
 /* A barrier making earlier writes (any stage) visible to later compute and transfer commands. */
 void rq_vk_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
                    VkPipelineStageFlags dst, VkAccessFlags dst_access);

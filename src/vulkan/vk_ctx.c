@@ -392,14 +392,14 @@ void rq_vk_close(ropeqk_ctx *ctx)
 {
     struct rq_vk_ctx *vk = rq_vk(ctx);
     if (vk) {
-        /* our host calls are done, unless one timed out; recorded plans are the caller's. The wait is
-         * bounded (rq_vk_queue_idle): on a hung device the objects are leaked, not destroyed in use,
-         * and nothing waits forever */
+        /* our host calls are done, unless one timed out (rq_vk_settle waits for it, bounded: on a
+         * hung device the objects are leaked, not destroyed in use, and nothing waits forever);
+         * recorded plans are the caller's */
         bool idle = true;
         if (vk->device && vk->fence) {
             if (vk->qlock_ok)
                 pthread_mutex_lock(&vk->qlock);
-            idle = rq_vk_queue_idle(ctx);
+            idle = rq_vk_settle(ctx);
             if (vk->qlock_ok)
                 pthread_mutex_unlock(&vk->qlock);
         }
