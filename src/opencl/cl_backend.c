@@ -116,6 +116,8 @@ static ropeqk_status impl_alloc(ropeqk_ctx *ctx)
     if (pthread_mutex_init(&c->pool_lock, NULL) != 0)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     c->pool_lock_ok = true;
+    if (rq_cl_retire_init(ctx))
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     c->pool_budget = (size_t)256 << 20;
     c->attn_pass_bytes = RQ_ATTN_PASS_BYTES;
     return ROPEQK_SUCCESS;

@@ -51,9 +51,10 @@ typedef struct rq_cl_ctx {
     size_t pool_free_bytes;
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
     size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
-    cl_event *pend;            /* retire.c: the last events of calls maybe still running (retained) */
-    size_t npend, cap_pend;
-    struct rq_grave *graves;   /* retire.c: objects released once their events have completed */
+    struct { cl_event ev; uint64_t ticket; } *pend; /* retire.c: calls maybe still running (events retained) */
+    size_t npend;
+    uint64_t tickets;          /* retire.c: calls recorded so far */
+    struct rq_grave *graves;   /* retire.c: objects released once their commands have completed */
 } rq_cl_ctx;
 
 /* pl->impl of a plan on an OpenCL context. */
@@ -75,6 +76,7 @@ typedef struct rq_cl_plan {
     cl_uint pwg;               /* paged decode: paged_attn_gpu's work-group size (src/opencl/paged.c) */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
     bool lock_ok;
+    struct rq_grave *grave;    /* retire.c: where its objects wait for its calls once destroyed */
 } rq_cl_plan;
 
 static inline rq_cl_ctx *rq_cl(const ropeqk_ctx *ctx) { return (rq_cl_ctx *)ctx->impl; }
@@ -129,29 +131,34 @@ void rq_scratch_free_all(ropeqk_ctx *ctx);
 
 /* retire.c: the library's own objects are released only once the commands that may use them have
  * completed (a command may wait for a caller's user event long after its call returned; NVIDIA's
- * OpenCL crashed there, issue 30). rq_cl_track records a call's last event (the public enqueue
- * entry points); rq_cl_release_after releases the objects (a kernel or a buffer each, up to
- * RQ_GRAVE_MAX) once the nev events have completed, or with nev 0 once every call tracked so far
- * has, at once when none is pending; later calls check without blocking, rq_cl_graves_free_all
- * releases the rest (context teardown, after clFinish). Never waits. */
-#define RQ_GRAVE_MAX 16
+ * OpenCL crashed there, issue 30). rq_cl_track records a call's last event (the public enqueue entry
+ * points). A call's temporary buffer goes into a grave made before anything is enqueued
+ * (rq_cl_grave_new: NULL is the call's ROPEQK_ERR_OUT_OF_HOST_MEMORY) and is buried with the call's
+ * events (rq_cl_bury_mem: released once they have completed; none: at once); a plan's objects are
+ * buried in the grave inside its rq_cl_plan (rq_cl_bury_plan: released, and the plan freed, once
+ * every call recorded before has completed). Later calls check without blocking;
+ * rq_cl_graves_free_all releases the rest (context teardown, after clFinish). Never waits. */
+#define RQ_GRAVE_MAX 12 /* objects: a plan's 7 + 3 kernels and 3 buffers share 12 slots (plan.c) */
+#define RQ_GRAVE_EV 2   /* a temporary's events */
+#define RQ_PEND_MAX 256 /* calls recorded at once; more go unrecorded (retire.c) */
 typedef struct {
     cl_kernel kernel;
     cl_mem mem;
 } rq_cl_obj;
+typedef struct rq_grave {
+    struct rq_grave *next;
+    uint64_t ticket;          /* plans: the last call recorded before; temporaries: 0 */
+    cl_uint nobj, nev;
+    rq_cl_obj obj[RQ_GRAVE_MAX];
+    cl_event ev[RQ_GRAVE_EV];
+    void *owner;              /* freed with the grave: the grave itself, or its plan */
+} rq_grave;
+ropeqk_status rq_cl_retire_init(ropeqk_ctx *ctx);
 void rq_cl_track(ropeqk_ctx *ctx, cl_event ev);
-void rq_cl_release_after(ropeqk_ctx *ctx, cl_uint nobj, const rq_cl_obj *obj, cl_uint nev, const cl_event *ev);
+rq_grave *rq_cl_grave_new(void);
+void rq_cl_bury_mem(ropeqk_ctx *ctx, rq_grave *g, cl_mem m, cl_uint nev, const cl_event *ev);
+void rq_cl_bury_plan(ropeqk_ctx *ctx, rq_grave *g);
 void rq_cl_graves_free_all(ropeqk_ctx *ctx);
-/* A call's own buffer, released once its events have completed (nev 0: nothing enqueued uses it,
- * released at once). */
-static inline void rq_cl_release_mem_after(ropeqk_ctx *ctx, cl_mem m, cl_uint nev, const cl_event *ev)
-{
-    rq_cl_obj o = {NULL, m};
-    if (m && nev)
-        rq_cl_release_after(ctx, 1, &o, nev, ev);
-    else if (m)
-        clReleaseMemObject(m);
-}
 
 /* paged.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
  * sequences described by a metadata buffer (contract.h), shared by the paged decode and the dense

@@ -284,9 +284,16 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
             free(sub.v);
             break;
         }
+        rq_grave *grave = rq_cl_grave_new(); /* the run's metadata outlives its kernels (retire.c) */
+        if (!grave) {
+            free(sub.v);
+            st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+            break;
+        }
         cl_int err = CL_SUCCESS;
         cl_mem mbuf = rq_paged_meta_upload(ctx, &sub, &err);
         if (err) {
+            free(grave);
             free(sub.v);
             st = rq_cl_fail(ctx, err);
             break;
@@ -305,7 +312,7 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         cl_event ran = NULL;
         st = rq_paged_run(pl, queue, &R, cp->kx[0], cp->kx[1], cp->kx[2], prev ? 1 : num_wait, prev ? &prev : wait,
                           &ran);
-        rq_cl_release_mem_after(ctx, mbuf, ran ? 1 : 0, &ran); /* once the run's kernels have completed */
+        rq_cl_bury_mem(ctx, grave, mbuf, ran ? 1 : 0, &ran); /* once the run's kernels have completed */
         free(sub.v);
         if (prev)
             clReleaseEvent(prev);
@@ -347,10 +354,16 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
         free(meta.v);
         return st;
     }
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (retire.c) */
+    if (!grave) {
+        free(meta.v);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    }
     cl_int err = CL_SUCCESS;
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
+        free(grave);
         free(meta.v);
         return st;
     }
@@ -389,7 +402,7 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
         clReleaseEvent(ran);
         ran = chained;
     }
-    rq_cl_release_mem_after(ctx, mbuf, ran ? 1 : 0, &ran); /* once the kernels using it have completed */
+    rq_cl_bury_mem(ctx, grave, mbuf, ran ? 1 : 0, &ran); /* once the kernels using it have completed */
     if (!st && event) {
         *event = ran;
         ran = NULL;
@@ -425,8 +438,14 @@ static ropeqk_status paged_append(ropeqk_plan *pl, cl_command_queue queue, const
         return st;
     const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
     cl_int err = CL_SUCCESS;
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (retire.c) */
+    if (!grave) {
+        st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        goto done;
+    }
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
+        free(grave);
         st = rq_cl_fail(ctx, err);
         goto done;
     }
@@ -479,7 +498,7 @@ static ropeqk_status paged_append(ropeqk_plan *pl, cl_command_queue queue, const
     if (err)
         st = rq_cl_fail(ctx, err);
     cl_uint nev = ev[0] ? (ev[1] ? 2 : 1) : 0; /* ev[1] is set only after ev[0] */
-    rq_cl_release_mem_after(ctx, mbuf, nev, ev); /* once the kernels using it have completed */
+    rq_cl_bury_mem(ctx, grave, mbuf, nev, ev); /* once the kernels using it have completed */
     for (int i = 0; i < 2; i++)
         if (ev[i])
             clReleaseEvent(ev[i]);
