@@ -232,6 +232,9 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
         ropeqk_ctx_destroy(ctx);
         return NULL;
     }
+    /* the device in the test log (stderr: not part of the TAP stream), so that a run on a GPU
+     * machine says what each suite ran on */
+    fprintf(stderr, "# device: %s\n", ropeqk_ctx_device_description(ctx));
     return ctx;
 }
 
@@ -346,6 +349,13 @@ void th_leak_check(void)
         abort();
     }
 #endif
+}
+
+int th_stride(void)
+{
+    const char *e = getenv("ROPEQK_TEST_STRIDE");
+    int n = e ? atoi(e) : 1;
+    return n >= 1 && n <= 16 ? n : 1;
 }
 
 void th_skip_without_validation(void)
