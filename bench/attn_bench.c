@@ -170,7 +170,9 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, brow *rows, int max_rows
            "GFLOP/s: 4*B*Hq*Sq*Sk*D, halved for causal Sq = Sk; GB/s: K + V bytes read once; extra_MiB: memory\n"
            "  an impl allocates beyond inputs and output (S/P for the unfused paths; fused: library scratch, est.)\n"
            "max|dO|: against fused f32 on the same inputs (tolerance %g, f16 %g); checks against fp64 first\n"
-           "kernel_ms: fused, the attention kernel alone (device_ms - kernel_ms: its RoPE pass over Q and K)\n"
+           "kernel_ms: fused, the attention kernel alone; rope%%: (device_ms - kernel_ms) / device_ms, the RoPE pass\n"
+           "  over Q and K (exact where Q takes one pass: B*Hq*Sq*D*4 <= 64 MiB, ROPEQK_ATTN_PASS_BYTES; with\n"
+           "  more passes it also holds the earlier passes' attention kernels)\n"
            "runs 0: the checked first run alone (one-time setup included), as it took over --attn-max-run\n",
            TOL_F32, TOL_F16);
     ashape sh[4];
@@ -185,8 +187,8 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, brow *rows, int max_rows
            "  position Sk-1, the mask covers nothing); inputs in [-0.5, 0.5), f16 runs use the same values rounded\n");
 
     double rate[IMPL_COUNT] = {0}; /* work flops per second seen on an earlier shape, for predictions */
-    printf("\n%-36s %-16s %-4s %4s %10s %10s %10s %8s %7s %9s %9s\n", "shape", "impl", "dt", "runs", "wall_ms",
-           "device_ms", "kernel_ms", "GFLOP/s", "GB/s", "extra_MiB", "max|dO|");
+    printf("\n%-36s %-16s %-4s %4s %10s %10s %10s %8s %7s %9s %9s %6s\n", "shape", "impl", "dt", "runs", "wall_ms",
+           "device_ms", "kernel_ms", "GFLOP/s", "GB/s", "extra_MiB", "max|dO|", "rope%");
     *nrows = 0;
     for (int si = 0; si < ns; si++) {
         const ashape *s = &sh[si];
@@ -310,9 +312,9 @@ int bench_attention(benv *e, const aopts *o, FILE *csv, brow *rows, int max_rows
             }
             double gf = useful_flops(s) / (r->wall_ms * 1e6), gbs = kv_bytes(s, i) / (r->wall_ms * 1e6);
             rate[i] = work_flops(s, i) / (r->wall_ms * 1e-3);
-            printf("%-36s %-16s %-4s %4d %10.2f %10.2f %10.2f %8.2f %7.2f %9.1f %9.2g\n", s->name, bimpl_name[i],
+            printf("%-36s %-16s %-4s %4d %10.2f %10.2f %10.2f %8.2f %7.2f %9.1f %9.2g %6.1f\n", s->name, bimpl_name[i],
                    bimpl_dtype[i], r->runs, r->wall_ms, r->dev_ms, r->kern_ms, gf, gbs,
-                   (double)c.extra_bytes[i] / 1048576.0, r->diff);
+                   (double)c.extra_bytes[i] / 1048576.0, r->diff, 100.0 * (r->dev_ms - r->kern_ms) / r->dev_ms);
             if (row)
                 row->gflops[i] = gf;
             if (csv)

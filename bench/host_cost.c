@@ -5,8 +5,11 @@
  * Variants: the one-shot call (ropeqk_opencl_enqueue: a plan made and destroyed per call, which is
  * what every call cost before plans existed: validation, frequencies, tables, kernels) and a decode
  * plan (all of that once; per call only the step and buffer checks, scratch, arguments, enqueues).
+ * A third variant runs the same plan through the backend-neutral ropeqk_plan_run on the same buffers
+ * (wrapped as ropeqk_buffers), on the context's queue (the same one here), so its extra host cost
+ * over the interop enqueue is the neutral layer's (checks, records, the message guard).
  * Measured on the 2-core dev machine (pocl 3.1, AVX-512), 10,000 calls, CPU profile: before plans
- * (ropeqk_enqueue at 284a5d7) median 197-204 us, mean 508-696 us; see the README for the plan. */
+ * (ropeqk_enqueue at 284a5d7) median 197-204 us, mean 508-696 us; see docs/performance.md, "Host cost per call". */
 #include "host_cost.h"
 
 #include "clock.h"
@@ -21,6 +24,7 @@ typedef struct {
     ropeqk_tensor q, k, o;
     cl_mem bq, bk, bo;
     ropeqk_plan *plan; /* a decode plan over the same shapes */
+    ropeqk_buffer *nq, *nk, *no; /* bq, bk, bo wrapped for ropeqk_plan_run */
     int64_t step;      /* calls made, so the plan's key count moves like a generation loop's */
 } hc_state;
 
@@ -39,6 +43,14 @@ static int call_plan(hc_state *s)
     int64_t n = s->k.ne[2] - 63 + (s->step++ % 64); /* the last 64 key counts up to Sk */
     ropeqk_step st = {.n_keys = n, .q_pos_offset = n - 1, .k_pos_offset = 0};
     return ropeqk_opencl_plan_enqueue(s->plan, s->e->queue, &a, &st, 0, NULL, NULL);
+}
+
+static int call_neutral(hc_state *s)
+{
+    ropeqk_args a = {.q = {s->nq, 0}, .k = {s->nk, 0}, .out = {s->no, 0}};
+    int64_t n = s->k.ne[2] - 63 + (s->step++ % 64);
+    ropeqk_step st = {.n_keys = n, .q_pos_offset = n - 1, .k_pos_offset = 0};
+    return ropeqk_plan_run(s->plan, &a, &st, 0, NULL, NULL);
 }
 
 static int measure(hc_state *s, const char *name, hc_call call, int n)
@@ -101,6 +113,14 @@ int bench_host_cost(benv *e, int n)
     }
     if (!rc)
         rc = measure(&s, "plan", call_plan, n);
+    if (!rc && (err = ropeqk_opencl_buffer_wrap(e->rq, s.bq, &s.nq) || ropeqk_opencl_buffer_wrap(e->rq, s.bk, &s.nk) ||
+                      ropeqk_opencl_buffer_wrap(e->rq, s.bo, &s.no)) != 0) {
+        printf("host-cost: ropeqk_opencl_buffer_wrap: %s\n", ropeqk_last_error());
+        rc = 1;
+    }
+    if (!rc)
+        rc = measure(&s, "plan_run", call_neutral, n);
+    ropeqk_buffer_destroy(s.nq), ropeqk_buffer_destroy(s.nk), ropeqk_buffer_destroy(s.no);
     ropeqk_plan_destroy(s.plan);
     if (s.bq) clReleaseMemObject(s.bq);
     if (s.bk) clReleaseMemObject(s.bk);

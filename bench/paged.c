@@ -5,7 +5,7 @@
  * time (enqueue .. clFinish) over the runs, the bandwidth of the bytes the call must read (K + V, and
  * the scales of an 8-bit cache), tokens per second against the f16 cache's; next to it, in the same
  * run and on the same buffers, the copy kernel (float16 per work-item) moving the caches' bytes (read
- * + write), the yardstick the README's decode row uses. */
+ * + write), the yardstick of the decode rows in docs/performance.md. */
 #include "paged.h"
 
 #include "baseline.h"

@@ -1,6 +1,6 @@
 /* ropeqk-bench's scores mode (scores_bench.c): every scores implementation checked against fp64 on
- * small shapes, then timed on the bench shapes (prefill, GQA, decode), and the targets the README
- * tracks computed from the figures of the same run. */
+ * small shapes, then timed on the bench shapes (prefill, GQA, decode), and the ratios
+ * the targets are stated in computed from the figures of the same run. */
 #ifndef ROPEQK_BENCH_SCORES_BENCH_H
 #define ROPEQK_BENCH_SCORES_BENCH_H
 

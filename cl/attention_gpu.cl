@@ -32,13 +32,20 @@
  *   - Dv > RQ_GA_DV runs ceil(Dv / RQ_GA_DV) column blocks as separate work-groups, each recomputing
  *     S. Registers decide it: a work-item holds RB * DV / TX floats of O, and the budget is 128
  *     registers on sm_90 and 128 VGPRs on gfx90a with no stack, scratch or spill (clang-15, libclc
- *     + ptxas, ROCm device libraries). The default shape (DV = 128, 16 floats of O) takes 96
- *     registers / 114 VGPRs; DV = 256 (32 of O) took 128 / 152 and spilled scalar registers on
+ *     + ptxas, ROCm device libraries). The default shape (DV = 128, 16 floats of O) took 96
+ *     registers / 114 VGPRs (120 on sm_90 since the full-tile path below; RB 4, BM 64 with it: 164); DV = 256 (32 of O) took 128 / 152 and spilled scalar registers on
  *     gfx90a; RB 4 with 32 of O, 130 / 148. Dv = 256, D = 128 costs 4/3 of the fma of one block
  *     that way. The row state lives in local memory for the same reason (in registers: 162 instead
  *     of 136 at RB 4), and so do the output's strides (see the prologue);
- *   - everything accumulates in f32; exp() and log() are the accurate built-ins (the accuracy
- *     promise of qk_attention_*);
+ *   - everything accumulates in f32; the weights and corrections use softmax_exp.cl's exp (fma
+ *     only, a few ulp: libclc's built-in was about 150 SASS instructions a call, sm_90), the LSE
+ *     the built-in log();
+ *   - full tiles (d0 + TK <= D, j0 + BN <= Sk: uniform) stage Q and K without bounds checks from
+ *     row pointers set up once, and the P.V step tests the column groups against Dv once per step
+ *     (RQ_GA_PV_STEP). Static mix of one full key tile per work-item (default shape, f32, no
+ *     soft-capping: ptxas 13 sm_90 via clang-15 + libclc, nvdisasm, counted per loop with the loops'
+ *     trip counts): 4587 instructions, 47% FFMA before these three changes; 3771, 57% after;
+ *     registers 102 -> 120 (96 -> 120 without the soft-capping code). docs/prefill-gpu.md;
  *   - the model-family variants (docs/conventions.md section 11): soft-capping on the S block before
  *     the masks (variants.cl: exp-based, as OpenCL's tanh put dg2 in private memory); sinks: the
  *     running max of a row starts at s_h, tx 0's sum partial at 1 (a key of logit s_h and value 0:
@@ -67,6 +74,10 @@
 #include "contract.h"
 #include "load.cl"
 #include "variants.cl" /* RQ_SOFTCAP */
+#include "softmax_exp.cl"
+
+RQ_DEFINE_SOFTMAX_EXP(rq_ga_exp, float, int, convert_int)
+RQ_DEFINE_SOFTMAX_EXP(rq_ga_exp4, float4, int4, convert_int4)
 
 #ifndef RQ_GA_BM
 #define RQ_GA_BM 32
@@ -96,6 +107,8 @@
 #define RQ_GA_K4 (RQ_GA_BN / 4)            /* float4 per K dim (or P row) of a tile */
 #define RQ_GA_V4 (RQ_GA_DV / 4)            /* float4 per V row of the column block */
 #define RQ_GA_ST4 RQ_GA_STAGE4(RQ_GA_BM, RQ_GA_BN, RQ_GA_TK, RQ_GA_DV)
+#define RQ_GA_QREP ((RQ_GA_BM * RQ_GA_Q4 + RQ_GA_NT - 1) / RQ_GA_NT) /* Q float4 a work-item stages a step */
+#define RQ_GA_KREP ((RQ_GA_TK + RQ_GA_TY - 1) / RQ_GA_TY)              /* K float4 likewise */
 
 /* The work-group's local memory, one object (every array at a constant offset from one base);
  * RQ_GA_LOCAL_BYTES (contract.h) is its size, for the host's checks. */
@@ -188,16 +201,32 @@ static inline void rq_ga_store4(__global uchar *out, long off, int dtype, float4
             s[i] = fma((float4)(q[i].comp), k, s[i]);                                              \
     }
 
-/* The fma of key u + e (e = 0..3) of a V step into the O block: p[i].comp is its weight in row i. */
-#define RQ_GA_VKEY(e, comp)                                                                        \
+/* The fma of key u + e (e = 0..3) of a V step into the O block: p[i].comp is its weight in row i.
+ * CHK: check each column group against Dv (the last column block of a Dv that DV does not divide). */
+#define RQ_GA_VKEY(e, comp, CHK)                                                                   \
     {                                                                                              \
         _Pragma("unroll") for (int c = 0; c < RQ_GA_CV; c++) {                                     \
-            if (c0 + 4 * c * RQ_GA_TX < Dv) { /* uniform: a group wholly past Dv does nothing */   \
+            if (!(CHK) || c0 + 4 * c * RQ_GA_TX < Dv) { /* uniform: a group past Dv does nothing */ \
                 float4 x = st_tx[(u + (e)) * RQ_GA_V4 + c * RQ_GA_TX];                             \
                 _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                               \
                     o[i][c] = fma((float4)(p[i].comp), x, o[i][c]);                                \
             }                                                                                      \
         }                                                                                          \
+    }
+
+/* A V step's fma: RQ_GA_TK keys, 4 at a time (their weights one float4 of the P tile per row). The
+ * uniform test of the column groups against Dv is made once per step (RQ_GA_VKEY's CHK): inside
+ * the key loop it compiled to a branch per group and key (34 of the loop's 346 SASS instructions,
+ * sm_90). */
+#define RQ_GA_PV_STEP(CHK)                                                                         \
+    _Pragma("unroll") for (int u = 0; u < RQ_GA_TK; u += 4) {                                      \
+        float4 p[RQ_GA_RB];                                                                        \
+        _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
+            p[i] = p_me[i * RQ_GA_TY * (RQ_GA_PS / 4) + (u0 + u) / 4];                             \
+        RQ_GA_VKEY(0, x, CHK)                                                                      \
+        RQ_GA_VKEY(1, y, CHK)                                                                      \
+        RQ_GA_VKEY(2, z, CHK)                                                                      \
+        RQ_GA_VKEY(3, w, CHK)                                                                      \
     }
 
 /* Local memory is addressed through a few per-work-item pointers (row ty, key or column group tx),
@@ -267,6 +296,11 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     __global const float *kb = kt + (long)bk * D * ldk + 4 * tx; /* keys 4tx.. of a tile */         \
     __global const uchar *vb = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1;                 \
     const int qr0 = lid / RQ_GA_Q4, qw = lid % RQ_GA_Q4; /* Q staging: row and float4 of a step */ \
+    /* the rows this work-item stages (rows past M repeat the last), and its K row at dim ty */   \
+    __global const float *qrow[RQ_GA_QREP];                                                        \
+    _Pragma("unroll") for (int k = 0; k < RQ_GA_QREP; k++)                                         \
+        qrow[k] = qb + (long)(m0 + min(qr0 + k * (RQ_GA_NT / RQ_GA_Q4), nrow - 1)) * D + 4 * qw;    \
+    __global const float *krow = kb + (long)ty * ldk;                                              \
                                                                                                    \
     for (int j0 = 0; j0 < Sk; j0 += RQ_GA_BN) {                                                    \
         const int nk = min(RQ_GA_BN, Sk - j0);                                                     \
@@ -297,30 +331,40 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
             s[i] = (float4)(0.0f);                                                                 \
         for (int d0 = 0; d0 < D; d0 += RQ_GA_TK) {                                                 \
-            /* rows past M, keys past Sk and dims past D load as 0: they add nothing */             \
-            for (int r = qr0; r < RQ_GA_BM; r += RQ_GA_NT / RQ_GA_Q4) {                            \
-                int d = d0 + 4 * qw;                                                               \
-                float4 x = (float4)(0.0f);                                                         \
-                if (d < D) { /* rows past M repeat the last (their S is never stored) */           \
-                    __global const float *p = qb + (long)(m0 + min(r, nrow - 1)) * D + d;          \
-                    if (d + 4 <= D) /* rows are D floats apart: no alignment to rely on */        \
-                        x = vload4(0, p);                                                          \
-                    else                                                                           \
-                        x = (float4)(p[0], d + 1 < D ? p[1] : 0.0f, d + 2 < D ? p[2] : 0.0f, 0.0f); \
-                }                                                                                  \
-                L.stage[r * RQ_GA_Q4 + qw] = x;                                                    \
-            }                                                                                      \
-            for (int c = ty; c < RQ_GA_TK; c += RQ_GA_TY) {                                        \
-                int j = j0 + 4 * tx, d = d0 + c;                                                   \
-                float4 x = (float4)(0.0f);                                                         \
-                if (d < D && j < Sk) {                                                             \
-                    /* aligned (ldk and j multiples of 4) and inside the row (ldk >= Sk rounded   \
-                     * up to 16); lanes past Sk are the scratch's padding: zeroed */               \
-                    x = *(__global const float4 *)(kb + (long)d * ldk + j0);                       \
-                    if (j + 4 > Sk)                                                                \
-                        x = select(x, (float4)(0.0f), iota >= (int4)(Sk - j));                      \
-                }                                                                                  \
-                st_tx[RQ_GA_BM * RQ_GA_Q4 + c * RQ_GA_K4] = x;                                     \
+            if (d0 + RQ_GA_TK <= D && j0 + RQ_GA_BN <= Sk) { /* uniform: a whole step, no checks */ \
+                _Pragma("unroll") for (int k = 0; k < RQ_GA_QREP; k++)                             \
+                    if (qr0 + k * (RQ_GA_NT / RQ_GA_Q4) < RQ_GA_BM)                                \
+                        L.stage[(qr0 + k * (RQ_GA_NT / RQ_GA_Q4)) * RQ_GA_Q4 + qw] = vload4(0, qrow[k] + d0); \
+                _Pragma("unroll") for (int k = 0; k < RQ_GA_KREP; k++)                             \
+                    if (ty + k * RQ_GA_TY < RQ_GA_TK)                                              \
+                        st_tx[RQ_GA_BM * RQ_GA_Q4 + (ty + k * RQ_GA_TY) * RQ_GA_K4] =              \
+                            *(__global const float4 *)(krow + (long)(d0 + k * RQ_GA_TY) * ldk + j0); \
+            } else {                                                                               \
+                /* rows past M, keys past Sk and dims past D load as 0: they add nothing */             \
+                for (int r = qr0; r < RQ_GA_BM; r += RQ_GA_NT / RQ_GA_Q4) {                            \
+                    int d = d0 + 4 * qw;                                                               \
+                    float4 x = (float4)(0.0f);                                                         \
+                    if (d < D) { /* rows past M repeat the last (their S is never stored) */           \
+                        __global const float *p = qb + (long)(m0 + min(r, nrow - 1)) * D + d;          \
+                        if (d + 4 <= D) /* rows are D floats apart: no alignment to rely on */        \
+                            x = vload4(0, p);                                                          \
+                        else                                                                           \
+                            x = (float4)(p[0], d + 1 < D ? p[1] : 0.0f, d + 2 < D ? p[2] : 0.0f, 0.0f); \
+                    }                                                                                  \
+                    L.stage[r * RQ_GA_Q4 + qw] = x;                                                    \
+                }                                                                                      \
+                for (int c = ty; c < RQ_GA_TK; c += RQ_GA_TY) {                                        \
+                    int j = j0 + 4 * tx, d = d0 + c;                                                   \
+                    float4 x = (float4)(0.0f);                                                         \
+                    if (d < D && j < Sk) {                                                             \
+                        /* aligned (ldk and j multiples of 4) and inside the row (ldk >= Sk rounded   \
+                         * up to 16); lanes past Sk are the scratch's padding: zeroed */               \
+                        x = *(__global const float4 *)(kb + (long)d * ldk + j0);                       \
+                        if (j + 4 > Sk)                                                                \
+                            x = select(x, (float4)(0.0f), iota >= (int4)(Sk - j));                      \
+                    }                                                                                  \
+                    st_tx[RQ_GA_BM * RQ_GA_Q4 + c * RQ_GA_K4] = x;                                     \
+                }                                                                                      \
             }                                                                                      \
             barrier(CLK_LOCAL_MEM_FENCE);                                                          \
             _Pragma("unroll 1") for (int c4 = 0; c4 < RQ_GA_Q4; c4++) {                            \
@@ -369,8 +413,8 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             float mo = m_me[par * RQ_GA_BM + i * RQ_GA_TY], mn = fmax(mo, bm);                     \
             /* nothing unmasked yet (mn = -inf): weights 0, accumulators untouched */              \
             bool none = mn == -INFINITY;                                                           \
-            float corr = none ? 1.0f : exp(mo - mn); /* 0 while mo is -inf */                      \
-            float4 e = none ? (float4)(0.0f) : exp(s[i] - (float4)(mn));                           \
+            float corr = none ? 1.0f : rq_ga_exp(mo - mn); /* 0 while mo is -inf */                      \
+            float4 e = none ? (float4)(0.0f) : rq_ga_exp4(s[i] - (float4)(mn));                           \
             __local float *sp = sum_me + i * RQ_GA_TY * RQ_GA_TX + tx;                             \
             *sp = *sp * corr + ((e.x + e.y) + (e.z + e.w));                                        \
             if (tx == 0) /* every tx of the row computed the same mn */                            \
@@ -396,14 +440,10 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                 }                                                                                  \
             }                                                                                      \
             barrier(CLK_LOCAL_MEM_FENCE); /* also publishes the P tile */                          \
-            _Pragma("unroll 1") for (int u = 0; u < RQ_GA_TK; u += 4) {                            \
-                float4 p[RQ_GA_RB];                                                                \
-                _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                               \
-                    p[i] = p_me[i * RQ_GA_TY * (RQ_GA_PS / 4) + (u0 + u) / 4];                     \
-                RQ_GA_VKEY(0, x)                                                                   \
-                RQ_GA_VKEY(1, y)                                                                   \
-                RQ_GA_VKEY(2, z)                                                                   \
-                RQ_GA_VKEY(3, w)                                                                   \
+            if (c0 + RQ_GA_DV <= Dv) { /* uniform: every column group inside Dv, no checks */       \
+                RQ_GA_PV_STEP(0)                                                                   \
+            } else {                                                                               \
+                RQ_GA_PV_STEP(1)                                                                   \
             }                                                                                      \
             barrier(CLK_LOCAL_MEM_FENCE); /* the next step overwrites the stage */                 \
         }                                                                                          \

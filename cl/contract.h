@@ -27,7 +27,11 @@ typedef float rq_f32;
 #define RQ_OPS_SCORES 1
 #define RQ_OPS_ATTN 2
 #define RQ_OPS_PAGED 4
-#define RQ_RV 16     /* rope_rotate_*: rows per work-item (one float16 across rows) */
+#define RQ_RV 16     /* rope_rotate_*: rows per work-item (one float16 across rows), CPU profile */
+#define RQ_RGX 32    /* rope_rotate_*, GPU profile (cl/rope_gpu.cl): units per work-group (one warp) */
+#define RQ_RGY 8     /* ... work-items along rows (a work-group of RQ_RGX x RQ_RGY) */
+#define RQ_RTR 32    /* ... rows per work-group (a tile of RQ_RGX units x RQ_RTR rows, a multiple of RQ_RGY) */
+#define RQ_RHC 4     /* ... heads per work-group (each row's angles reused RQ_RHC times) */
 #define RQ_DM 8      /* qk_decode_*: query rows per KV head (2 keys x 8 rows = one 16-lane sum tree) */
 #define RQ_DMAXD 256 /* qk_decode_*: largest head dim, and Qr's row stride on the decode path */
 #define RQ_DCHUNK 16 /* qk_decode_*: D and R/2 are processed in chunks of this many lanes */

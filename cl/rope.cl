@@ -67,63 +67,9 @@ static inline int rq_unit_dim1(int u, int hr, int rot_off, int layout) /* rotary
 }
 
 #if RQ_RUB == 1
-/* One unit per work-item (the GPU profile, src/opencl/ocl.h rq_rot_units): the form for GPUs. The launch
- * is the same (a work-item per RQ_RV rows and one unit, work-groups along units), but the RQ_RV rows
- * are taken one at a time: per row one accurate angle (angle.cl, the same reduction per lane as the
- * vector form below), reused by every head, then per head the unit's two elements, the rotation and
- * two stores. The work-items of a group take consecutive units of the same row and head: their
- * loads are adjacent dims (interleaved pairs) or two runs of adjacent dims (half-split), and so are
- * their stores into Qr ([row][d]); into Kt ([d][key]) they are one key apart per step of the row
- * loop. The vector form holds 16 rows' positions, offsets, angles and values at once: 254 registers
- * and 304 bytes of stack on sm_90, 256 VGPRs on gfx90a (tests/gpucc); this one needs a few scalars. */
-#ifndef RQ_HALF_TURNS1 /* one angle per work-item; also defined by decode_gpu.cl and paged.cl */
-#define RQ_HALF_TURNS1
-RQ_DEFINE_HALF_TURNS(rq_half_turns1, float)
-#endif
-
-#define RQ_ROTATE_KERNEL(NAME, LOAD)                                                               \
-__kernel void NAME(__global const uchar *src, __global const int *pos, __global const float4 *vfreq, \
-                   __global float *dst, rq_rotate_args a)                                          \
-{                                                                                                  \
-    const long src_off = a.src_off, nb0 = a.nb0, nb1 = a.nb1, nb2 = a.nb2, nb3 = a.nb3;            \
-    const long d_bh = a.d_bh, d_row = a.d_row, d_dim = a.d_dim, d_panel = a.d_panel;               \
-    const int H = a.H, BH = a.BH, S = a.S, D = a.D, R = a.R, panel = a.panel, G = a.G;             \
-    const float rot_mul = a.rot_mul, out_mul = a.out_mul;                                          \
-    const int row0 = get_global_id(0) * RQ_RV, unit = get_global_id(1), half_r = R / 2;           \
-    if (row0 >= S || unit >= half_r + (D - R)) /* units are padded to the group size */            \
-        return;                                                                                    \
-    const bool pt = unit >= half_r; /* a pass-through dim: copied (times out_mul) */               \
-    const int i0 = rq_unit_dim0(unit, half_r, R, a.rot_off, a.layout);                             \
-    const int i1 = pt ? i0 : rq_unit_dim1(unit, half_r, a.rot_off, a.layout);                      \
-    const float4 v = vfreq[pt ? 0 : unit];                                                         \
-    /* the frequency's position stream (M-RoPE; 0 otherwise): [3][pos_stride] arrays */            \
-    const long po = a.pos_off + (long)(int)v.w * a.pos_stride;                                     \
-    const int rend = min(row0 + RQ_RV, S);                                                         \
-    for (int r = row0; r < rend; r++) {                                                            \
-        float c = out_mul, s = 0.0f; /* cos and sin times the attention factor and the scale */    \
-        if (!pt) {                                                                                 \
-            int p = a.use_pos ? pos[po + r] : a.pos_base + r, lo = p & 0xFFF;                      \
-            float t = rq_half_turns1((float)(p - lo), (float)lo, v.x, v.y, v.z);                   \
-            c = cospi(t) * rot_mul;                                                                \
-            s = sinpi(t) * rot_mul;                                                                \
-        }                                                                                          \
-        const long ro = src_off + (long)r * nb2;                                                   \
-        for (int bh = 0; bh < BH; bh++) {                                                          \
-            long hb = ro + (long)(bh / H) * nb0 + (long)(bh % H) * nb1;                            \
-            float x0 = LOAD(src, hb + (long)i0 * nb3), x1 = LOAD(src, hb + (long)i1 * nb3);        \
-            float y0 = x0 * c, y1 = x1 * c;                                                        \
-            if (!pt) {                                                                             \
-                y0 = (x0 * c - x1 * s) * out_mul;                                                  \
-                y1 = (x0 * s + x1 * c) * out_mul;                                                  \
-            }                                                                                      \
-            int m = (bh % G) * S + r;                                                              \
-            long doff = panel > 0 ? (long)(m / panel) * d_panel + (long)(m % panel) * d_row : (long)m * d_row; \
-            __global float *o = dst + (long)(bh / G) * d_bh + doff;                                \
-            o[(long)i0 * d_dim] = y0;                                                              \
-            o[(long)i1 * d_dim] = y1; /* pass-through: i1 == i0, y1 == y0 */                       \
-        }                                                                                          \
-    }                                                                                              \
-}
+/* One unit per work-item (the GPU profile, src/opencl/ocl.h rq_rot_units): the GPU form, tiles of
+ * rows and units through local memory (rope_gpu.cl). */
+#include "rope_gpu.cl"
 #else
 /* Several units per work-item (the CPU profile): explicit SIMD across RQ_RV rows. */
 #ifndef RQ_HALF_TURNS16

@@ -5,11 +5,13 @@
  *
  * with optional causal and sliding-window masks. Every definition (shapes, positions, layouts,
  * frequency scaling, masks, the attention-factor convention, the error metric) is in
- * docs/conventions.md; README.md summarises it.
+ * docs/conventions.md; docs/api.md is the reference.
  *
  * This header is backend-neutral: tensors, parameters, statuses, the fp64 scalar reference path,
- * contexts and plans. Creating a context on a backend's own objects, and running a plan on a
- * backend's buffers, is in that backend's header (ropeqk_opencl.h).
+ * contexts, plans, and running plans on device memory (ropeqk_buffer, ropeqk_event, ropeqk_plan_run:
+ * the same code on every backend). The backends' headers (ropeqk_opencl.h, ropeqk_vulkan.h) hold only
+ * interop: contexts on a caller's own objects, wrapping a caller's buffers and events, native handles
+ * out, and enqueueing on a caller's queue or recording into a caller's command buffer.
  *
  * Objects (VkFFT/cuFFT style): a context (ropeqk_ctx) holds a device, its compiled kernels and a
  * scratch pool; a plan (ropeqk_plan) is one operation on described tensors, validated once, with its
@@ -83,6 +85,7 @@ typedef enum {
     ROPEQK_ERR_PAGE_DUPLICATE = -4019,  /* a page used twice by one sequence */
     ROPEQK_ERR_SEQ_LENGTH = -4020,      /* a sequence length < 0 (or 0 where keys are needed), or beyond its pages' capacity */
     ROPEQK_ERR_QUERY_ROWS = -4021,      /* q_indptr: not from 0, not increasing (q_len 0), total beyond max_q_rows, or q_len > the sequence's length */
+    ROPEQK_ERR_TIMEOUT = -4022,         /* a bounded wait ran out: ropeqk_last_error() names the operation waited for */
 } ropeqk_status;
 
 /* A fixed English description of a status ("unknown status" for other values). */
@@ -555,6 +558,134 @@ ROPEQK_API ropeqk_status ropeqk_attention(ropeqk_ctx *ctx, const ropeqk_params *
                                           const int32_t *q_pos, const int32_t *k_pos,
                                           const ropeqk_tensor *out, void *out_data,
                                           const ropeqk_tensor *lse, float *lse_data);
+
+/* ---- device memory, events and runs (every backend) ----------------------------------------- */
+/*
+ * Plans run on device memory the context allocates (ropeqk_buffer_create) or that a caller lends
+ * through a backend header (ropeqk_opencl_buffer_wrap, ropeqk_vulkan_buffer_wrap). Runs and copies
+ * are asynchronous and execute in submission order on the context's queue (OpenCL: its command
+ * queue; Vulkan: command buffers of the library's own, submitted to the context's queue under its
+ * lock, each starting with a barrier after every earlier write in the queue and ending with one
+ * before every later access, host reads included). Each can wait for events (ropeqk_event: an
+ * OpenCL cl_event, or a Vulkan timeline-semaphore value) and hand back one that completes with it.
+ * Buffer reads, writes and fills are blocking and ordered after everything submitted before them
+ * on the context's queue.
+ *
+ * Every wait these calls make is bounded: ROPEQK_ERR_TIMEOUT with a message naming what was
+ * waited for, after the time given (ropeqk_event_wait) or, for the blocking calls, 300 s or
+ * $ROPEQK_WAIT_TIMEOUT_MS milliseconds. A timed-out operation may still complete later.
+ *
+ * Checked before anything is submitted (nothing runs on error, *signal is NULL): NULLs
+ * (ROPEQK_ERR_NULL_POINTER), buffers and events of another context or device (ROPEQK_ERR_BAD_PARAM),
+ * then everything the plan checks: views aligned and inside their buffers, outputs overlapping no
+ * input, steps, paged batches, with the statuses of the backend calls.
+ *
+ * Objects: buffers and events belong to their context, which must outlive them (destroy them
+ * first); a buffer must not be destroyed while a run that uses it is pending. Vulkan contexts on
+ * a caller's VkDevice need Vulkan 1.2's timelineSemaphore feature enabled and declared
+ * (ropeqk_vulkan_ctx_params.timeline_semaphore) to use these calls.
+ */
+typedef struct ropeqk_buffer ropeqk_buffer;
+typedef struct ropeqk_event ropeqk_event;
+
+enum {
+    /* Host-visible memory (Vulkan: host-visible, coherent, mapped; reads and writes are memcpy after
+     * waiting for the queue): for tests and small host-written data. Without it: device-local
+     * memory, read and written through a staging buffer (the placement the kernels read at full
+     * speed). OpenCL: CL_MEM_ALLOC_HOST_PTR (a hint; the driver places it). */
+    ROPEQK_BUFFER_HOST_VISIBLE = 1u << 0,
+};
+
+/* A buffer of at least `bytes` (>= 1) bytes on the context's device: its size is bytes rounded up to
+ * a multiple of 4 (fills are in 32-bit words; 16-bit views are read as whole words on Vulkan); the
+ * contents are undefined until written. flags: ROPEQK_BUFFER_* (others: ROPEQK_ERR_BAD_PARAM).
+ * ROPEQK_ERR_TOO_LARGE past the device's allocation limit. On failure *out is NULL. */
+ROPEQK_API ropeqk_status ropeqk_buffer_create(ropeqk_ctx *ctx, uint64_t bytes, uint32_t flags, ropeqk_buffer **out);
+/* NULL-safe. A wrapped native object is released (its reference dropped), not destroyed. */
+ROPEQK_API void ropeqk_buffer_destroy(ropeqk_buffer *buf);
+/* Bytes usable (0 for NULL): a created buffer's rounded size, a wrapped one's size or range. */
+ROPEQK_API uint64_t ropeqk_buffer_size(const ropeqk_buffer *buf);
+/* Blocking copies between host memory and bytes [offset, offset + bytes) of buf, after everything
+ * submitted before on the context's queue. ROPEQK_ERR_BUFFER_TOO_SMALL past the buffer's size;
+ * 0 bytes: nothing. */
+ROPEQK_API ropeqk_status ropeqk_buffer_write(ropeqk_buffer *buf, uint64_t offset, const void *src, uint64_t bytes);
+ROPEQK_API ropeqk_status ropeqk_buffer_read(const ropeqk_buffer *buf, uint64_t offset, void *dst, uint64_t bytes);
+/* Sets bytes [offset, offset + bytes) to the 32-bit word `pattern` repeated (blocking, ordered as
+ * above): offset and bytes multiples of 4 (else ROPEQK_ERR_BAD_PARAM). A byte b: b * 0x01010101u. */
+ROPEQK_API ropeqk_status ropeqk_buffer_fill(ropeqk_buffer *buf, uint64_t offset, uint64_t bytes, uint32_t pattern);
+
+/* One region of a copy between buffers (the same context). */
+typedef struct {
+    ropeqk_buffer *dst;
+    uint64_t dst_offset;
+    const ropeqk_buffer *src;
+    uint64_t src_offset;
+    uint64_t bytes; /* >= 1 */
+} ropeqk_copy;
+/* Copies n regions on the device, asynchronously (one submission; the bench's bandwidth
+ * yardstick), after the num_wait events of wait. Refused before anything runs: a region past its
+ * buffers (ROPEQK_ERR_BUFFER_TOO_SMALL), 0 bytes (ROPEQK_ERR_BAD_PARAM), a region's source and
+ * destination, or two destinations, sharing a byte (ROPEQK_ERR_OVERLAP). *signal (signal may be
+ * NULL) receives an event that completes with the copies. */
+ROPEQK_API ropeqk_status ropeqk_buffer_copy(const ropeqk_copy *regions, uint32_t n, uint32_t num_wait,
+                                            ropeqk_event *const *wait, ropeqk_event **signal);
+
+/* Waits at most timeout_ns nanoseconds (0: only polls; UINT64_MAX: the blocking calls' bound) for
+ * the event: ROPEQK_SUCCESS once it completed, ROPEQK_ERR_TIMEOUT (ropeqk_last_error names the
+ * operation that signals it) if not yet, ROPEQK_ERR_BACKEND if its commands failed. */
+ROPEQK_API ropeqk_status ropeqk_event_wait(ropeqk_event *ev, uint64_t timeout_ns);
+/* NULL-safe. The operation goes on; only the handle is released. */
+ROPEQK_API void ropeqk_event_release(ropeqk_event *ev);
+/* Waits (bounded, as the blocking calls) until everything submitted through this API on the
+ * context's queue has completed. */
+ROPEQK_API ropeqk_status ropeqk_ctx_finish(ropeqk_ctx *ctx);
+
+/* A view's buffer and byte offset; {NULL, 0}: absent (positions: use the offsets). */
+typedef struct {
+    ropeqk_buffer *buf;
+    uint64_t offset;
+} ropeqk_mem;
+
+/* The buffers of a scores or attention run (the plan's descriptors say what each view holds). */
+typedef struct {
+    ropeqk_mem q, k;
+    ropeqk_mem q_pos, k_pos; /* int32, Sq resp. Sk entries ([3][S] under M-RoPE); {NULL, 0}: offsets */
+    ropeqk_mem out;
+    ropeqk_mem v, lse;       /* ROPEQK_OP_ATTENTION: V, and LSE when the plan has with_lse */
+} ropeqk_args;
+
+/*
+ * Runs a scores or attention plan (fixed, or a decode plan with its step: keys and offsets; the
+ * dense decode's few-row path where the context takes it) after the num_wait events of wait (any of
+ * the context's device); *signal (signal may be NULL) receives an event that completes when the
+ * outputs are written, which the caller releases. A paged plan runs with ropeqk_paged_run.
+ */
+ROPEQK_API ropeqk_status ropeqk_plan_run(ropeqk_plan *plan, const ropeqk_args *args, const ropeqk_step *step,
+                                         uint32_t num_wait, ropeqk_event *const *wait, ropeqk_event **signal);
+
+/* The buffers of a paged decode (ROPEQK_OP_PAGED_DECODE plans; the caches as the plan describes). */
+typedef struct {
+    ropeqk_mem q, k_cache, v_cache, out, lse; /* lse only with with_lse */
+    ropeqk_mem k_scale, v_scale;              /* 8-bit caches' f32 scales: exactly for an 8-bit cache */
+} ropeqk_paged_args;
+/* The caches an append writes, and their scales (8-bit caches only). */
+typedef struct {
+    ropeqk_mem k_cache, v_cache, k_scale, v_scale;
+} ropeqk_paged_cache;
+
+/* Decode over the paged cache for a ragged batch (ropeqk_paged_batch: validated and copied by the
+ * call, so its arrays may go as soon as it returns). Waits and signal as ropeqk_plan_run. */
+ROPEQK_API ropeqk_status ropeqk_paged_run(ropeqk_plan *plan, const ropeqk_paged_args *args,
+                                          const ropeqk_paged_batch *batch, uint32_t num_wait,
+                                          ropeqk_event *const *wait, ropeqk_event **signal);
+/* Appends n_new unrotated K/V rows per sequence (k_new [n_seqs, Hkv, n_new, D], v_new
+ * [n_seqs, Hkv, n_new, Dv]: the caches' dtypes, or f32/f16/bf16 for an 8-bit cache, quantized) at
+ * tokens seq_lens[s] .. seq_lens[s] + n_new - 1 of each sequence's pages (seq_lens: the lengths
+ * before the append; q_pos, k_pos0, q_indptr unused). Waits and signal as ropeqk_plan_run. */
+ROPEQK_API ropeqk_status ropeqk_paged_append(ropeqk_plan *plan, const ropeqk_tensor *k_new, ropeqk_mem k_new_mem,
+                                             const ropeqk_tensor *v_new, ropeqk_mem v_new_mem,
+                                             const ropeqk_paged_cache *cache, const ropeqk_paged_batch *batch,
+                                             uint32_t num_wait, ropeqk_event *const *wait, ropeqk_event **signal);
 
 #ifdef __cplusplus
 }

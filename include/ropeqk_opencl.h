@@ -1,6 +1,8 @@
 /*
- * ropeqk on OpenCL: contexts on the caller's OpenCL objects, plans run on cl_mem buffers with
- * cl_event wait lists. Everything backend-neutral is in ropeqk.h (included here).
+ * ropeqk on OpenCL, interop only: contexts on the caller's OpenCL objects, the caller's cl_mem and
+ * cl_event as ropeqk_buffer and ropeqk_event (and their handles out), and plans enqueued on the
+ * caller's queue with cl_event wait lists. Everything backend-neutral is in ropeqk.h (included
+ * here), running plans on device memory included (ropeqk_plan_run and the calls around it).
  *
  * Buffers are (cl_mem, byte offset) pairs. Q, K: f32, f16 or bf16; out: f32; positions: int32.
  * Enqueues are asynchronous: they return once the kernels are enqueued on `queue` (NULL = the
@@ -119,6 +121,18 @@ ROPEQK_API ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *plan, cl_comman
                                                     const ropeqk_opencl_paged_cache *cache,
                                                     const ropeqk_paged_batch *batch, cl_uint num_wait,
                                                     const cl_event *wait, cl_event *event);
+
+/* ---- the neutral run API's objects (ropeqk.h) on OpenCL objects ------------------------------ */
+/* The caller's buffer as a ropeqk_buffer (retained; released by ropeqk_buffer_destroy): its size is
+ * CL_MEM_SIZE. ROPEQK_ERR_BAD_PARAM for a buffer of another cl_context or a non-OpenCL ctx. */
+ROPEQK_API ropeqk_status ropeqk_opencl_buffer_wrap(ropeqk_ctx *ctx, cl_mem mem, ropeqk_buffer **out);
+/* The buffer's cl_mem (not retained; NULL for NULL or a buffer of another backend). */
+ROPEQK_API cl_mem ropeqk_opencl_buffer_mem(const ropeqk_buffer *buf);
+/* The caller's event (a command's or a user event of the context's cl_context) as a wait condition
+ * for the neutral calls: retained, released by ropeqk_event_release. */
+ROPEQK_API ropeqk_status ropeqk_opencl_event_wrap(ropeqk_ctx *ctx, cl_event event, ropeqk_event **out);
+/* The event's cl_event (not retained; NULL for NULL or an event of another backend). */
+ROPEQK_API cl_event ropeqk_opencl_event_handle(const ropeqk_event *ev);
 
 #ifdef __cplusplus
 }

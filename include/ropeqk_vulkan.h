@@ -1,9 +1,12 @@
 /*
- * ropeqk on Vulkan: contexts on a Vulkan device (opened by the library, or the caller's own
- * VkInstance / VkPhysicalDevice / VkDevice / queue), plans recorded into the caller's command
- * buffers on VkBuffer ranges. Everything backend-neutral is in ropeqk.h (included here), and
- * works unchanged on a Vulkan context: ropeqk_ctx_create() with the device "vulkan" or
- * "vulkan:N", ropeqk_scores(), ropeqk_attention(), plans, ropeqk_ctx_warmup().
+ * ropeqk on Vulkan, interop only: contexts on a Vulkan device (opened by the library, or the
+ * caller's own VkInstance / VkPhysicalDevice / VkDevice / queue), the caller's VkBuffer ranges and
+ * timeline semaphores as ropeqk_buffer and ropeqk_event (and their handles out), and plans recorded
+ * into the caller's command buffers on VkBuffer ranges. Everything backend-neutral is in ropeqk.h
+ * (included here), and works unchanged on a Vulkan context: ropeqk_ctx_create() with the device
+ * "vulkan" or "vulkan:N", ropeqk_scores(), ropeqk_attention(), plans, ropeqk_ctx_warmup(), and the
+ * runs on device memory (ropeqk_plan_run, ...: the library's own command buffers, submitted to the
+ * context's queue, signalling a timeline semaphore of the context).
  *
  * Synchronisation is the caller's command buffer: ropeqk_vulkan_plan_record() only records commands
  * (a leading barrier, compute dispatches); the caller submits them and waits the Vulkan way.
@@ -20,13 +23,14 @@
  * which the library keeps itself).
  *
  * The host-memory calls (ropeqk_scores(), ropeqk_attention(), warm-up, the tuner) submit to the
- * context's queue and wait on a fence for at most ROPEQK_VULKAN_TIMEOUT_MS milliseconds (read at
- * context creation, 1..86400000, default 600000; malformed: ROPEQK_ERR_BAD_CONFIG). A dispatch
- * still running then (a hung device) fails the call with ROPEQK_ERR_BACKEND, backend error
- * VK_TIMEOUT, a message naming the dispatch; the context then refuses every further call (its
- * command buffer may still run), and ropeqk_ctx_destroy() waits once more, as long and at least
- * 10 s, then destroys the context's Vulkan objects, or leaks them if the dispatch still has not
- * completed, rather than destroy them in use or wait forever.
+ * context's queue and wait on a fence for at most the library's wait bound (ropeqk.h: 300 s or
+ * ROPEQK_WAIT_TIMEOUT_MS milliseconds, read at context creation; malformed: ROPEQK_ERR_BAD_CONFIG).
+ * A dispatch still running then (a hung device) fails the call with ROPEQK_ERR_TIMEOUT, backend
+ * error VK_TIMEOUT kept, a message naming the dispatch; the context then refuses every further
+ * call (its command buffer may still run), and ropeqk_ctx_destroy() waits once more, as long and
+ * at least 10 s (for the neutral run API's submissions too), then destroys the context's Vulkan
+ * objects, or leaks them if the work still has not completed, rather than destroy them in use or
+ * wait forever.
  */
 #ifndef ROPEQK_VULKAN_H
 #define ROPEQK_VULKAN_H
@@ -67,6 +71,11 @@ typedef struct {
     uint32_t queue_family;
     VkQueue queue;
     ropeqk_tuning tuning; /* zeroed = the profile's defaults */
+    /* 1: `device` was created with Vulkan 1.2's timelineSemaphore feature enabled (an API version of
+     * 1.2 or later on the instance and device), which the runs on device memory of ropeqk.h need
+     * (ropeqk_plan_run, ropeqk_buffer_*, events); 0: those calls return ROPEQK_ERR_BAD_PARAM on this
+     * context, and everything else works. */
+    int32_t timeline_semaphore;
 } ropeqk_vulkan_ctx_params;
 
 ROPEQK_API ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, ropeqk_ctx **out);
@@ -154,6 +163,25 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_paged_append(ropeqk_plan *plan, VkCommand
                                                    const ropeqk_tensor *v_new, ropeqk_vulkan_mem v_new_mem,
                                                    const ropeqk_vulkan_paged_cache *cache,
                                                    const ropeqk_paged_batch *batch);
+
+/* ---- the neutral run API's objects (ropeqk.h) on Vulkan objects ------------------------------ */
+/* `range` bytes of the caller's VkBuffer from `offset` as a ropeqk_buffer (borrowed: never
+ * destroyed; its size is range). The buffer needs VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, and
+ * TRANSFER_SRC / TRANSFER_DST for reads, writes, fills and copies (staged: vkCmdCopyBuffer,
+ * vkCmdFillBuffer); offset a multiple of 4. ROPEQK_ERR_BAD_PARAM on a non-Vulkan ctx. */
+ROPEQK_API ropeqk_status ropeqk_vulkan_buffer_wrap(ropeqk_ctx *ctx, VkBuffer buffer, VkDeviceSize offset,
+                                                   VkDeviceSize range, ropeqk_buffer **out);
+/* The buffer's VkBuffer and the range it spans (offset, range: optional); VK_NULL_HANDLE for NULL
+ * or a buffer of another backend. */
+ROPEQK_API VkBuffer ropeqk_vulkan_buffer_handle(const ropeqk_buffer *buf, VkDeviceSize *offset, VkDeviceSize *range);
+/* The caller's timeline semaphore (VK_SEMAPHORE_TYPE_TIMELINE, of the context's VkDevice) reaching
+ * `value`, as a wait condition for the neutral calls (borrowed: never destroyed). */
+ROPEQK_API ropeqk_status ropeqk_vulkan_event_wrap(ropeqk_ctx *ctx, VkSemaphore timeline, uint64_t value,
+                                                  ropeqk_event **out);
+/* The timeline semaphore and value an event stands for (value optional; the library's own
+ * semaphore for its events: wait on it, never signal it); VK_NULL_HANDLE for NULL or another
+ * backend's event. */
+ROPEQK_API VkSemaphore ropeqk_vulkan_event_semaphore(const ropeqk_event *ev, uint64_t *value);
 
 #ifdef __cplusplus
 }

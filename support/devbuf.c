@@ -230,12 +230,12 @@ static ropeqk_status vk_pool_make(ropeqk_ctx *ctx, VkCommandPool *pool, VkFence 
     return ROPEQK_SUCCESS;
 }
 
-/* The library's fence-wait limit (src/vulkan/vk_mem.c): ROPEQK_VULKAN_TIMEOUT_MS, else 10 minutes. */
+/* The library's fence-wait limit (src/vulkan/vk_mem.c): ROPEQK_WAIT_TIMEOUT_MS, else 300 s (src/core/buffer.c). */
 static uint64_t fence_timeout_ns(void)
 {
-    const char *e = getenv("ROPEQK_VULKAN_TIMEOUT_MS");
+    const char *e = getenv("ROPEQK_WAIT_TIMEOUT_MS");
     long long ms = e ? atoll(e) : 0;
-    return (uint64_t)(ms > 0 ? ms : 600000) * 1000000u;
+    return (uint64_t)(ms > 0 ? ms : 300000) * 1000000u;
 }
 
 typedef ropeqk_status (*vk_record_fn)(VkCommandBuffer cmd, const void *user);
@@ -283,7 +283,7 @@ static ropeqk_status vk_run(ropeqk_ctx *ctx, rqs_stream *s, vk_record_fn rec, co
                 sub = vk_fail(r, "vkQueueSubmit");
             else if ((r = vkWaitForFences(dev, 1, &fence, VK_TRUE, fence_timeout_ns())) != VK_SUCCESS)
                 sub = vk_fail(r, r == VK_TIMEOUT ? "vkWaitForFences (a recorded plan or copy of the test support: not "
-                                                   "complete within ROPEQK_VULKAN_TIMEOUT_MS)" : "vkWaitForFences");
+                                                   "complete within ROPEQK_WAIT_TIMEOUT_MS)" : "vkWaitForFences");
             else if ((r = vkResetFences(dev, 1, &fence)) != VK_SUCCESS)
                 sub = vk_fail(r, "vkResetFences");
         }

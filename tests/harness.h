@@ -118,4 +118,12 @@ bool th_is_vulkan(const ropeqk_ctx *ctx);
         }                                                                                          \
     } while (0)
 
+/* Asserts that a library call succeeded, with its status and ropeqk_last_error() on failure. */
+#define TH_OK(call)                                                                                \
+    do {                                                                                           \
+        ropeqk_status th_st_ = (call);                                                             \
+        cr_assert_eq(th_st_, ROPEQK_SUCCESS, "%s: %s: %s", #call, ropeqk_status_string(th_st_),    \
+                     ropeqk_last_error());                                                         \
+    } while (0)
+
 #endif

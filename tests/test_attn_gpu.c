@@ -9,7 +9,7 @@
  * Half of the runs go through a plan on device buffers whose bytes outside the views are checked
  * afterwards (canaries), half through ropeqk_attention(). On pocl the kernels run on the CPU, one
  * work-group in lock-step: this checks what they compute (local-memory races are oclgrind's job,
- * see the README's Tuning section), not how fast. Each Criterion test runs in its own process, so
+ * see docs/api.md, Tuning), not how fast. Each Criterion test runs in its own process, so
  * setenv() here touches no other test. */
 #include "harness.h"
 #include "rng.h"

@@ -266,12 +266,12 @@ Test(vulkan, scores_long_rows)
     ropeqk_ctx_destroy(ctx);
 }
 
-/* A dispatch that outlives ROPEQK_VULKAN_TIMEOUT_MS: the host call fails, named, instead of waiting
+/* A dispatch that outlives ROPEQK_WAIT_TIMEOUT_MS: the host call fails, named, instead of waiting
  * forever (issue 30: on an H200 the Vulkan suites had not finished after 228 s and no one could tell
  * whether a dispatch hung). Emulated with a 1 ms limit and an attention call that takes longer (tens
  * of ms on lavapipe; a GPU that finishes it within the millisecond skips, saying so): the status is
- * ROPEQK_ERR_BACKEND with VK_TIMEOUT kept, the message names the dispatch and the variable, the
- * context refuses further work, and its destruction returns (it waits for the dispatch once more,
+ * ROPEQK_ERR_TIMEOUT with VK_TIMEOUT kept as the backend error, the message names the dispatch and
+ * the variable, the context refuses further work, and its destruction returns (it waits for the dispatch once more,
  * at least 10 s, so the validation layer sees nothing destroyed in use). Malformed limits are
  * refused. */
 static double timed_attention(ropeqk_ctx *ctx, ropeqk_status *st)
@@ -294,9 +294,9 @@ static double timed_attention(ropeqk_ctx *ctx, ropeqk_status *st)
 
 Test(vulkan, dispatch_past_the_time_limit_fails_named)
 {
-    static const char *bad[] = {"0", "-5", "abc", "10ms", "", "86400001"};
+    static const char *bad[] = {"0", "-5", "abc", "10ms", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        setenv("ROPEQK_VULKAN_TIMEOUT_MS", bad[i], 1);
+        setenv("ROPEQK_WAIT_TIMEOUT_MS", bad[i], 1);
         ropeqk_ctx_params cp;
         memset(&cp, 0, sizeof cp);
         cp.device = "vulkan";
@@ -304,11 +304,11 @@ Test(vulkan, dispatch_past_the_time_limit_fails_named)
         ropeqk_status st = ropeqk_ctx_create(&cp, &x);
         if (st == ROPEQK_ERR_NO_DEVICE)
             cr_skip_test("no Vulkan device: %s", ropeqk_last_error());
-        cr_expect_eq(st, ROPEQK_ERR_BAD_CONFIG, "ROPEQK_VULKAN_TIMEOUT_MS='%s': %s", bad[i], ropeqk_status_string(st));
-        cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VULKAN_TIMEOUT_MS"), "%s", ropeqk_last_error());
+        cr_expect_eq(st, ROPEQK_ERR_BAD_CONFIG, "ROPEQK_WAIT_TIMEOUT_MS='%s': %s", bad[i], ropeqk_status_string(st));
+        cr_expect(strstr(ropeqk_last_error(), "ROPEQK_WAIT_TIMEOUT_MS"), "%s", ropeqk_last_error());
         ropeqk_ctx_destroy(x);
     }
-    unsetenv("ROPEQK_VULKAN_TIMEOUT_MS");
+    unsetenv("ROPEQK_WAIT_TIMEOUT_MS");
     const char *validation = getenv("ROPEQK_VULKAN_VALIDATION"); /* the suite's, restored below */
     char keep[32];
     snprintf(keep, sizeof keep, "%s", validation ? validation : "");
@@ -322,7 +322,7 @@ Test(vulkan, dispatch_past_the_time_limit_fails_named)
         setenv("ROPEQK_VULKAN_VALIDATION", keep, 1);
     else
         unsetenv("ROPEQK_VULKAN_VALIDATION");
-    setenv("ROPEQK_VULKAN_TIMEOUT_MS", "1", 1);
+    setenv("ROPEQK_WAIT_TIMEOUT_MS", "1", 1);
     ropeqk_ctx *ctx = vk_ctx("vulkan");
     ropeqk_status st;
     double t = timed_attention(ctx, &st);
@@ -334,16 +334,16 @@ Test(vulkan, dispatch_past_the_time_limit_fails_named)
         cr_skip_test("%s ran the call in %.2f ms, within the 1 ms limit: no timeout to see", d, t * 1e3);
     }
     const char *backend = NULL;
-    cr_expect_eq(st, ROPEQK_ERR_BACKEND, "%s", ropeqk_status_string(st));
+    cr_expect_eq(st, ROPEQK_ERR_TIMEOUT, "%s", ropeqk_status_string(st));
     cr_expect_eq(ropeqk_ctx_backend_error(ctx, &backend), 2 /* VK_TIMEOUT */, "%s", ropeqk_last_error());
     /* the dispatch named: the call's own, or the upload of its plan's constants (1 ms catches either) */
     const char *e = ropeqk_last_error();
-    cr_expect((strstr(e, "(host call of a attention plan: ") || strstr(e, "(buffer upload: ")) &&
-                  strstr(e, "not complete within ROPEQK_VULKAN_TIMEOUT_MS"),
+    cr_expect((strstr(e, "Vulkan host call of a attention plan") || strstr(e, "Vulkan buffer upload")) &&
+                  strstr(e, "ROPEQK_WAIT_TIMEOUT_MS") && strstr(e, "did not complete within 1.000 ms"),
               "%s", e);
     timed_attention(ctx, &st);
-    cr_expect_eq(st, ROPEQK_ERR_BACKEND);
+    cr_expect_eq(st, ROPEQK_ERR_TIMEOUT);
     cr_expect(strstr(ropeqk_last_error(), "unusable"), "%s", ropeqk_last_error());
     ropeqk_ctx_destroy(ctx);
-    unsetenv("ROPEQK_VULKAN_TIMEOUT_MS");
+    unsetenv("ROPEQK_WAIT_TIMEOUT_MS");
 }

@@ -11,6 +11,12 @@
 
 #include "object.h"
 
+/* The neutral run API's records (call.h, run.h), which the run entries below take. */
+struct rq_call_mems;
+struct rq_paged_mems;
+struct rq_append_mems;
+struct rq_waits;
+
 /* The model-family variants of docs/conventions.md section 11, as a backend's capability bits. */
 enum { RQ_VAR_SOFTCAP = 1, RQ_VAR_ROT_OFFSET = 2, RQ_VAR_MROPE = 4, RQ_VAR_SINKS = 8 };
 
@@ -22,6 +28,45 @@ enum { RQ_KV_I8 = 1, RQ_KV_FP8_E4M3 = 2, RQ_KV_FP8_E5M2 = 4 };
  * RQ_FAM_DENSE (dense attention's dense_rows) are host-side crossovers whose check and timing the
  * backend does itself (tune_measure). */
 typedef enum { RQ_FAM_SCORES, RQ_FAM_DECODE, RQ_FAM_ATTN, RQ_FAM_CHUNK, RQ_FAM_DENSE, RQ_FAM_COUNT } rq_family;
+
+
+/* Runs on device memory (ropeqk.h's ropeqk_buffer_*, ropeqk_plan_run, ...; run.h): a backend's
+ * table of one entry per operation. src/core/buffer.c and run.c check NULLs, ownership, byte ranges
+ * and the events (each of this backend and, by same_device, of the call's device), make the
+ * ropeqk_buffer and ropeqk_event shells and the {id, offset, end} records, then call the entry. Waits
+ * are bounded by `ns`. `sig` (NULL: not wanted) is an event of the call's context that the entry
+ * fills (handle, value) on success. Runs are refused before anything is submitted. */
+typedef struct rq_run_ops {
+    /* A buffer of b->size bytes with b->flags: fills id, base, impl (ROPEQK_ERR_TOO_LARGE past the
+     * device's allocation limit). buffer_free releases it (a wrapped object: the reference). */
+    ropeqk_status (*buffer_alloc)(ropeqk_buffer *b);
+    void (*buffer_free)(ropeqk_buffer *b);
+    /* Blocking, after everything submitted before on the context's queue (the range is checked). */
+    ropeqk_status (*buffer_write)(ropeqk_buffer *b, uint64_t off, const void *src, uint64_t n);
+    ropeqk_status (*buffer_read)(const ropeqk_buffer *b, uint64_t off, void *dst, uint64_t n);
+    ropeqk_status (*buffer_fill)(ropeqk_buffer *b, uint64_t off, uint64_t n, uint32_t word);
+    /* n checked regions of ctx's buffers, asynchronously. */
+    ropeqk_status (*buffer_copy)(ropeqk_ctx *ctx, const ropeqk_copy *c, uint32_t n, const struct rq_waits *w,
+                                 ropeqk_event *sig);
+    /* A scores or attention run, a paged decode and an append: the core's view checks (call.c,
+     * paged_call.c) on the records, then the same code as the backend's interop entry points. */
+    ropeqk_status (*run_plan)(ropeqk_plan *pl, const struct rq_call_mems *m, const ropeqk_step *step,
+                              const struct rq_waits *w, ropeqk_event *sig);
+    ropeqk_status (*run_paged)(ropeqk_plan *pl, const struct rq_paged_mems *m, const ropeqk_paged_batch *b,
+                               const struct rq_waits *w, ropeqk_event *sig);
+    ropeqk_status (*run_append)(ropeqk_plan *pl, const ropeqk_tensor *k_new, const ropeqk_tensor *v_new,
+                                const struct rq_append_mems *m, const ropeqk_paged_batch *b,
+                                const struct rq_waits *w, ropeqk_event *sig);
+    /* ROPEQK_SUCCESS once complete, ROPEQK_ERR_TIMEOUT (no message: the core names the event) after
+     * ns, ROPEQK_ERR_BACKEND when its commands failed. event_free drops the native reference. */
+    ropeqk_status (*event_wait)(ropeqk_event *e, uint64_t ns);
+    void (*event_free)(ropeqk_event *e);
+    /* Everything submitted through these entries on ctx's queue, waited for (message set on timeout). */
+    ropeqk_status (*finish)(ropeqk_ctx *ctx, uint64_t ns);
+    /* Whether two contexts of this backend share the device objects events live in (OpenCL: the
+     * cl_context; Vulkan: the VkDevice). */
+    bool (*same_device)(const ropeqk_ctx *a, const ropeqk_ctx *b);
+} rq_run_ops;
 
 typedef struct rq_backend {
     const char *name;   /* "OpenCL": ropeqk_ctx_backend_error's name, and messages */
@@ -100,6 +145,10 @@ typedef struct rq_backend {
     ropeqk_status (*tune_measure)(ropeqk_ctx *c, rq_family f, double *ms);
     /* The knobs this backend reads, for the tuner's progress lines ("tq=8 vk=16 ..."). */
     void (*tune_describe)(const rq_tuning *t, char *buf, size_t len);
+
+    /* Runs on device memory (ropeqk_buffer_*, ropeqk_plan_run, ...): one entry per operation, in a
+     * table of their own (below); NULL: the backend has none (the calls return ROPEQK_ERR_BAD_PARAM). */
+    const struct rq_run_ops *run;
 } rq_backend;
 
 /* The backends compiled in, in the order a bare device spec tries them (registry.c). */

@@ -44,7 +44,7 @@ ropeqk_status rq_plan_step(const ropeqk_plan *pl, const ropeqk_step *step, bool 
                            rq_extents *x);
 
 /* The buffers of one run of a scores or attention plan. */
-typedef struct {
+typedef struct rq_call_mems {
     rq_mem q, k, q_pos, k_pos, out, v, lse;
 } rq_call_mems;
 /* Everything a scores or attention run checks before anything is enqueued or recorded: the plan's
@@ -108,10 +108,10 @@ ropeqk_status rq_paged_rows(const ropeqk_plan *pl, const ropeqk_paged_batch *b, 
 bool rq_paged_scale_bytes(const ropeqk_tensor *cache, size_t *bytes);
 
 /* The buffers of a paged decode, and of an append (k_scale / v_scale: 8-bit caches only). */
-typedef struct {
+typedef struct rq_paged_mems {
     rq_mem q, k_cache, v_cache, out, lse, k_scale, v_scale;
 } rq_paged_mems;
-typedef struct {
+typedef struct rq_append_mems {
     rq_mem k_new, v_new, k_cache, v_cache, k_scale, v_scale;
 } rq_append_mems;
 /* A paged decode's checks before anything is enqueued or recorded: the plan is a paged one,

@@ -46,6 +46,7 @@ const char *ropeqk_status_string(int s)
     case ROPEQK_ERR_PAGE_DUPLICATE: return "a page appears twice in one sequence's page table";
     case ROPEQK_ERR_QUERY_ROWS: return "the query rows' offsets (q_indptr) are malformed: not starting at 0, not increasing, beyond max_q_rows, or more rows than cached tokens";
     case ROPEQK_ERR_SEQ_LENGTH: return "a sequence length is out of range (< 1, or beyond its pages' capacity)";
+    case ROPEQK_ERR_TIMEOUT: return "a bounded wait ran out (ropeqk_last_error names what was waited for)";
     }
     return "unknown status";
 }

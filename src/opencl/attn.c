@@ -45,14 +45,17 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
 }
 
 /* Query rows per pass (ctx.h, RQ_ATTN_PASS_BYTES), in equal passes: 16385 rows at 4096 per pass
- * are 5 x 3277, not 4 x 4096 + 1. */
+ * are 5 x 3277, not 4 x 4096 + 1. The cap counts the rows; the few spare rows past the last tile
+ * come on top (within the allocation limit): counted against the cap, they made S 4096 at Hq 32,
+ * D 128 (exactly 64 MiB of rows) two passes, the first one's attention kernel then inside the
+ * bench's "RoPE" time (device_ms - kernel_ms). */
 static int64_t attn_pass_rows(const ropeqk_ctx *ctx, const rq_problem *pb, int64_t Sq)
 {
     size_t row = (size_t)(pb->B * pb->Hq) * (size_t)pb->D * sizeof(float), cap = rq_cl(ctx)->attn_pass_bytes;
     size_t spare = (size_t)ctx->tune.atq * (size_t)pb->D * sizeof(float); /* rows past the last tile */
-    if (cap > rq_cl(ctx)->max_alloc)
-        cap = (size_t)rq_cl(ctx)->max_alloc;
-    cap = cap > spare ? cap - spare : 0;
+    size_t lim = (size_t)rq_cl(ctx)->max_alloc > spare ? (size_t)rq_cl(ctx)->max_alloc - spare : 0;
+    if (cap > lim)
+        cap = lim;
     int64_t per = (int64_t)(cap / row), passes;
     if (per < 1)
         per = 1;
@@ -117,7 +120,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     cl_int err = rq_set_rotate(rq_clp(pl)->krk, pl, &pl->k, m->k, m->k_pos, Sk, Sk, k_off, 1.0f, sk->buf,
                                (int64_t)(pb->D * sk_pad), 1, (int64_t)sk_pad, 0, 0, 1);
     if (!err)
-        err = rq_enqueue_rotate(queue, rq_clp(pl)->krk, pl, Sk, num_wait, wait, &kev);
+        err = rq_enqueue_rotate(queue, rq_clp(pl)->krk, pl, &pl->k, Sk, num_wait, wait, &kev);
     for (int64_t r0 = 0; r0 < Sq && !err; r0 += rows) {
         int64_t n = Sq - r0 < rows ? Sq - r0 : rows, Mp = pb->G * n;
         ropeqk_opencl_mem qm = m->q, qp = m->q_pos;
@@ -127,7 +130,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
         err = rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, qm, qp, n, Sq, q_off + r0, (float)pb->scale, sq->buf,
                             n * pb->D, pb->D, 1, 0, 0, 1);
         if (!err)
-            err = rq_enqueue_rotate(queue, rq_clp(pl)->krq, pl, n, last ? 1 : num_wait, last ? &last : wait, &qev);
+            err = rq_enqueue_rotate(queue, rq_clp(pl)->krq, pl, &pl->q, n, last ? 1 : num_wait, last ? &last : wait, &qev);
         if (err)
             break;
         if (last)

@@ -293,4 +293,5 @@ const rq_backend rq_opencl_backend = {
     .tune_finish = rq_cl_tune_finish,
     .tune_measure = rq_cl_tune_measure,
     .tune_describe = rq_cl_tune_describe,
+    .run = &rq_cl_run_ops, /* cl_run.c */
 };

@@ -32,11 +32,20 @@ cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t,
     return err;
 }
 
-/* The launch of rope_rotate over S rows: a work-item per (RQ_RV rows, rq_rot_units units), groups
- * spanning rot_uwg units. The local size is fixed (units rounded up; the kernel skips units past
- * the last, and stores no lane past S) so that pocl compiles the kernel once, not once per shape. */
-void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, size_t g[2], size_t l[2])
+/* The launch of rope_rotate over S rows of BH heads. CPU profile: a work-item per (RQ_RV rows,
+ * rq_rot_units units), groups spanning rot_uwg units; the local size is fixed (units rounded up; the
+ * kernel skips units past the last, and stores no lane past S) so that pocl compiles the kernel once,
+ * not once per shape. GPU profile (cl/rope_gpu.cl): a work-group of RQ_RGX x RQ_RGY work-items per
+ * tile of RQ_RGX units x RQ_RTR rows x RQ_RHC heads, the tiles of rows and of heads along dim 1. */
+void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, int64_t BH, size_t g[3], size_t l[3])
 {
+    g[2] = l[2] = 1;
+    if (rq_rot_units(t) == 1) {
+        size_t nhc = ((size_t)BH + RQ_RHC - 1) / RQ_RHC, nrt = ((size_t)S + RQ_RTR - 1) / RQ_RTR;
+        g[0] = rq_round_up((size_t)units, RQ_RGX), l[0] = RQ_RGX;
+        g[1] = nrt * nhc * RQ_RGY, l[1] = RQ_RGY;
+        return;
+    }
     size_t ub = (size_t)rq_rot_units(t), uwg = (size_t)t->rot_uwg / ub;
     size_t items = ((size_t)units + ub - 1) / ub;
     uwg = uwg < 1 ? 1 : uwg;
@@ -44,12 +53,12 @@ void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, size_t g[2], s
     l[0] = 1, l[1] = uwg;
 }
 
-cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S,
-                             cl_uint num_wait, const cl_event *wait, cl_event *ev)
+cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t,
+                         int64_t S, cl_uint num_wait, const cl_event *wait, cl_event *ev)
 {
-    size_t g[2], l[2];
-    rq_rotate_grid(&pl->ctx->tune, S, pl->pb.R / 2 + (pl->pb.D - pl->pb.R), g, l);
-    return clEnqueueNDRangeKernel(queue, k, 2, NULL, g, l, num_wait, wait, ev);
+    size_t g[3], l[3];
+    rq_rotate_grid(&pl->ctx->tune, S, pl->pb.R / 2 + (pl->pb.D - pl->pb.R), t->ne[0] * t->ne[1], g, l);
+    return clEnqueueNDRangeKernel(queue, k, 3, NULL, g, l, num_wait, wait, ev);
 }
 
 /* Splits a run in two halves along the keys (along_k) or the query rows, each a sub-view of the same
@@ -160,7 +169,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
                     : rq_set_rotate(rq_clp(pl)->krq, pl, &pl->q, m->q, m->q_pos, r->Sq, r->q_stride, r->q_off,
                                     (float)pb->scale, qr, r->Sq * (int64_t)qrow, (int64_t)qrow, 1, 0, 0, 1);
     if (!err)
-        err = rq_enqueue_rotate(queue, rq_clp(pl)->krq, pl, r->Sq, num_wait, wait, &ev[0]);
+        err = rq_enqueue_rotate(queue, rq_clp(pl)->krq, pl, &pl->q, r->Sq, num_wait, wait, &ev[0]);
     if (dec) { /* qk_decode_*: reads K itself; waits for Qr (whose kernel waited for `wait`) */
         rq_decode_args a = {
             .k_off = (rq_i64)m->k.offset, .knb0 = pl->k.nb[0], .knb1 = pl->k.nb[1], .knb2 = pl->k.nb[2],
@@ -195,7 +204,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
             err = rq_set_rotate(rq_clp(pl)->krk, pl, &pl->k, m->k, m->k_pos, r->Sk, r->k_stride, r->k_off, 1.0f, kt,
                                 (int64_t)(pb->D * sk_pad), 1, kp ? kp : (int64_t)sk_pad, kp, (int64_t)kp * pb->D, 1);
         if (!err)
-            err = rq_enqueue_rotate(queue, rq_clp(pl)->krk, pl, r->Sk, num_wait, wait, &ev[1]);
+            err = rq_enqueue_rotate(queue, rq_clp(pl)->krk, pl, &pl->k, r->Sk, num_wait, wait, &ev[1]);
         rq_scores_args a = {
             .qpos_off = qpos_off, .kpos_off = kpos_off, .out_off = (rq_i64)m->out.offset, .onb0 = onb[0],
             .onb1 = onb[1], .onb2 = onb[2], .onb3 = onb[3], .window = pb->window, .M = (rq_i32)M,

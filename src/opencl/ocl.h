@@ -9,6 +9,7 @@
 #include "contract.h"
 
 extern const rq_backend rq_opencl_backend;
+extern const struct rq_run_ops rq_cl_run_ops; /* cl_run.c: the neutral run API's entries */
 
 typedef struct rq_program {
     cl_device_id device;
@@ -227,9 +228,9 @@ ropeqk_status rq_cl_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, rq_mem *r);
 cl_int rq_set_rotate(cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t, ropeqk_opencl_mem m,
                      ropeqk_opencl_mem pos, int64_t S, int64_t pos_stride, int64_t off, float out_mul, cl_mem dst,
                      int64_t d_bh, int64_t d_row, int64_t d_dim, int32_t panel, int64_t d_panel, int32_t G);
-void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, size_t g[2], size_t l[2]);
-cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, int64_t S, cl_uint num_wait,
-                         const cl_event *wait, cl_event *ev);
+void rq_rotate_grid(const rq_tuning *t, int64_t S, int64_t units, int64_t BH, size_t g[3], size_t l[3]);
+cl_int rq_enqueue_rotate(cl_command_queue queue, cl_kernel k, const ropeqk_plan *pl, const ropeqk_tensor *t,
+                         int64_t S, cl_uint num_wait, const cl_event *wait, cl_event *ev);
 
 /* One enqueue (or one part of a split one): the counts and offsets that vary per call. */
 typedef struct {

@@ -197,8 +197,8 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     /* scales: read only for 8-bit caches (the core checked they are given exactly then) */
     cl_mem ks_buf = L->ks.buf ? L->ks.buf : cp->vfreq, vs_buf = L->vs.buf ? L->vs.buf : cp->vfreq;
     cl_event ev[3] = {NULL, NULL, NULL};
-    size_t rg[2], rl_[2];
-    rq_rotate_grid(&ctx->tune, ra.S, pb->R / 2 + (pb->D - pb->R), rg, rl_);
+    size_t rg[3], rl_[3];
+    rq_rotate_grid(&ctx->tune, ra.S, pb->R / 2 + (pb->D - pb->R), ra.BH, rg, rl_);
     size_t g1[3], l1[3];
     if (gpu) {
         g1[0] = (size_t)nsplit * cp->pwg, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;
@@ -217,7 +217,7 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     RQ_SET_ARG(krot, RQ_ROT_DST, sq->buf);
     RQ_SET_ARG(krot, RQ_ROT_A, ra);
     if (!err)
-        err = clEnqueueNDRangeKernel(queue, krot, 2, NULL, rg, rl_, num_wait, wait, &ev[0]);
+        err = clEnqueueNDRangeKernel(queue, krot, 3, NULL, rg, rl_, num_wait, wait, &ev[0]);
     RQ_SET_ARG(kp1, RQ_PG_K, L->k.buf);
     RQ_SET_ARG(kp1, RQ_PG_V, L->v.buf);
     RQ_SET_ARG(kp1, RQ_PG_META, L->meta);

@@ -11,6 +11,7 @@
 #include <float.h>
 
 extern const rq_backend rq_vulkan_backend;
+extern const struct rq_run_ops rq_vk_run_ops; /* vk_run.c: the neutral run API's entries */
 
 /* The shaders embedded at build time (glsl/, compiled by glslc; rq_spirv.c is generated). */
 typedef enum {
@@ -69,13 +70,15 @@ struct rq_vk_ctx {
     VkFence fence;
     pthread_mutex_t qlock;           /* the queue, pool and fence: one host call at a time */
     bool qlock_ok;
-    uint64_t timeout_ns;             /* most a fence wait lasts (ROPEQK_VULKAN_TIMEOUT_MS, vk_mem.c) */
+    uint64_t timeout_ns;             /* most a fence wait lasts (ROPEQK_WAIT_TIMEOUT_MS, vk_mem.c) */
     VkCommandBuffer stuck;           /* a submit whose wait timed out: the context is unusable */
     char stuck_what[128];            /* its dispatch's name */
     rq_vk_buf *dead;                 /* buffers freed while stuck: destroyed once it completes */
     size_t ndead;
     rq_vk_pipe *pipes;               /* guarded by ctx->lock */
     rq_vk_buf dummy;                 /* bound where a shader's optional buffer is absent */
+    bool timeline;                   /* timelineSemaphore enabled: the neutral run API may be used */
+    struct rq_vk_runq *runq;         /* its submissions (vk_submit.c), made at the first call */
 };
 
 /* pl->impl of a plan on a Vulkan context: what it owns. */
@@ -117,6 +120,12 @@ void rq_vk_close(ropeqk_ctx *ctx);
 ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what);
 const char *rq_vk_result_name(VkResult r);
 
+/* vk_submit.c: Vulkan 1.2's timeline-semaphore feature chained before `next` for vkCreateDevice when
+ * the device has it (tl filled; returns &tl), else `next`; and the neutral run API's submission queue
+ * released at close (after the queue was waited for). */
+void *rq_vk_timeline_chain(VkPhysicalDevice pd, VkPhysicalDeviceTimelineSemaphoreFeatures *tl, void *next);
+void rq_vk_runq_free(ropeqk_ctx *ctx);
+
 /* vk_mem.c */
 ropeqk_status rq_vk_buf_create(ropeqk_ctx *ctx, VkDeviceSize size, bool host, VkBufferUsageFlags extra,
                                rq_vk_buf *b);
@@ -125,15 +134,15 @@ void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b);
  * has no host-visible device-local memory). */
 ropeqk_status rq_vk_buf_upload(ropeqk_ctx *ctx, const void *data, VkDeviceSize bytes, rq_vk_buf *b);
 /* One-time command buffer on the context's queue: begin, then end + submit + wait (qlock held by
- * the caller of both). The wait is bounded (vk->timeout_ns): past it the call fails with
- * ROPEQK_ERR_BACKEND, backend error VK_TIMEOUT, a message naming `what` (the dispatch), and the
- * context refuses every later host call (its command buffer may still be running: a hung device);
- * ropeqk_ctx_destroy then waits once more, as long, and leaks the device's objects rather than
- * destroy them in use or hang. */
+ * the caller of both). The wait is bounded (vk->timeout_ns, ROPEQK_WAIT_TIMEOUT_MS): past it the
+ * call fails with ROPEQK_ERR_TIMEOUT, backend error VK_TIMEOUT kept, a message naming `what` (the
+ * dispatch), and the context refuses every later host call (its command buffer may still be
+ * running: a hung device); ropeqk_ctx_destroy then waits once more, as long and at least 10 s, and
+ * leaks the device's objects rather than destroy them in use or hang. */
 ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd);
 ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd, const char *what);
-/* The wait limit of ROPEQK_VULKAN_TIMEOUT_MS (strictly parsed: ROPEQK_ERR_BAD_CONFIG with the
- * message set) or the default, in nanoseconds. */
+/* The wait limit, in nanoseconds: the library's bound (src/core/run.h rq_wait_bound:
+ * ROPEQK_WAIT_TIMEOUT_MS, strictly parsed: ROPEQK_ERR_BAD_CONFIG with the message set). */
 ropeqk_status rq_vk_timeout_from_env(uint64_t *ns);
 /* Teardown (vk_ctx.c): waits, bounded, for a submit that timed out earlier, if any, and destroys
  * the buffers freed meanwhile; false when it still has not completed (the context's objects are then

@@ -31,4 +31,5 @@ const rq_backend rq_vulkan_backend = {
     .tune_lock = rq_vk_tune_lock,
     .tune_finish = NULL,
     .tune_describe = rq_vk_tune_describe,
+    .run = &rq_vk_run_ops, /* vk_run.c, vk_submit.c */
 };

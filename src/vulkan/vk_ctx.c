@@ -1,6 +1,7 @@
 /* Vulkan contexts: devices listed and opened by the library, or the caller's borrowed objects;
  * the validation-layer hook the tests use. */
 #include "vk.h"
+#include "vk_submit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +113,7 @@ static ropeqk_status make_instance(struct rq_vk_ctx *vk, int mode, VkInstance *o
     }
     bool validation = mode != VAL_OFF && have;
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "ropeqk",
-                             .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_1};
+                             .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_2};
     const char *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
     VkDebugUtilsMessengerCreateInfoEXT mci = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
@@ -350,9 +351,12 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->qfam,
                                    .queueCount = 1, .pQueuePriorities = &prio};
+    VkPhysicalDeviceTimelineSemaphoreFeatures tl; /* the neutral run API's events (vk_submit.c) */
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci, .enabledExtensionCount = N_REQUIRED,
-                              .ppEnabledExtensionNames = required_ext};
+                              .ppEnabledExtensionNames = required_ext,
+                              .pNext = rq_vk_timeline_chain(vk->phys, &tl, NULL)};
+    vk->timeline = dci.pNext == &tl;
     r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
     if (r != VK_SUCCESS)
         return rq_vk_fail(NULL, r, "vkCreateDevice");
@@ -378,6 +382,7 @@ ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, r
         vk->device = params->device;
         vk->queue = params->queue;
         vk->qfam = params->queue_family;
+        vk->timeline = params->timeline_semaphore == 1;
         st = vk_finish(ctx, &params->tuning);
     }
     if (st) {
@@ -403,7 +408,16 @@ void rq_vk_close(ropeqk_ctx *ctx)
             if (vk->qlock_ok)
                 pthread_mutex_unlock(&vk->qlock);
         }
+        /* the neutral run API's submissions (vk_submit.c): waited for on its timeline, bounded the
+         * same way, before its pool and semaphore go */
+        if (idle && vk->device && vk->runq) {
+            uint64_t last = 0;
+            VkSemaphore tl = rq_vk_timeline(ctx, &last);
+            uint64_t ns = vk->timeout_ns > 10000000000u ? vk->timeout_ns : 10000000000u;
+            idle = rq_vk_wait_value(ctx, tl, last, ns) == ROPEQK_SUCCESS;
+        }
         if (vk->device && idle) {
+            rq_vk_runq_free(ctx);
             rq_vk_pipes_free(ctx);
             rq_vk_buf_free(ctx, &vk->dummy);
             if (vk->fence)

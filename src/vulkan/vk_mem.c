@@ -1,7 +1,7 @@
 /* Buffers, one-time command buffers and barriers of the Vulkan backend. */
+#include "../core/run.h"
 #include "vk.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,28 +78,15 @@ void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Fence waits: 10 minutes by default. A host call on a GPU takes milliseconds; on lavapipe (a CPU)
- * the longest single submit of the suite takes seconds, and the 16k-token demo's attention minutes.
- * The suite sets 120 s (tests/meson.build): a hung dispatch fails its test, named, instead of
+/* Fence waits: the library's bound for its blocking waits, ROPEQK_WAIT_TIMEOUT_MS (default 300 s:
+ * src/core/buffer.c's rq_wait_bound), read at context creation. A host call on a GPU takes
+ * milliseconds; on lavapipe (a CPU) the longest single submit of the suite takes seconds. The suite
+ * sets 120 s for Vulkan (tests/meson.build): a hung dispatch fails its test, named, instead of
  * hanging the suite (issue 30: on an H200 the Vulkan suites had not finished after 228 s, and no one
  * could tell whether one hung). */
-#define RQ_VK_TIMEOUT_MS_DEFAULT 600000LL
-
 ropeqk_status rq_vk_timeout_from_env(uint64_t *ns)
 {
-    long long ms = RQ_VK_TIMEOUT_MS_DEFAULT;
-    const char *e = getenv("ROPEQK_VULKAN_TIMEOUT_MS");
-    if (e) {
-        char *end = NULL;
-        errno = 0;
-        ms = strtoll(e, &end, 10);
-        if (!*e || end == e || *end || errno || ms < 1 || ms > 86400000LL) {
-            rq_set_error("ROPEQK_VULKAN_TIMEOUT_MS='%s': expected milliseconds from 1 to 86400000", e);
-            return ROPEQK_ERR_BAD_CONFIG;
-        }
-    }
-    *ns = (uint64_t)ms * 1000000u;
-    return ROPEQK_SUCCESS;
+    return rq_wait_bound(ns);
 }
 
 /* A context whose earlier submit timed out takes no more work (its fence and pool are in use). */
@@ -108,9 +95,9 @@ static ropeqk_status refuse_stuck(ropeqk_ctx *ctx)
     struct rq_vk_ctx *vk = rq_vk(ctx);
     atomic_store(&ctx->last_err, (int32_t)VK_TIMEOUT);
     rq_set_error("Vulkan context unusable: an earlier dispatch (%s) did not complete within %llu ms "
-                 "(ROPEQK_VULKAN_TIMEOUT_MS); destroy the context", vk->stuck_what,
+                 "(ROPEQK_WAIT_TIMEOUT_MS); destroy the context", vk->stuck_what,
                  (unsigned long long)(vk->timeout_ns / 1000000u));
-    return ROPEQK_ERR_BACKEND;
+    return ROPEQK_ERR_TIMEOUT;
 }
 
 ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd)
@@ -150,18 +137,19 @@ ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd, const char 
         r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
         if (r == VK_SUCCESS) {
             r = vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, vk->timeout_ns);
-            snprintf(msg, sizeof msg, "vkWaitForFences (%s%s)", dispatch,
-                     r == VK_TIMEOUT ? ": not complete within ROPEQK_VULKAN_TIMEOUT_MS" : "");
+            snprintf(msg, sizeof msg, "vkWaitForFences (%s)", dispatch);
             what = msg;
             if (r == VK_TIMEOUT) { /* still running: keep the buffer and the fence as they are */
                 vk->stuck = cmd;
                 snprintf(vk->stuck_what, sizeof vk->stuck_what, "%s", dispatch);
-                rq_vk_fail(ctx, r, what);
-                char head[512];
-                snprintf(head, sizeof head, "%s", ropeqk_last_error());
-                rq_set_error("%s, %llu ms; the context refuses further work", head,
-                             (unsigned long long)(vk->timeout_ns / 1000000u));
-                return ROPEQK_ERR_BACKEND;
+                atomic_store(&ctx->last_err, (int32_t)VK_TIMEOUT); /* the backend's code, kept */
+                char head[160];
+                snprintf(head, sizeof head, "Vulkan %s (ROPEQK_WAIT_TIMEOUT_MS)", dispatch);
+                rq_timeout(head, "the dispatch", vk->timeout_ns);
+                char full[400];
+                snprintf(full, sizeof full, "%s; the context refuses further work", ropeqk_last_error());
+                rq_set_error("%s", full);
+                return ROPEQK_ERR_TIMEOUT;
             }
             VkResult r2 = vkResetFences(vk->device, 1, &vk->fence);
             if (r == VK_SUCCESS)

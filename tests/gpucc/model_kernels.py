@@ -1,0 +1,245 @@
+"""The speed model's cases (tests/gpucc/speedmodel.py): the bench shapes, each the kernel launches the
+host makes for it, and what an H200 measured (../shared/gpu/README.md, issue 29's table).
+
+A launch (speedmodel.Launch) is: the kernel, the gpucc_variants program it is compiled from, the
+work-groups and their size (as src/opencl/*.c computes them), per source loop of the kernel its
+iterations per warp and entry of the loop (keyed by a snippet of a line inside that loop,
+whitespace-insensitive; 'snippet#2' for its second occurrence), the DRAM bytes it moves, the unit of
+work the tables count per, and the hot loop whose mix and FFMA share are reported. Every loop the
+kernel keeps in its SASS needs an entry (the model refuses a loop it cannot count); loops the
+compilers unroll completely may have one. `c` holds the program's numeric #defines and -D knobs
+(RQ_PTK, RQ_GA_BM, ...), so the counts follow the constants.
+
+Iterations per warp: a loop `for (e = lid; e < N; e += wg)` runs N / wg times in every warp; a loop
+that only the first warp runs (N <= 32) runs 1 / warps-per-group times on average.
+
+To add a kernel (a new decode or prefill kernel): a function returning its Launch list for a shape
+(a few lines: grid from the host code, the loop table), a Case in CASES with the measured time where
+one exists, and in BUDGETS its budget lines (without a TODO reason they are hard budgets)."""
+
+
+class Launch:
+    """A kernel launch as the host makes it (model_kernels.py builds these)."""
+
+    def __init__(self, kernel, program, wgs, wg, trips, dram, unit=None, hot=None, uniform=True, note=''):
+        self.kernel, self.program, self.wgs, self.wg = kernel, program, wgs, wg
+        self.trips, self.dram, self.unit, self.hot, self.uniform, self.note = trips, dram, unit, hot, uniform, note
+
+
+SMS = 132  # CL_DEVICE_MAX_COMPUTE_UNITS of the H200 (and the H100)
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+# ---- RoPE pass (cl/rope.cl, RQ_RUB 1: the GPU profile) --------------------------------------------
+
+def rope(c, dtype, rows, bh, D, R=None, what='RoPE pass'):
+    """rope_rotate_<dtype> over `rows` rows of `bh` heads (src/opencl/enqueue.c rq_rotate_grid: a
+    work-item per RQ_RV rows and unit, work-groups of rot_uwg (16) units along the units)."""
+    R = D if R is None else R
+    units = R // 2 + (D - R)
+    uwg = 16  # src/core/tuning.c rot_uwg, GPU profile
+    wgs = cdiv(rows, c['RQ_RV']) * cdiv(units, uwg)
+    es = {'f32': 4, 'f16': 2, 'bf16': 2}[dtype]
+    return Launch('rope_rotate_' + dtype, 'gpu', wgs, uwg,
+                  {'for (int r = row0; r < rend; r++)': min(rows, c['RQ_RV']),
+                   'for (int bh = 0; bh < BH; bh++)': bh},
+                  dram=rows * bh * D * (es + 4), unit=('row x head', rows * bh), hot='for (int bh = 0; bh < BH; bh++)',
+                  note=what)
+
+
+# ---- paged decode (cl/paged_gpu.cl paged_attn_gpu, cl/paged.cl paged_combine) -----------------------
+
+def paged_split(tasks, longest_pages, page_size, min_keys=256):
+    """src/core/paged_call.c rq_paged_pages_per_split with src/opencl/paged.c's GPU arguments."""
+    target = SMS * 8
+    want = cdiv(target, tasks)
+    pps = max(cdiv(longest_pages, want), cdiv(min_keys, page_size))
+    return pps
+
+
+def paged_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=False):
+    """A decode call over `n` sequences (or dense rows) of `tokens` keys each: Q's rotation,
+    paged_attn_gpu, paged_combine (src/opencl/paged.c rq_paged_run, GPU shape)."""
+    G = hq // hkv
+    wg = 128  # rq_paged_gpu_fit: 128 work-items for Dv <= 128 * RQ_PVT
+    warps = wg // 32
+    ngc, gpg = cdiv(G, c['RQ_PGH']), min(G, c['RQ_PGH'])
+    groups = hkv * ngc
+    kq = 1
+    while kq < c['RQ_PKQ'] and wg // (2 * kq) >= 1 and wg // (2 * kq) * c['RQ_PVT'] >= D:
+        kq *= 2
+    ndvc = cdiv(D, wg // kq * c['RQ_PVT'])
+    pages = cdiv(tokens, page)
+    pps = paged_split(n * groups * ndvc, pages, page)
+    nsplit, kps = cdiv(pages, pps), pps * page
+    tiles = sum(cdiv(min(kps, tokens - s * kps), c['RQ_PTK']) for s in range(nsplit)) / nsplit
+    ng = gpg
+    nst = cdiv(D // 2, c['RQ_PDC'] // 2)  # full rotary: every stage holds rotation pairs
+    kv = n * tokens * hkv * 2 * D * kv_es + (n * tokens * hkv * 2 * 4 if q8 else 0)
+    part = n * hq * nsplit * (D + 2) * 4
+    p1 = Launch('paged_attn_gpu', 'gpu', nsplit * groups * ndvc * n, wg, {
+        'for (int e = lid; e < RQ_PGH * RQ_PQD; e += wg)': c['RQ_PGH'] * c['RQ_PQD'] / wg,  # Q staged once
+        'for (int g = lid; g < RQ_PGH; g += wg)': 1 / warps,
+        'for (int c = lid; c < 256; c += wg)': 256 / wg if q8 else 0,
+        'for (int t0 = jbeg; t0 < jend; t0 += RQ_PTK)': tiles,
+        'sc[e] = t < nt &&': c['RQ_PGH'] * c['RQ_PTK'] / wg,
+        'for (int t = lid; t < RQ_PTK; t += wg)': 1 / warps,
+        'for (int st = 0; st < nst; st++)': nst,
+        'qs[g * RQ_PQD + c] = q[g * D': 0,                                  # qonce: D <= 256
+        'for (int e = lid; e < RQ_PTK * (RQ_PDC / 2); e += wg)': c['RQ_PTK'] * c['RQ_PDC'] // 2 / wg,
+        'for (int e = lid; e < RQ_PTK * RQ_PDC; e += wg)': 0,               # no pass-through dims
+        'for (int sl = lid; sl < RQ_PTK * RQ_PSQ; sl += wg)#1': c['RQ_PTK'] * c['RQ_PSQ'] / wg,
+        's1 = fma(qs[q1 + c], x, s1)': c['RQ_PDC'] if ng > c['RQ_PSQ'] else 0,   # two heads a slot
+        's0 = fma(qs[q0 + c], kt[kr0 + c], s0)': c['RQ_PDC'] if ng <= c['RQ_PSQ'] else 0,
+        'sc[e] = RQ_SOFTCAP(sc[e]': 0,
+        'for (int sl = lid; sl < RQ_PTK * RQ_PSQ; sl += wg)#2': c['RQ_PTK'] * c['RQ_PSQ'] / wg,
+        'for (int k = 0; k < 2; k++)': 1 if ng <= c['RQ_PSQ'] else 2,
+        'm0 = fmax(m0, sg[tt])': c['RQ_PTK'] // 4 - 1,
+        'for (int tt0 = klane; tt0 < nt; tt0 += RQ_PUN * kq)': c['RQ_PTK'] / (c['RQ_PUN'] * kq),
+        'for (int g = lid; g < ng; g += wg)': 1 / warps,
+        's0 += pg[tt]': c['RQ_PTK'] // 4 - 1,
+        'for (int r = 0; r < kq - 1; r++)': kq - 1,
+    }, dram=kv + part, unit=('key x KV head', n * tokens * hkv), hot='for (int t0 = jbeg; t0 < jend; t0 += RQ_PTK)',
+        note='%d splits of %d keys, %d head groups, %d rows' % (nsplit, kps, groups, n))
+    rows = n * hq
+    comb = Launch('paged_combine', 'gpu', cdiv(D, c['RQ_PCWG']) * rows, c['RQ_PCWG'], {
+        'M = fmax(M, ml[2 * i])': nsplit,
+        'o = fma(part[(r0 + i) * a.Dv + dv], w, o)': nsplit,
+    }, dram=part + rows * D * 4, unit=('row', rows), note='%d splits' % nsplit)
+    q = rope(c, 'f16' if dense else 'f32', n, hq, D, what='Q rotation')
+    return [q, p1, comb]
+
+
+# ---- attention (cl/attention_gpu.cl qk_attention_gpu_*) ------------------------------------------
+
+def attention(c, dtype, S, H, D, pass_bytes=64 << 20):
+    """Causal prefill attention, Hq = Hkv = H (src/opencl/attn.c rq_attn_enqueue): K's rotation into
+    Kt, then per pass of query rows (attn_pass_rows: 64 MiB of Qr) Q's rotation and the kernel."""
+    bm, bn, tk, rb = c['RQ_GA_BM'], c['RQ_GA_BN'], c['RQ_GA_TK'], c['RQ_GA_RB']
+    nt = (bm // rb) * (bn // 4)
+    warps = nt // 32
+    per = max(1, (pass_bytes - c['RQ_ATQ'] * D * 4) // (H * D * 4))
+    passes = cdiv(S, per)
+    rows = cdiv(S, passes)
+    es = {'f32': 4, 'f16': 2, 'bf16': 2}[dtype]
+    out = [rope(c, dtype, S, H, D, what='K rotation')]
+    for p in range(passes):
+        q0, n = p * rows, min(rows, S - p * rows)
+        blocks = cdiv(n, bm)
+        # key tiles not wholly masked for a block of rows at positions q0 + m0 .. q0 + m0 + bm - 1
+        tiles = sum(min(cdiv(S, bn), (q0 + b * bm + min(bm, n - b * bm) - 1) // bn + 1) for b in range(blocks)) / blocks
+        out.append(rope(c, dtype, n, H, D, what='Q rotation, pass %d' % (p + 1)))
+        out.append(Launch('qk_attention_gpu_' + dtype, 'gpu', blocks * H, nt, {
+            'for (int t = lid; t < RQ_GA_BM; t += RQ_GA_NT)': 1 / warps,
+            'for (int t = 0; t < nrow; t++)': min(bm, n) / warps,            # work-item 0 only
+            'for (int j0 = 0; j0 < Sk; j0 += RQ_GA_BN)': tiles,
+            'L.cpos[t] = kpos[': 0, 'pj_min = min(pj_min, L.cpos[t])': 0,    # no key position array
+            'for (int d0 = 0; d0 < D; d0 += RQ_GA_TK)': D / tk,
+            'for (int r = qr0; r < RQ_GA_BM; r += RQ_GA_NT / RQ_GA_Q4)': min(1.0, bm * (tk // 4) / nt),
+            'for (int c = ty; c < RQ_GA_TK; c += RQ_GA_TY)': tk / (bm // rb),
+            'for (int c4 = 0; c4 < RQ_GA_Q4; c4++)': tk // 4,
+            'for (int t = 0; t < RQ_GA_TX / 4; t++)#1': bn // 16,
+            'for (int u0 = 0; u0 < nk; u0 += RQ_GA_TK)': bn / tk,
+            'for (int u = ty; u < RQ_GA_TK; u += RQ_GA_TY)': tk / (bm // rb),
+            'for (int u = 0; u < RQ_GA_TK; u += 4)': tk // 4,
+            'for (int t = 0; t < RQ_GA_TX / 4; t++)#2': bn // 16,
+        }, dram=(n * H * D * 4) + S * H * D * 4 + S * H * D * es + n * H * D * es,
+            unit=('64x64 score tile', blocks * H * tiles * bm * bn / 4096), hot='for (int j0 = 0; j0 < Sk; j0 += RQ_GA_BN)',
+            uniform=False, note='pass %d: rows %d..%d, %.1f key tiles per block' % (p + 1, q0, q0 + n - 1, tiles)))
+    return out
+
+
+# ---- scores prefill (cl/scores_tiled.cl qk_scores_tiled) -----------------------------------------
+
+def scores(c, S, H, D):
+    """Scores S = Q K^T, B 1, Hq = Hkv = H, not causal (bench/scores_bench.c prefill shapes):
+    the RoPE pass over Q and K, then qk_scores_tiled (src/opencl/enqueue.c)."""
+    tile, tk = c['RQ_TILE'], c['RQ_TK']
+    tw = tile // c['RQ_RB']
+    wgs = cdiv(S, tile) ** 2 * H
+    return [rope(c, 'f32', S, H, D, what='Q rotation'), rope(c, 'f32', S, H, D, what='K rotation'),
+            Launch('qk_scores_tiled', 'gpu', wgs, tw * tw, {
+                'for (int t = lid; t < 2 * RQ_TILE; t += RQ_NT)': 0,            # not masked
+                'for (int d0 = 0; d0 < D; d0 += RQ_TK)': D / tk,
+                'for (int e = lid; e < RQ_TILE * (RQ_TK / 4); e += RQ_NT)': tile * tk / 4 / (tw * tw),
+                'for (int e = lid; e < RQ_TK * (RQ_TILE / 4); e += RQ_NT)': tile * tk / 4 / (tw * tw),
+                'for (int c4 = 0; c4 < RQ_TK / 4; c4++)': tk // 4,
+                'for (int l = 0; l < 4 && jj + l < Sk; l++)': 0,
+            }, dram=S * S * H * 4 + 2 * S * H * D * 4, unit=('64x64 score tile', wgs),
+                hot='for (int d0 = 0; d0 < D; d0 += RQ_TK)')]
+
+
+# ---- the cases --------------------------------------------------------------------------------------
+
+class Case:
+    def __init__(self, name, title, launches, measured=None, source=''):
+        self.name, self.title, self.launches, self.measured, self.source = name, title, launches, measured, source
+
+
+H200 = '../shared/gpu/README.md, H200 2026-11-28'
+
+
+def cases(c):
+    """Today's bench shapes with their H200 figures (ms); `c`: the program's constants and knobs."""
+    return [
+        Case('paged-f16', 'paged decode f16, 131072 tokens, Hq 32/Hkv 8, D 128 (--paged 131072)',
+             paged_decode(c, 131072, 32, 8, 128, 2), 2.34, H200),
+        Case('paged-f32', 'paged decode f32 pages, same shape', paged_decode(c, 131072, 32, 8, 128, 4), 2.25, H200),
+        Case('paged-int8', 'paged decode int8 pages, same shape', paged_decode(c, 131072, 32, 8, 128, 1, q8=True),
+             2.26, H200),
+        Case('dense-sq1', 'dense decode f16, 131072 keys, Sq 1 (--dense-decode 131072)',
+             paged_decode(c, 131072, 32, 8, 128, 2, n=1, page=64, dense=True), 2.38, H200),
+        Case('dense-sq8', 'dense decode f16, 131072 keys, Sq 8',
+             paged_decode(c, 131072, 32, 8, 128, 2, n=8, page=64, dense=True), 23.0, H200),
+        Case('attn-s4096', 'attention f32 causal, S 4096, H 32, D 128 (--attention), whole call',
+             attention(c, 'f32', 4096, 32, 128), 12.3, H200),
+        # predictions only (no H200 figure yet): one pass at S 4096 (ROPEQK_ATTN_PASS_BYTES=268435456),
+        # where the bench's kernel_ms is the whole attention kernel and device_ms - kernel_ms the
+        # RoPE pass alone; and S 1024 (one pass by default)
+        Case('attn-s4096-1pass', 'attention f32 causal, S 4096, one pass (ROPEQK_ATTN_PASS_BYTES=268435456)',
+             attention(c, 'f32', 4096, 32, 128, pass_bytes=256 << 20)),
+        Case('attn-s1024', 'attention f32 causal, S 1024, H 32, D 128 (--attention, first shape)',
+             attention(c, 'f32', 1024, 32, 128)),
+        Case('scores-s2048', 'scores prefill f32, S 2048, H 32, D 128 (16.9 TFLOP/s), whole call',
+             scores(c, 2048, 32, 128), 2 * 32 * 2048 * 2048 * 128 / 16.9e12 * 1e3, H200),
+    ]
+
+
+# Parts of a case measured on their own: (case, 'last' or 'rest') -> ms. The bench's kernel_ms is the
+# span of the event the plan returns: the LAST pass's attention kernel only (bench/attn_bench.c
+# one_run, src/opencl/attn.c: at S 4096, H 32 the query rows run in two passes of 2048, 64 MiB of
+# Qr each), so its "RoPE pass" (device_ms - kernel_ms) holds K's and both Q rotations AND the first
+# pass's attention kernel.
+PARTS = {
+    ('attn-s4096', 'last'): 8.0,   # kernel_ms: pass 2's qk_attention_gpu_f32 (rows 2048..4095)
+    ('attn-s4096', 'rest'): 4.3,   # device_ms - kernel_ms: the rotations and pass 1's kernel
+}
+PART_NAMES = {'last': 'its last kernel: the bench\'s kernel_ms', 'rest': 'the launches before it: "RoPE pass"'}
+
+# Budgets held by the suite: (case, check, kernel, TODO reason or '' for a hard budget). Checks:
+#   memory-bound: the DRAM bound is the largest of the kernel's bounds;
+#   ffma-share X: at least X of the instructions the kernel's hot loop issues are FFMA (the key-tile
+#                 loop of the attention kernel, nested loops included);
+#   time X: the case's predicted time at most X ms (issue 29's H200 targets);
+#   rope-share X: the RoPE launches (rope_rotate_*) at most X of the case's predicted time.
+# Today's kernels fail most (issue 29): each is a TODO with the reason; a new kernel that meets its
+# budget gets '' (one line), and the suite then fails if it stops meeting it.
+BUDGETS = [
+    ('paged-f16', 'memory-bound', 'paged_attn_gpu',
+     'TODO paged_attn_gpu (today): latency-bound, 12 waits on loads per P.V round, 25% occupancy'),
+    ('dense-sq1', 'memory-bound', 'paged_attn_gpu',
+     'TODO the dense decode runs paged_attn_gpu (today): not memory-bound'),
+    ('attn-s4096', 'ffma-share 0.7', 'qk_attention_gpu_f32',
+     'TODO qk_attention_gpu_f32 (today): the online softmax (exp, max, masks) per 64-key tile'),
+    ('paged-f16', 'time 0.25', '', 'TODO issue 29 target (today: 2.3 ms)'),
+    ('paged-int8', 'time 0.15', '', 'TODO issue 29 target (today: 2.3 ms)'),
+    ('attn-s4096', 'time 4.0', '', 'TODO issue 29 target (today: 11-12 ms)'),
+    ('scores-s2048', 'time %.3f' % (2 * 32 * 2048 * 2048 * 128 / 40e12 * 1e3), '',
+     'TODO issue 29 target, 40 TFLOP/s (today: 17)'),
+    # the model's RoPE pass (0.35 ms of 11.3) is within 5% today; the H200's split of the bench does not
+    # show it (its kernel_ms is the last pass's kernel: PARTS), ROPEQK_ATTN_PASS_BYTES=268435456 would
+    ('attn-s4096', 'rope-share 0.05', '', ''),
+]
