@@ -13,7 +13,8 @@
 #   3. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer runs
 #      after every test; pocl's own allocations are suppressed by tests/lsan.supp), the big case
 #      sweeps on every 4th case (ROPEQK_TEST_STRIDE=4, tests/harness.h: host code's memory use; the
-#      whole sweeps ran in stage 1);
+#      whole sweeps ran in stage 1), less suite shader_variants (Vulkan suites rerun with other
+#      shader configurations: the same host code);
 #   4. short libFuzzer runs of the .npy parser and the API's argument validation (scripts/fuzz.sh),
 #      FUZZ_SECONDS each (default 60; 0 skips).
 # Each stage prints its wall time at its end, and the whole at the end (CI's limit: 45 minutes on a
@@ -59,7 +60,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 \
 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
 ROPEQK_TEST_STRIDE=4 \
-  meson test -C build-asan --print-errorlogs --timeout-multiplier 3
+  meson test -C build-asan --print-errorlogs --timeout-multiplier 3 --no-suite shader_variants
 stage_done "stage 3, the sanitizer build" "$t0"
 
 if [ "${FUZZ_SECONDS:-60}" != 0 ] && [ -x scripts/fuzz.sh ]; then
