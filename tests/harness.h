@@ -13,7 +13,8 @@
 /* ROPEQK_TEST_SEED, else dflt: the seed of a randomised test (print it with every failure). */
 uint64_t th_seed(uint64_t dflt);
 /* ROPEQK_TEST_STRIDE (1 to 16, else 1): the big case sweeps (sweep, attn_sweep, attn_gpu, tiled,
- * vk_attn_edges, dense_decode, variants' sweeps) run every N-th of their cases only. scripts/test.sh sets 4 for the sanitizer stage:
+ * vk_attn_edges, dense_decode, variants' sweeps) run every N-th of their cases only, and
+ * paged_engine checks every N-th step against fp64 (every step's cache bytes still). scripts/test.sh sets 4 for the sanitizer stage:
  * there the cases check the host code's memory use, which a quarter of the shapes reaches as the
  * whole sweep does (the kernels are not instrumented), and the whole sweeps ran in the stages before
  * (issue 30: the stage took over 40 of CI's 45 minutes on a 2-core AVX2 host). */
