@@ -10,6 +10,11 @@
  * last reference to one of them while such a command has not completed. Test-only (tests/meson.build
  * runs some suites under it); never linked into anything.
  *
+ * It also reports NVIDIA's CL_DEVICE_MEM_BASE_ADDR_ALIGN (4096 bits) and refuses sub-buffers at
+ * offsets that are not multiples of it (CL_MISALIGNED_SUB_BUFFER_OFFSET), as that driver does: the
+ * library makes no sub-buffers (user offsets are kernel arguments), and a suite run under this shim
+ * would show it if one came back.
+ *
  * Tracked commands: clEnqueueNDRangeKernel (the kernel and the buffers set as its arguments),
  * clEnqueueCopyBuffer, clEnqueueFillBuffer, clEnqueueReadBuffer and clEnqueueWriteBuffer (their
  * buffers). Objects are keyed by handle in small tables; a handle's entries are dropped when its
@@ -250,4 +255,35 @@ cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t off,
 {
     void *uses[1] = {m};
     TRACKED(REAL(clEnqueueWriteBuffer)(q, m, b, off, n, p, nw, w, evp), uses, 1);
+}
+
+/* NVIDIA's base address alignment (driver 580, H100/H200): 4096 bits */
+#define NV_BASE_ALIGN_BITS 4096u
+
+cl_int clGetDeviceInfo(cl_device_id d, cl_device_info what, size_t size, void *value, size_t *ret)
+{
+    if (what == CL_DEVICE_MEM_BASE_ADDR_ALIGN) {
+        if (ret)
+            *ret = sizeof(cl_uint);
+        if (value) {
+            if (size < sizeof(cl_uint))
+                return CL_INVALID_VALUE;
+            *(cl_uint *)value = NV_BASE_ALIGN_BITS;
+        }
+        return CL_SUCCESS;
+    }
+    return REAL(clGetDeviceInfo)(d, what, size, value, ret);
+}
+
+cl_mem clCreateSubBuffer(cl_mem m, cl_mem_flags f, cl_buffer_create_type t, const void *info, cl_int *err)
+{
+    if (t == CL_BUFFER_CREATE_TYPE_REGION && info &&
+        ((const cl_buffer_region *)info)->origin % (NV_BASE_ALIGN_BITS / 8) != 0) {
+        if (err)
+            *err = CL_MISALIGNED_SUB_BUFFER_OFFSET;
+        return NULL;
+    }
+    cl_mem s = REAL(clCreateSubBuffer)(m, f, t, info, err);
+    add(s, 0);
+    return s;
 }
