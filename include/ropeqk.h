@@ -496,7 +496,9 @@ typedef enum {
  * append) in the backend's arguments; a 16/32-bit cache takes none. The value of element d of a row
  * is (float)q[d] * scale (symmetric, f32 math). The append quantizes its f32/f16/bf16 rows: per
  * (token, KV head) row, a = max |x|, scale = a / QMAX (QMAX 127 int8, 448 e4m3, 57344 e5m2),
- * q = x / scale rounded to nearest even (int8 clamped to [-127, 127]; fp8 saturating to +-QMAX);
+ * q = x / scale rounded to nearest even (int8 clamped to [-127, 127]; fp8 saturating to +-QMAX),
+ * both divisions rounded as IEEE f32 division is on every device (computed in integers, not with
+ * the device's `/`): the same bytes and scales as the host rule of support/quant.c everywhere;
  * a row of zeros gets scale 0 and q 0; a row holding a NaN or an infinity gets scale NaN (its keys
  * then read as NaN, as an unquantized cache would propagate them). A cache the caller quantized
  * itself in this layout is read the same way.

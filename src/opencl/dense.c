@@ -124,14 +124,20 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         return ROPEQK_SUCCESS;
     if (st)
         return st;
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the commands using it (retire.c) */
+    if (!grave) {
+        free(meta.v);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    }
     cl_int err = CL_SUCCESS;
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     cl_event qcopy = NULL;
     if (!err && qarr)
         err = copy_qpos(pl, queue, m->q_pos, mbuf, meta.qpos_off, fast, num_wait, wait, &qcopy);
     if (err) {
-        if (mbuf)
-            clReleaseMemObject(mbuf);
+        rq_cl_bury_mem(ctx, grave, mbuf, qcopy ? 1 : 0, &qcopy);
+        if (qcopy)
+            clReleaseEvent(qcopy);
         free(meta.v);
         return rq_cl_fail(ctx, err);
     }
@@ -163,9 +169,11 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         L.ra.d_bh = Sq * HD, L.ra.d_panel = pb->D, L.ra.d_row = HD;
     }
     st = rq_paged_run(pl, queue, &L, cp->krq, cp->kx[1], cp->kx[2], num_wait, wait, event);
+    /* once the commands using it have completed (retire.c): the last kernel's event, else the copy's */
+    cl_event last = event && *event ? *event : qcopy;
+    rq_cl_bury_mem(ctx, grave, mbuf, last ? 1 : 0, &last);
     if (qcopy)
         clReleaseEvent(qcopy);
-    clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
     free(meta.v);
     if (st == ROPEQK_ERR_TOO_LARGE) /* scratch past the allocation limit: nothing enqueued but the copy */
         return ROPEQK_SUCCESS;

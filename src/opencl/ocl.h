@@ -45,13 +45,17 @@ typedef struct rq_cl_ctx {
     cl_device_id device;
     rq_program *programs;      /* cache keyed by (device, options), guarded by the context's lock */
     cl_ulong max_alloc;        /* the device's largest buffer (or ROPEQK_MAX_ALLOC) */
-    pthread_mutex_t pool_lock; /* guards the scratch pool below */
+    pthread_mutex_t pool_lock; /* guards the scratch pool and the deferred releases below */
     bool pool_lock_ok;
     rq_scratch *pool_free;     /* most recently returned first */
     rq_scratch *pool_busy;     /* returned, their commands maybe still running */
     size_t pool_free_bytes;
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
     size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
+    struct { cl_event ev; uint64_t ticket; } *pend; /* retire.c: calls maybe still running (events retained) */
+    size_t npend;
+    uint64_t tickets;          /* retire.c: calls recorded so far */
+    struct rq_grave *graves;   /* retire.c: objects released once their commands have completed */
 } rq_cl_ctx;
 
 /* pl->impl of a plan on an OpenCL context. */
@@ -76,6 +80,7 @@ typedef struct rq_cl_plan {
     cl_mem ftab;               /* their R(delta) table */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
     bool lock_ok;
+    struct rq_grave *grave;    /* retire.c: where its objects wait for its calls once destroyed */
 } rq_cl_plan;
 
 static inline rq_cl_ctx *rq_cl(const ropeqk_ctx *ctx) { return (rq_cl_ctx *)ctx->impl; }
@@ -127,6 +132,37 @@ ropeqk_status rq_cl_tune_time(ropeqk_ctx *c, rq_family f, double *ms);
 ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out);
 void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event *ev);
 void rq_scratch_free_all(ropeqk_ctx *ctx);
+
+/* retire.c: the library's own objects are released only once the commands that may use them have
+ * completed (a command may wait for a caller's user event long after its call returned; NVIDIA's
+ * OpenCL crashed there, issue 30). rq_cl_track records a call's last event (the public enqueue entry
+ * points). A call's temporary buffer goes into a grave made before anything is enqueued
+ * (rq_cl_grave_new: NULL is the call's ROPEQK_ERR_OUT_OF_HOST_MEMORY) and is buried with the call's
+ * events (rq_cl_bury_mem: released once they have completed; none: at once); a plan's objects are
+ * buried in the grave inside its rq_cl_plan (rq_cl_bury_plan: released, and the plan freed, once
+ * every call recorded before has completed). Later calls check without blocking;
+ * rq_cl_graves_free_all releases the rest (context teardown, after clFinish). Never waits. */
+#define RQ_GRAVE_MAX 13 /* objects: a plan's 7 + 3 + 2 kernels and 4 buffers share 13 slots (plan.c) */
+#define RQ_GRAVE_EV 2   /* a temporary's events */
+#define RQ_PEND_MAX 256 /* calls recorded at once; more go unrecorded (retire.c) */
+typedef struct {
+    cl_kernel kernel;
+    cl_mem mem;
+} rq_cl_obj;
+typedef struct rq_grave {
+    struct rq_grave *next;
+    uint64_t ticket;          /* plans: the last call recorded before; temporaries: 0 */
+    cl_uint nobj, nev;
+    rq_cl_obj obj[RQ_GRAVE_MAX];
+    cl_event ev[RQ_GRAVE_EV];
+    void *owner;              /* freed with the grave: the grave itself, or its plan */
+} rq_grave;
+ropeqk_status rq_cl_retire_init(ropeqk_ctx *ctx);
+void rq_cl_track(ropeqk_ctx *ctx, cl_event ev);
+rq_grave *rq_cl_grave_new(void);
+void rq_cl_bury_mem(ropeqk_ctx *ctx, rq_grave *g, cl_mem m, cl_uint nev, const cl_event *ev);
+void rq_cl_bury_plan(ropeqk_ctx *ctx, rq_grave *g);
+void rq_cl_graves_free_all(ropeqk_ctx *ctx);
 
 /* paged.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
  * sequences described by a metadata buffer (contract.h), shared by the paged decode and the dense

@@ -291,9 +291,16 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
             free(sub.v);
             break;
         }
+        rq_grave *grave = rq_cl_grave_new(); /* the run's metadata outlives its kernels (retire.c) */
+        if (!grave) {
+            free(sub.v);
+            st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+            break;
+        }
         cl_int err = CL_SUCCESS;
         cl_mem mbuf = rq_paged_meta_upload(ctx, &sub, &err);
         if (err) {
+            free(grave);
             free(sub.v);
             st = rq_cl_fail(ctx, err);
             break;
@@ -312,7 +319,7 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         cl_event ran = NULL;
         st = rq_paged_run(pl, queue, &R, cp->kx[0], cp->kx[1], cp->kx[2], prev ? 1 : num_wait, prev ? &prev : wait,
                           &ran);
-        clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
+        rq_cl_bury_mem(ctx, grave, mbuf, ran ? 1 : 0, &ran); /* once the run's kernels have completed */
         free(sub.v);
         if (prev)
             clReleaseEvent(prev);
@@ -327,15 +334,11 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
     return st;
 }
 
-ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queue,
-                                          const ropeqk_opencl_paged_args *args, const ropeqk_paged_batch *batch,
-                                          cl_uint num_wait, const cl_event *wait, cl_event *event)
+static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
+                                   const ropeqk_paged_batch *batch, cl_uint num_wait, const cl_event *wait,
+                                   cl_event *event)
 {
     const char *fn = "ropeqk_opencl_paged_enqueue";
-    if (event)
-        *event = NULL;
-    if (!pl || !args || !batch || (num_wait > 0 && !wait))
-        return ROPEQK_ERR_NULL_POINTER;
     ropeqk_status st = plan_is_cl(pl, fn);
     if (st)
         return st;
@@ -361,10 +364,16 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
         free(meta.v);
         return st;
     }
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (retire.c) */
+    if (!grave) {
+        free(meta.v);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    }
     cl_int err = CL_SUCCESS;
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
+        free(grave);
         free(meta.v);
         return st;
     }
@@ -396,14 +405,14 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     } else if (nchunks > 0)
         st = decode_runs(pl, queue, &L, &meta, batch, num_wait, wait, &ran);
     else
-        st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait, event ? &ran : NULL);
+        st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait, &ran);
     if (!st && nchunks > 0)
         st = rq_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ran, &chained);
-    clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
     if (chained) {
         clReleaseEvent(ran);
         ran = chained;
     }
+    rq_cl_bury_mem(ctx, grave, mbuf, ran ? 1 : 0, &ran); /* once the kernels using it have completed */
     if (!st && event) {
         *event = ran;
         ran = NULL;
@@ -416,17 +425,12 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
 
 /* ---- append ------------------------------------------------------------------------------------ */
 
-ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
-                                         ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
-                                         ropeqk_opencl_mem v_new_mem, const ropeqk_opencl_paged_cache *cache,
-                                         const ropeqk_paged_batch *batch, cl_uint num_wait, const cl_event *wait,
-                                         cl_event *event)
+static ropeqk_status paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
+                                  ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new, ropeqk_opencl_mem v_new_mem,
+                                  const ropeqk_opencl_paged_cache *cache, const ropeqk_paged_batch *batch,
+                                  cl_uint num_wait, const cl_event *wait, cl_event *event)
 {
     const char *fn = "ropeqk_opencl_paged_append";
-    if (event)
-        *event = NULL;
-    if (!pl || !k_new || !v_new || !cache || !batch || (num_wait > 0 && !wait))
-        return ROPEQK_ERR_NULL_POINTER;
     ropeqk_status st = plan_is_cl(pl, fn);
     if (st)
         return st;
@@ -444,8 +448,14 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
         return st;
     const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
     cl_int err = CL_SUCCESS;
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (retire.c) */
+    if (!grave) {
+        st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        goto done;
+    }
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
+        free(grave);
         st = rq_cl_fail(ctx, err);
         goto done;
     }
@@ -497,12 +507,52 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
         err = clEnqueueMarkerWithWaitList(queue, 2, ev, event);
     if (err)
         st = rq_cl_fail(ctx, err);
+    cl_uint nev = ev[0] ? (ev[1] ? 2 : 1) : 0; /* ev[1] is set only after ev[0] */
+    rq_cl_bury_mem(ctx, grave, mbuf, nev, ev); /* once the kernels using it have completed */
     for (int i = 0; i < 2; i++)
         if (ev[i])
             clReleaseEvent(ev[i]);
-    clReleaseMemObject(mbuf);
 done:
     free(meta.v);
     return st;
 }
 
+
+/* The public entry points: the call's last event is recorded (also when the caller takes none), so
+ * that the plan's kernels and buffers outlive its commands (retire.c). */
+ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queue,
+                                          const ropeqk_opencl_paged_args *args, const ropeqk_paged_batch *batch,
+                                          cl_uint num_wait, const cl_event *wait, cl_event *event)
+{
+    if (event)
+        *event = NULL;
+    if (!pl || !args || !batch || (num_wait > 0 && !wait))
+        return ROPEQK_ERR_NULL_POINTER;
+    cl_event own = NULL, *evp = event ? event : &own;
+    ropeqk_status st = paged_enqueue(pl, queue, args, batch, num_wait, wait, evp);
+    if (!st && rq_is_cl(pl->ctx))
+        rq_cl_track(pl->ctx, *evp);
+    if (own)
+        clReleaseEvent(own);
+    return st;
+}
+
+ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
+                                         ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
+                                         ropeqk_opencl_mem v_new_mem, const ropeqk_opencl_paged_cache *cache,
+                                         const ropeqk_paged_batch *batch, cl_uint num_wait, const cl_event *wait,
+                                         cl_event *event)
+{
+    if (event)
+        *event = NULL;
+    if (!pl || !k_new || !v_new || !cache || !batch || (num_wait > 0 && !wait))
+        return ROPEQK_ERR_NULL_POINTER;
+    cl_event own = NULL, *evp = event ? event : &own;
+    ropeqk_status st =
+        paged_append(pl, queue, k_new, k_new_mem, v_new, v_new_mem, cache, batch, num_wait, wait, evp);
+    if (!st && rq_is_cl(pl->ctx))
+        rq_cl_track(pl->ctx, *evp);
+    if (own)
+        clReleaseEvent(own);
+    return st;
+}

@@ -88,6 +88,11 @@ struct rq_vk_ctx {
     VkFence fence;
     pthread_mutex_t qlock;           /* the queue, pool and fence: one host call at a time */
     bool qlock_ok;
+    uint64_t timeout_ns;             /* most a fence wait lasts (ROPEQK_WAIT_TIMEOUT_MS, vk_mem.c) */
+    VkCommandBuffer stuck;           /* a submit whose wait timed out: the context is unusable */
+    char stuck_what[128];            /* its dispatch's name */
+    rq_vk_buf *dead;                 /* buffers freed while stuck: destroyed once it completes */
+    size_t ndead;
     rq_vk_pipe *pipes;               /* guarded by ctx->lock */
     rq_vk_buf dummy;                 /* bound where a shader's optional buffer is absent */
     bool timeline;                   /* timelineSemaphore enabled: the neutral run API may be used */
@@ -150,9 +155,20 @@ void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b);
  * has no host-visible device-local memory). */
 ropeqk_status rq_vk_buf_upload(ropeqk_ctx *ctx, const void *data, VkDeviceSize bytes, rq_vk_buf *b);
 /* One-time command buffer on the context's queue: begin, then end + submit + wait (qlock held by
- * the caller of both). */
+ * the caller of both). The wait is bounded (vk->timeout_ns, ROPEQK_WAIT_TIMEOUT_MS): past it the
+ * call fails with ROPEQK_ERR_TIMEOUT, backend error VK_TIMEOUT kept, a message naming `what` (the
+ * dispatch), and the context refuses every later host call (its command buffer may still be
+ * running: a hung device); ropeqk_ctx_destroy then waits once more, as long and at least 10 s, and
+ * leaks the device's objects rather than destroy them in use or hang. */
 ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd);
-ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd);
+ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd, const char *what);
+/* The wait limit, in nanoseconds: the library's bound (src/core/run.h rq_wait_bound:
+ * ROPEQK_WAIT_TIMEOUT_MS, strictly parsed: ROPEQK_ERR_BAD_CONFIG with the message set). */
+ropeqk_status rq_vk_timeout_from_env(uint64_t *ns);
+/* Teardown (vk_ctx.c): waits, bounded, for a submit that timed out earlier, if any, and destroys
+ * the buffers freed meanwhile; false when it still has not completed (the context's objects are then
+ * leaked, not destroyed in use). The other host calls waited for their fences already. */
+bool rq_vk_settle(ropeqk_ctx *ctx);
 /* A barrier making earlier writes (any stage) visible to later compute and transfer commands. */
 void rq_vk_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
                    VkPipelineStageFlags dst, VkAccessFlags dst_access);

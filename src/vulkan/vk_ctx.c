@@ -1,6 +1,7 @@
 /* Vulkan contexts: devices listed and opened by the library, or the caller's borrowed objects;
  * the validation-layer hook the tests use. */
 #include "vk.h"
+#include "vk_submit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +60,22 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
     return VK_FALSE;
 }
 
-static bool env_validation(void)
+/* ROPEQK_VULKAN_VALIDATION: unset, "" or "0": off; "1" or "required": on, and a context cannot be made
+ * without the layer (a test that believes it checks must not silently not check: CI on lavapipe);
+ * "auto": on where the layer is installed, off elsewhere (tests/harness.c then skips the suites that
+ * ask for it, saying why). Anything else is refused. */
+enum { VAL_OFF, VAL_REQUIRED, VAL_AUTO, VAL_BAD };
+static int env_validation(void)
 {
     const char *v = getenv("ROPEQK_VULKAN_VALIDATION");
-    return v && strcmp(v, "1") == 0;
+    if (!v || !*v || !strcmp(v, "0"))
+        return VAL_OFF;
+    if (!strcmp(v, "1") || !strcmp(v, "required"))
+        return VAL_REQUIRED;
+    if (!strcmp(v, "auto"))
+        return VAL_AUTO;
+    rq_set_error("ROPEQK_VULKAN_VALIDATION='%s': expected 0, 1 (or required) or auto", v);
+    return VAL_BAD;
 }
 
 /* 1 when the instance layer exists, 0 when not, -1 out of host memory. */
@@ -84,17 +97,21 @@ static int has_layer(const char *name)
 
 /* An instance of our own; with validation when asked for and the layer is installed (asking for it
  * without the layer is an error: a test that believes it checks must not silently not check). */
-static ropeqk_status make_instance(struct rq_vk_ctx *vk, bool validation, VkInstance *out)
+static ropeqk_status make_instance(struct rq_vk_ctx *vk, int mode, VkInstance *out)
 {
     *out = VK_NULL_HANDLE;
+    if (mode == VAL_BAD)
+        return ROPEQK_ERR_BAD_CONFIG;
     const char *layer = "VK_LAYER_KHRONOS_validation";
-    int have = validation ? has_layer(layer) : 1;
+    int have = mode != VAL_OFF ? has_layer(layer) : 1;
     if (have < 0)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    if (!have) {
-        rq_set_error("ROPEQK_VULKAN_VALIDATION=1 but %s is not installed (Debian: vulkan-validationlayers)", layer);
+    if (!have && mode == VAL_REQUIRED) {
+        rq_set_error("ROPEQK_VULKAN_VALIDATION=%s but %s is not installed (Debian: vulkan-validationlayers; "
+                     "=auto runs without it)", getenv("ROPEQK_VULKAN_VALIDATION"), layer);
         return ROPEQK_ERR_BAD_CONFIG;
     }
+    bool validation = mode != VAL_OFF && have;
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "ropeqk",
                              .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_2};
     const char *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
@@ -251,6 +268,8 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
     ctx->dev.max_wg = vk->props.limits.maxComputeWorkGroupInvocations;
     ctx->dev.local_mem = vk->props.limits.maxComputeSharedMemorySize;
     ropeqk_status st = rq_ctx_configure(ctx, tuning);
+    if (!st)
+        st = rq_vk_timeout_from_env(&vk->timeout_ns);
     if (st)
         return st;
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -408,12 +427,26 @@ void rq_vk_close(ropeqk_ctx *ctx)
 {
     struct rq_vk_ctx *vk = rq_vk(ctx);
     if (vk) {
-        if (vk->device) {
+        /* our host calls are done, unless one timed out (rq_vk_settle waits for it, bounded: on a
+         * hung device the objects are leaked, not destroyed in use, and nothing waits forever);
+         * recorded plans are the caller's */
+        bool idle = true;
+        if (vk->device && vk->fence) {
             if (vk->qlock_ok)
                 pthread_mutex_lock(&vk->qlock);
-            vkQueueWaitIdle(vk->queue); /* our host calls are done; recorded plans are the caller's */
+            idle = rq_vk_settle(ctx);
             if (vk->qlock_ok)
                 pthread_mutex_unlock(&vk->qlock);
+        }
+        /* the neutral run API's submissions (vk_submit.c): waited for on its timeline, bounded the
+         * same way, before its pool and semaphore go */
+        if (idle && vk->device && vk->runq) {
+            uint64_t last = 0;
+            VkSemaphore tl = rq_vk_timeline(ctx, &last);
+            uint64_t ns = vk->timeout_ns > 10000000000u ? vk->timeout_ns : 10000000000u;
+            idle = rq_vk_wait_value(ctx, tl, last, ns) == ROPEQK_SUCCESS;
+        }
+        if (vk->device && idle) {
             rq_vk_runq_free(ctx);
             rq_vk_pipes_free(ctx);
             rq_vk_buf_free(ctx, &vk->dummy);
@@ -424,7 +457,7 @@ void rq_vk_close(ropeqk_ctx *ctx)
             if (vk->own)
                 vkDestroyDevice(vk->device, NULL);
         }
-        if (vk->own && vk->instance) {
+        if (vk->own && vk->instance && idle) {
             if (vk->messenger) {
                 PFN_vkDestroyDebugUtilsMessengerEXT f = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
                     vk->instance, "vkDestroyDebugUtilsMessengerEXT");
@@ -435,6 +468,7 @@ void rq_vk_close(ropeqk_ctx *ctx)
         }
         if (vk->qlock_ok)
             pthread_mutex_destroy(&vk->qlock);
+        free(vk->dead);
         free(vk);
         ctx->impl = NULL;
     }
