@@ -102,7 +102,8 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
  * every work-item ran the final kl == 0 branch (oclgrind was clean) */
 #define RQ_FAST_CELL                                                                               \
     const int cells = tci[RQ_FTC_CELLS], KL = RQ_FWG / cells, kl = lid / cells, cell = lid % cells;      \
-    const int hb = cell / ndc, dc = cell % ndc
+    const int hb = cell / ndc, dc = cell % ndc;                                                      \
+    (void)hb, (void)dc /* not every use reads both; clang -Werror (tests/clc) */
     barrier(CLK_LOCAL_MEM_FENCE); /* the task's values */
     int par = 0;
     for (int t0 = jbeg; t0 < tci[RQ_FTC_JEND]; t0 += RQ_FWG) {
