@@ -29,6 +29,12 @@
  *   - a key tile whose every score is masked for the tile's rows (causal, window) is skipped whole;
  *     column float4 groups wholly past Dv skip their fma;
  *   - a fully masked row ends with l = 0: O = 0 and LSE = -inf;
+ *   - non-finite data (docs/conventions.md section 9): a masked key weighs exactly 0 whatever its K
+ *     and V hold. Its score is selected to -inf and its P stored as -0.0 (exp never gives -0); in a
+ *     tile that some row sees only in part (`mixed`: causal diagonal, window edge; uniform, from the
+ *     tile's and the rows' positions) P.V selects the products of -0.0 weights away, since 0 * NaN
+ *     is NaN; other tiles keep the plain fma. An unmasked score that is not finite becomes NaN
+ *     before soft-capping, so a row that sees such a key ends with l = NaN: O and LSE NaN;
  *   - Dv > RQ_GA_DV runs ceil(Dv / RQ_GA_DV) column blocks as separate work-groups, each recomputing
  *     S. Registers decide it: a work-item holds RB * DV / TX floats of O, and the budget is 128
  *     registers on sm_90 and 128 VGPRs on gfx90a with no stack, scratch or spill (clang-15, libclc
@@ -202,14 +208,17 @@ static inline void rq_ga_store4(__global uchar *out, long off, int dtype, float4
     }
 
 /* The fma of key u + e (e = 0..3) of a V step into the O block: p[i].comp is its weight in row i.
- * CHK: check each column group against Dv (the last column block of a Dv that DV does not divide). */
-#define RQ_GA_VKEY(e, comp, CHK)                                                                   \
+ * CHK: check each column group against Dv (the last column block of a Dv that DV does not divide).
+ * SEL: a tile some row sees only in part: a masked key's weight is -0.0 (the P tile's marker) and
+ * its product is not added (its V may be NaN, and 0 * NaN is NaN). */
+#define RQ_GA_VKEY(e, comp, CHK, SEL)                                                              \
     {                                                                                              \
         _Pragma("unroll") for (int c = 0; c < RQ_GA_CV; c++) {                                     \
             if (!(CHK) || c0 + 4 * c * RQ_GA_TX < Dv) { /* uniform: a group past Dv does nothing */ \
                 float4 x = st_tx[(u + (e)) * RQ_GA_V4 + c * RQ_GA_TX];                             \
                 _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                               \
-                    o[i][c] = fma((float4)(p[i].comp), x, o[i][c]);                                \
+                    o[i][c] = (SEL) && as_uint(p[i].comp) == 0x80000000u                           \
+                                  ? o[i][c] : fma((float4)(p[i].comp), x, o[i][c]);                \
             }                                                                                      \
         }                                                                                          \
     }
@@ -217,16 +226,16 @@ static inline void rq_ga_store4(__global uchar *out, long off, int dtype, float4
 /* A V step's fma: RQ_GA_TK keys, 4 at a time (their weights one float4 of the P tile per row). The
  * uniform test of the column groups against Dv is made once per step (RQ_GA_VKEY's CHK): inside
  * the key loop it compiled to a branch per group and key (34 of the loop's 346 SASS instructions,
- * sm_90). */
-#define RQ_GA_PV_STEP(CHK)                                                                         \
+ * sm_90). SEL: a tile some row sees only in part (RQ_GA_VKEY's SEL). */
+#define RQ_GA_PV_STEP(CHK, SEL)                                                                    \
     _Pragma("unroll") for (int u = 0; u < RQ_GA_TK; u += 4) {                                      \
         float4 p[RQ_GA_RB];                                                                        \
         _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
             p[i] = p_me[i * RQ_GA_TY * (RQ_GA_PS / 4) + (u0 + u) / 4];                             \
-        RQ_GA_VKEY(0, x, CHK)                                                                      \
-        RQ_GA_VKEY(1, y, CHK)                                                                      \
-        RQ_GA_VKEY(2, z, CHK)                                                                      \
-        RQ_GA_VKEY(3, w, CHK)                                                                      \
+        RQ_GA_VKEY(0, x, CHK, SEL)                                                                 \
+        RQ_GA_VKEY(1, y, CHK, SEL)                                                                 \
+        RQ_GA_VKEY(2, z, CHK, SEL)                                                                 \
+        RQ_GA_VKEY(3, w, CHK, SEL)                                                                 \
     }
 
 /* Local memory is addressed through a few per-work-item pointers (row ty, key or column group tx),
@@ -304,6 +313,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                                                                                                    \
     for (int j0 = 0; j0 < Sk; j0 += RQ_GA_BN) {                                                    \
         const int nk = min(RQ_GA_BN, Sk - j0);                                                     \
+        bool mixed = false; /* some row masks some key of the tile: P.V selects (uniform) */       \
         /* positions of the tile's keys: a whole tile masked for every row is skipped */           \
         if (masked) {                                                                              \
             int pj_min, pj_max;                                                                    \
@@ -324,6 +334,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             }                                                                                      \
             if ((causal && pj_min > L.rlim[1]) || (window > 0 && (long)L.rlim[0] - pj_max >= window)) \
                 continue;                                                                          \
+            mixed = (causal && pj_max > L.rlim[0]) || (window > 0 && (long)L.rlim[1] - pj_min >= window); \
         }                                                                                          \
                                                                                                    \
         /* S block: rows ty + i*TY, keys j0 + 4tx + 0..3 */                                        \
@@ -379,6 +390,10 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             barrier(CLK_LOCAL_MEM_FENCE); /* the next step (or the V steps) overwrite the stage */ \
         }                                                                                          \
                                                                                                    \
+        /* a non-finite score is NaN (-inf means masked only), before soft-capping (which would make \
+         * an infinity +-C) */                                                                     \
+        _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
+            s[i] = select(s[i], (float4)(NAN), isinf(s[i]));                                       \
         if (a.softcap > 0.0f) { /* soft-capping (Gemma 2), before the masks */                     \
             const float cap = a.softcap, inv_cap = 1.0f / cap;                                     \
             _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                   \
@@ -411,10 +426,13 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                 bm = fmax(bm, fmax(fmax(r4.x, r4.y), fmax(r4.z, r4.w)));                           \
             }                                                                                      \
             float mo = m_me[par * RQ_GA_BM + i * RQ_GA_TY], mn = fmax(mo, bm);                     \
-            /* nothing unmasked yet (mn = -inf): weights 0, accumulators untouched */              \
+            /* nothing unmasked yet (mn = -inf): weights 0, accumulators untouched; but a NaN     \
+             * score (fmax skips it) stays NaN in its weight. Masked keys (-inf): -0.0, the P     \
+             * tile's marker for RQ_GA_VKEY's SEL */                                               \
             bool none = mn == -INFINITY;                                                           \
-            float corr = none ? 1.0f : rq_ga_exp(mo - mn); /* 0 while mo is -inf */                      \
-            float4 e = none ? (float4)(0.0f) : rq_ga_exp4(s[i] - (float4)(mn));                           \
+            float corr = none ? 1.0f : rq_ga_exp(mo - mn); /* 0 while mo is -inf */                \
+            float4 e = none ? select((float4)(0.0f), s[i], isnan(s[i])) : rq_ga_exp4(s[i] - (float4)(mn)); \
+            e = select(e, (float4)(-0.0f), s[i] == (float4)(-INFINITY));                           \
             __local float *sp = sum_me + i * RQ_GA_TY * RQ_GA_TX + tx;                             \
             *sp = *sp * corr + ((e.x + e.y) + (e.z + e.w));                                        \
             if (tx == 0) /* every tx of the row computed the same mn */                            \
@@ -440,10 +458,15 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                 }                                                                                  \
             }                                                                                      \
             barrier(CLK_LOCAL_MEM_FENCE); /* also publishes the P tile */                          \
-            if (c0 + RQ_GA_DV <= Dv) { /* uniform: every column group inside Dv, no checks */       \
-                RQ_GA_PV_STEP(0)                                                                   \
+            /* uniform: every column group inside Dv (no checks); a tile some row sees in part */ \
+            if (c0 + RQ_GA_DV <= Dv && !mixed) {                                                   \
+                RQ_GA_PV_STEP(0, 0)                                                                \
+            } else if (c0 + RQ_GA_DV <= Dv) {                                                      \
+                RQ_GA_PV_STEP(0, 1)                                                                \
+            } else if (!mixed) {                                                                   \
+                RQ_GA_PV_STEP(1, 0)                                                                \
             } else {                                                                               \
-                RQ_GA_PV_STEP(1)                                                                   \
+                RQ_GA_PV_STEP(1, 1)                                                                \
             }                                                                                      \
             barrier(CLK_LOCAL_MEM_FENCE); /* the next step overwrites the stage */                 \
         }                                                                                          \
@@ -462,7 +485,8 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         if (m >= M)                                                                                \
             continue;                                                                              \
         int g = m / Sq, ii = m - g * Sq, h = hk * G + g;                                           \
-        float inv = l > 0.0f ? 1.0f / l : 0.0f; /* fully masked: O = 0 */                          \
+        /* fully masked: l = 0, O = 0, LSE = -inf; l NaN (a non-finite key seen): both NaN */     \
+        float inv = l == 0.0f ? 0.0f : 1.0f / l;                                                   \
         long ob = L.ostr[0] + (long)h * L.ostr[1] + (long)ii * L.ostr[2];                          \
         _Pragma("unroll") for (int c = 0; c < RQ_GA_CV; c++) {                                     \
             int col = c0 + 4 * (tx + c * RQ_GA_TX);                                                \
@@ -471,7 +495,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         if (a.with_lse && cb == 0 && tx == 0)                                                      \
             *(__global float *)(lse + L.ostr[3] + (long)h * L.ostr[4] + (long)ii * L.ostr[5]) =    \
-                l > 0.0f ? m_me[par * RQ_GA_BM + i * RQ_GA_TY] + log(l) : -INFINITY;               \
+                l == 0.0f ? -INFINITY : m_me[par * RQ_GA_BM + i * RQ_GA_TY] + log(l);              \
     }                                                                                              \
 }
 
