@@ -104,18 +104,32 @@ typedef struct {
     ropeqk_dtype dt, odt;
     int64_t keys[10]; /* planted keys (batch B-1, KV head Hkv-1), -1 ends */
     int64_t kdim, vcol; /* the planted element of a K row, of a V row */
+    bool arrays;        /* positions as per-token arrays (the same values as the offsets) */
 } dcase;
 
 typedef struct {
     ropeqk_tensor q, k, v, o, l, o64, l64;
 } dviews;
 
+/* With c->arrays the positions go as arrays (the kernels' per-token paths; few rows then take the
+ * attention kernels, not the dense decode), holding the offsets' values. */
 static void dense_outputs(const dcase *c, const dviews *t, const void *q, const void *k, const void *v, void *o,
                           void *l, void *o64, void *l64)
 {
-    ropeqk_status st = ropeqk_attention(th_ctx, &c->p, &t->q, q, &t->k, k, &t->v, v, NULL, NULL, &t->o, o, &t->l, l);
+    ropeqk_params p = c->p;
+    int32_t *qp = NULL, *kp = NULL;
+    if (c->arrays) {
+        cr_assert((qp = malloc((size_t)c->Sq * 4)) && (kp = malloc((size_t)c->Sk * 4)));
+        for (int64_t i = 0; i < c->Sq; i++)
+            qp[i] = (int32_t)(p.q_pos_offset + i);
+        for (int64_t j = 0; j < c->Sk; j++)
+            kp[j] = (int32_t)(p.k_pos_offset + j);
+        p.q_pos_offset = p.k_pos_offset = 0;
+    }
+    ropeqk_status st = ropeqk_attention(th_ctx, &p, &t->q, q, &t->k, k, &t->v, v, qp, kp, &t->o, o, &t->l, l);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s: %s", c->name, ropeqk_status_string(st), ropeqk_last_error());
-    st = ropeqk_attention_ref(&c->p, &t->q, q, &t->k, k, &t->v, v, NULL, NULL, &t->o64, o64, &t->l64, l64);
+    st = ropeqk_attention_ref(&p, &t->q, q, &t->k, k, &t->v, v, qp, kp, &t->o64, o64, &t->l64, l64);
+    free(qp), free(kp);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s: reference: %s", c->name, ropeqk_last_error());
 }
 
@@ -239,15 +253,15 @@ Test(nonfinite, dense_prefill_causal_window)
 }
 
 /* Prefill with f16 inputs, bf16 output, half-split, partial rotary (the planted K dim passes through
- * unrotated), soft-capping (which would map an infinite score to a finite one), sinks, and rows 0..9
- * fully masked (queries before the first key). */
+ * unrotated), soft-capping (which would map an infinite score to a finite one), sinks, rows 0..9
+ * fully masked (queries before the first key), positions as arrays. */
 Test(nonfinite, dense_prefill_f16_softcap_sinks_masked_rows)
 {
     static const float sinks[4] = {0.5f, -1.0f, 2.0f, 0.0f};
     dcase c = dense_base("dense prefill f16 in, bf16 out, softcap, sinks, Sq 24 Sk 40");
     c.Sq = 24, c.Sk = 40, c.dt = ROPEQK_F16, c.odt = ROPEQK_BF16, c.kdim = 60, c.vcol = 16;
     c.p.causal = 1, c.p.k_pos_offset = 10, c.p.layout = ROPEQK_HALF_SPLIT, c.p.rotary_dim = 32;
-    c.p.softcap = 30, c.p.sinks = sinks, c.p.n_sinks = 4;
+    c.p.softcap = 30, c.p.sinks = sinks, c.p.n_sinks = 4, c.arrays = true;
     int64_t keys[] = {0, 5, 13, 31, -1};
     memcpy(c.keys, keys, sizeof keys);
     dense_case(&c, pf_seed() + 1);
@@ -266,12 +280,13 @@ Test(nonfinite, dense_decode_causal_window)
     dense_case(&c, pf_seed() + 2);
 }
 
-/* One decode row, no causal mask (a query before some of its keys), window of 70: keys 0..29 and 231.. */
+/* One decode row, no causal mask (a query before some of its keys), window of 70, positions as arrays
+ * (the attention kernels, not the dense decode): keys 0..29 leave the window. */
 Test(nonfinite, dense_decode_one_row_window)
 {
     dcase c = dense_base("dense decode 1 row, window 70, Sk 260");
     c.Sq = 1, c.Sk = 260, c.B = 1, c.Hq = 8, c.Hkv = 1;
-    c.p.window = 70, c.p.q_pos_offset = 99; /* sees keys 30..99 and (no causal mask) none past: 99 - pk < 70 */
+    c.p.window = 70, c.p.q_pos_offset = 99, c.arrays = true; /* sees keys 30..259 (no causal mask) */
     int64_t keys[] = {29, 16, 15, 0, -1};
     memcpy(c.keys, keys, sizeof keys);
     dense_case(&c, pf_seed() + 3);
