@@ -561,8 +561,9 @@ typedef struct {
      * section 9): a masked key weighs exactly 0 whatever its slots hold (rows that do not see it are
      * bit-identical to finite data there; paged caches: also slots past a sequence's length and
      * unused pages); a row that sees a key with a non-finite K element is NaN in O and LSE; one that
-     * sees a non-finite V element has a non-finite O in that dim only (LSE unchanged). On Vulkan the
-     * NaN propagation is the driver's (not required without SignedZeroInfNanPreserve). */
+     * sees a non-finite V element has a non-finite O in that dim only (LSE unchanged; Vulkan's
+     * tensor-core path: NaN in all of O and LSE). On Vulkan the NaN propagation is the driver's (not
+     * required without SignedZeroInfNanPreserve). */
     ropeqk_tensor v, lse;
     int32_t with_lse;
     /* ROPEQK_OP_PAGED_DECODE only (also uses v, lse, with_lse; k and v describe the caches) */

@@ -7,7 +7,9 @@
  *   - a row that does not see the planted key: bit-identical to the baseline (O and LSE);
  *   - a row that sees a planted K: every element of O and its LSE NaN;
  *   - a row that sees a planted V element: that column of O non-finite (NaN for a NaN), the other
- *     columns and the LSE bit-identical (LSE does not depend on V);
+ *     columns and the LSE bit-identical (LSE does not depend on V); on Vulkan the row may instead be
+ *     NaN in every dim and in LSE (the tensor-core path's rule, glsl/cm_attn.comp: its matrix
+ *     products cannot carry one dim's NaN; docs/conventions.md section 9);
  *   - a fully masked row: O exactly 0, LSE -inf (or the sink's logit), whatever the data.
  * The planted keys sit where the kernels' tiles and splits have edges (first and last keys of blocks
  * of 16 and tiles of 32 and 64, page and split boundaries), as future keys (causal) and keys outside a
@@ -66,6 +68,7 @@ typedef struct {
     const char *what; /* case, kind and key, for messages */
     const ropeqk_tensor *to, *tl;
     const unsigned char *o0, *o1, *l0, *l1; /* baseline and planted O and LSE */
+    bool row_rule; /* a row that sees a planted V may be NaN whole (O and LSE): Vulkan's tensor cores */
 } rows_cmp;
 
 /* Checks one row (b, h, i) in `state`; returns whether it holds (logging the first few failures). */
@@ -76,6 +79,8 @@ static bool check_row(const rows_cmp *r, int64_t b, int64_t h, int64_t i, int st
     size_t oes = ropeqk_dtype_size(to->dtype), les = ropeqk_dtype_size(tl->dtype);
     size_t lo = off4(tl, b, h, i, 0);
     double l1 = get_val(r->l1 + lo, tl->dtype);
+    if (state == 2 && r->row_rule && isnan(l1))
+        state = 1; /* the whole row NaN, as for a planted K */
     bool ok = state == 1 ? isnan(l1) : memcmp(r->l0 + lo, r->l1 + lo, les) == 0;
     int64_t bad_d = -1;
     for (int64_t d = 0; d < to->ne[3] && ok; d++) {
@@ -197,8 +202,8 @@ static void dense_case(const dcase *c, uint64_t seed)
                 snprintf(what[r], sizeof what[r], "%s (seed %llu)%s: %s %g at key %lld", c->name,
                          (unsigned long long)seed, r ? " fp64 reference" : "", bd->in_v ? "V" : "K",
                          (double)bd->val, (long long)j);
-            rows_cmp cmp[2] = {{what[0], &t.o, &t.l, o[0], o[1], l[0], l[1]},
-                               {what[1], &t.o64, &t.l64, o64[0], o64[1], l64[0], l64[1]}};
+            rows_cmp cmp[2] = {{what[0], &t.o, &t.l, o[0], o[1], l[0], l[1], th_is_vulkan(th_ctx)},
+                               {what[1], &t.o64, &t.l64, o64[0], o64[1], l64[0], l64[1], false}};
             int logged[2] = {0, 0};
             for (int64_t b = 0; b < c->B; b++)
                 for (int64_t h = 0; h < c->Hq; h++)
@@ -423,9 +428,9 @@ static void paged_case(const pcase *c, const pplant *pl, int npl, int64_t kdim, 
         for (int r = 0; r < 2; r++)
             snprintf(what[r], sizeof what[r], "%s (seed %llu)%s: %s %g", c->name, (unsigned long long)seed,
                      r ? " fp64 reference" : "", bd->in_v ? "V" : "K", (double)bd->val);
-        rows_cmp cmp[2] = {{what[0], &d.to, &d.tl, o[0], o[1], l[0], l[1]},
+        rows_cmp cmp[2] = {{what[0], &d.to, &d.tl, o[0], o[1], l[0], l[1], th_is_vulkan(th_ctx)},
                            {what[1], &r64, &rl64, (unsigned char *)o64[0], (unsigned char *)o64[1],
-                            (unsigned char *)l64[0], (unsigned char *)l64[1]}};
+                            (unsigned char *)l64[0], (unsigned char *)l64[1], false}};
         int logged[2] = {0, 0};
         int64_t bad_rows[2] = {0, 0}, nsee = 0;
         for (int64_t s = 0; s < c->n_seqs; s++)
