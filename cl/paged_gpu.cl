@@ -233,8 +233,10 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
          * 96 to 127 registers, tests/gpucc) */
         if (softcap > 0.0f) { /* uniform */
             for (int e = lid; e < RQ_PGH * RQ_PTK; e += wg)
-                if (e / RQ_PTK < ng && kb[e % RQ_PTK] == 0.0f) /* a non-finite score: NaN, not +-C */
-                    sc[e] = RQ_SOFTCAP(isinf(sc[e]) ? NAN : sc[e], softcap, 1.0f / softcap);
+                if (e / RQ_PTK < ng && kb[e % RQ_PTK] == 0.0f) {
+                    sc[e] = isinf(sc[e]) ? NAN : sc[e]; /* a non-finite score: NaN, not +-C */
+                    sc[e] = RQ_SOFTCAP(sc[e], softcap, 1.0f / softcap);
+                }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         /* 3. the online softmax: every slot of head g finds the same tile max (the same reads in the
