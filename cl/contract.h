@@ -114,12 +114,12 @@ typedef float rq_f32;
  * of an S step, or aliased, the V tile of a P.V step) and its local memory in bytes for a shape
  * (rows bm, keys bn, step tk, column block dv): that tile, the P tile (rows padded by 4 floats), the
  * row max partials, the row sum partials, the running row max (two halves), six output offsets and
- * strides, the positions of the rows and keys and their limits, rounded up to 16 (the kernel's
+ * strides, the positions of the rows and keys and their limits, a flag, rounded up to 16 (the kernel's
  * struct of them, rq_ga_local) */
 #define RQ_GA_STAGE4(bm, bn, tk, dv)                                                               \
     ((bm) * (tk) / 4 + (tk) * (bn) / 4 > (tk) * (dv) / 4 ? (bm) * (tk) / 4 + (tk) * (bn) / 4 : (tk) * (dv) / 4)
 #define RQ_GA_LOCAL_BYTES(bm, bn, tk, dv)                                                          \
-    ((16 * RQ_GA_STAGE4(bm, bn, tk, dv) + 4 * (bm) * ((bn) + 4) + 2 * (bm) * (bn) + 12 * (bm) + 4 * (bn) + 56 + 15) / 16 * 16)
+    ((16 * RQ_GA_STAGE4(bm, bn, tk, dv) + 4 * (bm) * ((bn) + 4) + 2 * (bm) * (bn) + 12 * (bm) + 4 * (bn) + 60 + 15) / 16 * 16)
 #define RQ_DT_F32 0  /* storage types as kernel arguments (the values of ropeqk_dtype) */
 #define RQ_DT_F16 1
 #define RQ_DT_BF16 2

@@ -12,7 +12,8 @@
  *                            (m, l) into the scratch `part`.
  *   paged_combine            pass 2: per (sequence, query head) row, the splits are joined:
  *                            M = max m_i, L = sum l_i e^(m_i - M), O = sum o_i e^(m_i - M) / L,
- *                            LSE = M + ln L; a fully masked row gives O = 0, LSE = -inf.
+ *                            LSE = M + ln L; a fully masked row gives O = 0, LSE = -inf, and a row
+ *                            whose splits carry a NaN sum (a non-finite key seen) NaN in both.
  *   paged_append             copies new K or V rows into their pages (no rotation).
  *
  * The argument structs and constants are in contract.h; the per-call metadata buffer (page lists,
@@ -130,17 +131,17 @@ void paged_combine(__global const float *part, __global const int *meta, __globa
     for (int i = 0; i < nsp; i++)
         M = fmax(M, ml[2 * i]);
     float L = a.use_sinks ? exp(sink - M) : 0.0f, o = 0.0f;
-    if (M != -INFINITY)
-        for (int i = 0; i < nsp; i++) {
-            float w = exp(ml[2 * i] - M); /* 0 for a split with nothing unmasked */
-            L = fma(ml[2 * i + 1], w, L);
-            o = fma(part[(r0 + i) * a.Dv + dv], w, o);
-        }
-    rq_store_dt(out, a.out_off + ob + (long)h * a.onb1 + (long)dv * a.onb3, a.odt,
-                M == -INFINITY ? 0.0f : o / L);
+    for (int i = 0; i < nsp; i++) {
+        /* 0 for a split with nothing unmasked; where no split has (M = -inf) every l and o is 0, or
+         * NaN from a non-finite key seen (its weight skipped by the max): summed as they are */
+        float w = M == -INFINITY ? 1.0f : exp(ml[2 * i] - M);
+        L = fma(ml[2 * i + 1], w, L);
+        o = fma(part[(r0 + i) * a.Dv + dv], w, o);
+    }
+    /* L = 0: fully masked (O = 0, LSE = -inf); NaN: a non-finite key seen (both NaN) */
+    rq_store_dt(out, a.out_off + ob + (long)h * a.onb1 + (long)dv * a.onb3, a.odt, L == 0.0f ? 0.0f : o / L);
     if (a.use_lse && dv == 0)
-        *(__global float *)(lse + a.lse_off + lb + (long)h * a.lnb1) =
-            M == -INFINITY ? -INFINITY : M + log(L);
+        *(__global float *)(lse + a.lse_off + lb + (long)h * a.lnb1) = L == 0.0f ? -INFINITY : M + log(L);
 }
 
 /* ---- append: row [s][hk][t] of src -> token lens[s] + t of sequence s, in 2-byte units --------- */

@@ -176,8 +176,12 @@ void RQ_FAST_NAME(__global const uint4 *kc, __global const uint4 *vc, __global c
                 RQ_FAST_DOT(xs, R + 8 * c, 8);
             }
 #pragma unroll
-            for (int m = 0; m < FM; m++)
-                s[m] *= ks; /* 8-bit K: the row's scale, once per score */
+            for (int m = 0; m < FM; m++) { /* 8-bit K: the row's scale, once per score; a score that is
+                                            * not finite is NaN (docs/conventions.md section 9: -inf
+                                            * means masked only, and soft-capping would make +-inf +-C) */
+                s[m] *= ks;
+                s[m] = isinf(s[m]) ? NAN : s[m];
+            }
         }
         vrow[t] = vr;
         vsl[t] = vs;

@@ -260,8 +260,12 @@ void main()
                 dot4(lo, R + 8 * c, nmb);
                 dot4(hi, R + 8 * c + 4, nmb);
             }
-            [[unroll]] for (int m = 0; m < FM; m++)
-                s[m] *= ks; /* 8-bit K: the row's scale */
+            [[unroll]] for (int m = 0; m < FM; m++) { /* 8-bit K: the row's scale; a score that is not
+                                                       * finite is NaN (docs/conventions.md section 9:
+                                                       * -inf means masked only) */
+                s[m] *= ks;
+                s[m] = isinf(s[m]) ? uintBitsToFloat(0x7FC00000u) : s[m];
+            }
         }
         vrow[t] = vr == NOROW ? NOROW : 2u * vr;
         vsl[t] = vs;

@@ -284,6 +284,7 @@ ROPEQK_API ropeqk_status ropeqk_max_error(const ropeqk_params *p,
  * O = softmax(S) V in fp64 (S exactly as ropeqk_scores_ref computes it), with the same validation as
  * the device path. v [B,Hkv,Sk,Dv] f32/f16/bf16; out [B,Hq,Sq,Dv] F32 or F64; lse NULL or
  * [B,Hq,Sq,1] F32 or F64 (then lse_data is required). A fully masked row gives O = 0, LSE = -inf.
+ * Non-finite K/V data as the device path (ropeqk_plan_desc below, docs/conventions.md section 9).
  */
 ROPEQK_API ropeqk_status ropeqk_attention_ref(const ropeqk_params *p,
                                               const ropeqk_tensor *q, const void *q_data,
@@ -555,7 +556,14 @@ typedef struct {
      *   v   [B,Hkv,Sk,Dv] f32/f16/bf16, never rotated, Dv contiguous (Dv may differ from D);
      *       out is then [B,Hq,Sq,Dv] in f32, f16 or bf16;
      *   lse [B,Hq,Sq,1] f32, the natural log of each row's sum of exp(S), when with_lse is set.
-     * Accumulation is f32; a fully masked row gives O = 0 and LSE = -inf. */
+     * Accumulation is f32; a fully masked row gives O = 0 and LSE = -inf (sinks: LSE = s_h), and
+     * LSE = -inf means nothing else. Non-finite K or V data (NaN, +-inf; docs/conventions.md
+     * section 9): a masked key weighs exactly 0 whatever its slots hold (rows that do not see it are
+     * bit-identical to finite data there; paged caches: also slots past a sequence's length and
+     * unused pages); a row that sees a key with a non-finite K element is NaN in O and LSE; one that
+     * sees a non-finite V element has a non-finite O in that dim only (LSE unchanged; Vulkan's
+     * tensor-core path: NaN in all of O and LSE). On Vulkan the NaN propagation is the driver's (not
+     * required without SignedZeroInfNanPreserve). */
     ropeqk_tensor v, lse;
     int32_t with_lse;
     /* ROPEQK_OP_PAGED_DECODE only (also uses v, lse, with_lse; k and v describe the caches) */
