@@ -1,10 +1,10 @@
 /* Device buffers and plan runs on either backend (devbuf.h), through libropeqk's public API only. */
 #include "devbuf.h"
 
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 #include "ropeqk_opencl.h"
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
 #include "ropeqk_vulkan.h"
 #endif
 
@@ -34,11 +34,11 @@ rqs_backend rqs_ctx_backend(const ropeqk_ctx *ctx)
     if (!ctx)
         return RQS_BACKEND_NONE;
     ropeqk_ctx_backend_error(ctx, &name);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (name && !strcmp(name, "OpenCL"))
         return RQS_BACKEND_OPENCL;
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (name && !strcmp(name, "Vulkan"))
         return RQS_BACKEND_VULKAN;
 #endif
@@ -58,10 +58,10 @@ struct rqs_devbuf {
     size_t lead;   /* canary bytes before (and after) the payload: 0 or RQS_CANARY_BYTES */
     size_t total;  /* the backend buffer: lead + padded + lead */
     bool device_local; /* RQS_DEVBUF_DEVICE_LOCAL (Vulkan: no map; staged transfers) */
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     cl_mem mem;
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     VkBuffer buf;
     VkDeviceMemory dm;
     unsigned char *map;
@@ -71,10 +71,10 @@ struct rqs_devbuf {
 struct rqs_stream {
     ropeqk_ctx *ctx;
     rqs_backend be;
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     cl_command_queue queue;
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     VkCommandPool pool;
     VkFence fence;
 #endif
@@ -86,7 +86,7 @@ static ropeqk_status no_backend(const char *what)
 }
 
 /* ---- Vulkan ------------------------------------------------------------------------------------ */
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
 /* Every submission of this module (and rqs_plan_create) holds it: one VkQueue, many threads. */
 static pthread_mutex_t vk_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -430,7 +430,7 @@ static ropeqk_status vk_staged(const rqs_devbuf *b, size_t at, size_t n, const v
 #endif
 
 /* ---- OpenCL ------------------------------------------------------------------------------------ */
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 static ropeqk_status cl_fail(cl_int e, const char *what)
 {
     const char *name = ropeqk_opencl_error_name(e);
@@ -530,7 +530,7 @@ ropeqk_status rqs_devbuf_create_ex(ropeqk_ctx *ctx, size_t bytes, const void *in
         memcpy(image + b->lead, init, bytes);
     }
     ropeqk_status st = ROPEQK_SUCCESS;
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         cl_int e = CL_SUCCESS;
         const char *what = "clCreateBuffer";
@@ -552,7 +552,7 @@ ropeqk_status rqs_devbuf_create_ex(ropeqk_ctx *ctx, size_t bytes, const void *in
         }
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (be == RQS_BACKEND_VULKAN)
         st = vk_buf_make(b, image);
 #endif
@@ -569,11 +569,11 @@ void rqs_devbuf_free(rqs_devbuf *b)
 {
     if (!b)
         return;
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (b->be == RQS_BACKEND_OPENCL && b->mem)
         clReleaseMemObject(b->mem);
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (b->be == RQS_BACKEND_VULKAN)
         vk_buf_free(b);
 #endif
@@ -586,7 +586,7 @@ size_t rqs_devbuf_bytes(const rqs_devbuf *b) { return b ? b->bytes : 0; }
  * (write), or read into it; blocking. */
 static ropeqk_status raw_io(const rqs_devbuf *b, size_t at, size_t n, void *host, bool write)
 {
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (b->be == RQS_BACKEND_OPENCL) {
         cl_command_queue q = ropeqk_opencl_queue(b->ctx);
         cl_int e = write ? clEnqueueWriteBuffer(q, b->mem, CL_TRUE, at, n, host, 0, NULL, NULL)
@@ -594,7 +594,7 @@ static ropeqk_status raw_io(const rqs_devbuf *b, size_t at, size_t n, void *host
         return e ? cl_fail(e, write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer") : ROPEQK_SUCCESS;
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (b->be == RQS_BACKEND_VULKAN) {
         if (!b->map)
             return write ? vk_staged(b, at, n, host, NULL) : vk_staged(b, at, n, NULL, host);
@@ -684,7 +684,7 @@ ropeqk_status rqs_stream_create(ropeqk_ctx *ctx, rqs_stream **out)
     s->ctx = ctx;
     s->be = rqs_ctx_backend(ctx);
     ropeqk_status st = no_backend("rqs_stream_create");
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (s->be == RQS_BACKEND_OPENCL) {
         cl_int e = CL_SUCCESS;
         s->queue = clCreateCommandQueue(ropeqk_opencl_context(ctx), ropeqk_opencl_device(ctx), 0, &e);
@@ -693,7 +693,7 @@ ropeqk_status rqs_stream_create(ropeqk_ctx *ctx, rqs_stream **out)
             clReleaseCommandQueue(s->queue);
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (s->be == RQS_BACKEND_VULKAN)
         st = vk_pool_make(ctx, &s->pool, &s->fence);
 #endif
@@ -709,13 +709,13 @@ void rqs_stream_destroy(rqs_stream *s)
 {
     if (!s)
         return;
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (s->be == RQS_BACKEND_OPENCL) {
         clFinish(s->queue);
         clReleaseCommandQueue(s->queue);
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (s->be == RQS_BACKEND_VULKAN) { /* every run waited for its fence: nothing is in flight */
         VkDevice dev = ropeqk_vulkan_device(s->ctx);
         vkDestroyFence(dev, s->fence, NULL);
@@ -728,7 +728,7 @@ void rqs_stream_destroy(rqs_stream *s)
 /* ---- runs -------------------------------------------------------------------------------------- */
 ropeqk_status rqs_plan_create(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, ropeqk_plan **out)
 {
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (rqs_ctx_backend(ctx) == RQS_BACKEND_VULKAN) {
         pthread_mutex_lock(&vk_lock);
         ropeqk_status st = ropeqk_plan_create(ctx, desc, out);
@@ -745,7 +745,7 @@ ropeqk_status rqs_plan_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, co
     if (!ctx || !a)
         return fail(ROPEQK_ERR_NULL_POINTER, "rqs_plan_run: NULL context or arguments");
     rqs_backend be = rqs_ctx_backend(ctx);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         ropeqk_opencl_args c = cl_args(a);
         cl_event ev = NULL;
@@ -753,7 +753,7 @@ ropeqk_status rqs_plan_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, co
         return cl_after(ctx, s, st, ev, NULL, "ropeqk_opencl_plan_enqueue");
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (be == RQS_BACKEND_VULKAN) {
         vk_plan_rec r = {plan, vk_args(a), step};
         return vk_run(ctx, s, rec_plan, &r);
@@ -769,7 +769,7 @@ ropeqk_status rqs_scores_oneshot(ropeqk_ctx *ctx, rqs_stream *s, const ropeqk_pa
     if (!ctx || !a)
         return fail(ROPEQK_ERR_NULL_POINTER, "rqs_scores_oneshot: NULL context or arguments");
     rqs_backend be = rqs_ctx_backend(ctx);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         cl_event ev = NULL;
         ropeqk_status st = ropeqk_opencl_enqueue(ctx, s ? s->queue : NULL, p, q, cl_view(a->q), k, cl_view(a->k),
@@ -778,7 +778,7 @@ ropeqk_status rqs_scores_oneshot(ropeqk_ctx *ctx, rqs_stream *s, const ropeqk_pa
         return cl_after(ctx, s, st, ev, NULL, "ropeqk_opencl_enqueue");
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (be == RQS_BACKEND_VULKAN) {
         if (!p || !q || !k || !out)
             return fail(ROPEQK_ERR_NULL_POINTER, "rqs_scores_oneshot: NULL parameters or view");
@@ -802,7 +802,7 @@ ropeqk_status rqs_paged_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, c
     if (!ctx || !a)
         return fail(ROPEQK_ERR_NULL_POINTER, "rqs_paged_run: NULL context or arguments");
     rqs_backend be = rqs_ctx_backend(ctx);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         ropeqk_opencl_paged_args c = {.q = cl_view(a->q),         .k_cache = cl_view(a->k_cache),
                                       .v_cache = cl_view(a->v_cache), .out = cl_view(a->out),
@@ -813,7 +813,7 @@ ropeqk_status rqs_paged_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *plan, c
         return cl_after(ctx, s, st, ev, CL_NO_EVENT_YET, "ropeqk_opencl_paged_enqueue");
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (be == RQS_BACKEND_VULKAN) {
         vk_paged_rec r = {plan,
                           {.q = vk_view(a->q), .k_cache = vk_view(a->k_cache), .v_cache = vk_view(a->v_cache),
@@ -834,7 +834,7 @@ ropeqk_status rqs_paged_append_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *
     if (!ctx)
         return fail(ROPEQK_ERR_NULL_POINTER, "rqs_paged_append_run: NULL context");
     rqs_backend be = rqs_ctx_backend(ctx);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         cl_event ev = CL_NO_EVENT_YET;
         ropeqk_opencl_paged_cache c, *cp = NULL; /* NULL stays NULL: the library's own check */
@@ -848,7 +848,7 @@ ropeqk_status rqs_paged_append_run(ropeqk_ctx *ctx, rqs_stream *s, ropeqk_plan *
         return cl_after(ctx, s, st, ev, CL_NO_EVENT_YET, "ropeqk_opencl_paged_append");
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (be == RQS_BACKEND_VULKAN) {
         ropeqk_vulkan_paged_cache c, *cp = NULL;
         if (cache) {
@@ -883,7 +883,7 @@ ropeqk_status rqs_copy_run(ropeqk_ctx *ctx, rqs_stream *s, const rqs_copy *c, si
         if (x->dst == x->src && x->src_offset < x->dst_offset + x->bytes && x->dst_offset < x->src_offset + x->bytes)
             return fail(ROPEQK_ERR_BAD_PARAM, "rqs_copy_run: copy %zu: source and destination overlap", i);
     }
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         cl_command_queue q = cl_queue(ctx, s);
         for (size_t i = 0; i < n; i++) {
@@ -898,7 +898,7 @@ ropeqk_status rqs_copy_run(ropeqk_ctx *ctx, rqs_stream *s, const rqs_copy *c, si
         return e ? cl_fail(e, "clFinish") : ROPEQK_SUCCESS;
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (be == RQS_BACKEND_VULKAN) {
         vk_copy1 *v = malloc((n ? n : 1) * sizeof *v);
         if (!v)
@@ -917,10 +917,10 @@ ropeqk_status rqs_copy_run(ropeqk_ctx *ctx, rqs_stream *s, const rqs_copy *c, si
 }
 
 /* ---- raw views --------------------------------------------------------------------------------- */
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 ropeqk_opencl_mem rqs_view_opencl(rqs_view v) { return cl_view(v); }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
 ropeqk_vulkan_mem rqs_view_vulkan(rqs_view v) { return vk_view(v); }
 #endif
 
@@ -935,14 +935,14 @@ ropeqk_status rqs_ctx_borrow(const ropeqk_ctx *ctx, const ropeqk_tuning *tuning,
     if (!tuning)
         tuning = &none;
     rqs_backend be = rqs_ctx_backend(ctx);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (be == RQS_BACKEND_OPENCL) {
         ropeqk_opencl_ctx_params p = {.context = ropeqk_opencl_context(ctx), .queue = ropeqk_opencl_queue(ctx),
                                       .tuning = *tuning};
         return ropeqk_opencl_ctx_create(&p, out);
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (be == RQS_BACKEND_VULKAN) {
         ropeqk_vulkan_ctx_params p = {.instance = ropeqk_vulkan_instance(ctx),
                                       .physical_device = ropeqk_vulkan_physical_device(ctx),
@@ -961,7 +961,7 @@ bool rqs_validation_unavailable(char *why, size_t len)
     const char *v = getenv("ROPEQK_VULKAN_VALIDATION");
     if (!v || strcmp(v, "auto") != 0)
         return false;
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     uint32_t n = 0;
     bool found = false;
     if (vkEnumerateInstanceLayerProperties(&n, NULL) == VK_SUCCESS && n > 0) {
@@ -983,7 +983,7 @@ bool rqs_validation_unavailable(char *why, size_t len)
 
 uint32_t rqs_validation_messages(char *first, size_t len)
 {
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     return ropeqk_vulkan_validation_messages(NULL, first, len);
 #else
     if (first && len)

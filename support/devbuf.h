@@ -27,10 +27,10 @@
 #define RQS_DEVBUF_H
 
 #include "ropeqk.h"
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 #include "ropeqk_opencl.h"
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
 #include "ropeqk_vulkan.h"
 #endif
 
@@ -163,10 +163,10 @@ ropeqk_status rqs_copy_run(ropeqk_ctx *ctx, rqs_stream *s, const rqs_copy *c, si
 ropeqk_status rqs_ctx_borrow(const ropeqk_ctx *ctx, const ropeqk_tuning *tuning, ropeqk_ctx **out);
 
 /* The backend buffer range of a view, for tests of a backend's own entry points. */
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 ropeqk_opencl_mem rqs_view_opencl(rqs_view v);
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
 ropeqk_vulkan_mem rqs_view_vulkan(rqs_view v);
 #endif
 

@@ -4,7 +4,7 @@
  * gives, the vendor switch's portable decode kernel, and the message and log of a failed program
  * build. Each Criterion test runs in its own process, so setenv() here touches no other test. */
 #include "harness.h"
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 #include "ropeqk_opencl.h"
 #endif
 
@@ -33,7 +33,7 @@ TestSuite(config, .init = no_platform_skip, .fini = th_leak_check);
  * shipped entry would replace the heuristic, so the context reads an empty cache directory. */
 static void expect_cpu_vector_rule(ropeqk_ctx *x, const ropeqk_tuning *got)
 {
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     cl_uint nv = 0;
     cl_int err = clGetDeviceInfo(ropeqk_opencl_device(x), CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof nv, &nv, NULL);
     cr_assert_eq(err, CL_SUCCESS, "CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: %d", (int)err);
@@ -321,7 +321,7 @@ Test(config, crossover_knobs_from_api_and_env)
     }
 }
 
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 /* A context whose program build fails (ROPEQK_BUILD_OPTIONS); skips on Vulkan, whose SPIR-V is built
  * with the library. */
 static ropeqk_ctx *failing_build_ctx(void)

@@ -27,19 +27,19 @@ TestSuite(dense_decode, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 900
 
 /* src/opencl/dense.c, src/vulkan/vk_dense.c: calls run through the paged kernels so far (not
  * exported: linked statically); a test runs on one backend, so the sum counts that backend's */
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 long long rq_dense_decode_runs(void);
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
 long long rq_vk_dense_decode_runs(void);
 #endif
 static long long dense_runs(void)
 {
     long long n = 0;
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     n += rq_dense_decode_runs();
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     n += rq_vk_dense_decode_runs();
 #endif
     return n;

@@ -1,7 +1,7 @@
 /* Device path: named edge cases, the enqueue API with offsets/events/borrowed objects, and the
  * status of every invalid argument (with the output left untouched). */
 #include "harness.h"
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 #include "ropeqk_opencl.h"
 #endif
 
@@ -111,7 +111,7 @@ Test(device, second_call_reuses_the_program)
     cr_expect_eq(a.max_err, b.max_err);
 }
 
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 /* ---- the enqueue API with device buffers, offsets, positions and events -------------------- */
 
 typedef struct {

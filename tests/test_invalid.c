@@ -1,7 +1,7 @@
 /* Every invalid argument gets its own status, from the scalar path, the host convenience call and
  * the enqueue call alike, and leaves the output untouched. */
 #include "harness.h"
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 #include "ropeqk_opencl.h"
 #endif
 
@@ -154,7 +154,7 @@ Test(invalid, device_path_statuses)
     ropeqk_ctx_destroy(ctx);
 }
 
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 Test(invalid, enqueue_buffer_checks)
 {
     char why[256];
@@ -220,7 +220,7 @@ Test(invalid, status_strings_are_distinct_and_named)
             cr_expect(strcmp(a, ropeqk_status_string(t)) != 0, "%d and %d share a string", s, t);
     }
     cr_expect_str_eq(ropeqk_status_string(0), "success");
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     /* statuses are the library's own: a backend code is not one, and is named by the backend */
     cr_expect_str_eq(ropeqk_status_string(CL_OUT_OF_RESOURCES), "unknown status");
     cr_expect_str_eq(ropeqk_opencl_error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
@@ -241,7 +241,7 @@ Test(invalid, outermost_block_past_int64)
     ropeqk_ctx *ctx = th_ctx_or_skip_reason(why, sizeof why);
     if (!ctx)
         cr_skip_test("%s", why);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     TH_SKIP_IF_VULKAN(ctx);
     cl_int err;
     cl_mem m = clCreateBuffer(ropeqk_opencl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);

@@ -23,19 +23,19 @@
 TestSuite(paged_fast, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 600);
 
 /* launches of the fast pass 1 (not exported: linked statically); a test runs on one backend */
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 long long rq_paged_fast_runs(void);
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
 long long rq_vk_paged_fast_runs(void);
 #endif
 static long long fast_runs(void)
 {
     long long n = 0;
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     n += rq_paged_fast_runs();
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     n += rq_vk_paged_fast_runs();
 #endif
     return n;

@@ -197,7 +197,7 @@ Test(paged, invalid_batches_write_nothing)
     cr_expect_eq(rqs_paged_run(th_ctx, NULL, NULL, &ga, &good), ROPEQK_ERR_NULL_POINTER);
     cr_expect_eq(rqs_paged_run(th_ctx, NULL, f.pl, &ga, NULL), ROPEQK_ERR_NULL_POINTER);
     /* each backend's entry point with no arguments at all (and OpenCL's with a wait list missing) */
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     if (!th_is_vulkan(th_ctx)) {
         ropeqk_opencl_paged_args oa = {.q = rqs_view_opencl(ga.q), .k_cache = rqs_view_opencl(ga.k_cache),
                                        .v_cache = rqs_view_opencl(ga.v_cache), .out = rqs_view_opencl(ga.out),
@@ -206,7 +206,7 @@ Test(paged, invalid_batches_write_nothing)
         cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, &oa, &good, 1, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
     }
 #endif
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
     if (th_is_vulkan(th_ctx)) { /* refused before the command buffer is touched: a fake handle is enough */
         ropeqk_vulkan_paged_args va = {.q = rqs_view_vulkan(ga.q), .k_cache = rqs_view_vulkan(ga.k_cache),
                                        .v_cache = rqs_view_vulkan(ga.v_cache), .out = rqs_view_vulkan(ga.out),

@@ -5,7 +5,7 @@
  * fence) bitwise equal to a lone run. OpenCL only: the host-kernel contract (argument names of the
  * compiled kernels against cl/contract.h). */
 #include "harness.h"
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 #include "ropeqk_opencl.h"
 #include "../cl/contract.h"
 #endif
@@ -295,7 +295,7 @@ Test(plan, one_plan_enqueued_from_four_threads)
     dproblem_free(&p);
 }
 
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 /* ---- the host-kernel contract ----------------------------------------------------------------- */
 #define ARG_NAME(kern, id, name) #name,
 static const char *const rotate_names[] = {RQ_ROTATE_ARGS(ARG_NAME)};

@@ -88,7 +88,7 @@ static void gate_run(ropeqk_ctx *ctx, mini *m, ropeqk_event *gate, void (*signal
 }
 
 /* ---- OpenCL ---------------------------------------------------------------------------------- */
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 static void cl_open(void *ue) { cr_assert_eq(clSetUserEventStatus((cl_event)ue, CL_COMPLETE), CL_SUCCESS); }
 
 Test(run_interop, opencl_user_event)
@@ -158,7 +158,7 @@ Test(run_interop, opencl_buffer_wrap)
 #endif
 
 /* ---- Vulkan ----------------------------------------------------------------------------------- */
-#if RQS_HAVE_VULKAN
+#if RQ_HAVE_VULKAN
 static void skip_unless_vulkan(void)
 {
     if (!th_is_vulkan(th_ctx)) {
@@ -252,7 +252,7 @@ Test(run_interop, vulkan_buffer_wrap)
     cr_expect_eq(ropeqk_vulkan_buffer_wrap(th_ctx, h, 0, 0, &x), ROPEQK_ERR_BAD_PARAM);
     cr_expect_eq(ropeqk_vulkan_buffer_wrap(th_ctx, VK_NULL_HANDLE, 0, 16, &x), ROPEQK_ERR_NULL_POINTER);
     cr_expect_eq(ropeqk_vulkan_buffer_handle(NULL, &off, &range), VK_NULL_HANDLE);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     cr_expect_null(ropeqk_opencl_buffer_mem(w));
     cr_expect_eq(ropeqk_opencl_buffer_wrap(th_ctx, (cl_mem)(uintptr_t)64, &x), ROPEQK_ERR_BAD_PARAM);
 #endif

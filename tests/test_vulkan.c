@@ -49,7 +49,7 @@ Test(vulkan, device_list_and_specs)
     const char *backend = NULL;
     cr_expect_eq(ropeqk_ctx_backend_error(ctx, &backend), 0);
     cr_expect_str_eq(backend, "Vulkan");
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     cr_expect_null(ropeqk_opencl_context(ctx));
 #endif
     ropeqk_ctx_destroy(ctx);
@@ -123,7 +123,7 @@ Test(vulkan, record_path_buffer_checks)
     cr_expect_eq(ropeqk_vulkan_plan_record(pl, fake_cmd, &ok, &step), ROPEQK_ERR_BAD_PARAM, "fixed plan, step");
     cr_expect_eq(ropeqk_vulkan_plan_record(pl, VK_NULL_HANDLE, &ok, NULL), ROPEQK_ERR_NULL_POINTER);
     cr_expect_eq(ropeqk_vulkan_plan_record(NULL, fake_cmd, &ok, NULL), ROPEQK_ERR_NULL_POINTER);
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
     /* the other backend's calls refuse a Vulkan plan */
     ropeqk_opencl_args oa;
     memset(&oa, 0, sizeof oa);
@@ -136,7 +136,7 @@ Test(vulkan, record_path_buffer_checks)
     ropeqk_ctx_destroy(ctx);
 }
 
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 Test(vulkan, opencl_plan_refused_by_the_vulkan_record)
 {
     ropeqk_ctx_params cp = {.device = "opencl:0:0"};

@@ -97,7 +97,7 @@ void *__wrap_malloc(size_t n) { return fault_hit(F_MALLOC) ? NULL : __real_mallo
 void *__wrap_calloc(size_t a, size_t b) { return fault_hit(F_MALLOC) ? NULL : __real_calloc(a, b); }
 void *__wrap_realloc(void *p, size_t n) { return fault_hit(F_MALLOC) ? NULL : __real_realloc(p, n); }
 
-#if RQS_HAVE_OPENCL
+#if RQ_HAVE_OPENCL
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
