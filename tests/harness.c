@@ -333,6 +333,18 @@ void th_ctx_fini(void)
     th_leak_check();
 }
 
+void th_skip_without_device(const char *opencl_only)
+{
+    char why[256];
+    ropeqk_ctx *x = th_ctx_or_skip_reason(why, sizeof why);
+    if (!x)
+        cr_skip_test("%s", why);
+    bool vk = th_is_vulkan(x);
+    ropeqk_ctx_destroy(x);
+    if (vk && opencl_only)
+        cr_skip_test("%s", opencl_only);
+}
+
 bool th_is_vulkan(const ropeqk_ctx *ctx) { return rqs_ctx_backend(ctx) == RQS_BACKEND_VULKAN; }
 
 void th_leak_check(void)

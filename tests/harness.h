@@ -98,6 +98,11 @@ extern ropeqk_ctx *th_ctx;
 void th_ctx_init(void);
 void th_ctx_fini(void);
 
+/* The one skip fixture of a suite's .init or a test's start: skips (with the reason) where there is no
+ * device; with opencl_only non-NULL, also on a Vulkan device (the reason: what is OpenCL's). The
+ * context it probes with is destroyed. */
+void th_skip_without_device(const char *opencl_only);
+
 /* Whether ctx is a Vulkan context (ROPEQK_DEVICE=vulkan). */
 bool th_is_vulkan(const ropeqk_ctx *ctx);
 /* In a test of an OpenCL-only concept: on a Vulkan context, destroy it and skip. */

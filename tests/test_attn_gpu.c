@@ -22,14 +22,7 @@
 
 static void no_platform_skip(void)
 {
-    char why[256];
-    ropeqk_ctx *x = th_ctx_or_skip_reason(why, sizeof why);
-    if (!x)
-        cr_skip_test("%s", why);
-    bool vk = th_is_vulkan(x);
-    ropeqk_ctx_destroy(x);
-    if (vk)
-        cr_skip_test("the GPU attention kernel is OpenCL's");
+    th_skip_without_device("the GPU attention kernel is OpenCL's");
     unsetenv("ROPEQK_PROFILE"); /* the profile is chosen per test through the API */
 }
 
