@@ -22,7 +22,7 @@
  * before its masks (variants.cl); sinks: a row's running max starts at s_h with a sum of 1 (a key of
  * logit s_h and value 0), so a fully masked row ends with O = 0 and LSE = s_h; the rotary offset and
  * M-RoPE are the RoPE pass's (the masks then follow token order: the host passes the offsets).
- * Tuning (-D from the host's profile, src/tuning.c): RQ_ATQ rows per work-item, RQ_AVK keys per
+ * Tuning (-D from the host's profile, src/core/tuning.c): RQ_ATQ rows per work-item, RQ_AVK keys per
  * block (a floatRQ_AVK vector along keys: explicit SIMD for CPU drivers, 1 on GPUs), RQ_AWG
  * work-items per group. */
 

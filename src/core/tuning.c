@@ -37,10 +37,10 @@
  *          NVIDIA GPUs (its database: tiles of 64-128, 16-32 dims per step, 128-256 work-items, 4-8
  *          results per work-item along each side), at its small end: 256 work-items, 8.5 KiB of
  *          local memory, 16 accumulators. RB is 4 or 8 and TK a multiple of 4 (float4 local reads). Not yet measured on a GPU: the tuner's GPU candidates
- *          sweep tile, block and step (src/tune.c). The host turns it off when the work-group exceeds
+ *          sweep tile, block and step (src/opencl/tune.c). The host turns it off when the work-group exceeds
  *          the device's limit or the local arrays exceed 48 KiB or the device's local memory (below),
  *          and plan creation falls back to qk_scores when the compiled kernel allows fewer
- *          work-items (src/plan.c).
+ *          work-items (src/opencl/plan.c).
  *
  * Vendor switch: on pocl (identified by its platform name) the program is built with
  * -DRQ_POCL_EXT=1, which enables Clang builtins in cl/scores.cl, and with -w: on hosts without
