@@ -85,6 +85,23 @@ typedef float rq_f32;
     ((bm) * (tk) / 4 + (tk) * (bn) / 4 > (tk) * (dv) / 4 ? (bm) * (tk) / 4 + (tk) * (bn) / 4 : (tk) * (dv) / 4)
 #define RQ_GA_LOCAL_BYTES(bm, bn, tk, dv)                                                          \
     ((16 * RQ_GA_STAGE4(bm, bn, tk, dv) + 4 * (bm) * ((bn) + 4) + 2 * (bm) * (bn) + 12 * (bm) + 4 * (bn) + 56 + 15) / 16 * 16)
+/* qk_attention_gpu_*'s shape where a plan cannot run qk_attention_fa2_* (D or Dv not a multiple of 4):
+ * rows, keys, step, rows per work-item, V dims (the shape it was the default in; cl/program.cl,
+ * src/opencl/attn.c) */
+#define RQ_GA_FB_BM 32
+#define RQ_GA_FB_BN 64
+#define RQ_GA_FB_TK 16
+#define RQ_GA_FB_RB 2
+#define RQ_GA_FB_DV 128
+/* qk_attention_fa2_* (cl/attention_fa2.cl, the register-blocked form of the same shapes): two stage
+ * buffers (each the Q and K tiles of an S step, or aliased the V tile of a P.V step), in float4, and
+ * its local memory in bytes: those, the P tile [key][row] (rows of BM + 4 floats), six output offsets and
+ * strides, the max and the sum partials (BM x BN/4 each), the running max and the correction per row, the range of
+ * key positions each row sees, the keys' positions, four limits, rounded up to 16 (rq_fa_local) */
+#define RQ_FA_STAGE4(bm, bn, tk, dv)                                                               \
+    (2 * ((tk) * ((bm) + 4) / 4 + (tk) * (bn) / 4 > (tk) * (dv) / 4 ? (tk) * ((bm) + 4) / 4 + (tk) * (bn) / 4 : (tk) * (dv) / 4))
+#define RQ_FA_LOCAL_BYTES(bm, bn, tk, dv)                                                          \
+    ((16 * RQ_FA_STAGE4(bm, bn, tk, dv) + 4 * (bn) * ((bm) + 4) + 48 + 2 * (bm) * (bn) + 16 * (bm) + 8 * (bn) + 16 + 15) / 16 * 16)
 #define RQ_DT_F32 0  /* storage types as kernel arguments (the values of ropeqk_dtype) */
 #define RQ_DT_F16 1
 #define RQ_DT_BF16 2

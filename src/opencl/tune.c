@@ -19,9 +19,9 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
         n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
     if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
         n += snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
-    if (t->ga_bm > 0) /* cl/attention_gpu.cl, likewise */
-        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_GA_BM=%d -DRQ_GA_BN=%d -DRQ_GA_TK=%d -DRQ_GA_RB=%d -DRQ_GA_DV=%d",
-                 t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv);
+    if (t->ga_bm > 0) /* cl/attention_gpu.cl or cl/attention_fa2.cl, likewise */
+        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_GA_BM=%d -DRQ_GA_BN=%d -DRQ_GA_TK=%d -DRQ_GA_RB=%d -DRQ_GA_DV=%d%s",
+                 t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, rq_ga_fa2(t) ? " -DRQ_GA_FA2=1" : "");
     /* RQ_CPU_KERNELS: whether the program contains the CPU profile's own kernels (cl/program.cl) */
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
@@ -115,8 +115,7 @@ static void set_gshape(rq_tuning *t, int k)
  * "" when it can. Plan creation checks the compiled kernel too (src/opencl/attn.c). */
 static void gattn_misfit(const rq_devinfo *dev, const rq_tuning *t, char *why, size_t len)
 {
-    size_t nt = rq_gattn_items(t), local = RQ_GA_LOCAL_BYTES((size_t)t->ga_bm, (size_t)t->ga_bn, (size_t)t->ga_tk,
-                                                              (size_t)t->ga_dv);
+    size_t nt = rq_gattn_items(t), local = rq_ga_local_bytes(t);
     size_t cap = dev->local_mem > 0 && dev->local_mem < RQ_LOCAL_CAP ? dev->local_mem : RQ_LOCAL_CAP;
     why[0] = '\0';
     if (dev->max_wg > 0 && nt > dev->max_wg)

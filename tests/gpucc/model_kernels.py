@@ -33,20 +33,20 @@ def cdiv(a, b):
     return -(-a // b)
 
 
-# ---- RoPE pass (cl/rope.cl, RQ_RUB 1: the GPU profile) --------------------------------------------
+# ---- RoPE pass (cl/rope_gpu.cl, RQ_RUB 1: the GPU profile) ----------------------------------------
 
-def rope(c, dtype, rows, bh, D, R=None, what='RoPE pass'):
-    """rope_rotate_<dtype> over `rows` rows of `bh` heads (src/opencl/enqueue.c rq_rotate_grid: a
-    work-item per RQ_RV rows and unit, work-groups of rot_uwg (16) units along the units)."""
+def rope(c, dtype, rows, bh, D, R=None, what='RoPE pass', tpose=False):
+    """rope_rotate_<dtype> over `rows` rows of `bh` heads (src/opencl/enqueue.c rq_rotate_grid, GPU
+    form): work-groups of RQ_RGX x RQ_RGY work-items, each a tile of RQ_RGX units x RQ_RTR rows for
+    RQ_RHC heads. tpose: the output is Kt ([d][key], through the local-memory transpose)."""
     R = D if R is None else R
     units = R // 2 + (D - R)
-    uwg = 16  # src/core/tuning.c rot_uwg, GPU profile
-    wgs = cdiv(rows, c['RQ_RV']) * cdiv(units, uwg)
+    wgs = cdiv(units, c['RQ_RGX']) * cdiv(rows, c['RQ_RTR']) * cdiv(bh, c['RQ_RHC'])
     es = {'f32': 4, 'f16': 2, 'bf16': 2}[dtype]
-    return Launch('rope_rotate_' + dtype, 'gpu', wgs, uwg,
-                  {'for (int r = row0; r < rend; r++)': min(rows, c['RQ_RV']),
-                   'for (int bh = 0; bh < BH; bh++)': bh},
-                  dram=rows * bh * D * (es + 4), unit=('row x head', rows * bh), hot='for (int bh = 0; bh < BH; bh++)',
+    return Launch('rope_rotate_' + dtype, 'gpu', wgs, c['RQ_RGX'] * c['RQ_RGY'],
+                  {'for (int h = 0; h < RQ_RHC; h++)': min(bh, c['RQ_RHC']),
+                   'for (int u = ly; u < RQ_RGX; u += RQ_RGY)': c['RQ_RGX'] / c['RQ_RGY'] if tpose else 0},
+                  dram=rows * bh * D * (es + 4), unit=('row x head', rows * bh), hot='for (int h = 0; h < RQ_RHC; h++)',
                   note=what)
 
 
@@ -121,11 +121,11 @@ def attention(c, dtype, S, H, D, pass_bytes=64 << 20):
     bm, bn, tk, rb = c['RQ_GA_BM'], c['RQ_GA_BN'], c['RQ_GA_TK'], c['RQ_GA_RB']
     nt = (bm // rb) * (bn // 4)
     warps = nt // 32
-    per = max(1, (pass_bytes - c['RQ_ATQ'] * D * 4) // (H * D * 4))
+    per = max(1, pass_bytes // (H * D * 4))  # attn_pass_rows: the cap counts the rows only
     passes = cdiv(S, per)
     rows = cdiv(S, passes)
     es = {'f32': 4, 'f16': 2, 'bf16': 2}[dtype]
-    out = [rope(c, dtype, S, H, D, what='K rotation')]
+    out = [rope(c, dtype, S, H, D, what='K rotation', tpose=True)]
     for p in range(passes):
         q0, n = p * rows, min(rows, S - p * rows)
         blocks = cdiv(n, bm)
@@ -144,7 +144,6 @@ def attention(c, dtype, S, H, D, pass_bytes=64 << 20):
             'for (int t = 0; t < RQ_GA_TX / 4; t++)#1': bn // 16,
             'for (int u0 = 0; u0 < nk; u0 += RQ_GA_TK)': bn / tk,
             'for (int u = ty; u < RQ_GA_TK; u += RQ_GA_TY)': tk / (bm // rb),
-            'for (int u = 0; u < RQ_GA_TK; u += 4)': tk // 4,
             'for (int t = 0; t < RQ_GA_TX / 4; t++)#2': bn // 16,
         }, dram=(n * H * D * 4) + S * H * D * 4 + S * H * D * es + n * H * D * es,
             unit=('64x64 score tile', blocks * H * tiles * bm * bn / 4096), hot='for (int j0 = 0; j0 < Sk; j0 += RQ_GA_BN)',
@@ -160,7 +159,7 @@ def scores(c, S, H, D):
     tile, tk = c['RQ_TILE'], c['RQ_TK']
     tw = tile // c['RQ_RB']
     wgs = cdiv(S, tile) ** 2 * H
-    return [rope(c, 'f32', S, H, D, what='Q rotation'), rope(c, 'f32', S, H, D, what='K rotation'),
+    return [rope(c, 'f32', S, H, D, what='Q rotation'), rope(c, 'f32', S, H, D, what='K rotation', tpose=True),
             Launch('qk_scores_tiled', 'gpu', wgs, tw * tw, {
                 'for (int t = lid; t < 2 * RQ_TILE; t += RQ_NT)': 0,            # not masked
                 'for (int d0 = 0; d0 < D; d0 += RQ_TK)': D / tk,
