@@ -86,6 +86,7 @@ typedef struct {
     float4 stage[RQ_FA_ST4];              /* two Q + K stage buffers, or two V stage buffers */
     float4 pt4[RQ_GA_BN * RQ_FA_PT4];     /* P tile [key][row]: the scores, then their weights */
     long ostr[6];                         /* O and LSE: the batch's offset, head and row strides */
+    int gid[3];                           /* the tile's first row, KV head and column block */
     float red[RQ_GA_BM * RQ_FA_TX];       /* per row and tx: the max over its 4 keys of the tile */
     float lsum[RQ_FA_TX * RQ_GA_BM];      /* per tx and row: the sum of exp over its keys so far */
     float mstat[RQ_GA_BM];                /* running row max (the owners') */
@@ -225,10 +226,10 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
 #define RQ_FA_V_LOAD(u0, LD4)                                                                      \
     {                                                                                              \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_VREP; k++) {                                   \
-            const int e = lid + k * RQ_FA_NT, u = e / RQ_FA_V4, col = c0 + 4 * (e % RQ_FA_V4);     \
+            const int e = lid + k * RQ_FA_NT, u = e / RQ_FA_V4, col = 4 * (e % RQ_FA_V4);          \
             const int j = j0 + (u0) + u;                                                           \
             float4 x = (float4)(0.0f);                                                             \
-            if ((RQ_GA_TK * RQ_FA_V4 % RQ_FA_NT == 0 || e < RQ_GA_TK * RQ_FA_V4) && j < Sk && col < Dv) \
+            if ((RQ_GA_TK * RQ_FA_V4 % RQ_FA_NT == 0 || e < RQ_GA_TK * RQ_FA_V4) && j < Sk && col < vcols) \
                 x = LD4(vb + (long)j * a.vnb2, col);                                               \
             vv[k] = x;                                                                             \
         }                                                                                          \
@@ -264,7 +265,7 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
     }
 #define RQ_FA_VFMA(acc, w, x, SEL) acc = (SEL) && as_uint(w) == 0x80000000u ? acc : fma((float4)(w), x, acc);
 
-#define RQ_FA_KERNEL(NAME, LD4)                                                                    \
+#define RQ_FA_KERNEL(NAME, LD4, ES)                                                                \
 __kernel __attribute__((reqd_work_group_size(RQ_FA_NT, 1, 1)))                                     \
 void NAME(__global const float *qr, __global const float *kt, __global const uchar *v,               \
           __global const int *qpos, __global const int *kpos, __global uchar *out,                 \
@@ -293,6 +294,9 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         L.mstat[t] = a.use_sinks ? sinks[hk * G + mm / Sq] : -INFINITY;                            \
     }                                                                                              \
     if (lid == 0) {                                                                                \
+        L.gid[0] = m0; /* for the end, read back: not kept in registers through the key loop */    \
+        L.gid[1] = hk;                                                                             \
+        L.gid[2] = cb;                                                                             \
         L.ostr[0] = a.o_off + (long)b * a.onb0;                                                    \
         L.ostr[1] = a.onb1;                                                                        \
         L.ostr[2] = a.onb2;                                                                        \
@@ -335,7 +339,9 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     }                                                                                              \
     __global const float *qb = qr + ((long)bk * M + m0) * D; /* the tile's rows */                 \
     __global const float *kb = kt + (long)bk * D * ldk;                                            \
-    __global const uchar *vb = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1;                 \
+    /* V's rows from the column block's first column; vcols: its columns below Dv */              \
+    __global const uchar *vb = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1 + (long)c0 * ES; \
+    const int vcols = Dv - c0;                                                                     \
     const int nst = (D + RQ_GA_TK - 1) / RQ_GA_TK; /* S steps */                                   \
     float4 qv[RQ_FA_QREP], kv[RQ_FA_KREP], vv[RQ_FA_VREP];                                         \
                                                                                                    \
@@ -493,9 +499,9 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             sum += L.lsum[t * RQ_GA_BM + r];                                                       \
         /* fully masked: l = 0, O = 0, LSE = -inf; l NaN (a non-finite key seen): both NaN */     \
         L.cstat[r] = sum == 0.0f ? 0.0f : 1.0f / sum;                                              \
-        const int m = m0 + r;                                                                      \
-        if (a.with_lse && cb == 0 && m < M) {                                                      \
-            const int g = m / Sq, ii = m - g * Sq, h = hk * G + g;                                 \
+        const int m = L.gid[0] + r;                                                                \
+        if (a.with_lse && L.gid[2] == 0 && m < M) {                                                \
+            const int g = m / Sq, ii = m - g * Sq, h = L.gid[1] * G + g;                           \
             *(__global float *)(lse + L.ostr[3] + (long)h * L.ostr[4] + (long)ii * L.ostr[5]) =    \
                 sum == 0.0f ? -INFINITY : L.mstat[r] + log(sum);                                   \
         }                                                                                          \
@@ -503,20 +509,20 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
     const int es = a.o_dtype == 0 ? 4 : 2;                                                         \
     _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++) {                                         \
-        const int r = ty * RQ_GA_RB + i, m = m0 + r;                                               \
+        const int r = ty * RQ_GA_RB + i, m = L.gid[0] + r;                                         \
         if (m >= M)                                                                                \
             continue;                                                                              \
-        const int g = m / Sq, ii = m - g * Sq, h = hk * G + g;                                     \
+        const int g = m / Sq, ii = m - g * Sq, h = L.gid[1] * G + g;                               \
         const float inv = cst_me[i];                                                               \
         const long ob = L.ostr[0] + (long)h * L.ostr[1] + (long)ii * L.ostr[2];                    \
         _Pragma("unroll") for (int c = 0; c < RQ_FA_CV; c++) {                                     \
-            const int col = c0 + 4 * (tx + c * RQ_FA_TX);                                          \
+            const int col = L.gid[2] * RQ_GA_DV + 4 * (tx + c * RQ_FA_TX);                         \
             if (col < Dv)                                                                          \
                 rq_fa_store4(out, ob + (long)col * es, a.o_dtype, o[i][c] * inv, min(4, Dv - col)); \
         }                                                                                          \
     }                                                                                              \
 }
 
-RQ_FA_KERNEL(qk_attention_fa2_f32, rq_fa_ld4_f32)
-RQ_FA_KERNEL(qk_attention_fa2_f16, rq_fa_ld4_f16)
-RQ_FA_KERNEL(qk_attention_fa2_bf16, rq_fa_ld4_bf16)
+RQ_FA_KERNEL(qk_attention_fa2_f32, rq_fa_ld4_f32, 4)
+RQ_FA_KERNEL(qk_attention_fa2_f16, rq_fa_ld4_f16, 2)
+RQ_FA_KERNEL(qk_attention_fa2_bf16, rq_fa_ld4_bf16, 2)

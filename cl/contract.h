@@ -66,6 +66,8 @@ typedef float rq_f32;
 #define RQ_PAGED_LOCAL_BYTES                                                                       \
     (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + 3 * RQ_PTK + 4 * RQ_PGH + 2 * 256) + 8 * 2 * RQ_PTK)
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
+#define RQ_NV_MAXREG 128 /* registers a work-item at most on NVIDIA's OpenCL (-cl-nv-maxrregcount, GPU profile:
+                          * two work-groups of 256 an SM; src/opencl/tune.c) */
 #define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
                             * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */
 /* qk_scores_tiled's local memory in bytes, for a tile edge and a step of tk dims: the Q and K tiles,
@@ -101,7 +103,7 @@ typedef float rq_f32;
 #define RQ_FA_STAGE4(bm, bn, tk, dv)                                                               \
     (2 * ((tk) * ((bm) + 4) / 4 + (tk) * (bn) / 4 > (tk) * (dv) / 4 ? (tk) * ((bm) + 4) / 4 + (tk) * (bn) / 4 : (tk) * (dv) / 4))
 #define RQ_FA_LOCAL_BYTES(bm, bn, tk, dv)                                                          \
-    ((16 * RQ_FA_STAGE4(bm, bn, tk, dv) + 4 * (bn) * ((bm) + 4) + 48 + 2 * (bm) * (bn) + 16 * (bm) + 8 * (bn) + 16 + 15) / 16 * 16)
+    ((16 * RQ_FA_STAGE4(bm, bn, tk, dv) + 4 * (bn) * ((bm) + 4) + 48 + 2 * (bm) * (bn) + 16 * (bm) + 8 * (bn) + 28 + 15) / 16 * 16)
 #define RQ_DT_F32 0  /* storage types as kernel arguments (the values of ropeqk_dtype) */
 #define RQ_DT_F16 1
 #define RQ_DT_BF16 2

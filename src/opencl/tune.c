@@ -34,6 +34,15 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
 ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
 {
     rq_tuning_options(&ctx->tune, buf, len);
+    /* NVIDIA's compiler (cl_nv_compiler_options): at most 128 registers a work-item on the GPU
+     * profile, so that two work-groups of 256 share an SM (65536 registers). Without a cap ptxas
+     * spends registers freely: qk_attention_fa2_f32 took 134 on sm_90 (clang-15 + ptxas 13), one
+     * work-group an SM; with it, 128 and no spill. Every GPU-profile kernel is within 128 without
+     * it (tests/gpucc compiles its NVIDIA leg with the same cap) */
+    if (ctx->dev.nv_opts && ctx->tune.profile == ROPEQK_PROFILE_GPU) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, " -cl-nv-maxrregcount=%d", RQ_NV_MAXREG);
+    }
     /* extra build options, for debugging and tuning (and for testing the build-failure path) */
     const char *extra = getenv("ROPEQK_BUILD_OPTIONS");
     if (extra && *extra) {
@@ -45,6 +54,12 @@ ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
         snprintf(buf + used, len - used, " %s", extra);
     }
     return ROPEQK_SUCCESS;
+}
+
+/* AMD's and Intel's OpenCL platforms: qk_attention_fa2_* is over their compilers' budgets. */
+static bool gattn_vendor_limited(const rq_devinfo *dev)
+{
+    return !dev->pocl && (strstr(dev->platform, "AMD") || strstr(dev->platform, "Intel"));
 }
 
 void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
@@ -61,6 +76,16 @@ void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
     }
     snprintf(t->config_source, sizeof t->config_source, "heuristic (%s profile, native float vector width %d)",
              cpu ? "CPU" : "GPU", nv);
+    /* The register-blocked attention kernel's default shape is over the budgets of AMD's and Intel's
+     * compilers (tests/gpucc: gfx90a 150 VGPRs, dg2 224 B of private memory): their GPUs keep
+     * qk_attention_gpu_* in its own default shape (the tuner does not offer them the other either,
+     * rq_cl_tune_fits) */
+    if (!cpu && t->ga_bm > 0 && rq_ga_fa2(t) && gattn_vendor_limited(dev)) {
+        t->ga_bm = RQ_GA_FB_BM, t->ga_bn = RQ_GA_FB_BN, t->ga_tk = RQ_GA_FB_TK, t->ga_rb = RQ_GA_FB_RB;
+        t->ga_dv = RQ_GA_FB_DV;
+        rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d (qk_attention_gpu_*: %s's compiler)", t->ga_bm,
+                       t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, dev->platform);
+    }
 }
 
 /* Turns the tiled kernel off (the plan then runs qk_scores) on the CPU profile (set by hand there:
@@ -258,6 +283,8 @@ bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int
     (void)D; /* plans fall back by themselves (rq_kernel_fits: plan.c, attn.c) */
     if (f != RQ_FAM_ATTN || t->ga_bm <= 0)
         return true;
+    if (rq_ga_fa2(t) && gattn_vendor_limited(&ctx->dev)) /* over those compilers' budgets (tuning_base) */
+        return false;
     /* a GPU attention shape the device cannot run would time its fallback again */
     char why[128];
     gattn_misfit(&ctx->dev, t, why, sizeof why);

@@ -77,7 +77,8 @@ def _compile(tools, d, tag, src, opts):
     ptx = re.sub(r'^(\.target [^\n]*?), debug$', r'\1', ptx, flags=re.M)
     with open(b + '.ptx', 'w') as f:
         f.write(ptx)
-    rc, log = gpucc.run([tools.ptxas, '-arch=sm_90', '-v'] + (['-lineinfo'] if tag == 'g' else []) +
+    rc, log = gpucc.run([tools.ptxas, '-arch=sm_90', '-v', '-maxrregcount=%d' % gpucc.NV_MAXREG] +
+                        (['-lineinfo'] if tag == 'g' else []) +
                         [b + '.ptx', '-o', b + '.cubin'])
     if rc:
         return None, None, 'ptxas failed: ' + log[-2000:]
