@@ -64,8 +64,8 @@ RQ_DEFINE_SOFTMAX_EXP(rq_fa_exp4, float4, int4, convert_int4)
 #define RQ_GA_DV 128
 #endif
 #if RQ_GA_BN % 16 != 0 || RQ_GA_TK % 4 != 0 || RQ_GA_BN % RQ_GA_TK != 0 || RQ_GA_BM % RQ_GA_RB != 0 || \
-    RQ_GA_DV % RQ_GA_BN != 0 || RQ_GA_RB % 4 != 0
-#error "RQ_GA_BN: a multiple of 16; RQ_GA_TK: of 4, dividing RQ_GA_BN; RQ_GA_RB: a multiple of 4 dividing RQ_GA_BM; RQ_GA_DV: of RQ_GA_BN"
+    RQ_GA_DV % RQ_GA_BN != 0 || RQ_GA_RB % 4 != 0 || (RQ_GA_BM / RQ_GA_RB) % (RQ_GA_DV / RQ_GA_BN) != 0
+#error "RQ_GA_BN: a multiple of 16; RQ_GA_TK: of 4, dividing RQ_GA_BN; RQ_GA_RB: a multiple of 4 dividing RQ_GA_BM; RQ_GA_DV: of RQ_GA_BN, (BM / RB) a multiple of DV / BN"
 #endif
 #define RQ_FA_TX (RQ_GA_BN / 4)           /* work-items along keys (4 keys each), and along V's float4 */
 #define RQ_FA_TY (RQ_GA_BM / RQ_GA_RB)    /* work-items along rows */
@@ -167,20 +167,19 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
 #define RQ_FA_QK_LOAD(d0)                                                                          \
     {                                                                                              \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_QREP; k++) {                                   \
-            const int e = lid + k * RQ_FA_NT, d = (d0) + 4 * (e % RQ_FA_Q4);                       \
-            float4 x = (float4)(0.0f);                                                             \
-            if (RQ_GA_BM * RQ_FA_Q4 % RQ_FA_NT == 0 || e < RQ_GA_BM * RQ_FA_Q4) {                  \
-                if (d < D) /* D is a multiple of 4: Qr's rows are float4-aligned */                \
-                    x = *(__global const float4 *)(qb + (long)min(e / RQ_FA_Q4, nrow - 1) * D + d); \
-            }                                                                                      \
-            qv[k] = x;                                                                             \
+            /* D is a multiple of TK (the host runs qk_attention_gpu_* for others): every step is \
+             * whole along the dims, and Qr's rows are float4-aligned */                           \
+            if (RQ_GA_BM * RQ_FA_Q4 % RQ_FA_NT == 0 || lid + k * RQ_FA_NT < RQ_GA_BM * RQ_FA_Q4)   \
+                qv[k] = *(__global const float4 *)(qp[k] + (d0));                                  \
         }                                                                                          \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_KREP; k++) {                                   \
-            const int e = lid + k * RQ_FA_NT, c = (d0) + e / RQ_FA_TX, j = j0 + 4 * (e % RQ_FA_TX); \
-            float4 x = (float4)(0.0f);                                                             \
-            if ((RQ_GA_TK * RQ_FA_TX % RQ_FA_NT == 0 || e < RQ_GA_TK * RQ_FA_TX) && c < D && j < Sk) \
-                x = *(__global const float4 *)(kb + (long)c * ldk + j);                            \
-            kv[k] = x;                                                                             \
+            /* keys past Sk: 0, read from inside the row (ldk, a multiple of 16, is at least Sk): \
+             * a select, not a branch (kfull: the whole tile is below Sk, uniform) */              \
+            if (RQ_GA_TK * RQ_FA_TX % RQ_FA_NT == 0 || lid + k * RQ_FA_NT < RQ_GA_TK * RQ_FA_TX) {  \
+                const int jk = kfull ? j0 : min(j0, ldk - 4 - kj[k]);                              \
+                const float4 x = *(__global const float4 *)(kp[k] + (long)(d0) * ldk + jk);       \
+                kv[k] = kfull || j0 + kj[k] < Sk ? x : (float4)(0.0f);                             \
+            }                                                                                      \
         }                                                                                          \
     }
 #define RQ_FA_QK_STORE(buf)                                                                        \
@@ -188,33 +187,33 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
         __local float4 *sb = L.stage + (buf) * RQ_FA_QK4;                                          \
         __local float *qt = (__local float *)sb; /* [dim][row], transposed as stored */             \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_QREP; k++) {                                   \
-            const int e = lid + k * RQ_FA_NT, r = e / RQ_FA_Q4, d = 4 * (e % RQ_FA_Q4);            \
+            const int e = lid + k * RQ_FA_NT;                                                      \
             if (RQ_GA_BM * RQ_FA_Q4 % RQ_FA_NT == 0 || e < RQ_GA_BM * RQ_FA_Q4) {                  \
-                qt[d * RQ_FA_QP + r] = qv[k].x;                                                    \
-                qt[(d + 1) * RQ_FA_QP + r] = qv[k].y;                                              \
-                qt[(d + 2) * RQ_FA_QP + r] = qv[k].z;                                              \
-                qt[(d + 3) * RQ_FA_QP + r] = qv[k].w;                                              \
+                /* one address, the 4 dims at constant offsets (as 4 addresses: 5 registers) */    \
+                __local float *qw = qt + 4 * (e % RQ_FA_Q4) * RQ_FA_QP + e / RQ_FA_Q4;             \
+                qw[0] = qv[k].x;                                                                   \
+                qw[RQ_FA_QP] = qv[k].y;                                                            \
+                qw[2 * RQ_FA_QP] = qv[k].z;                                                        \
+                qw[3 * RQ_FA_QP] = qv[k].w;                                                        \
             }                                                                                      \
         }                                                                                          \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_KREP; k++)                                     \
             if (RQ_GA_TK * RQ_FA_TX % RQ_FA_NT == 0 || lid + k * RQ_FA_NT < RQ_GA_TK * RQ_FA_TX)   \
                 sb[RQ_FA_QT4 + lid + k * RQ_FA_NT] = kv[k];                                        \
     }
-/* The fma of a stage buffer into the S block: rows RB*ty.., keys 4tx..4tx+3; per head dim RB / 4 +
- * 1 float4 local reads (the Q reads are broadcasts within a row of work-items) for 4 RB fma, with
- * RB / 4 + 1 float4 of operands in registers. */
-#define RQ_FA_S_FMA(buf)                                                                           \
+/* The fma of head dim d of a stage buffer (qs, ks) into the S block: rows RB*ty.., keys 4tx..4tx+3;
+ * RB / 4 + 1 float4 local reads (the Q reads are broadcasts within a row of work-items) for 4 RB fma,
+ * with RB / 4 + 1 float4 of operands in registers. (The loops around it are in the kernel, where
+ * the speed model sees their lines: tests/gpucc/srcloops.py.) */
+#define RQ_FA_S_DIM(d)                                                                             \
     {                                                                                              \
-        __local const float4 *qs = q_me + (buf) * RQ_FA_QK4, *ks = k_me + (buf) * RQ_FA_QK4;       \
-        _Pragma("unroll 2") for (int d = 0; d < RQ_GA_TK; d++) {                                   \
-            const float4 k = ks[d * RQ_FA_TX];                                                     \
-            _Pragma("unroll") for (int i4 = 0; i4 < RQ_GA_RB / 4; i4++) {                          \
-                const float4 q = qs[d * (RQ_FA_QP / 4) + i4];                                      \
-                s[4 * i4] = fma((float4)(q.x), k, s[4 * i4]);                                      \
-                s[4 * i4 + 1] = fma((float4)(q.y), k, s[4 * i4 + 1]);                              \
-                s[4 * i4 + 2] = fma((float4)(q.z), k, s[4 * i4 + 2]);                              \
-                s[4 * i4 + 3] = fma((float4)(q.w), k, s[4 * i4 + 3]);                              \
-            }                                                                                      \
+        const float4 k = ks[(d) * RQ_FA_TX];                                                       \
+        _Pragma("unroll") for (int i4 = 0; i4 < RQ_GA_RB / 4; i4++) {                              \
+            const float4 q = qs[(d) * (RQ_FA_QP / 4) + i4];                                        \
+            s[4 * i4] = fma((float4)(q.x), k, s[4 * i4]);                                          \
+            s[4 * i4 + 1] = fma((float4)(q.y), k, s[4 * i4 + 1]);                                  \
+            s[4 * i4 + 2] = fma((float4)(q.z), k, s[4 * i4 + 2]);                                  \
+            s[4 * i4 + 3] = fma((float4)(q.w), k, s[4 * i4 + 3]);                                  \
         }                                                                                          \
     }
 
@@ -226,12 +225,13 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
 #define RQ_FA_V_LOAD(u0, LD4)                                                                      \
     {                                                                                              \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_VREP; k++) {                                   \
-            const int e = lid + k * RQ_FA_NT, u = e / RQ_FA_V4, col = 4 * (e % RQ_FA_V4);          \
-            const int j = j0 + (u0) + u;                                                           \
-            float4 x = (float4)(0.0f);                                                             \
-            if ((RQ_GA_TK * RQ_FA_V4 % RQ_FA_NT == 0 || e < RQ_GA_TK * RQ_FA_V4) && j < Sk && col < vcols) \
-                x = LD4(vb + (long)j * a.vnb2, col);                                               \
-            vv[k] = x;                                                                             \
+            /* rows past Sk: 0, read from the last row; a select, not a branch (the whole step    \
+             * below Sk: uniform). vp's column is inside the row (vin: below Dv) */                 \
+            if (RQ_GA_TK * RQ_FA_V4 % RQ_FA_NT == 0 || lid + k * RQ_FA_NT < RQ_GA_TK * RQ_FA_V4) {  \
+                const int j = j0 + (u0) + k * (RQ_FA_NT / RQ_FA_V4), vfull = j0 + (u0) + RQ_GA_TK <= Sk; \
+                const float4 x = LD4(vp + (long)(vfull ? j : min(j + vrow, Sk - 1) - vrow) * a.vnb2, 0); \
+                vv[k] = vin && (vfull || j + vrow < Sk) ? x : (float4)(0.0f);                      \
+            }                                                                                      \
         }                                                                                          \
     }
 #define RQ_FA_V_STORE(buf)                                                                         \
@@ -241,25 +241,22 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
             if (RQ_GA_TK * RQ_FA_V4 % RQ_FA_NT == 0 || lid + k * RQ_FA_NT < RQ_GA_TK * RQ_FA_V4)   \
                 sb[lid + k * RQ_FA_NT] = vv[k];                                                    \
     }
-/* The fma of a V stage buffer (keys u0..u0+TK-1 of the tile) into the O block: per key RB / 4 + CV
- * float4 local reads (the weights of 4 rows of one key, a broadcast within a row of work-items; V's
- * column groups) for RB CV 4 fma, with RB + 4 CV floats of operands. SEL (a mixed tile): a weight
- * of -0.0 is a masked key, whose product is not added. */
-#define RQ_FA_PV_FMA(buf, u0, SEL)                                                                 \
+/* The fma of key u of a V stage buffer (vs; its weights pp) into the O block: RB / 4 + CV float4
+ * local reads (the weights of 4 rows of one key, a broadcast within a row of work-items; V's column
+ * groups) for RB CV 4 fma, with RB + 4 CV floats of operands. SEL (a mixed tile): a weight of -0.0
+ * is a masked key, whose product is not added. */
+#define RQ_FA_PV_KEY(u, SEL)                                                                       \
     {                                                                                              \
-        __local const float4 *vs = v_me + (buf) * (RQ_GA_TK * RQ_FA_V4), *pp = pr_me + (u0) * RQ_FA_PT4; \
-        _Pragma("unroll 2") for (int u = 0; u < RQ_GA_TK; u++) {                                   \
-            float4 x[RQ_FA_CV];                                                                    \
-            _Pragma("unroll") for (int c = 0; c < RQ_FA_CV; c++)                                   \
-                x[c] = vs[u * RQ_FA_V4 + c * RQ_FA_TX];                                            \
-            _Pragma("unroll") for (int q = 0; q < RQ_GA_RB / 4; q++) {                             \
-                const float4 p = pp[u * RQ_FA_PT4 + q];                                            \
-                _Pragma("unroll") for (int c = 0; c < RQ_FA_CV; c++) {                             \
-                    RQ_FA_VFMA(o[4 * q][c], p.x, x[c], SEL)                                        \
-                    RQ_FA_VFMA(o[4 * q + 1][c], p.y, x[c], SEL)                                    \
-                    RQ_FA_VFMA(o[4 * q + 2][c], p.z, x[c], SEL)                                    \
-                    RQ_FA_VFMA(o[4 * q + 3][c], p.w, x[c], SEL)                                    \
-                }                                                                                  \
+        float4 x[RQ_FA_CV];                                                                        \
+        _Pragma("unroll") for (int c = 0; c < RQ_FA_CV; c++)                                       \
+            x[c] = vs[(u) * RQ_FA_V4 + c * RQ_FA_TX];                                              \
+        _Pragma("unroll") for (int q = 0; q < RQ_GA_RB / 4; q++) {                                 \
+            const float4 p = pp[(u) * RQ_FA_PT4 + q];                                              \
+            _Pragma("unroll") for (int c = 0; c < RQ_FA_CV; c++) {                                 \
+                RQ_FA_VFMA(o[4 * q][c], p.x, x[c], SEL)                                            \
+                RQ_FA_VFMA(o[4 * q + 1][c], p.y, x[c], SEL)                                        \
+                RQ_FA_VFMA(o[4 * q + 2][c], p.z, x[c], SEL)                                        \
+                RQ_FA_VFMA(o[4 * q + 3][c], p.w, x[c], SEL)                                        \
             }                                                                                      \
         }                                                                                          \
     }
@@ -339,13 +336,38 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     }                                                                                              \
     __global const float *qb = qr + ((long)bk * M + m0) * D; /* the tile's rows */                 \
     __global const float *kb = kt + (long)bk * D * ldk;                                            \
-    /* V's rows from the column block's first column; vcols: its columns below Dv */              \
-    __global const uchar *vb = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1 + (long)c0 * ES; \
-    const int vcols = Dv - c0;                                                                     \
-    const int nst = (D + RQ_GA_TK - 1) / RQ_GA_TK; /* S steps */                                   \
+    /* per-work-item pointers of the loads (computed once; a step adds its offset): its Q rows'     \
+     * float4, its K dims' keys, its V float4 in row e / V4 of a step (vin: inside Dv; e % V4 is   \
+     * the same for every k) */                                                                    \
+    __global const float *qp[RQ_FA_QREP], *kp[RQ_FA_KREP];                                         \
+    _Pragma("unroll") for (int k = 0; k < RQ_FA_QREP; k++) {                                       \
+        const int e = lid + k * RQ_FA_NT;                                                          \
+        qp[k] = qb + (long)min(e / RQ_FA_Q4, nrow - 1) * D + 4 * (e % RQ_FA_Q4);                   \
+    }                                                                                              \
     float4 qv[RQ_FA_QREP], kv[RQ_FA_KREP], vv[RQ_FA_VREP];                                         \
+    int kj[RQ_FA_KREP];                                                                            \
+    _Pragma("unroll") for (int k = 0; k < RQ_FA_KREP; k++) {                                       \
+        const int e = lid + k * RQ_FA_NT;                                                          \
+        kj[k] = 4 * (e % RQ_FA_TX);                                                                \
+        kp[k] = kb + (long)(e / RQ_FA_TX) * ldk + kj[k];                                           \
+        kv[k] = (float4)(0.0f);                                                                    \
+    }                                                                                              \
+    const int vcol = c0 + 4 * (lid % RQ_FA_V4), vrow = lid / RQ_FA_V4;                             \
+    const bool vin = vcol < Dv;                                                                    \
+    __global const uchar *vp = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1 + (long)vrow * a.vnb2 + \
+                               (long)(vin ? vcol : Dv - 4) * ES;                                   \
+    const int nst = (D + RQ_GA_TK - 1) / RQ_GA_TK; /* S steps */                                   \
                                                                                                    \
-    for (int j0 = 0; j0 < Sk; j0 += RQ_GA_BN) {                                                    \
+    /* the keys any row sees, by position (no key array): the tiles before and after them are not \
+     * visited at all (causal prefill: half the tiles, each a barrier and its checks otherwise) */ \
+    int jbeg = 0, jend = Sk;                                                                       \
+    if (masked && !use_kpos) {                                                                     \
+        if (causal) /* keys up to the largest row position */                                      \
+            jend = (int)clamp((long)L.rlim[1] - k_base + 1, 0L, (long)Sk);                          \
+        if (window > 0) /* keys from the smallest rlo, whole tiles */                              \
+            jbeg = (int)clamp((long)L.rlim[2] - k_base, 0L, (long)jend) / RQ_GA_BN * RQ_GA_BN;      \
+    }                                                                                              \
+    for (int j0 = jbeg; j0 < jend; j0 += RQ_GA_BN) {                                               \
         const int nk = min(RQ_GA_BN, Sk - j0);                                                     \
         bool mixed = nk < RQ_GA_BN; /* some key of the tile masked for some row (uniform) */      \
         /* the keys' positions (arrays), in two halves by the tile's parity: a tile writes one while \
@@ -376,16 +398,22 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         float4 s[RQ_GA_RB];                                                                        \
         _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
             s[i] = (float4)(0.0f);                                                                 \
-        RQ_FA_QK_LOAD(0)                                                                           \
-        RQ_FA_QK_STORE(0)                                                                          \
+        const bool kfull = j0 + RQ_GA_BN <= Sk; /* uniform */                                      \
+        RQ_FA_QK_LOAD(0);                                                                          \
+        RQ_FA_QK_STORE(0);                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE);                                                              \
         for (int st = 0; st < nst; st++) {                                                         \
             const int d1 = (st + 1) * RQ_GA_TK;                                                    \
             if (st + 1 < nst) /* the next step's loads, in flight during this step's fma */        \
-                RQ_FA_QK_LOAD(d1)                                                                  \
-            RQ_FA_S_FMA(st & 1)                                                                    \
+                RQ_FA_QK_LOAD(d1);                                                                 \
+            {                                                                                      \
+                __local const float4 *qs = q_me + (st & 1) * RQ_FA_QK4, *ks = k_me + (st & 1) * RQ_FA_QK4; \
+                _Pragma("unroll 4") for (int d = 0; d < RQ_GA_TK; d++) {                           \
+                    RQ_FA_S_DIM(d);                                                                \
+                }                                                                                  \
+            }                                                                                      \
             if (st + 1 < nst)                                                                      \
-                RQ_FA_QK_STORE((st + 1) & 1)                                                       \
+                RQ_FA_QK_STORE((st + 1) & 1);                                                      \
             /* every step (the last one's is spare: a barrier under a condition made pocl's       \
              * kernel compiler replicate the code after it, minutes of compile) */                 \
             barrier(CLK_LOCAL_MEM_FENCE);                                                          \
@@ -422,7 +450,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
             red_me[i * RQ_FA_TX] = fmax(fmax(s[i].x, s[i].y), fmax(s[i].z, s[i].w));              \
-        RQ_FA_V_LOAD(0, LD4) /* V's first step, in flight during the row statistics */             \
+        RQ_FA_V_LOAD(0, LD4); /* V's first step, in flight during the row statistics */            \
         barrier(CLK_LOCAL_MEM_FENCE);                                                              \
         for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT) {                                           \
             float bm = -INFINITY;                                                                  \
@@ -435,7 +463,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             L.cstat[r] = mn == -INFINITY ? 1.0f : rq_fa_exp(mo - mn); /* 0 while mo is -inf */     \
             L.mstat[r] = mn;                                                                       \
         }                                                                                          \
-        RQ_FA_V_STORE(0) /* the stage is free: every S fma is done (the barrier above) */          \
+        RQ_FA_V_STORE(0); /* the stage is free: every S fma is done (the barrier above) */         \
         barrier(CLK_LOCAL_MEM_FENCE);                                                              \
         /* O rescaled by the rows' corrections */                                                  \
         _Pragma("unroll") for (int i4 = 0; i4 < RQ_GA_RB / 4; i4++) {                              \
@@ -479,14 +507,20 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         const int nv = (nk + RQ_GA_TK - 1) / RQ_GA_TK;                                             \
         for (int vt = 0; vt < nv; vt++) {                                                          \
             if (vt + 1 < nv)                                                                       \
-                RQ_FA_V_LOAD((vt + 1) * RQ_GA_TK, LD4)                                             \
-            if (mixed) {                                                                           \
-                RQ_FA_PV_FMA(vt & 1, vt * RQ_GA_TK, 1)                                             \
+                RQ_FA_V_LOAD((vt + 1) * RQ_GA_TK, LD4);                                            \
+            __local const float4 *vs = v_me + (vt & 1) * (RQ_GA_TK * RQ_FA_V4);                    \
+            __local const float4 *pp = pr_me + vt * RQ_GA_TK * RQ_FA_PT4;                          \
+            if (mixed) { /* P.V selecting masked keys away */                                      \
+                _Pragma("unroll 4") for (int u = 0; u < RQ_GA_TK; u++) {                           \
+                    RQ_FA_PV_KEY(u, 1);                                                            \
+                }                                                                                  \
             } else {                                                                               \
-                RQ_FA_PV_FMA(vt & 1, vt * RQ_GA_TK, 0)                                             \
+                _Pragma("unroll 4") for (int u = 0; u < RQ_GA_TK; u++) {                           \
+                    RQ_FA_PV_KEY(u, 0);                                                            \
+                }                                                                                  \
             }                                                                                      \
             if (vt + 1 < nv)                                                                       \
-                RQ_FA_V_STORE((vt + 1) & 1)                                                        \
+                RQ_FA_V_STORE((vt + 1) & 1);                                                       \
             barrier(CLK_LOCAL_MEM_FENCE); /* the last: the next tile's S steps reuse the stage */  \
         }                                                                                          \
     }                                                                                              \

@@ -87,7 +87,7 @@ typedef float rq_f32;
     ((bm) * (tk) / 4 + (tk) * (bn) / 4 > (tk) * (dv) / 4 ? (bm) * (tk) / 4 + (tk) * (bn) / 4 : (tk) * (dv) / 4)
 #define RQ_GA_LOCAL_BYTES(bm, bn, tk, dv)                                                          \
     ((16 * RQ_GA_STAGE4(bm, bn, tk, dv) + 4 * (bm) * ((bn) + 4) + 2 * (bm) * (bn) + 12 * (bm) + 4 * (bn) + 56 + 15) / 16 * 16)
-/* qk_attention_gpu_*'s shape where a plan cannot run qk_attention_fa2_* (D or Dv not a multiple of 4):
+/* qk_attention_gpu_*'s shape where a plan cannot run qk_attention_fa2_* (D not a multiple of its step, Dv not of 4):
  * rows, keys, step, rows per work-item, V dims (the shape it was the default in; cl/program.cl,
  * src/opencl/attn.c) */
 #define RQ_GA_FB_BM 32

@@ -18,7 +18,8 @@ static const char *attn_kernel_name(ropeqk_dtype v, bool gpu, bool fa2)
 }
 
 /* The GPU attention kernel of a plan: the configured shape's (qk_attention_fa2_* or _gpu_*, in the
- * context's program), or where the plan's head dims are not multiples of 4 with an fa2 shape,
+ * context's program), or where an fa2 shape's kernel does not take the plan's head dims (D not a
+ * multiple of its step, Dv not a multiple of 4),
  * qk_attention_gpu_* in its own shape (an attention-only program, -DRQ_GA_FALLBACK=1). Sets kx[0]
  * and the launch shape when the compiled kernel runs its work-group on the device; false
  * otherwise (*kp NULL, or an error in *st). */
@@ -28,7 +29,7 @@ static bool gattn_kernel(ropeqk_plan *pl, cl_program prog, ropeqk_status *st)
     rq_tuning t = *tn;
     bool fa2 = rq_ga_fa2(tn);
     *st = ROPEQK_SUCCESS;
-    if (fa2 && (pl->pb.D % 4 || pl->pb.Dv % 4)) {
+    if (fa2 && (pl->pb.D % t.ga_tk || pl->pb.Dv % 4)) {
         t.ga_bm = RQ_GA_FB_BM, t.ga_bn = RQ_GA_FB_BN, t.ga_tk = RQ_GA_FB_TK, t.ga_rb = RQ_GA_FB_RB, t.ga_dv = RQ_GA_FB_DV;
         fa2 = false;
         if ((*st = rq_get_program_ex(pl->ctx, rq_cl(pl->ctx)->device, RQ_OPS_ATTN, " -DRQ_GA_FALLBACK=1", &prog)))

@@ -231,11 +231,12 @@ static inline size_t rq_gattn_items(const rq_tuning *t)
     return (size_t)(t->ga_bm / t->ga_rb) * (size_t)(t->ga_bn / 4);
 }
 /* Whether the GPU attention shape runs the register-blocked kernel (qk_attention_fa2_*,
- * cl/attention_fa2.cl: 4 or 8 rows per work-item) rather than qk_attention_gpu_* (1 or 2: at 4 that
+ * cl/attention_fa2.cl: 4 or 8 rows per work-item, its work-items a whole number of V tile rows:
+ * (rows / rb) a multiple of dv / keys) rather than qk_attention_gpu_* (1 or 2 rows: at 4 that
  * kernel took 165 registers on sm_90, tests/gpucc), and its local memory in bytes. */
 static inline bool rq_ga_fa2(const rq_tuning *t)
 {
-    return t->ga_rb % 4 == 0;
+    return t->ga_rb % 4 == 0 && (t->ga_bm / t->ga_rb) % (t->ga_dv / t->ga_bn) == 0;
 }
 static inline size_t rq_ga_local_bytes(const rq_tuning *t)
 {

@@ -21,9 +21,12 @@ one exists, and in BUDGETS its budget lines (without a TODO reason they are hard
 class Launch:
     """A kernel launch as the host makes it (model_kernels.py builds these)."""
 
-    def __init__(self, kernel, program, wgs, wg, trips, dram, unit=None, hot=None, uniform=True, note=''):
+    def __init__(self, kernel, program, wgs, wg, trips, dram, unit=None, hot=None, uniform=True, note='', branches=None):
         self.kernel, self.program, self.wgs, self.wg = kernel, program, wgs, wg
         self.trips, self.dram, self.unit, self.hot, self.uniform, self.note = trips, dram, unit, hot, uniform, note
+        # {snippet of an if line (or 'else:' + snippet): the fraction of its entries that take that
+        # part}: the part's code is counted that many times (else both parts of every branch count)
+        self.branches = branches or {}
 
 
 SMS = 132  # CL_DEVICE_MAX_COMPUTE_UNITS of the H200 (and the H100)
@@ -113,11 +116,56 @@ def paged_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=Fal
     return [q, p1, comb]
 
 
-# ---- attention (cl/attention_gpu.cl qk_attention_gpu_*) ------------------------------------------
+# ---- attention (cl/attention_fa2.cl qk_attention_fa2_*, cl/attention_gpu.cl qk_attention_gpu_*) --
 
-def attention(c, dtype, S, H, D, pass_bytes=64 << 20):
+def attention_fa2(c, dtype, prog, q0, n, S, H, D):
+    """qk_attention_fa2_<dtype> over query rows q0 .. q0+n-1 (positions = rows) of a causal call with
+    S keys, Hq = Hkv = H, D = Dv (src/opencl/attn.c: a work-group per RQ_GA_BM rows and KV head)."""
+    bm, bn, tk, rb = c['RQ_GA_BM'], c['RQ_GA_BN'], c['RQ_GA_TK'], c['RQ_GA_RB']
+    nt = (bm // rb) * (bn // 4)
+    warps = nt // 32
+    blocks = cdiv(n, bm)
+    visited = mixed = 0
+    for b in range(blocks):
+        r0, r1 = q0 + b * bm, q0 + min(n, (b + 1) * bm) - 1
+        jend = min(S, r1 + 1)  # keys up to the last row's position (the kernel's jend)
+        for j in range(0, jend, bn):
+            visited += 1
+            mixed += (j + bn - 1 > r0) or j + bn > S  # some row masks some key, or keys past S
+    tiles, frac = visited / blocks, mixed / visited
+    es = {'f32': 4, 'f16': 2, 'bf16': 2}[dtype]
+    return Launch('qk_attention_fa2_' + dtype, prog, blocks * H, nt, {
+        'for (int t = lid; t < RQ_GA_BM; t += RQ_FA_NT)': bm / nt,              # lanes below BM
+        'for (int t = 0; t < nrow; t++)': min(bm, n) / warps,                    # work-item 0 only
+        'for (int j0 = jbeg; j0 < jend; j0 += RQ_GA_BN)': tiles,
+        'for (int t = lid; t < RQ_GA_BN; t += RQ_FA_NT)': 0, 'for (int t = 0; t < nk; t++)': 0,  # no key array
+        'for (int st = 0; st < nst; st++)': D / tk,
+        # the loops below are unrolled by 4 (_Pragma) with no remainder loop (TK a constant): their SASS
+        # loop runs a quarter of the source iterations
+        'for (int d = 0; d < RQ_GA_TK; d++)': tk / 4,
+        'for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT)#1': bm / nt,            # the row owners
+        'for (int t = 0; t < 4; t++)': 4,
+        'for (int vt = 0; vt < nv; vt++)': bn / tk,
+        'for (int u = 0; u < RQ_GA_TK; u++)#1': tk / 4, 'for (int u = 0; u < RQ_GA_TK; u++)#2': tk / 4,
+        'for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT)#2': bm / nt,
+        'for (int t = 0; t < RQ_FA_TX; t++)': bn // 4,
+    }, dram=(n * H * D * 4) + S * H * D * 4 + S * H * D * es + n * H * D * es,
+        unit=('64x64 score tile', blocks * H * tiles * bm * bn / 4096), hot='for (int j0 = jbeg; j0 < jend; j0 += RQ_GA_BN)',
+        uniform=False, branches={
+            'if (a.softcap > 0.0f)': 0,                                            # no soft-capping
+            'if (use_kpos) {': 0,
+            'if (pj_min > L.rlim[1] || pj_max < L.rlim[2])': 0,                    # no tile skipped in the range
+            'if (mixed) { /* masks: exact -inf */': frac,
+            'if (mixed) /* masked keys: -0.0': frac,
+            'if (mixed) { /* P.V selecting masked keys away */': frac,
+            'else:if (mixed) { /* P.V selecting masked keys away */': 1 - frac,
+        }, note='rows %d..%d, %.1f key tiles per block, %.0f%% of them mixed' % (q0, q0 + n - 1, tiles, 100 * frac))
+
+
+def attention(c, dtype, S, H, D, pass_bytes=64 << 20, prog='gpu'):
     """Causal prefill attention, Hq = Hkv = H (src/opencl/attn.c rq_attn_enqueue): K's rotation into
-    Kt, then per pass of query rows (attn_pass_rows: 64 MiB of Qr) Q's rotation and the kernel."""
+    Kt, then per pass of query rows (attn_pass_rows: 64 MiB of Qr) Q's rotation and the kernel: the
+    register-blocked one where the program has it (RQ_GA_FA2), else qk_attention_gpu_*."""
     bm, bn, tk, rb = c['RQ_GA_BM'], c['RQ_GA_BN'], c['RQ_GA_TK'], c['RQ_GA_RB']
     nt = (bm // rb) * (bn // 4)
     warps = nt // 32
@@ -132,7 +180,10 @@ def attention(c, dtype, S, H, D, pass_bytes=64 << 20):
         # key tiles not wholly masked for a block of rows at positions q0 + m0 .. q0 + m0 + bm - 1
         tiles = sum(min(cdiv(S, bn), (q0 + b * bm + min(bm, n - b * bm) - 1) // bn + 1) for b in range(blocks)) / blocks
         out.append(rope(c, dtype, n, H, D, what='Q rotation, pass %d' % (p + 1)))
-        out.append(Launch('qk_attention_gpu_' + dtype, 'gpu', blocks * H, nt, {
+        if c.get('RQ_GA_FA2'):
+            out.append(attention_fa2(c, dtype, prog, q0, n, S, H, D))
+            continue
+        out.append(Launch('qk_attention_gpu_' + dtype, prog, blocks * H, nt, {
             'for (int t = lid; t < RQ_GA_BM; t += RQ_GA_NT)': 1 / warps,
             'for (int t = 0; t < nrow; t++)': min(bm, n) / warps,            # work-item 0 only
             'for (int j0 = 0; j0 < Sk; j0 += RQ_GA_BN)': tiles,
@@ -181,8 +232,11 @@ class Case:
 H200 = '../shared/gpu/README.md, H200 2026-11-28'
 
 
-def cases(c):
-    """Today's bench shapes with their H200 figures (ms); `c`: the program's constants and knobs."""
+def cases(cs):
+    """Today's bench shapes with their H200 figures (ms); `cs`: per program (gpucc_variants' gpu: the
+    GPU profile's defaults; gpu-amd: the defaults of an AMD device, qk_attention_gpu_* in its old
+    default shape), its constants and knobs."""
+    c = cs['gpu']
     return [
         Case('paged-f16', 'paged decode f16, 131072 tokens, Hq 32/Hkv 8, D 128 (--paged 131072)',
              paged_decode(c, 131072, 32, 8, 128, 2), 2.34, H200),
@@ -193,13 +247,13 @@ def cases(c):
              paged_decode(c, 131072, 32, 8, 128, 2, n=1, page=64, dense=True), 2.38, H200),
         Case('dense-sq8', 'dense decode f16, 131072 keys, Sq 8',
              paged_decode(c, 131072, 32, 8, 128, 2, n=8, page=64, dense=True), 23.0, H200),
-        Case('attn-s4096', 'attention f32 causal, S 4096, H 32, D 128 (--attention), whole call',
-             attention(c, 'f32', 4096, 32, 128), 12.3, H200),
-        # predictions only (no H200 figure yet): one pass at S 4096 (ROPEQK_ATTN_PASS_BYTES=268435456),
-        # where the bench's kernel_ms is the whole attention kernel and device_ms - kernel_ms the
-        # RoPE pass alone; and S 1024 (one pass by default)
-        Case('attn-s4096-1pass', 'attention f32 causal, S 4096, one pass (ROPEQK_ATTN_PASS_BYTES=268435456)',
-             attention(c, 'f32', 4096, 32, 128, pass_bytes=256 << 20)),
+        # attention: predictions only. The H200's figures (12.3 ms for the call, 8.0 ms of kernel_ms)
+        # were of the kernels before issue 29's (two query passes, the old RoPE pass and exp): the
+        # calibration used them at f50c6ad (docs/gpu-model.md), today's code does not run that way
+        Case('attn-s4096', 'attention f32 causal, S 4096, H 32, D 128 (--attention), whole call: qk_attention_fa2_f32',
+             attention(c, 'f32', 4096, 32, 128)),
+        Case('attn-s4096-gpu', 'the same with qk_attention_gpu_f32 in its old default shape 32/64/16/2/128',
+             attention(cs['gpu-amd'], 'f32', 4096, 32, 128, prog='gpu-amd')),
         Case('attn-s1024', 'attention f32 causal, S 1024, H 32, D 128 (--attention, first shape)',
              attention(c, 'f32', 1024, 32, 128)),
         Case('scores-s2048', 'scores prefill f32, S 2048, H 32, D 128 (16.9 TFLOP/s), whole call',
@@ -207,15 +261,10 @@ def cases(c):
     ]
 
 
-# Parts of a case measured on their own: (case, 'last' or 'rest') -> ms. The bench's kernel_ms is the
-# span of the event the plan returns: the LAST pass's attention kernel only (bench/attn_bench.c
-# one_run, src/opencl/attn.c: at S 4096, H 32 the query rows run in two passes of 2048, 64 MiB of
-# Qr each), so its "RoPE pass" (device_ms - kernel_ms) holds K's and both Q rotations AND the first
-# pass's attention kernel.
-PARTS = {
-    ('attn-s4096', 'last'): 8.0,   # kernel_ms: pass 2's qk_attention_gpu_f32 (rows 2048..4095)
-    ('attn-s4096', 'rest'): 4.3,   # device_ms - kernel_ms: the rotations and pass 1's kernel
-}
+# Parts of a case measured on their own: (case, 'last' or 'rest') -> ms. The attention call's split
+# (kernel_ms 8.0 ms of the second query pass, 4.3 ms before it) was measured with two query passes,
+# which today's code no longer makes (src/opencl/attn.c attn_pass_rows): none today.
+PARTS = {}
 PART_NAMES = {'last': 'its last kernel: the bench\'s kernel_ms', 'rest': 'the launches before it: "RoPE pass"'}
 
 # Budgets held by the suite: (case, check, kernel, TODO reason or '' for a hard budget). Checks:

@@ -10,7 +10,9 @@ under #if / #else twice) is the preprocessor's answer: a probe run of clang -E w
 replaced by a marker.
 
 loops(): per kernel, the for / while / do loops of its body (a small statement parser over the
-tokens: braces, single-statement bodies, if / else), each with its header line, last line, parent."""
+tokens: braces, single-statement bodies, if / else), each with its header line, last line, parent.
+branches(): the if statements of a kernel's body, each with the lines of its two parts (a launch
+description weights a part whose code a bench shape runs rarely or never: model_eval)."""
 import re
 import subprocess
 
@@ -167,14 +169,33 @@ def kernel_body(toks, name):
     return None
 
 
+class SrcBranch:
+    """An if statement: its line, and the first and last lines of its then part and else part
+    (else part None when there is none)."""
+
+    def __init__(self, head, then, other):
+        self.head, self.then, self.other = head, then, other
+
+
 def loops(text, name):
     """The loops of kernel `name` in text: [SrcLoop], outer before inner; None if no such kernel."""
+    r = _parse(text, name)
+    return r[0] if r else None
+
+
+def branches(text, name):
+    """The if statements of kernel `name` in text: [SrcBranch]; None if no such kernel."""
+    r = _parse(text, name)
+    return r[1] if r else None
+
+
+def _parse(text, name):
     toks = tokens(text)
     kb = kernel_body(toks, name)
     if not kb:
         return None
     lines = text.split('\n')
-    found = []
+    found, ifs = [], []
 
     def stmt(i, end, parent):
         """Parses the statement at toks[i]; returns the index after it."""
@@ -212,9 +233,17 @@ def loops(text, name):
             lp.last = toks[e - 1][1]
             return e
         if t in ('if', 'switch'):
-            e = stmt(_match(toks, i + 1) + 1, end, parent)
+            b = _match(toks, i + 1) + 1
+            e = stmt(b, end, parent)
+            def first(j):  # a block's first statement, not its brace (often on the if's own line)
+                return toks[j + 1][1] if toks[j][0] == '{' and j + 1 <= end else toks[j][1]
+            then, other = (first(b), toks[e - 1][1]), None
             if e <= end and toks[e][0] == 'else':
-                e = stmt(e + 1, end, parent)
+                e2 = stmt(e + 1, end, parent)
+                other = (first(e + 1), toks[e2 - 1][1])
+                e = e2
+            if t == 'if':
+                ifs.append(SrcBranch(toks[i][1], then, other))
             return e
         if t == 'else':
             return stmt(i + 1, end, parent)
@@ -226,7 +255,29 @@ def loops(text, name):
         return j + 1
 
     stmt(kb[0], kb[1], None)
-    return found
+    return found, ifs
+
+
+def resolve_branch(text, name, snippet):
+    """The lines (first, last) of the part of an if statement a description names: 'snippet' is
+    the then part of the if on the line holding snippet (whitespace-insensitive), 'else:snippet' its
+    else part. Raises ValueError when the snippet is absent, ambiguous or on no if line."""
+    part = 'then'
+    if snippet.startswith('else:'):
+        part, snippet = 'else', snippet[5:]
+    span = kernel_lines(text, name)
+    norm = ' '.join(snippet.split())
+    hits = [i + 1 for i, l in enumerate(text.split('\n')[span[0] - 1:span[1]], span[0] - 1)
+            if norm in ' '.join(l.split())]
+    if len(hits) != 1:
+        raise ValueError('%s: "%s" occurs %d times in the kernel, not once' % (name, snippet, len(hits)))
+    br = [b for b in branches(text, name) if b.head == hits[0]]
+    if not br:
+        raise ValueError('%s: "%s" (line %d) is not the line of an if' % (name, snippet, hits[0]))
+    rng = br[0].then if part == 'then' else br[0].other
+    if rng is None:
+        raise ValueError('%s: the if of "%s" has no else part' % (name, snippet))
+    return rng
 
 
 def kernel_lines(text, name):
