@@ -408,7 +408,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                 RQ_FA_QK_LOAD(d1);                                                                 \
             {                                                                                      \
                 __local const float4 *qs = q_me + (st & 1) * RQ_FA_QK4, *ks = k_me + (st & 1) * RQ_FA_QK4; \
-                _Pragma("unroll 4") for (int d = 0; d < RQ_GA_TK; d++) {                           \
+                _Pragma("unroll 8") for (int d = 0; d < RQ_GA_TK; d++) {                           \
                     RQ_FA_S_DIM(d);                                                                \
                 }                                                                                  \
             }                                                                                      \
@@ -511,11 +511,11 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             __local const float4 *vs = v_me + (vt & 1) * (RQ_GA_TK * RQ_FA_V4);                    \
             __local const float4 *pp = pr_me + vt * RQ_GA_TK * RQ_FA_PT4;                          \
             if (mixed) { /* P.V selecting masked keys away */                                      \
-                _Pragma("unroll 4") for (int u = 0; u < RQ_GA_TK; u++) {                           \
+                _Pragma("unroll 8") for (int u = 0; u < RQ_GA_TK; u++) {                           \
                     RQ_FA_PV_KEY(u, 1);                                                            \
                 }                                                                                  \
             } else {                                                                               \
-                _Pragma("unroll 4") for (int u = 0; u < RQ_GA_TK; u++) {                           \
+                _Pragma("unroll 8") for (int u = 0; u < RQ_GA_TK; u++) {                           \
                     RQ_FA_PV_KEY(u, 0);                                                            \
                 }                                                                                  \
             }                                                                                      \

@@ -140,13 +140,13 @@ def attention_fa2(c, dtype, prog, q0, n, S, H, D):
         'for (int j0 = jbeg; j0 < jend; j0 += RQ_GA_BN)': tiles,
         'for (int t = lid; t < RQ_GA_BN; t += RQ_FA_NT)': 0, 'for (int t = 0; t < nk; t++)': 0,  # no key array
         'for (int st = 0; st < nst; st++)': D / tk,
-        # the loops below are unrolled by 4 (_Pragma) with no remainder loop (TK a constant): their SASS
-        # loop runs a quarter of the source iterations
-        'for (int d = 0; d < RQ_GA_TK; d++)': tk / 4,
+        # the loops below are unrolled by 8 (_Pragma) with no remainder loop (TK a constant): their SASS
+        # loop runs an eighth of the source iterations
+        'for (int d = 0; d < RQ_GA_TK; d++)': tk / 8,
         'for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT)#1': bm / nt,            # the row owners
         'for (int t = 0; t < 4; t++)': 4,
         'for (int vt = 0; vt < nv; vt++)': bn / tk,
-        'for (int u = 0; u < RQ_GA_TK; u++)#1': tk / 4, 'for (int u = 0; u < RQ_GA_TK; u++)#2': tk / 4,
+        'for (int u = 0; u < RQ_GA_TK; u++)#1': tk / 8, 'for (int u = 0; u < RQ_GA_TK; u++)#2': tk / 8,
         'for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT)#2': bm / nt,
         'for (int t = 0; t < RQ_FA_TX; t++)': bn // 4,
     }, dram=(n * H * D * 4) + S * H * D * 4 + S * H * D * es + n * H * D * es,
