@@ -164,7 +164,7 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
  * last (never stored), dims past D and keys past Sk load as 0 (the scratch's padding past Sk is zero
  * too). One path for full and edge steps: its tests are a few integer instructions a step, against
  * 16 RB TK fma; a second path for full steps kept two sets of hoisted addresses in registers. */
-#define RQ_FA_QK_LOAD(d0)                                                                          \
+#define RQ_FA_Q_LOAD(d0)                                                                           \
     {                                                                                              \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_QREP; k++) {                                   \
             /* D is a multiple of TK (the host runs qk_attention_gpu_* for others): every step is \
@@ -172,13 +172,17 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
             if (RQ_GA_BM * RQ_FA_Q4 % RQ_FA_NT == 0 || lid + k * RQ_FA_NT < RQ_GA_BM * RQ_FA_Q4)   \
                 qv[k] = *(__global const float4 *)(qp[k] + (d0));                                  \
         }                                                                                          \
+    }
+/* K of step d0 of key tile j0 into kv[]: EDGE (a tile reaching past Sk): keys past Sk are 0, read
+ * from inside the row (ldk, a multiple of 16, is at least Sk) and selected away; else plain loads.
+ * The caller branches on the tile (uniform), where the speed model sees the two parts. */
+#define RQ_FA_K_LOAD(d0, EDGE)                                                                     \
+    {                                                                                              \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_KREP; k++) {                                   \
-            /* keys past Sk: 0, read from inside the row (ldk, a multiple of 16, is at least Sk): \
-             * a select, not a branch (kfull: the whole tile is below Sk, uniform) */              \
             if (RQ_GA_TK * RQ_FA_TX % RQ_FA_NT == 0 || lid + k * RQ_FA_NT < RQ_GA_TK * RQ_FA_TX) {  \
-                const int jk = kfull ? j0 : min(j0, ldk - 4 - kj[k]);                              \
-                const float4 x = *(__global const float4 *)(kp[k] + (long)(d0) * ldk + jk);       \
-                kv[k] = kfull || j0 + kj[k] < Sk ? x : (float4)(0.0f);                             \
+                const float4 x = *(__global const float4 *)(kp[k] + (long)(d0) * ldk +             \
+                                                            ((EDGE) ? min(j0, ldk - 4 - kj[k]) : j0)); \
+                kv[k] = !(EDGE) || j0 + kj[k] < Sk ? x : (float4)(0.0f);                           \
             }                                                                                      \
         }                                                                                          \
     }
@@ -219,18 +223,17 @@ static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4
 
 /* ---- the P.V steps: TK keys of V's column block into registers, then a stage buffer ---- */
 
-/* Element e = lid + k*NT of the V tile is key u0 + e / V4 (of the tile), float4 e % V4 of the block;
- * keys past Sk stage as 0 (their weights are -0.0 or 0, and 0 * V must stay 0), column groups past
- * Dv too (never stored). */
-#define RQ_FA_V_LOAD(u0, LD4)                                                                      \
+/* Element e = lid + k*NT of the V tile is key u0 + e / V4 (of the tile), float4 e % V4 of the block.
+ * EDGE (a step reaching past Sk, or a column block past Dv): keys past Sk stage as 0 (their weights
+ * are -0.0 or 0, and 0 * V must stay 0), read from the last row, column groups past Dv too (never
+ * stored), read from the last float4 (vp's column); else plain loads. The caller branches. */
+#define RQ_FA_V_LOAD(u0, LD4, EDGE)                                                                \
     {                                                                                              \
         _Pragma("unroll") for (int k = 0; k < RQ_FA_VREP; k++) {                                   \
-            /* rows past Sk: 0, read from the last row; a select, not a branch (the whole step    \
-             * below Sk: uniform). vp's column is inside the row (vin: below Dv) */                 \
             if (RQ_GA_TK * RQ_FA_V4 % RQ_FA_NT == 0 || lid + k * RQ_FA_NT < RQ_GA_TK * RQ_FA_V4) {  \
-                const int j = j0 + (u0) + k * (RQ_FA_NT / RQ_FA_V4), vfull = j0 + (u0) + RQ_GA_TK <= Sk; \
-                const float4 x = LD4(vp + (long)(vfull ? j : min(j + vrow, Sk - 1) - vrow) * a.vnb2, 0); \
-                vv[k] = vin && (vfull || j + vrow < Sk) ? x : (float4)(0.0f);                      \
+                const int j = j0 + (u0) + k * (RQ_FA_NT / RQ_FA_V4);                               \
+                const float4 x = LD4(vp + (long)((EDGE) ? min(j + vrow, Sk - 1) - vrow : j) * a.vnb2, 0); \
+                vv[k] = !(EDGE) || (vin && j + vrow < Sk) ? x : (float4)(0.0f);                    \
             }                                                                                      \
         }                                                                                          \
     }
@@ -353,7 +356,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         kv[k] = (float4)(0.0f);                                                                    \
     }                                                                                              \
     const int vcol = c0 + 4 * (lid % RQ_FA_V4), vrow = lid / RQ_FA_V4;                             \
-    const bool vin = vcol < Dv;                                                                    \
+    const bool vin = vcol < Dv, vall = c0 + RQ_GA_DV <= Dv; /* vall: uniform */                   \
     __global const uchar *vp = v + a.v_off + (long)b * a.vnb0 + (long)hk * a.vnb1 + (long)vrow * a.vnb2 + \
                                (long)(vin ? vcol : Dv - 4) * ES;                                   \
     const int nst = (D + RQ_GA_TK - 1) / RQ_GA_TK; /* S steps */                                   \
@@ -399,13 +402,24 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
             s[i] = (float4)(0.0f);                                                                 \
         const bool kfull = j0 + RQ_GA_BN <= Sk; /* uniform */                                      \
-        RQ_FA_QK_LOAD(0);                                                                          \
+        RQ_FA_Q_LOAD(0);                                                                           \
+        if (kfull) { /* K loads of step 0, a whole tile */                                         \
+            RQ_FA_K_LOAD(0, 0);                                                                    \
+        } else {                                                                                   \
+            RQ_FA_K_LOAD(0, 1);                                                                    \
+        }                                                                                          \
         RQ_FA_QK_STORE(0);                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE);                                                              \
         for (int st = 0; st < nst; st++) {                                                         \
             const int d1 = (st + 1) * RQ_GA_TK;                                                    \
-            if (st + 1 < nst) /* the next step's loads, in flight during this step's fma */        \
-                RQ_FA_QK_LOAD(d1);                                                                 \
+            if (st + 1 < nst) { /* the next step's loads, in flight during this step's fma */      \
+                RQ_FA_Q_LOAD(d1);                                                                  \
+                if (kfull) { /* K loads of a whole tile */                                         \
+                    RQ_FA_K_LOAD(d1, 0);                                                           \
+                } else {                                                                           \
+                    RQ_FA_K_LOAD(d1, 1);                                                           \
+                }                                                                                  \
+            }                                                                                      \
             {                                                                                      \
                 __local const float4 *qs = q_me + (st & 1) * RQ_FA_QK4, *ks = k_me + (st & 1) * RQ_FA_QK4; \
                 _Pragma("unroll 8") for (int d = 0; d < RQ_GA_TK; d++) {                           \
@@ -450,7 +464,11 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
             red_me[i * RQ_FA_TX] = fmax(fmax(s[i].x, s[i].y), fmax(s[i].z, s[i].w));              \
-        RQ_FA_V_LOAD(0, LD4); /* V's first step, in flight during the row statistics */            \
+        if (j0 + RQ_GA_TK <= Sk && vall) { /* V's first step, in flight during the statistics */   \
+            RQ_FA_V_LOAD(0, LD4, 0);                                                               \
+        } else {                                                                                   \
+            RQ_FA_V_LOAD(0, LD4, 1);                                                               \
+        }                                                                                          \
         barrier(CLK_LOCAL_MEM_FENCE);                                                              \
         for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT) {                                           \
             float bm = -INFINITY;                                                                  \
@@ -477,25 +495,33 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         /* the weights e^(S - m) in place of the scores (4 rows of a key in a float4), and the      \
          * sums; a key at a time (not unrolled: the score block is dead, and the exp's temporaries   \
-         * are one key's) */                                                                       \
+         * are one key's). A row with no key unmasked yet (m = -inf) takes m = 0: its scores are     \
+         * -inf (weight 0) or NaN (which stays NaN), and -inf - -inf would be NaN. A mixed tile's    \
+         * masked keys get -0.0, the marker RQ_FA_VFMA's SEL skips (a loop of their own: the        \
+         * select costs 8 instructions a key) */                                                   \
         {                                                                                          \
             float4 mn[RQ_GA_RB / 4], ls[RQ_GA_RB / 4];                                             \
             _Pragma("unroll") for (int q = 0; q < RQ_GA_RB / 4; q++) {                             \
                 mn[q] = vload4(q, mst_me);                                                         \
+                mn[q] = select(mn[q], (float4)(0.0f), mn[q] == (float4)(-INFINITY));               \
                 ls[q] = vload4(q, ls_me) * vload4(q, cst_me);                                      \
             }                                                                                      \
-            _Pragma("unroll 1") for (int t = 0; t < 4; t++) {                                      \
-                __local float4 *pw = pw_me + t * RQ_FA_PT4;                                        \
-                _Pragma("unroll") for (int q = 0; q < RQ_GA_RB / 4; q++) {                         \
-                    const float4 sc = pw[q];                                                       \
-                    /* a row with no key unmasked yet (m = -inf): weight 0, but a NaN score (fmax  \
-                     * skipped it) stays NaN */                                                    \
-                    float4 e = select(rq_fa_exp4(sc - mn[q]), select((float4)(0.0f), sc, isnan(sc)), \
-                                      mn[q] == (float4)(-INFINITY));                               \
-                    if (mixed) /* masked keys: -0.0, the marker RQ_FA_VFMA's SEL skips */          \
-                        e = select(e, (float4)(-0.0f), sc == (float4)(-INFINITY));                 \
-                    pw[q] = e;                                                                     \
-                    ls[q] += e;                                                                    \
+            if (mixed) { /* weights of a mixed tile */                                             \
+                _Pragma("unroll 1") for (int t = 0; t < 4; t++) {                                  \
+                    _Pragma("unroll") for (int q = 0; q < RQ_GA_RB / 4; q++) {                     \
+                        const float4 sc = pw_me[t * RQ_FA_PT4 + q];                                \
+                        const float4 e = select(rq_fa_exp4(sc - mn[q]), (float4)(-0.0f), sc == (float4)(-INFINITY)); \
+                        pw_me[t * RQ_FA_PT4 + q] = e;                                              \
+                        ls[q] += e;                                                                \
+                    }                                                                              \
+                }                                                                                  \
+            } else {                                                                               \
+                _Pragma("unroll 1") for (int t = 0; t < 4; t++) {                                  \
+                    _Pragma("unroll") for (int q = 0; q < RQ_GA_RB / 4; q++) {                     \
+                        const float4 e = rq_fa_exp4(pw_me[t * RQ_FA_PT4 + q] - mn[q]);             \
+                        pw_me[t * RQ_FA_PT4 + q] = e;                                              \
+                        ls[q] += e;                                                                \
+                    }                                                                              \
                 }                                                                                  \
             }                                                                                      \
             _Pragma("unroll") for (int q = 0; q < RQ_GA_RB / 4; q++)                               \
@@ -506,8 +532,13 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         /* O += P V, TK keys a step, double-buffered (keys past nk are zeros with weight 0) */     \
         const int nv = (nk + RQ_GA_TK - 1) / RQ_GA_TK;                                             \
         for (int vt = 0; vt < nv; vt++) {                                                          \
-            if (vt + 1 < nv)                                                                       \
-                RQ_FA_V_LOAD((vt + 1) * RQ_GA_TK, LD4);                                            \
+            if (vt + 1 < nv) {                                                                     \
+                if (j0 + (vt + 2) * RQ_GA_TK <= Sk && vall) { /* V loads of a whole step */        \
+                    RQ_FA_V_LOAD((vt + 1) * RQ_GA_TK, LD4, 0);                                     \
+                } else {                                                                           \
+                    RQ_FA_V_LOAD((vt + 1) * RQ_GA_TK, LD4, 1);                                     \
+                }                                                                                  \
+            }                                                                                      \
             __local const float4 *vs = v_me + (vt & 1) * (RQ_GA_TK * RQ_FA_V4);                    \
             __local const float4 *pp = pr_me + vt * RQ_GA_TK * RQ_FA_PT4;                          \
             if (mixed) { /* P.V selecting masked keys away */                                      \

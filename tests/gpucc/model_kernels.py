@@ -144,7 +144,7 @@ def attention_fa2(c, dtype, prog, q0, n, S, H, D):
         # loop runs an eighth of the source iterations
         'for (int d = 0; d < RQ_GA_TK; d++)': tk / 8,
         'for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT)#1': bm / nt,            # the row owners
-        'for (int t = 0; t < 4; t++)': 4,
+        'for (int t = 0; t < 4; t++)#1': 4, 'for (int t = 0; t < 4; t++)#2': 4,
         'for (int vt = 0; vt < nv; vt++)': bn / tk,
         'for (int u = 0; u < RQ_GA_TK; u++)#1': tk / 8, 'for (int u = 0; u < RQ_GA_TK; u++)#2': tk / 8,
         'for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT)#2': bm / nt,
@@ -153,10 +153,15 @@ def attention_fa2(c, dtype, prog, q0, n, S, H, D):
         unit=('64x64 score tile', blocks * H * tiles * bm * bn / 4096), hot='for (int j0 = jbeg; j0 < jend; j0 += RQ_GA_BN)',
         uniform=False, branches={
             'if (a.softcap > 0.0f)': 0,                                            # no soft-capping
+            # S 4096 is a multiple of every tile and step: the loads' edge parts never run
+            'if (kfull) { /* K loads of step 0': 1, 'else:if (kfull) { /* K loads of step 0': 0,
+            'if (kfull) { /* K loads of a whole tile */': 1, 'else:if (kfull) { /* K loads of a whole tile */': 0,
+            'if (j0 + RQ_GA_TK <= Sk && vall) {': 1, 'else:if (j0 + RQ_GA_TK <= Sk && vall) {': 0,
+            'if (j0 + (vt + 2) * RQ_GA_TK <= Sk && vall) {': 1, 'else:if (j0 + (vt + 2) * RQ_GA_TK <= Sk && vall) {': 0,
             'if (use_kpos) {': 0,
             'if (pj_min > L.rlim[1] || pj_max < L.rlim[2])': 0,                    # no tile skipped in the range
             'if (mixed) { /* masks: exact -inf */': frac,
-            'if (mixed) /* masked keys: -0.0': frac,
+            'if (mixed) { /* weights of a mixed tile */': frac, 'else:if (mixed) { /* weights of a mixed tile */': 1 - frac,
             'if (mixed) { /* P.V selecting masked keys away */': frac,
             'else:if (mixed) { /* P.V selecting masked keys away */': 1 - frac,
         }, note='rows %d..%d, %.1f key tiles per block, %.0f%% of them mixed' % (q0, q0 + n - 1, tiles, 100 * frac))
