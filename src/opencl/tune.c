@@ -111,9 +111,15 @@ static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
 }
 
 /* The GPU attention kernel's shapes {rows, keys, tk, rb, dv}: the tuner's GPU candidates, and the
- * ladder a device without room for the configured shape steps down (fit_gattn), largest first. Each
- * within the budgets of cl/attention_gpu.cl, compiled by clang-15 (+ libclc + ptxas for sm_90; ROCm
- * device libraries for gfx90a): no stack, scratch or spill, at most 128 registers / VGPRs.
+ * ladder a device without room for the configured shape steps down (fit_gattn), largest first.
+ * The first two run the register-blocked qk_attention_fa2_* (rb 4, rq_ga_fa2; tests/gpucc: 128 and
+ * 119 registers, no spill on sm_90 and sm_80 under -cl-nv-maxrregcount=128; not offered on AMD's
+ * and Intel's platforms, whose compilers it is over budget for: rq_cl_tune_fits, fit_gattn): the
+ * default and 64-dim V blocks (16 floats of O a work-item). 8-dim steps (52 B of spill) and 32-row
+ * tiles of 128 work-items (84 B) spilled at the cap: not candidates. The others run
+ * qk_attention_gpu_*, each within the budgets of cl/attention_gpu.cl,
+ * compiled by clang-15 (+ libclc + ptxas for sm_90; ROCm device libraries for gfx90a): no stack,
+ * scratch or spill, at most 128 registers / VGPRs.
  * Registers sm_90 / VGPRs gfx90a: the default 32x64 tile with 2 rows per work-item (96 / 114), with
  * 8- and 32-dim steps (99, 102 / 114), 64-row tiles of 512 work-items (96, 99 / 114; more than
  * gfx90a's 256 allows), 4 rows of 4 keys per work-item with 64-dim V blocks (128 / 122), a 64x32
@@ -121,9 +127,10 @@ static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
  * head (80 / 96). Dv 256 in one block (dv 256) took 128 / 152 VGPRs and spilled scalar registers on
  * gfx90a: not a candidate. qk_attention_* (the CPU profile's kernel: Dv accumulators per work-item,
  * over a kilobyte of stack on GPUs) is no candidate either. */
-static const int gshape[][5] = {{64, 64, 16, 2, 128}, {64, 64, 8, 2, 128}, {64, 64, 16, 4, 64},
-                                {32, 64, 16, 2, 128}, {32, 64, 8, 2, 128}, {32, 64, 32, 2, 128},
-                                {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64}, {16, 64, 16, 1, 128}};
+static const int gshape[][5] = {{64, 64, 16, 4, 128}, {64, 64, 16, 4, 64}, {64, 64, 16, 2, 128},
+                                {64, 64, 8, 2, 128},  {32, 64, 16, 2, 128}, {32, 64, 8, 2, 128},
+                                {32, 64, 32, 2, 128}, {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64},
+                                {16, 64, 16, 1, 128}};
 #define NGSHAPE ((int)(sizeof gshape / sizeof gshape[0]))
 
 static void set_gshape(rq_tuning *t, int k)
@@ -164,6 +171,8 @@ static void fit_gattn(const rq_devinfo *dev, rq_tuning *t)
     for (int k = 0; k < NGSHAPE; k++) {
         char w2[128];
         set_gshape(&c, k);
+        if (rq_ga_fa2(&c) && gattn_vendor_limited(dev)) /* over those compilers' budgets (tuning_base) */
+            continue;
         gattn_misfit(dev, &c, w2, sizeof w2);
         if (!w2[0]) {
             rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d instead of %d/%d/%d/%d/%d (%s)", c.ga_bm, c.ga_bn,

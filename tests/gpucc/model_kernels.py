@@ -223,8 +223,12 @@ def scores(c, S, H, D):
                 'for (int e = lid; e < RQ_TK * (RQ_TILE / 4); e += RQ_NT)': tile * tk / 4 / (tw * tw),
                 'for (int c4 = 0; c4 < RQ_TK / 4; c4++)': tk // 4,
                 'for (int l = 0; l < 4 && jj + l < Sk; l++)': 0,
-            }, dram=S * S * H * 4 + 2 * S * H * D * 4, unit=('64x64 score tile', wgs),
-                hot='for (int d0 = 0; d0 < D; d0 += RQ_TK)')]
+            }, dram=S * S * H * 4 + 2 * S * H * D * 4, unit=('64x64 score tile', wgs * (tile // 64) ** 2),
+                hot='for (int d0 = 0; d0 < D; d0 += RQ_TK)', branches={
+                    # no soft-capping, no mask; rows of contiguous keys, S a multiple of 4
+                    'if (softcap > 0.0f && !skip)': 0, 'if (masked) { /* cpos past Sk': 0,
+                    'if (onb3 == (long)sizeof(float) && jj + 4 <= Sk) {': 1,
+                    'else:if (onb3 == (long)sizeof(float) && jj + 4 <= Sk) {': 0})]
 
 
 # ---- the cases --------------------------------------------------------------------------------------
@@ -285,14 +289,16 @@ BUDGETS = [
      'TODO paged_attn_gpu (today): latency-bound, 12 waits on loads per P.V round, 25% occupancy'),
     ('dense-sq1', 'memory-bound', 'paged_attn_gpu',
      'TODO the dense decode runs paged_attn_gpu (today): not memory-bound'),
-    ('attn-s4096', 'ffma-share 0.7', 'qk_attention_gpu_f32',
-     'TODO qk_attention_gpu_f32 (today): the online softmax (exp, max, masks) per 64-key tile'),
+    # qk_attention_fa2_f32: 0.71 (its key-tile loop, nested loops included)
+    ('attn-s4096', 'ffma-share 0.7', 'qk_attention_fa2_f32', ''),
     ('paged-f16', 'time 0.25', '', 'TODO issue 29 target (today: 2.3 ms)'),
     ('paged-int8', 'time 0.15', '', 'TODO issue 29 target (today: 2.3 ms)'),
-    ('attn-s4096', 'time 4.0', '', 'TODO issue 29 target (today: 11-12 ms)'),
+    ('attn-s4096', 'time 4.0', '',
+     'TODO issue 29 target: 6.9 ms predicted at the fitted issue efficiency 0.48, which no kernel can meet '
+     '(the FFMA alone of the causal call take 4.3 ms at 0.48; docs/gpu-model.md)'),
     ('scores-s2048', 'time %.3f' % (2 * 32 * 2048 * 2048 * 128 / 40e12 * 1e3), '',
      'TODO issue 29 target, 40 TFLOP/s (today: 17)'),
-    # the model's RoPE pass (0.35 ms of 11.3) is within 5% today; the H200's split of the bench does not
-    # show it (its kernel_ms is the last pass's kernel: PARTS), ROPEQK_ATTN_PASS_BYTES=268435456 would
+    # the model's RoPE pass (0.26 ms of 6.9) is within 5%; one query pass at S 4096 since prefill29, so the
+    # bench's split (device_ms - kernel_ms) is the RoPE pass on the H200 too
     ('attn-s4096', 'rope-share 0.05', '', ''),
 ]
