@@ -34,6 +34,7 @@
 #include "variants.h"
 #if RQ_HAVE_VULKAN
 #include "vk_bench.h"
+#include "vk_cm_bench.h"
 #include "vk_dense_decode.h"
 #include "vk_serving.h"
 #endif
@@ -60,6 +61,7 @@ typedef struct {
     bool ragged;     /* --ragged: only the ragged paged step and prefill chunk (ragged.c) */
     int variants;    /* --variants [RUNS]: only the model-family variants against plain attention */
     long long dense; /* --dense-decode [LEN]: only the dense attention decode against the paged one */
+    bool tensor_cores; /* --vulkan --tensor-cores: the tensor-core path against today's shaders */
     const char *csv, *plot, *shape_filter, *impl_filter;
 } bopts;
 
@@ -69,7 +71,7 @@ static void usage(void)
          "                    [--csv FILE] [--plot FILE.svg|.png] [--no-first-call] [--ref-max-gflop X]\n"
          "                    [--host-cost [N]] [--paged [LEN]] [--ragged] [--attention | --no-attention]\n"
          "                    [--attn-budget S] [--attn-max-run S] [--vulkan] [--variants [RUNS]]\n"
-         "                    [--dense-decode [LEN]]\n"
+         "                    [--dense-decode [LEN]] [--vulkan --tensor-cores]\n"
          "  --host-cost: host time per decode-shaped enqueue over N calls (default 10000), one-shot vs plan\n"
          "  --ragged: a serving step over a paged cache (4 decodes at 4k-32k, 2 prefill chunks of 512, a\n"
          "           speculative step of 4) in one ragged call vs per-sequence dense attention on copies;\n"
@@ -89,6 +91,8 @@ static void usage(void)
          "  --vulkan --ragged, --vulkan --paged [LEN]: Vulkan alone: a prefill chunk of 512 rows over 4096\n"
          "           cached tokens, ragged paged call vs dense attention; decode over LEN tokens (default\n"
          "           32768) per cache dtype (f16, int8, fp8 e4m3, e5m2), GB/s, tokens/s vs f16, copy\n"
+         "  --vulkan --tensor-cores: Vulkan alone: the tensor-core path (accurate, fast) against today's shaders,\n"
+         "           attention f16 causal H 32 S 4096 D 128 and scores f16 H 32 S 2048 (small shapes on a CPU device)\n"
          "  --vulkan --dense-decode [LEN]: Vulkan alone: dense attention decode over LEN keys (default 32768),\n"
          "           Sq 1, 2, 4, 16: the default path, the old one (K pre-pass) and the paged decode\n"
          "  impls: fused, unfused-clblast, cblas, ref, copy-buffer, copy-kernel\n"
@@ -114,6 +118,7 @@ static int parse_args(int argc, char **argv, bopts *o)
         else if (!strcmp(s, "--quick")) { o->quick = true; o->runs = 5; o->warmup = 1; }
         else if (!strcmp(s, "--no-first-call")) o->first_call = false;
         else if (!strcmp(s, "--vulkan")) o->vulkan = true;
+        else if (!strcmp(s, "--tensor-cores")) o->tensor_cores = o->vulkan = true;
         else if (!strcmp(s, "--attention")) { o->attn_only = o->attn = true; o->first_call = false; }
         else if (!strcmp(s, "--no-attention")) o->attn = false;
         else if (!strcmp(s, "--attn-budget") && v) { o->attn_budget = atof(v); a++; }
@@ -258,6 +263,14 @@ int main(int argc, char **argv)
 #else
         if (o.dense > 0) { /* few-row dense attention on Vulkan alone (vk_dense_decode.c) */
             rc = bench_vk_dense_decode(vk_spec, o.dense);
+            benv_close(&e);
+            return rc;
+        }
+        if (o.tensor_cores) { /* cooperative matrices against today's shaders (vk_cm_bench.c) */
+            FILE *tf = o.csv ? fopen(o.csv, "w") : NULL;
+            rc = bench_tensor_cores(vk_spec, o.runs, o.warmup, o.shape_filter, tf);
+            if (tf)
+                fclose(tf);
             benv_close(&e);
             return rc;
         }

@@ -2,6 +2,7 @@
 #include "benv.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The baseline RoPE kernel, written the way RoPE kernels usually are (ggml, HF-style ports): one
@@ -114,4 +115,20 @@ int bench_fail(const char *what, int err)
 {
     fprintf(stderr, "ropeqk-bench: %s: %d (%s)\n", what, err, ropeqk_status_string(err));
     return 1;
+}
+
+int bench_ctx_with_env(benv *e, const char *name, const char *value, ropeqk_ctx **out)
+{
+    const char *was = getenv(name);
+    char keep[64] = "";
+    if (was)
+        snprintf(keep, sizeof keep, "%s", was);
+    setenv(name, value, 1);
+    ropeqk_opencl_ctx_params cp = {.context = e->cl, .queue = e->queue};
+    int err = ropeqk_opencl_ctx_create(&cp, out);
+    if (was)
+        setenv(name, keep, 1);
+    else
+        unsetenv(name);
+    return err;
 }

@@ -26,5 +26,9 @@ void benv_close(benv *e);
 cl_mem bench_mkbuf(benv *e, size_t bytes, const void *host, cl_int *err);
 /* "ropeqk-bench: what: err (status string)" on stderr; returns 1 (the exit status of a setup error). */
 int bench_fail(const char *what, int err);
+/* A second library context on e's OpenCL context and queue made with the environment variable name
+ * set to value (the variable restored after): a path of the library's turned off for a baseline in the
+ * same run. Returns a ropeqk status. */
+int bench_ctx_with_env(benv *e, const char *name, const char *value, ropeqk_ctx **out);
 
 #endif

@@ -190,17 +190,7 @@ int bench_dense_decode(benv *e, int64_t len)
            HKV, D, (long long)len, PS, RUNS, WARMUP);
     /* a second library context on the same OpenCL context and queue, with the dense decode off */
     ropeqk_ctx *rq[2] = {e->rq, NULL};
-    const char *was = getenv("ROPEQK_DENSE_DECODE");
-    char keep[64] = "";
-    if (was)
-        snprintf(keep, sizeof keep, "%s", was);
-    setenv("ROPEQK_DENSE_DECODE", "0", 1);
-    ropeqk_opencl_ctx_params cp = {.context = e->cl, .queue = e->queue};
-    int err = ropeqk_opencl_ctx_create(&cp, &rq[1]);
-    if (was)
-        setenv("ROPEQK_DENSE_DECODE", keep, 1);
-    else
-        unsetenv("ROPEQK_DENSE_DECODE");
+    int err = bench_ctx_with_env(e, "ROPEQK_DENSE_DECODE", "0", &rq[1]);
     if (err) {
         fprintf(stderr, "dense decode: second context: %s: %s\n", ropeqk_status_string(err), ropeqk_last_error());
         return err;

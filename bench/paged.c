@@ -1,11 +1,14 @@
 /* `ropeqk-bench --paged [LEN]`: paged-KV decode (ROPEQK_OP_PAGED_DECODE) over one sequence of LEN
  * tokens (default 32768), Hq 32 / Hkv 8, D = Dv = 128, pages of 16 tokens in shuffled order, causal,
  * f32 output; K and V caches in f32, f16, bf16, int8, fp8 e4m3 and fp8 e5m2 (8-bit caches quantized
- * on the host by support/quant.c, with their f32 scales). Reported per dtype: median and best wall
+ * on the host by support/quant.c, with their f32 scales); then f16 and int8 again as 8 sequences of
+ * LEN / 8 tokens (the same bytes: issue 29's "the same total"). Reported per case: median and best wall
  * time (enqueue .. clFinish) over the runs, the bandwidth of the bytes the call must read (K + V, and
  * the scales of an 8-bit cache), tokens per second against the f16 cache's; next to it, in the same
  * run and on the same buffers, the copy kernel (float16 per work-item) moving the caches' bytes (read
- * + write), the yardstick of the decode rows in docs/performance.md. */
+ * + write), the yardstick of the decode rows in docs/performance.md. On the GPU profile also pass 1
+ * before the fast kernel (paged_attn_gpu: a second context with ROPEQK_PAGED_FAST=0 on the same OpenCL
+ * context), timed in the same run, and the ratio. */
 #include "paged.h"
 
 #include "baseline.h"
@@ -22,7 +25,7 @@
 enum { HQ = 32, HKV = 8, D = 128, PS = 16, RUNS = 9, WARMUP = 2 };
 
 typedef struct {
-    ropeqk_plan *plan;
+    ropeqk_plan *plan, *old; /* old: the plan on the ROPEQK_PAGED_FAST=0 context (NULL: none) */
     ropeqk_opencl_paged_args args;
     ropeqk_paged_batch batch;
     cl_mem src[2], dst[2], scale[2];
@@ -33,6 +36,12 @@ static int run_paged(benv *e, void *v)
 {
     pstate *s = v;
     return ropeqk_opencl_paged_enqueue(s->plan, e->queue, &s->args, &s->batch, 0, NULL, NULL);
+}
+
+static int run_old(benv *e, void *v)
+{
+    pstate *s = v;
+    return ropeqk_opencl_paged_enqueue(s->old, e->queue, &s->args, &s->batch, 0, NULL, NULL);
 }
 
 static int run_copy(benv *e, void *v)
@@ -73,29 +82,32 @@ static void to_storage(ropeqk_dtype dt, const float *f, size_t n, unsigned char 
             scales[r] = rqs_q8_quantize(f + r * D, D, dt, out + r * D);
 }
 
-/* One dtype: *ms gets the median decode time. */
-static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len, double *ms)
+/* One dtype over ns sequences of len / ns tokens (old: the ROPEQK_PAGED_FAST=0 context, or NULL):
+ * *ms gets the median decode time. */
+static int one_dtype(benv *e, ropeqk_ctx *old, ropeqk_dtype dt, int64_t len, int ns, double *ms)
 {
-    int64_t np = (len + PS - 1) / PS;
+    const int64_t per = len / ns, pps = (per + PS - 1) / PS, np = pps * ns;
     const bool q8 = ropeqk_dtype_size(dt) == 1;
     ropeqk_plan_desc d = {.op = ROPEQK_OP_PAGED_DECODE};
     ropeqk_default_params(&d.params);
     d.params.causal = 1;
     d.params.base = 500000;
-    d.q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, HQ, 1, D);
+    d.q = ropeqk_tensor_bhsd(ROPEQK_F32, ns, HQ, 1, D);
     d.k = ropeqk_tensor_bhsd(dt, np, HKV, PS, D);
     d.v = ropeqk_tensor_bhsd(dt, np, HKV, PS, D);
-    d.out = ropeqk_tensor_bhsd(ROPEQK_F32, 1, HQ, 1, D);
-    d.paged = (ropeqk_paged_desc){.page_size = PS, .max_pages_per_seq = np, .max_seqs = 1};
+    d.out = ropeqk_tensor_bhsd(ROPEQK_F32, ns, HQ, 1, D);
+    d.paged = (ropeqk_paged_desc){.page_size = PS, .max_pages_per_seq = pps, .max_seqs = ns};
     pstate s;
     memset(&s, 0, sizeof s);
     int err = ropeqk_plan_create(e->rq, &d, &s.plan);
+    if (!err && old)
+        err = ropeqk_plan_create(old, &d, &s.old);
     if (err) {
         fprintf(stderr, "paged plan: %s: %s\n", ropeqk_status_string(err), ropeqk_last_error());
         return err;
     }
     size_t kv = ropeqk_tensor_extent(&d.k), n = kv / ropeqk_dtype_size(dt), sb = q8 ? n / D * sizeof(float) : 0;
-    float *f = malloc(n * sizeof *f), *hq = malloc(HQ * D * sizeof *hq), *sc = q8 ? malloc(sb) : NULL;
+    float *f = malloc(n * sizeof *f), *hq = malloc((size_t)ns * HQ * D * sizeof *hq), *sc = q8 ? malloc(sb) : NULL;
     unsigned char *h = malloc(kv);
     int32_t *table = malloc((size_t)np * sizeof *table);
     cl_mem q = NULL, o = NULL;
@@ -105,13 +117,13 @@ static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len, double *ms)
     }
     uint64_t rng = BENCH_SEED; /* the cache values (stored as dt), Q, the page order */
     bench_fill(&rng, f, NULL, n);
-    bench_fill(&rng, hq, NULL, HQ * D);
+    bench_fill(&rng, hq, NULL, (size_t)ns * HQ * D);
     bench_shuffle_pages(&rng, table, np);
     to_storage(dt, f, n, h, sc); /* K and V hold the same values: the timing does not care */
     cl_int cerr = CL_SUCCESS;
-    q = bench_mkbuf(e, HQ * D * sizeof *hq, hq, &cerr);
+    q = bench_mkbuf(e, (size_t)ns * HQ * D * sizeof *hq, hq, &cerr);
     if (!cerr)
-        o = bench_mkbuf(e, HQ * D * sizeof(float), NULL, &cerr);
+        o = bench_mkbuf(e, (size_t)ns * HQ * D * sizeof(float), NULL, &cerr);
     for (int i = 0; i < 2 && !cerr; i++) {
         s.bytes[i] = kv;
         s.src[i] = bench_mkbuf(e, kv, h, &cerr);
@@ -124,22 +136,29 @@ static int one_dtype(benv *e, ropeqk_dtype dt, int64_t len, double *ms)
         err = cerr;
         goto done;
     }
-    static int32_t lens[1], qpos[1];
-    lens[0] = (int32_t)len;
-    qpos[0] = (int32_t)len - 1;
-    s.batch = (ropeqk_paged_batch){.n_seqs = 1, .page_table = table, .seq_lens = lens, .q_pos = qpos};
+    static int32_t lens[8], qpos[8];
+    for (int i = 0; i < ns; i++)
+        lens[i] = (int32_t)per, qpos[i] = (int32_t)per - 1;
+    s.batch = (ropeqk_paged_batch){.n_seqs = ns, .page_table = table, .seq_lens = lens, .q_pos = qpos};
     s.args = (ropeqk_opencl_paged_args){.q = {q, 0}, .k_cache = {s.src[0], 0}, .v_cache = {s.src[1], 0},
                                         .out = {o, 0}, .k_scale = {s.scale[0], 0}, .v_scale = {s.scale[1], 0}};
-    double pm, pb, cm, cb;
+    double pm, pb, cm, cb, om = 0, ob = 0;
     if ((err = bench_time_ms(e, run_paged, &s, RUNS, WARMUP, &pm, &pb)) ||
-        (err = bench_time_ms(e, run_copy, &s, RUNS, WARMUP, &cm, &cb)))
+        (err = bench_time_ms(e, run_copy, &s, RUNS, WARMUP, &cm, &cb)) ||
+        (s.old && (err = bench_time_ms(e, run_old, &s, RUNS, WARMUP, &om, &ob))))
         goto done;
     double mb = 2.0 * (double)(kv + sb) / 1e6, cmb = 2.0 * (double)kv / 1e6; /* K + V (+ scales) */
-    printf("paged decode %s caches, %lld tokens (K+V%s %.0f MB): median %.2f ms (best %.2f): %.1f GB/s (best %.1f); "
-           "copy kernel over the caches: median %.2f ms: %.1f GB/s moved (read + write); "
+    char seqs[48] = "";
+    if (ns > 1)
+        snprintf(seqs, sizeof seqs, " (%d sequences of %lld)", ns, (long long)per);
+    printf("paged decode %s caches, %lld tokens%s (K+V%s %.0f MB): median %.3f ms (best %.3f): %.1f GB/s (best %.1f); "
+           "copy kernel over the caches: median %.3f ms: %.1f GB/s moved (read + write); "
            "paged read / copy moved: %.2fx\n",
-           dt_name(dt), (long long)len, q8 ? " + scales" : "", mb, pm, pb, mb / pm, mb / pb, cm, 2 * cmb / cm,
-           (mb / pm) / (2 * cmb / cm));
+           dt_name(dt), (long long)(per * ns), seqs, q8 ? " + scales" : "", mb, pm, pb, mb / pm, mb / pb, cm,
+           2 * cmb / cm, (mb / pm) / (2 * cmb / cm));
+    if (s.old)
+        printf("  pass 1 before the fast kernel (ROPEQK_PAGED_FAST=0): median %.3f ms (best %.3f): %.1f GB/s; "
+               "fast / before: %.2fx faster\n", om, ob, mb / om, om / pm);
     *ms = pm;
 done:
     if (err)
@@ -152,24 +171,40 @@ done:
     if (q) clReleaseMemObject(q);
     if (o) clReleaseMemObject(o);
     ropeqk_plan_destroy(s.plan);
+    ropeqk_plan_destroy(s.old);
     free(f), free(h), free(hq), free(table), free(sc);
     return err;
 }
 
 int bench_paged(benv *e, int64_t len)
 {
-    printf("paged decode: Hq %d, Hkv %d, D = Dv = %d, one sequence, pages of %d (shuffled), causal, %d runs "
-           "after %d warm-ups\n", HQ, HKV, D, PS, RUNS, WARMUP);
-    const ropeqk_dtype dts[6] = {ROPEQK_F32, ROPEQK_F16, ROPEQK_BF16, ROPEQK_I8, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2};
-    double ms[6] = {0};
-    for (int i = 0; i < 6; i++) {
-        int err = one_dtype(e, dts[i], len, &ms[i]);
-        if (err)
+    printf("paged decode: Hq %d, Hkv %d, D = Dv = %d, pages of %d (shuffled), causal, %d runs after %d warm-ups\n",
+           HQ, HKV, D, PS, RUNS, WARMUP);
+    /* on the GPU profile, a second library context on the same OpenCL context with the fast pass 1 off */
+    ropeqk_tuning t;
+    ropeqk_ctx *old = NULL;
+    if (ropeqk_ctx_tuning(e->rq, &t, NULL) == ROPEQK_SUCCESS && t.profile == ROPEQK_PROFILE_GPU) {
+        int err = bench_ctx_with_env(e, "ROPEQK_PAGED_FAST", "0", &old);
+        if (err) {
+            fprintf(stderr, "paged bench: second context: %s: %s\n", ropeqk_status_string(err), ropeqk_last_error());
             return err;
+        }
     }
-    /* one query token per call: tokens per second is 1 / time */
+    const ropeqk_dtype dts[6] = {ROPEQK_F32, ROPEQK_F16, ROPEQK_BF16, ROPEQK_I8, ROPEQK_FP8_E4M3, ROPEQK_FP8_E5M2};
+    double ms[6] = {0}, ms8[2] = {0};
+    int err = 0;
+    for (int i = 0; i < 6 && !err; i++)
+        err = one_dtype(e, old, dts[i], len, 1, &ms[i]);
+    /* the same bytes as 8 sequences of len / 8 tokens (f16, int8) */
+    for (int i = 0; i < 2 && !err; i++)
+        err = one_dtype(e, old, i ? ROPEQK_I8 : ROPEQK_F16, len, 8, &ms8[i]);
+    ropeqk_ctx_destroy(old);
+    if (err)
+        return err;
+    /* one query token per call and sequence: tokens per second is sequences / time */
     printf("tokens/s against the f16 cache:");
     for (int i = 0; i < 6; i++)
-        printf(" %s %.2fx%s", dt_name(dts[i]), ms[1] / ms[i], i < 5 ? "," : "\n");
+        printf(" %s %.2fx,", dt_name(dts[i]), ms[1] / ms[i]);
+    printf(" 8 sequences f16 %.2fx, int8 %.2fx\n", 8 * ms[1] / ms8[0], 8 * ms[1] / ms8[1]);
     return 0;
 }

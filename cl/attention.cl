@@ -8,6 +8,12 @@
  *     rows of the work-item;
  *   - a key block whose every score is masked for the tile is skipped (causal prefill: half);
  *   - a fully masked row ends with l = 0: O = 0 and LSE = -inf (no 0/0);
+ *   - non-finite data (docs/conventions.md section 9): a masked key weighs exactly 0 whatever its K
+ *     and V hold: its score is selected to -inf (never computed into), and in a block where some
+ *     row masks some key (causal diagonal, window edge: the flag `mixed`, uniform per work-item) P.V
+ *     selects the masked (row, key) products away, since 0 * NaN is NaN; blocks without one keep the
+ *     plain fma loop. An unmasked score that is not finite becomes NaN (before soft-capping), so a
+ *     row that sees such a key ends with l = NaN: O and LSE NaN, never the fully masked -inf;
  *   - everything accumulates in f32; exp() and log() are the accurate built-ins;
  *   - a work-item keeps RQ_ACB dims of V (RQ_ADVMAX 512 on the CPU profile: MLA's Dv in one block;
  *     RQ_ADVMAX_GPU 256 in GPU programs, where this is the fallback); larger Dv runs column blocks
@@ -48,6 +54,8 @@
 #define RQ_AVLOAD(p) (*(p))
 #define RQ_AVSTORE(v, p) ((p)[0] = (v))
 #define RQ_AIOTA 0
+#define RQ_AANY(m) ((m) != 0) /* scalar compares give 1, not -1 */
+#define RQ_AISTORE(v, p) ((p)[0] = (v))
 #elif RQ_AVK == 4 || RQ_AVK == 8 || RQ_AVK == 16
 #define RQ_AVT RQ_ACAT(float, RQ_AVK)
 #define RQ_AIT RQ_ACAT(int, RQ_AVK)
@@ -60,6 +68,8 @@
 #else
 #define RQ_AIOTA ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 #endif
+#define RQ_AANY(m) any(m)
+#define RQ_AISTORE(v, p) RQ_ACAT(vstore, RQ_AVK)((v), 0, (p))
 #else
 #error "RQ_AVK must be 1, 4, 8 or 16"
 #endif
@@ -184,12 +194,18 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
                 s[r] = fma((RQ_AVT)(qp[r * D + d]), kv, s[r]);                                     \
         }                                                                                          \
+        /* a non-finite score is NaN (-inf means masked only), before soft-capping (which would make \
+         * an infinity +-C) */                                                                     \
+        _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                         \
+            s[r] = select(s[r], (RQ_AVT)(NAN), isinf(s[r]));                                       \
         if (softcap > 0.0f) { /* soft-capping (Gemma 2), before the masks */                       \
             _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
                 RQ_ACAP(s[r], softcap, inv_cap);                                                   \
         }                                                                                          \
         RQ_AIT past = (RQ_AIT)(j0) + RQ_AIOTA >= (RQ_AIT)(Sk);                                     \
         int nk = min(RQ_AVK, Sk - j0);                                                             \
+        int mixed = 0; /* some row masks some key below nk: P.V selects */                        \
+        int mk[RQ_ATQ][RQ_AVK];                                                                    \
         _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++) {                                       \
             RQ_AIT msk = past;                                                                     \
             if (a.causal)                                                                          \
@@ -198,15 +214,18 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             if (a.window > 0 && lim >= (long)INT_MIN)                                              \
                 msk = msk | (pj <= (RQ_AIT)((int)min(lim, (long)INT_MAX)));                        \
             s[r] = select(s[r], (RQ_AVT)(-INFINITY), msk);                                         \
+            mixed |= RQ_AANY(msk & ~past);                                                         \
+            RQ_AISTORE(msk, mk[r]);                                                                \
         }                                                                                          \
         float p[RQ_ATQ][RQ_AVK], corr[RQ_ATQ];                                                     \
         _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++) {                                       \
             float bm = rq_amax(s[r]);                                                              \
             float mn = fmax(mx[r], bm);                                                            \
-            /* nothing unmasked yet (mn = -inf): weights 0, accumulators untouched */              \
+            /* nothing unmasked yet (mn = -inf): weights 0, accumulators untouched; but a NaN     \
+             * score (fmax skips it) stays NaN in its weight */                                    \
             bool none = mn == -INFINITY;                                                           \
             corr[r] = none ? 1.0f : exp(mx[r] - mn); /* 0 while mx is -inf */                      \
-            RQ_AVT e = none ? (RQ_AVT)(0.0f) : exp(s[r] - (RQ_AVT)(mn));                           \
+            RQ_AVT e = none ? select((RQ_AVT)(0.0f), s[r], isnan(s[r])) : exp(s[r] - (RQ_AVT)(mn)); \
             l[r] = l[r] * corr[r] + rq_asum(e);                                                    \
             mx[r] = none ? mx[r] : mn;                                                             \
             RQ_AVSTORE(e, p[r]);                                                                   \
@@ -217,10 +236,18 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             float16 acc[RQ_ATQ];                                                                   \
             _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
                 acc[r] = o[r][c] * corr[r];                                                        \
-            for (int u = 0; u < nk; u++) {                                                         \
-                float16 x = LD16(vb + (long)(j0 + u) * a.vnb2, c, dvn);                            \
-                _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                 \
-                    acc[r] = fma((float16)(p[r][u]), x, acc[r]);                                   \
+            if (mixed) { /* a masked key's V may be NaN: its products are selected away */         \
+                for (int u = 0; u < nk; u++) {                                                     \
+                    float16 x = LD16(vb + (long)(j0 + u) * a.vnb2, c, dvn);                        \
+                    _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                             \
+                        acc[r] = mk[r][u] ? acc[r] : fma((float16)(p[r][u]), x, acc[r]);           \
+                }                                                                                  \
+            } else {                                                                               \
+                for (int u = 0; u < nk; u++) {                                                     \
+                    float16 x = LD16(vb + (long)(j0 + u) * a.vnb2, c, dvn);                        \
+                    _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                             \
+                        acc[r] = fma((float16)(p[r][u]), x, acc[r]);                               \
+                }                                                                                  \
             }                                                                                      \
             _Pragma("unroll") for (int r = 0; r < RQ_ATQ; r++)                                     \
                 o[r][c] = acc[r];                                                                  \
@@ -228,7 +255,8 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     }                                                                                              \
     for (int r = 0; r < RQ_ATQ && m0 + r < M; r++) {                                               \
         int m = m0 + r, g = m / Sq, i = m - g * Sq, h = hk * G + g;                                \
-        float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* fully masked: O = 0 */                    \
+        /* fully masked: l = 0, O = 0, LSE = -inf; l NaN (a non-finite key seen): both NaN */     \
+        float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r];                                             \
         int es = a.o_dtype == 0 ? 4 : 2;                                                           \
         long ob = a.o_off + (long)b * a.onb0 + (long)h * a.onb1 + (long)i * a.onb2 + (long)cv0 * es; \
         for (int c = 0; c < nvc; c++) {                                                            \
@@ -239,7 +267,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         if (a.with_lse && cb == 0)                                                                 \
             *(__global float *)(lse + a.l_off + (long)b * a.lnb0 + (long)h * a.lnb1 + (long)i * a.lnb2) = \
-                l[r] > 0.0f ? mx[r] + log(l[r]) : -INFINITY;                                       \
+                l[r] == 0.0f ? -INFINITY : mx[r] + log(l[r]);                                      \
     }                                                                                              \
 }
 

@@ -29,6 +29,12 @@
  *   - a key tile whose every score is masked for the tile's rows (causal, window) is skipped whole;
  *     column float4 groups wholly past Dv skip their fma;
  *   - a fully masked row ends with l = 0: O = 0 and LSE = -inf;
+ *   - non-finite data (docs/conventions.md section 9): a masked key weighs exactly 0 whatever its K
+ *     and V hold. Its score is selected to -inf (weight 0), and since 0 * NaN is NaN the V staging
+ *     zeroes non-finite values and notes them (L.vnf); where any was (rare), the end stores the sum
+ *     of the non-finite V values each row sees over those dims of O (RQ_GA_NF_FIX): non-finite, as
+ *     the rule says. The P.V step stays the plain fma. An unmasked score that is not finite becomes
+ *     NaN before soft-capping, so a row that sees such a key ends with l = NaN: O and LSE NaN;
  *   - Dv > RQ_GA_DV runs ceil(Dv / RQ_GA_DV) column blocks as separate work-groups, each recomputing
  *     S. Registers decide it: a work-item holds RB * DV / TX floats of O, and the budget is 128
  *     registers on sm_90 and 128 VGPRs on gfx90a with no stack, scratch or spill (clang-15, libclc
@@ -64,8 +70,9 @@
  *     16 * max(BM*TK/4 + TK*BN/4, TK*DV/4)   Q and K step tiles, or (aliased) the V step tile
  *   +  4 * BM * (BN + 4)                      P tile (rows padded by 4 floats: no bank conflicts)
  *   +  2 * BM * BN                            per row and tx: tile max partials, sum partials
- *   + 12 * BM + 4 * BN + 56                   running max (two halves), output strides, row and
- *                                             key positions, their limits (rounded up to 16)
+ *   + 12 * BM + 4 * BN + 60                   running max (two halves), output strides, row and
+ *                                             key positions, their limits, the non-finite V flag
+ *                                             (rounded up to 16: the same bytes as without the flag)
  * within 48 KiB and CL_DEVICE_LOCAL_MEM_SIZE. Defaults: 256 work-items, 21696 bytes, 16 floats of O
  * and 8 of S per work-item. The host falls back to qk_attention_* where the device or the compiled
  * kernel does not take the shape.
@@ -122,6 +129,7 @@ typedef struct {
     int rpos[RQ_GA_BM];                  /* positions of the rows */
     int cpos[RQ_GA_BN];                  /* positions of a tile's keys (arrays only) */
     int rlim[2];                         /* min and max of the rows' positions */
+    int vnf;                             /* the V staging zeroed a non-finite value */
 } rq_ga_local;
 RQ_STATIC_ASSERT(sizeof(rq_ga_local) == RQ_GA_LOCAL_BYTES(RQ_GA_BM, RQ_GA_BN, RQ_GA_TK, RQ_GA_DV), ga_local_size);
 
@@ -229,6 +237,45 @@ static inline void rq_ga_store4(__global uchar *out, long off, int dtype, float4
         RQ_GA_VKEY(3, w, CHK)                                                                      \
     }
 
+/* The end of a work-group whose V staging zeroed a non-finite value (L.vnf; rare): that zero is
+ * right for the rows that mask the key (0 * NaN would be NaN) and leaves the value out of the rows
+ * that see it. Here, after O is stored, each row's seen non-finite V values (its masks by position)
+ * are summed per dim and stored over those dims of O: non-finite, as docs/conventions.md section 9
+ * says (NaN for a NaN; an infinity or NaN for an infinity); the other dims keep their value. After
+ * the stores and rolled: inside the key loop, or as a select copy of the unrolled P.V step, it took
+ * the kernel past its 128 registers (sm_90 132-156, gfx90a 134-152) or doubled pocl's cold compile. */
+#define RQ_GA_NF_STORE(comp, k)                                                                    \
+    if (isnan(acc.comp) || isinf(acc.comp))                                                        \
+        rq_ga_store4(out, ob + (long)(col + (k)) * es, a.o_dtype, (float4)(acc.comp), 1);
+#define RQ_GA_NF_FIX(LD4)                                                                          \
+    _Pragma("unroll 1") for (int i = 0; i < RQ_GA_RB; i++) {                                       \
+        const int m = m0 + ty + i * RQ_GA_TY, pi = L.rpos[ty + i * RQ_GA_TY];                      \
+        if (m >= M)                                                                                \
+            break;                                                                                 \
+        const int g = m / Sq, h = hk * G + g;                                                      \
+        const long ob = L.ostr[0] + (long)h * L.ostr[1] + (long)(m - g * Sq) * L.ostr[2];          \
+        _Pragma("unroll 1") for (int c = 0; c < RQ_GA_CV; c++) {                                   \
+            const int col = c0 + 4 * (tx + c * RQ_GA_TX);                                          \
+            if (col >= Dv)                                                                         \
+                break;                                                                             \
+            float4 acc = (float4)(0.0f);                                                           \
+            _Pragma("unroll 1") for (int j = 0; j < Sk; j++) {                                     \
+                const int pj = use_kpos ? kpos[a.kpos_off + j] : k_base + j;                       \
+                if ((causal && pj > pi) || (window > 0 && (long)pi - pj >= window))                \
+                    continue;                                                                      \
+                const float4 x = LD4(vb + (long)j * a.vnb2, col, Dv - 1, col + 4 <= Dv);          \
+                acc = select(acc, acc + x, isnan(x) | isinf(x));                                   \
+            }                                                                                      \
+            RQ_GA_NF_STORE(x, 0)                                                                   \
+            if (col + 1 < Dv)                                                                      \
+                RQ_GA_NF_STORE(y, 1)                                                               \
+            if (col + 2 < Dv)                                                                      \
+                RQ_GA_NF_STORE(z, 2)                                                               \
+            if (col + 3 < Dv)                                                                      \
+                RQ_GA_NF_STORE(w, 3)                                                               \
+        }                                                                                          \
+    }
+
 /* Local memory is addressed through a few per-work-item pointers (row ty, key or column group tx),
  * the rows ty + i*TY at constant offsets from them. */
 #define RQ_GA_KERNEL(NAME, LD4)                                                                    \
@@ -274,6 +321,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         L.rlim[0] = lo;                                                                            \
         L.rlim[1] = hi;                                                                            \
+        L.vnf = 0;                                                                                 \
         /* the output's offsets and strides, for the end: on gfx90a the argument struct is read     \
          * into scalar registers on entry, and these kept 16 of them through the key loop (spilled) */ \
         L.ostr[0] = a.o_off + (long)b * a.onb0;                                                    \
@@ -288,6 +336,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     /* the row state is in local memory (mstat, lsum): registers hold O and S only */              \
     float4 o[RQ_GA_RB][RQ_GA_CV];                                                                  \
     int par = 0; /* the half of mstat that holds the running max (uniform) */                      \
+    int vnf = 0; /* this work-item staged a non-finite V value (zeroed: RQ_GA_NF_FIX) */           \
     _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++) {                                         \
         _Pragma("unroll") for (int c = 0; c < RQ_GA_CV; c++)                                       \
             o[i][c] = (float4)(0.0f);                                                              \
@@ -379,6 +428,10 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
             barrier(CLK_LOCAL_MEM_FENCE); /* the next step (or the V steps) overwrite the stage */ \
         }                                                                                          \
                                                                                                    \
+        /* a non-finite score is NaN (-inf means masked only), before soft-capping (which would make \
+         * an infinity +-C) */                                                                     \
+        _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
+            s[i] = select(s[i], (float4)(NAN), isinf(s[i]));                                       \
         if (a.softcap > 0.0f) { /* soft-capping (Gemma 2), before the masks */                     \
             const float cap = a.softcap, inv_cap = 1.0f / cap;                                     \
             _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                   \
@@ -411,10 +464,11 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                 bm = fmax(bm, fmax(fmax(r4.x, r4.y), fmax(r4.z, r4.w)));                           \
             }                                                                                      \
             float mo = m_me[par * RQ_GA_BM + i * RQ_GA_TY], mn = fmax(mo, bm);                     \
-            /* nothing unmasked yet (mn = -inf): weights 0, accumulators untouched */              \
+            /* nothing unmasked yet (mn = -inf): weights 0, accumulators untouched; but a NaN     \
+             * score (fmax skips it) stays NaN in its weight */                                    \
             bool none = mn == -INFINITY;                                                           \
-            float corr = none ? 1.0f : rq_ga_exp(mo - mn); /* 0 while mo is -inf */                      \
-            float4 e = none ? (float4)(0.0f) : rq_ga_exp4(s[i] - (float4)(mn));                           \
+            float corr = none ? 1.0f : rq_ga_exp(mo - mn); /* 0 while mo is -inf */                \
+            float4 e = none ? select((float4)(0.0f), s[i], isnan(s[i])) : rq_ga_exp4(s[i] - (float4)(mn)); \
             __local float *sp = sum_me + i * RQ_GA_TY * RQ_GA_TX + tx;                             \
             *sp = *sp * corr + ((e.x + e.y) + (e.z + e.w));                                        \
             if (tx == 0) /* every tx of the row computed the same mn */                            \
@@ -435,8 +489,12 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
                         continue;                                                                  \
                     float4 x = LD4(vrow, c0 + 4 * (tx + c * RQ_GA_TX), Dv - 1,                     \
                                    c0 + 4 * (c + 1) * RQ_GA_TX <= Dv);                             \
-                    /* keys past Sk: zeros (their weights are 0, and 0 * V must stay 0) */          \
-                    st_tx[u * RQ_GA_V4 + c * RQ_GA_TX] = j < Sk ? x : (float4)(0.0f);              \
+                    /* keys past Sk: zeros (their weights are 0, and 0 * V must stay 0); non-finite \
+                     * values too (a masked key's V: 0 * NaN), noted for the end (RQ_GA_NF_FIX) */ \
+                    const int4 nf = isnan(x) | isinf(x);                                           \
+                    vnf |= any(nf);                                                                \
+                    x = select(j < Sk ? x : (float4)(0.0f), (float4)(0.0f), nf);                   \
+                    st_tx[u * RQ_GA_V4 + c * RQ_GA_TX] = x;                                        \
                 }                                                                                  \
             }                                                                                      \
             barrier(CLK_LOCAL_MEM_FENCE); /* also publishes the P tile */                          \
@@ -450,6 +508,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
     }                                                                                              \
                                                                                                    \
     /* the rows' sums: the partials of every tx of the row */                                      \
+    atomic_or(&L.vnf, vnf);                                                                        \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
     const int es = a.o_dtype == 0 ? 4 : 2;                                                         \
     _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++) {                                         \
@@ -462,7 +521,8 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         if (m >= M)                                                                                \
             continue;                                                                              \
         int g = m / Sq, ii = m - g * Sq, h = hk * G + g;                                           \
-        float inv = l > 0.0f ? 1.0f / l : 0.0f; /* fully masked: O = 0 */                          \
+        /* fully masked: l = 0, O = 0, LSE = -inf; l NaN (a non-finite key seen): both NaN */     \
+        float inv = l == 0.0f ? 0.0f : 1.0f / l;                                                   \
         long ob = L.ostr[0] + (long)h * L.ostr[1] + (long)ii * L.ostr[2];                          \
         _Pragma("unroll") for (int c = 0; c < RQ_GA_CV; c++) {                                     \
             int col = c0 + 4 * (tx + c * RQ_GA_TX);                                                \
@@ -471,8 +531,10 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
         if (a.with_lse && cb == 0 && tx == 0)                                                      \
             *(__global float *)(lse + L.ostr[3] + (long)h * L.ostr[4] + (long)ii * L.ostr[5]) =    \
-                l > 0.0f ? m_me[par * RQ_GA_BM + i * RQ_GA_TY] + log(l) : -INFINITY;               \
+                l == 0.0f ? -INFINITY : m_me[par * RQ_GA_BM + i * RQ_GA_TY] + log(l);              \
     }                                                                                              \
+    if (L.vnf) /* uniform (set before the barrier above); after O is stored: o is dead */          \
+        RQ_GA_NF_FIX(LD4)                                                                          \
 }
 
 RQ_GA_KERNEL(qk_attention_gpu_f32, rq_ga_ld4_f32)

@@ -68,6 +68,41 @@ typedef float rq_f32;
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
 #define RQ_NV_MAXREG 128 /* registers a work-item at most on NVIDIA's OpenCL (-cl-nv-maxrregcount, GPU profile:
                           * two work-groups of 256 an SM; src/opencl/tune.c) */
+/* paged_attn_fast (cl/paged_fast.cl, GPU profile; docs/paged-decode-gpu.md has the measurements
+ * behind each constant): a work-group of RQ_FWG work-items per (split, KV head + query-head chunk,
+ * group of a sequence's rows), tiles of RQ_FWG keys (one per work-item when scoring) */
+#define RQ_FWG 128   /* paged_attn_fast: work-group size and keys per tile */
+#define RQ_FM 8      /* paged_attn_fast8: query vectors (query head x row) per work-group, at most
+                      * (paged_attn_fast4: 4) */
+#define RQ_FQF 2048  /* paged_attn_fast: floats of staged Q (M rounded up to 4, times D) */
+#define RQ_FTB 2112  /* paged_attn_fast: (cos, sin) entries of the R(delta) table, delta < dr, R/2 + 2 a row */
+#define RQ_FAN 1024  /* paged_attn_fast: (cos, sin) anchors per tile, (RQ_FWG / dr) x R/2 */
+#define RQ_FMH 4     /* paged_attn_fast: query vectors per work-item in P.V (one float4 of P) */
+#define RQ_FVD 4     /* paged_attn_fast: V dims per work-item in P.V (an 8-byte load of a 16-bit row) */
+#define RQ_FPU 4     /* paged_attn_fast: keys a P.V round (their V loads in flight together) */
+#define RQ_FTHR 8.0f /* paged_attn_fast: P = e^(S - m) against a running max m that may lag the true one
+                      * by up to this (P <= e^8 = 2981): the max is raised only when a score passes it */
+/* the R(delta) table and the anchors at dr 32 (R <= 128) or 16 (R <= 256); larger R: paged_attn_gpu */
+#define RQ_FR_MAX 256
+#define RQ_FPT (RQ_FM + 4) /* floats per key of the tile's P (row stride: M rounded up to 4, plus 4 when that
+                            * is a multiple of 8, so that the score owners' float4 stores hit distinct banks) */
+/* paged_attn_fast's local memory in bytes, as cl/paged_fast_task.tpl.cl declares it: Q, the R(delta)
+ * table, the anchors and P in one float4 array (the table and anchors reused for the key lanes' partial
+ * outputs at the end), the tile's V rows and scales, per query vector two running maxima and a row
+ * position, two flags, the task's values */
+#define RQ_FAST_LOCAL_F4 ((RQ_FQF + 2 * RQ_FTB + 2 * RQ_FAN + RQ_FWG * RQ_FPT) / 4)
+#define RQ_FAST_LOCAL_BYTES (16 * RQ_FAST_LOCAL_F4 + 8 * RQ_FWG + 12 * RQ_FM + 8 + 4 * RQ_FTC_N)
+/* paged_attn_fast: the task's values it keeps in local memory (tci): the keys' end, the first key's
+ * position, the rows' positions' range, the rows, where the page list starts in the metadata */
+#define RQ_FTC_JEND 0
+#define RQ_FTC_KP0 1
+#define RQ_FTC_PQMIN 2
+#define RQ_FTC_PQMAX 3
+#define RQ_FTC_NR 4
+#define RQ_FTC_PAGES 5
+#define RQ_FTC_CELLS 6 /* and the P.V cells (query-vector blocks x 4-dim V chunks) */
+#define RQ_FTC_N 7
+#define RQ_FSPLITS 8 /* paged_attn_fast: work-groups per compute unit the split aims at */
 #define RQ_LOCAL_CAP 49152 /* qk_scores_tiled: most local bytes per work-group it may use: 48 KiB, what
                             * NVIDIA's OpenCL allows for static __local arrays (measured on an H100) */
 /* qk_scores_tiled's local memory in bytes, for a tile edge and a step of tk dims: the Q and K tiles,
@@ -81,12 +116,12 @@ typedef float rq_f32;
  * of an S step, or aliased, the V tile of a P.V step) and its local memory in bytes for a shape
  * (rows bm, keys bn, step tk, column block dv): that tile, the P tile (rows padded by 4 floats), the
  * row max partials, the row sum partials, the running row max (two halves), six output offsets and
- * strides, the positions of the rows and keys and their limits, rounded up to 16 (the kernel's
+ * strides, the positions of the rows and keys and their limits, a flag, rounded up to 16 (the kernel's
  * struct of them, rq_ga_local) */
 #define RQ_GA_STAGE4(bm, bn, tk, dv)                                                               \
     ((bm) * (tk) / 4 + (tk) * (bn) / 4 > (tk) * (dv) / 4 ? (bm) * (tk) / 4 + (tk) * (bn) / 4 : (tk) * (dv) / 4)
 #define RQ_GA_LOCAL_BYTES(bm, bn, tk, dv)                                                          \
-    ((16 * RQ_GA_STAGE4(bm, bn, tk, dv) + 4 * (bm) * ((bn) + 4) + 2 * (bm) * (bn) + 12 * (bm) + 4 * (bn) + 56 + 15) / 16 * 16)
+    ((16 * RQ_GA_STAGE4(bm, bn, tk, dv) + 4 * (bm) * ((bn) + 4) + 2 * (bm) * (bn) + 12 * (bm) + 4 * (bn) + 60 + 15) / 16 * 16)
 /* qk_attention_gpu_*'s shape where a plan cannot run qk_attention_fa2_* (D not a multiple of its step, Dv not of 4):
  * rows, keys, step, rows per work-item, V dims (the shape it was the default in; cl/program.cl,
  * src/opencl/attn.c) */
@@ -138,6 +173,10 @@ typedef float rq_f32;
 #define RQ_PGAT_ARGS(X) X(PT, SRC, src) X(PT, META, meta) X(PT, DST, dst) X(PT, A, a)
 #define RQ_PAPPQ_ARGS(X) X(PQ, SRC, src) X(PQ, META, meta) X(PQ, DST, dst) X(PQ, SCALE, scale) X(PQ, A, a)
 #define RQ_PGATQ_ARGS(X) X(PGQ, SRC, src) X(PGQ, META, meta) X(PGQ, SCALE, scale) X(PGQ, DST, dst) X(PGQ, A, a)
+/* paged_attn_fast: paged_attn_gpu's buffers, then its R(delta) table (host fp64), then the struct */
+#define RQ_PFAST_ARGS(X)                                                                           \
+    X(PF, K, kc) X(PF, V, vc) X(PF, META, meta) X(PF, FREQ, vfreq) X(PF, QR, qr) X(PF, PART, part) \
+    X(PF, KS, ksc) X(PF, VS, vsc) X(PF, TAB, ftab) X(PF, A, a)
 
 enum { RQ_ROTATE_ARGS(RQ_ARG_ENUM) RQ_ROT_NARGS };
 enum { RQ_ATTN_ARGS(RQ_ARG_ENUM) RQ_AT_NARGS };
@@ -149,6 +188,7 @@ enum { RQ_PAPP_ARGS(RQ_ARG_ENUM) RQ_PA_NARGS };
 enum { RQ_PGAT_ARGS(RQ_ARG_ENUM) RQ_PT_NARGS };
 enum { RQ_PAPPQ_ARGS(RQ_ARG_ENUM) RQ_PQ_NARGS };
 enum { RQ_PGATQ_ARGS(RQ_ARG_ENUM) RQ_PGQ_NARGS };
+enum { RQ_PFAST_ARGS(RQ_ARG_ENUM) RQ_PF_NARGS };
 
 /* ---- scalar argument structs ------------------------------------------------------------------ */
 
@@ -241,15 +281,20 @@ typedef struct {
     rq_f32 rot_mul;                   /* attention factor on cos and sin */
     rq_f32 softcap;                   /* > 0: S' = softcap * tanh(S / softcap) on unmasked scores */
     rq_i32 rot_off;                   /* first rotated dim: [rot_off, rot_off + R) rotate */
-    rq_i32 rg_off;                    /* paged_attn_cpu: its tasks' row groups, meta[rg_off + grp] ..
-                                       * meta[rg_off + grp + 1] (the GPU kernel: one row a task) */
-    rq_i32 pad_;
+    rq_i32 rg_off;                    /* paged_attn_cpu and paged_attn_fast: their tasks' row groups,
+                                       * meta[rg_off + grp] .. meta[rg_off + grp + 1] (paged_attn_gpu:
+                                       * one row a task) */
+    rq_i32 dr;                        /* paged_attn_fast: its R(delta) table's delta range (32 or 16) */
 } rq_paged_args;
 RQ_STATIC_ASSERT(sizeof(rq_paged_args) == 12 * 8 + 28 * 4, paged_args_size);
 /* paged_attn_gpu: the K tile's buffer holds the key lanes' partial outputs at the end; a key's heads
  * are split evenly over its scorer slots (two each: the scorer is written for two) */
 RQ_STATIC_ASSERT(RQ_PTK * RQ_PKS >= RQ_PWG * RQ_PGH * RQ_PVT, paged_reduce_fits);
 RQ_STATIC_ASSERT(RQ_PGH == 2 * RQ_PSQ && RQ_PDC % 2 == 0 && RQ_PQD % RQ_PDC == 0, paged_scorers);
+RQ_STATIC_ASSERT(RQ_FVD == 4 && RQ_FMH == 4 && RQ_FM % 4 == 0 && RQ_FWG % 32 == 0, paged_fast_shape);
+#ifdef RQ_PFAST_TILE /* the host: the table's tile and rotary bound (src/core/call.h) are the kernel's */
+RQ_STATIC_ASSERT(RQ_PFAST_TILE == RQ_FWG && RQ_PFAST_R_MAX == RQ_FR_MAX, paged_fast_tile);
+#endif
 
 /* paged_combine: joins the splits of each (sequence, query head) row into out (and lse); with
  * use_sinks, query head h's sinks[h] joins the denominator once, here. Sequence s's rows of out and

@@ -2,7 +2,9 @@
 """Turns the OpenCL program into one C byte array, so the library carries its kernels and needs no
 files at run time. `#include "file"` lines are resolved here, at build time, relative to the including
 file, each file once (where it is first included), so the kernel files state what they use and no
-concatenation order matters. Usage: embed.py OUT.c ROOT.cl"""
+concatenation order matters. A file whose name ends in .tpl.cl is a template: its text goes in at every
+include (the includer sets the macros it reads: one kernel body instantiated for several constants).
+Usage: embed.py OUT.c ROOT.cl"""
 import os
 import re
 import sys
@@ -14,7 +16,7 @@ def resolve(path, seen, stack):
     path = os.path.realpath(path)
     if path in stack:
         sys.exit("embed.py: include cycle: %s" % " -> ".join(stack + [path]))
-    if path in seen:
+    if path in seen and not path.endswith(".tpl.cl"):
         return b""
     seen.add(path)
     out = [b"/* ---- " + os.path.basename(path).encode() + b" ---- */\n"]

@@ -12,7 +12,8 @@
  *                            (m, l) into the scratch `part`.
  *   paged_combine            pass 2: per (sequence, query head) row, the splits are joined:
  *                            M = max m_i, L = sum l_i e^(m_i - M), O = sum o_i e^(m_i - M) / L,
- *                            LSE = M + ln L; a fully masked row gives O = 0, LSE = -inf.
+ *                            LSE = M + ln L; a fully masked row gives O = 0, LSE = -inf, and a row
+ *                            whose splits carry a NaN sum (a non-finite key seen) NaN in both.
  *   paged_append             copies new K or V rows into their pages (no rotation).
  *
  * The argument structs and constants are in contract.h; the per-call metadata buffer (page lists,
@@ -41,7 +42,11 @@
  *     tiles of RQ_PTK keys staged through local memory (K read coalesced and rotated on its way in,
  *     in stages of RQ_PDC dims), the scores of all the group's heads from the staged tile, the online
  *     softmax state per head in local memory, and P.V with V's dims spread over the work-items
- *     (read straight from the cache, coalesced, once per work-group). See the kernel. */
+ *     (read straight from the cache, coalesced, once per work-group). See the kernel.
+ *   - fast (paged_attn_fast, cl/paged_fast.cl: the GPU profile, for the shapes it takes, see there):
+ *     tiles of 128 keys with two barriers each, a work-item per key scoring all the group's query
+ *     vectors (query heads x a sequence's rows) in registers, keys rotated from a table and per-tile
+ *     anchors, P.V with work-items owning 4 vectors x 8 dims. */
 
 #include "contract.h"
 #include "angle.cl"
@@ -87,6 +92,7 @@ static inline float rq_load_dt(__global const uchar *base, long off, int dt)
 /* pass 1: the CPU shape (CPU-profile programs only) and the GPU shape, a file each */
 #include "paged_cpu.cl"
 #include "paged_gpu.cl"
+#include "paged_fast.cl" /* the GPU profile's pass 1 at memory speed (GPU-profile programs only) */
 
 /* ---- pass 2: the reduction of the splits ----------------------------------------------------------
  * A work-item per (V dim, row = s * Hq + h). Splits from ceil(len / kps) on were not written. */
@@ -125,17 +131,17 @@ void paged_combine(__global const float *part, __global const int *meta, __globa
     for (int i = 0; i < nsp; i++)
         M = fmax(M, ml[2 * i]);
     float L = a.use_sinks ? exp(sink - M) : 0.0f, o = 0.0f;
-    if (M != -INFINITY)
-        for (int i = 0; i < nsp; i++) {
-            float w = exp(ml[2 * i] - M); /* 0 for a split with nothing unmasked */
-            L = fma(ml[2 * i + 1], w, L);
-            o = fma(part[(r0 + i) * a.Dv + dv], w, o);
-        }
-    rq_store_dt(out, a.out_off + ob + (long)h * a.onb1 + (long)dv * a.onb3, a.odt,
-                M == -INFINITY ? 0.0f : o / L);
+    for (int i = 0; i < nsp; i++) {
+        /* 0 for a split with nothing unmasked; where no split has (M = -inf) every l and o is 0, or
+         * NaN from a non-finite key seen (its weight skipped by the max): summed as they are */
+        float w = M == -INFINITY ? 1.0f : exp(ml[2 * i] - M);
+        L = fma(ml[2 * i + 1], w, L);
+        o = fma(part[(r0 + i) * a.Dv + dv], w, o);
+    }
+    /* L = 0: fully masked (O = 0, LSE = -inf); NaN: a non-finite key seen (both NaN) */
+    rq_store_dt(out, a.out_off + ob + (long)h * a.onb1 + (long)dv * a.onb3, a.odt, L == 0.0f ? 0.0f : o / L);
     if (a.use_lse && dv == 0)
-        *(__global float *)(lse + a.lse_off + lb + (long)h * a.lnb1) =
-            M == -INFINITY ? -INFINITY : M + log(L);
+        *(__global float *)(lse + a.lse_off + lb + (long)h * a.lnb1) = L == 0.0f ? -INFINITY : M + log(L);
 }
 
 /* ---- append: row [s][hk][t] of src -> token lens[s] + t of sequence s, in 2-byte units --------- */

@@ -9,6 +9,11 @@
  * page list are one task's rows (meta[rg_off + grp] .. meta[rg_off + grp + 1], at most RQ_PCH
  * (row, head) pairs with the head group): each key is read, converted and rotated once for all of
  * them, each row keeping its own position, key count, masks, softmax state and output.
+ * Non-finite data (docs/conventions.md section 9): a masked (row, key)'s weight is -0.0 (exp never gives
+ * -0), and in a block where some row masks some key (a row group's causal cuts, a window's edge: the
+ * flag `mixed`) P.V selects those products away (0 * NaN is NaN: a masked key's V may hold anything);
+ * other blocks keep the plain fma. An unmasked score that is not finite becomes NaN before
+ * soft-capping: a row that sees such a key ends with l = NaN (O and LSE NaN after the reduction).
  * Host preconditions: D % 16 == 0, R % 32 == 0, D <= RQ_DMAXD, Dv <= RQ_DMAXD (else the host runs the
  * GPU shape).
  * CPU profile only (program.cl: RQ_CPU_KERNELS). */
@@ -38,6 +43,9 @@ static inline float rq_hmax16(float16 v)
     float2 c = fmax(b.lo, b.hi);
     return fmax(c.x, c.y);
 }
+
+/* fma(p, v, acc) unless p is -0.0, a masked key's weight (its V may be NaN, and 0 * NaN is NaN) */
+#define RQ_PSEL_FMA(p, v, acc) (as_uint(p) == 0x80000000u ? (acc) : fma((float16)(p), (v), (acc)))
 
 static inline float rq_hsum16(float16 v)
 {
@@ -210,6 +218,7 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
         /* online softmax: the block's max joins the running one; p = e^(S - m). Masks per row: lanes
          * past the block's end, keys past the row's own count (its causal cut) or position, outside
          * its window */
+        int mixed = 0; /* some row masks some key of the block: P.V selects */
         for (int w = 0; w < nrw; w++) {
             const int pq = rpq[w];
             int16 masked = lane >= (int16)(nb) | (int16)(jb) + lane >= (int16)(rlen[w]);
@@ -218,18 +227,22 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
             long lim = (long)pq - window; /* window: masked where pk <= pq - W */
             if (window > 0 && lim >= (long)INT_MIN)
                 masked |= pj <= (int16)((int)lim);
+            mixed |= any(masked & (lane < (int16)(nb)));
             for (int x = w * nkh; x < (w + 1) * nkh; x++) {
                 float16 v = vload16(0, scs + x * RQ_PKB);
+                v = select(v, (float16)(NAN), isinf(v)); /* -inf means masked only */
                 if (softcap > 0.0f) /* soft-capping (Gemma 2), before the masks */
                     RQ_SOFTCAP_VEC(float16, v, softcap, inv_cap);
                 v = select(v, (float16)(-INFINITY), masked);
                 float mn = fmax(m[x], rq_hmax16(v));
-                if (mn == -INFINITY) { /* nothing unmasked yet */
+                if (mn == -INFINITY) { /* nothing unmasked yet; a NaN score (fmax skips it) stays NaN */
+                    float16 e = select((float16)(-0.0f), v, isnan(v));
                     alpha[x] = 1.0f;
-                    vstore16((float16)(0.0f), 0, p + x * RQ_PKB);
+                    l[x] += rq_hsum16(e);
+                    vstore16(e, 0, p + x * RQ_PKB);
                     continue;
                 }
-                float16 e = exp(v - mn);
+                float16 e = select(exp(v - mn), (float16)(-0.0f), masked); /* -0.0: masked */
                 alpha[x] = exp(m[x] - mn);
                 l[x] = l[x] * alpha[x] + rq_hsum16(e);
                 m[x] = mn;
@@ -262,12 +275,22 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                         int x0 = w * nkh + y * ng + g, x1 = w * nkh + y * ng + min(g + 1, ng - 1);
                         float16 a0 = oacc[x0][d / 16] * alpha[x0], a1 = oacc[x1][d / 16] * alpha[x1];
                         float16 b0 = (float16)(0.0f), b1 = b0;
+                        if (mixed) {
 #pragma unroll
-                        for (int t = 0; t < RQ_PKB; t += 2) {
-                            a0 = fma((float16)(p[x0 * RQ_PKB + t]), vv[t], a0);
-                            b0 = fma((float16)(p[x0 * RQ_PKB + t + 1]), vv[t + 1], b0);
-                            a1 = fma((float16)(p[x1 * RQ_PKB + t]), vv[t], a1);
-                            b1 = fma((float16)(p[x1 * RQ_PKB + t + 1]), vv[t + 1], b1);
+                            for (int t = 0; t < RQ_PKB; t += 2) {
+                                a0 = RQ_PSEL_FMA(p[x0 * RQ_PKB + t], vv[t], a0);
+                                b0 = RQ_PSEL_FMA(p[x0 * RQ_PKB + t + 1], vv[t + 1], b0);
+                                a1 = RQ_PSEL_FMA(p[x1 * RQ_PKB + t], vv[t], a1);
+                                b1 = RQ_PSEL_FMA(p[x1 * RQ_PKB + t + 1], vv[t + 1], b1);
+                            }
+                        } else {
+#pragma unroll
+                            for (int t = 0; t < RQ_PKB; t += 2) {
+                                a0 = fma((float16)(p[x0 * RQ_PKB + t]), vv[t], a0);
+                                b0 = fma((float16)(p[x0 * RQ_PKB + t + 1]), vv[t + 1], b0);
+                                a1 = fma((float16)(p[x1 * RQ_PKB + t]), vv[t], a1);
+                                b1 = fma((float16)(p[x1 * RQ_PKB + t + 1]), vv[t + 1], b1);
+                            }
                         }
                         oacc[x0][d / 16] = a0 + b0;
                         if (g + 1 < ng)
@@ -284,8 +307,8 @@ void paged_attn_cpu(__global const uchar *kc, __global const uchar *vc, __global
                     for (int g = 0; g < ng; g++) {
                         int x = w * nkh + y * ng + g;
                         float acc = ob[g * ostride + d] * alpha[x];
-                        for (int t = 0; t < nb; t++)
-                            acc = fma(p[x * RQ_PKB + t], vs[t], acc);
+                        for (int t = 0; t < nb; t++) /* -0.0: a masked key, not added */
+                            acc = as_uint(p[x * RQ_PKB + t]) == 0x80000000u ? acc : fma(p[x * RQ_PKB + t], vs[t], acc);
                         ob[g * ostride + d] = acc;
                     }
                 }

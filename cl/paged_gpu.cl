@@ -27,7 +27,11 @@
  * Every index into a private array is a constant (unrolled loops over heads and dims), so nothing lives
  * on a stack; the scores of a key are in local memory between stages, not in registers (tests/gpucc:
  * sm_90 96 registers, gfx90a 78 VGPRs). Branches around barriers depend on work-group-uniform values
- * only. Local memory: RQ_PAGED_LOCAL_BYTES (19 KiB), whatever D, Dv and G. */
+ * only. Local memory: RQ_PAGED_LOCAL_BYTES (19 KiB), whatever D, Dv and G.
+ * Non-finite data (docs/conventions.md section 9): a masked key's K and V are never read (its bias is
+ * -inf, its staged K and V 0), so it weighs exactly 0 whatever its slots hold; an unmasked score that
+ * is not finite becomes NaN before soft-capping, and its weight stays NaN even while nothing else
+ * is unmasked: the row ends with l = NaN (O and LSE NaN after the reduction). */
 
 /* The K tile's stages (step 2 below): stage st < nrs holds rotation pairs st * RQ_PDC / 2 + c / 2
  * (slot c: the pair's first dim for even c, its second for odd c), the others the pass-through dims
@@ -229,8 +233,10 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
          * 96 to 127 registers, tests/gpucc) */
         if (softcap > 0.0f) { /* uniform */
             for (int e = lid; e < RQ_PGH * RQ_PTK; e += wg)
-                if (e / RQ_PTK < ng && kb[e % RQ_PTK] == 0.0f)
+                if (e / RQ_PTK < ng && kb[e % RQ_PTK] == 0.0f) {
+                    sc[e] = isinf(sc[e]) ? NAN : sc[e]; /* a non-finite score: NaN, not +-C */
                     sc[e] = RQ_SOFTCAP(sc[e], softcap, 1.0f / softcap);
+                }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         /* 3. the online softmax: every slot of head g finds the same tile max (the same reads in the
@@ -255,7 +261,10 @@ __kernel void paged_attn_gpu(__global const uchar *kc, __global const uchar *vc,
                 }
                 float mo = mrun[g], mn = fmax(mo, fmax(fmax(m0, m1), fmax(m2, m3)));
                 bool none = mn == -INFINITY; /* nothing unmasked yet */
-                pt[g * RQ_PTK + t] = none ? 0.0f : exp(sg[t] - mn);
+                /* an unmasked non-finite score is NaN (-inf means masked only), and stays NaN in its
+                 * weight where fmax skipped it (none) */
+                float st = kb[t] == 0.0f && isinf(sg[t]) ? NAN : sg[t];
+                pt[g * RQ_PTK + t] = none ? (isnan(st) ? st : 0.0f) : exp(st - mn);
                 if (t == 0) {
                     mnew[g] = mn;
                     alph[g] = none ? 1.0f : exp(mo - mn);

@@ -75,7 +75,8 @@ static inline float16 rq_ld16_q8(__global const uchar *row, int c, int dt)
  * would otherwise become e4m3's NaN or e5m2's infinity); below the smallest normal, the subnormal
  * code is rint(|v| * 2^(bias - 1 + mbits)), whose carry to 2^mbits is the smallest normal's code.
  * The sign bit is kept (a negative value that rounds to zero is fp8's -0). support/quant.c is the
- * host's copy of these exact steps (the tests compare the bytes). */
+ * host's copy of these exact steps (the tests compare the bytes). v is x / scale rounded as IEEE
+ * division rounds (rq_div_rn_bits below), so every step is exact on any conformant device. */
 static inline uint rq_q8_code(float v, int dt)
 {
     if (dt == RQ_DT_I8)
@@ -98,6 +99,56 @@ static inline uint rq_q8_code(float v, int dt)
 static inline float rq_q8_qmax(int dt)
 {
     return dt == RQ_DT_I8 ? 127.0f : dt == RQ_DT_E4M3 ? 448.0f : 57344.0f;
+}
+
+/* a / b rounded to nearest even (IEEE division's result), as bits, in integer operations only: for
+ * finite a and a positive normal b (a scale). Why not `/`: OpenCL C 1.2 allows f32 division 2.5 ulp
+ * (section 7.4) unless the program is built with -cl-fp32-correctly-rounded-divide-sqrt, which only
+ * devices with CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT accept; NVIDIA's driver uses that freedom, and
+ * its append's scales and a few codes differed from support/quant.c (issue 30). Integer operations
+ * are exact on every device, so the bytes follow on any conformant one; the rest of the quantizer
+ * uses only operations whose results the specification fixes: comparisons, fabs/fmax (exact),
+ * rint (correctly rounded: an integer), products by powers of two of normal values (exact), and
+ * as_uint/as_float. glsl/quant.glsl's rq_div_rn_bits is the same algorithm.
+ * A quotient below 2^-126 becomes a signed zero, and a subnormal or zero a gives one (a / b is then
+ * below 2^-126 / 2^-106, the smallest scale being 2^-90 / 57344): the IEEE quotient is then far
+ * below half the smallest fp8 code (2^-17) and half int8's, so either quantizes to a's sign with a
+ * zero code, and no f32 denormal is made (a device flushing them gives the same bytes). Restoring
+ * division of the 24-bit mantissas: 25 quotient bits (24 and a guard bit) and the remainder as the
+ * sticky bit; a constant trip count (unrolled by the compilers). */
+static inline uint rq_div_rn_bits(uint ua, uint ub)
+{
+    const uint sign = ua & 0x80000000u;
+    const int ea = (int)((ua >> 23) & 0xFFu), eb = (int)((ub >> 23) & 0xFFu);
+    if (ea == 0)
+        return sign;
+    uint ma = (ua & 0x7FFFFFu) | 0x800000u, mb = (ub & 0x7FFFFFu) | 0x800000u;
+    int e = ea - eb + 127;
+    if (ma < mb) { /* the quotient's leading bit at 2^0: ma / mb in [1, 2) */
+        ma <<= 1;
+        e -= 1;
+    }
+    uint q = 0u, r = ma; /* r < 2 mb < 2^25 throughout */
+    for (int i = 0; i < 25; i++) {
+        q <<= 1;
+        if (r >= mb) {
+            r -= mb;
+            q |= 1u;
+        }
+        r <<= 1;
+    }
+    uint m = q >> 1;
+    if ((q & 1u) != 0u && (r != 0u || (m & 1u) != 0u))
+        m++; /* above halfway, or a tie to even */
+    if (m == 0x1000000u) {
+        m >>= 1;
+        e++;
+    }
+    if (e <= 0)
+        return sign;
+    if (e >= 255) /* cannot happen for the append's quotients (|x / scale| <= QMAX, about) */
+        return sign | 0x7F800000u;
+    return sign | ((uint)e << 23) | (m & 0x7FFFFFu);
 }
 
 /* An unquantized element (f32, f16 or bf16: the append's new rows). */
@@ -137,9 +188,10 @@ void paged_append_q8(__global const uchar *src, __global const int *meta, __glob
         for (int d = 0; d < dim; d++)
             q[d] = 0;
     } else {
-        sc = amax / rq_q8_qmax(qdt);
-        for (int d = 0; d < dim; d++)
-            q[d] = (uchar)rq_q8_code(rq_load_src(x, (long)d * es, a.sdt) / sc, qdt);
+        const uint scb = rq_div_rn_bits(as_uint(amax), as_uint(rq_q8_qmax(qdt))); /* amax / QMAX */
+        sc = as_float(scb);
+        for (int d = 0; d < dim; d++) /* x / sc */
+            q[d] = (uchar)rq_q8_code(as_float(rq_div_rn_bits(as_uint(rq_load_src(x, (long)d * es, a.sdt)), scb)), qdt);
     }
     scale[a.scale_off + (page * a.Hkv + hk) * a.ps + slot] = sc;
 }

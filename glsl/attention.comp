@@ -30,6 +30,16 @@
  *     (RM loads of P and CV loads of V for 4 RM CV vec4 fma);
  *   - a key tile whose every score is masked for all the block's rows (causal, window) is skipped
  *     whole: the test is uniform, made from push constants and shared positions after a barrier;
+ *   - non-finite data (docs/conventions.md section 9): a masked key weighs exactly 0 whatever its K
+ *     and V hold. Its score is the sentinel (never computed into) and its P is stored as -1, a
+ *     marker no weight takes (exp >= 0); a tile that some row sees only in part (`mixed`: causal
+ *     diagonal, window edge; uniform, like the skip test) selects those products away in P.V (0 *
+ *     NaN is NaN); other tiles keep the plain fma (their only marked keys are past the chunk, whose
+ *     staged V is 0). An unmasked score that is not finite becomes NaN before soft-capping; the row
+ *     max skips NaN explicitly (GLSL's max is undefined for NaN), so the NaN reaches the weight and
+ *     l, and O and LSE end NaN (tests compare l with 0, never l > 0, which NaN fails). Vulkan does
+ *     not require NaN to be kept without SignedZeroInfNanPreserve: NaN propagation is the driver's
+ *     (lavapipe keeps it); the masking is selects and holds on any driver;
  *   - everything accumulates in f32; exp() and log() are the built-ins (the old shader's accuracy);
  *   - variants (docs/conventions.md section 11): soft-capping (pc.softcap > 0) turns each unmasked
  *     score of the register block into C tanh(S / C) (tanh.glsl) before the row max, no pass of its
@@ -158,15 +168,18 @@ void finish_row(int m, int cb, bool keep, ivec4 where, uvec2 sbase, int tx, vec4
         return;
     }
     const int b = where.x, g = m / pc.Sq, ii = m - g * pc.Sq, h = where.y * pc.G + g;
-    float inv = l > 0.0 ? 1.0 / l : 0.0; /* l >= 1 once a key was unmasked (its max weighs 1) */
-    float lsev = l > 0.0 ? mi + log(l) : uintBitsToFloat(0xFF800000u);
+    /* l >= 1 once a key was unmasked (its max weighs 1); 0: fully masked; NaN: a non-finite key
+     * seen (then O and LSE NaN: the tests are l == 0, which NaN fails, never l > 0) */
+    const bool none = l == 0.0;
+    float inv = none ? 0.0 : 1.0 / l;
+    float lsev = none ? uintBitsToFloat(0xFF800000u) : mi + log(l);
     if ((pc.flags & RQ_VK_AT_F_SINKS) != 0) { /* the sink s_h: in the denominator, no value */
         const float sk = sinkv[h];
-        const float mx = l > 0.0 ? max(mi, sk) : sk;
-        const float a = l > 0.0 ? (mi == mx ? 1.0 : exp(mi - mx)) : 0.0; /* the keys' rescaling */
+        const float mx = none ? sk : max(mi, sk);
+        const float a = none ? 0.0 : (mi == mx ? 1.0 : exp(mi - mx)); /* the keys' rescaling */
         const float lt = l * a + (sk == mx ? 1.0 : exp(sk - mx));        /* >= 1: its max weighs 1 */
         inv = a / lt;
-        lsev = l > 0.0 ? mx + log(lt) : sk; /* fully masked: LSE = s_h exactly, O = 0 (a = 0) */
+        lsev = none ? sk : mx + log(lt); /* fully masked: LSE = s_h exactly, O = 0 (a = 0) */
     }
     uint ob = pc.o_off + uint(b) * pc.onb0 + uint(h) * pc.onb1 + uint(ii) * pc.onb2;
     [[unroll]] for (int c = 0; c < CVMAX; c++) {
@@ -178,8 +191,9 @@ void finish_row(int m, int cb, bool keep, ivec4 where, uvec2 sbase, int tx, vec4
 }
 
 /* O += P V over TK keys of the V step (u0: the step's first key in the tile), NC vec4 columns per
- * invocation: a macro so that the column count is a compile-time constant in each copy */
-#define RQ_AT_PV_STEP(NC)                                                                          \
+ * invocation: a macro so that the column count is a compile-time constant in each copy. SEL: the
+ * tile has keys some row masks: a weight of -1 (masked) adds nothing, whatever V holds. */
+#define RQ_AT_PV_STEP(NC, SEL)                                                                     \
     {                                                                                              \
         [[unroll]] for (int u = 0; u < TK; u += 4) {                                               \
             vec4 p[RM];                                                                            \
@@ -189,7 +203,7 @@ void finish_row(int m, int cb, bool keep, ivec4 where, uvec2 sbase, int tx, vec4
                 [[unroll]] for (int c = 0; c < (NC); c++) {                                        \
                     vec4 x = vs[(u + e) * DVB4 + tx + TX * c];                                     \
                     [[unroll]] for (int i = 0; i < RM; i++)                                        \
-                        o[i][c] = fma(vec4(p[i][e]), x, o[i][c]);                                  \
+                        o[i][c] = (SEL) && p[i][e] < 0.0 ? o[i][c] : fma(vec4(p[i][e]), x, o[i][c]); \
                 }                                                                                  \
         }                                                                                          \
     }
@@ -248,7 +262,7 @@ void main()
                         o[i][c][e] = st[sb + uint(col + e)];
             }
             float ls = m < M ? st[sb + uint(Dv + 2 * cb) + 1u] : 0.0;
-            if (ls > 0.0) { /* l = 0: no key of the row unmasked yet */
+            if (!(ls == 0.0)) { /* l = 0: no key of the row unmasked yet; NaN: a non-finite key seen */
                 mrow[i] = st[sb + uint(Dv + 2 * cb)];
                 lpart[i] = tx == 0 ? ls : 0.0;
             }
@@ -258,6 +272,7 @@ void main()
     for (int j0 = pc.kc0; j0 < pc.kc1; j0 += BN) {
         const int nk = min(BN, pc.kc1 - j0);
         const bool kp = masks && pc.use_kpos != 0;
+        bool mixed = false; /* some row masks some key of the tile: P.V selects (uniform) */
         if (masks) { /* a tile masked for every row of the block is skipped: uniform */
             int pk_lo = pc.k_base + j0, pk_hi = pc.k_base + j0 + nk - 1;
             if (kp) {
@@ -276,6 +291,8 @@ void main()
             if ((causal && pk_lo > pq_hi) ||
                 (pc.window != 0u && pq_lo >= pk_hi && uint(pq_lo) - uint(pk_hi) >= pc.window))
                 continue;
+            mixed = (causal && pk_hi > pq_lo) ||
+                    (pc.window != 0u && pq_hi >= pk_lo && uint(pq_hi) - uint(pk_lo) >= pc.window);
         }
 
         /* S block: rows ty + TY*i, keys j0 + tx + TX*j */
@@ -339,9 +356,10 @@ void main()
             float mx = NEGBIG;
             [[unroll]] for (int j = 0; j < RN; j++) {
                 bool msk = tx + TX * j >= nk || (masks && rq_masked(pi[i], pk[j], causal, pc.window));
-                float sv = cap ? rq_softcap(s[i][j], pc.softcap) : s[i][j];
+                float sv = isinf(s[i][j]) ? uintBitsToFloat(0x7FC00000u) : s[i][j]; /* -inf: masked only */
+                sv = cap ? rq_softcap(sv, pc.softcap) : sv;
                 s[i][j] = msk ? NEGBIG : sv;
-                mx = max(mx, s[i][j]);
+                mx = s[i][j] > mx ? s[i][j] : mx; /* skips NaN (max() is undefined for it) */
             }
             int f = (ty + TY * i) * TX + tx;
             red[f / 4][f % 4] = mx;
@@ -367,7 +385,7 @@ void main()
             mrow[i] = mn;
             [[unroll]] for (int j = 0; j < RN; j++) {
                 int u = tx + TX * j;
-                sa[r * PS4 + u / 4][u % 4] = p[j];
+                sa[r * PS4 + u / 4][u % 4] = s[i][j] == NEGBIG ? -1.0 : p[j]; /* -1: masked */
             }
             [[unroll]] for (int c = 0; c < CVMAX; c++)
                 o[i][c] *= corr;
@@ -383,10 +401,14 @@ void main()
                 vs[e] = x;
             }
             barrier(); /* also publishes the P tile */
-            if (CV == 1) /* uniform (a specialization constant), outside the unrolled loops */
-                RQ_AT_PV_STEP(1)
+            if (CV == 1 && mixed) /* uniform (a specialization constant and the tile's flag), */
+                RQ_AT_PV_STEP(1, true) /* outside the unrolled loops */
+            else if (CV == 1)
+                RQ_AT_PV_STEP(1, false)
+            else if (mixed)
+                RQ_AT_PV_STEP(CVMAX, true)
             else
-                RQ_AT_PV_STEP(CVMAX)
+                RQ_AT_PV_STEP(CVMAX, false)
             barrier(); /* the next step overwrites the V stage (or the next tile the P tile) */
         }
     }

@@ -23,7 +23,13 @@
  *     so a trip through shared memory would buy no reuse) over the tile's keys, every invocation
  *     adding the same row sums from the shared P.
  * Masks are the finite sentinel NEGBIG (exp never sees a masked score); a task with nothing unmasked
- * writes m = NEGBIG, l = 0, o = 0. Branches on tile masks, lengths and splits depend only on
+ * writes m = NEGBIG, l = 0, o = 0.
+ * Non-finite data (docs/conventions.md section 9): a masked key weighs exactly 0 whatever its K and V
+ * hold: its score is the sentinel, and P.V neither reads its V nor multiplies (0 * NaN is NaN). An
+ * unmasked score that is not finite becomes NaN before soft-capping, the tile max skips it (GLSL's
+ * max and subgroupMax are undefined for NaN), and its weight stays NaN: l = NaN reaches
+ * paged_combine.comp, which makes O and LSE NaN (NaN propagation is the driver's: Vulkan does not
+ * require it without SignedZeroInfNanPreserve; lavapipe keeps it). Branches on tile masks, lengths and splits depend only on
  * work-group-uniform values, so no barrier is skipped by part of a work-group.
  * Variants (docs/conventions.md section 11): the rotary offset moves the rotated pairs to
  * [rot_off, rot_off + R) (MLA: the last R dims; the pass-through dims are [0, rot_off) and
@@ -173,16 +179,20 @@ void main()
             }
             const bool msk = lid >= nt || rq_masked(pq, kp0 + t0 + lid, causal, pc.window);
             const bool cap = pc.softcap > 0.0;
+            float sm[GH]; /* the scores for the max: NaN made the sentinel (max() is undefined for it) */
             [[unroll]] for (int g = 0; g < GH; g++) {
-                /* heads past ng: their scores stay 0 (never stored), no tanh spent on them */
-                const float sv = cap && g < ng ? rq_softcap(sg[g], pc.softcap) : sg[g];
+                /* a non-finite score is NaN (-inf means masked only), before soft-capping; heads past
+                 * ng: their scores stay 0 (never stored), no tanh spent on them */
+                const float sn = isinf(sg[g]) ? uintBitsToFloat(0x7FC00000u) : sg[g];
+                const float sv = cap && g < ng ? rq_softcap(sn, pc.softcap) : sn;
                 sg[g] = msk ? NEGBIG : sv;
+                sm[g] = isnan(sg[g]) ? NEGBIG : sg[g];
             }
             /* the tile max of each head */
             float bm[GH];
 #if RQ_PG_SUBGROUP
             [[unroll]] for (int g = 0; g < GH; g++) {
-                float x = subgroupMax(sg[g]);
+                float x = subgroupMax(sm[g]);
                 if (subgroupElect())
                     red[g * WG + int(gl_SubgroupID)] = x;
                 bm[g] = NEGBIG;
@@ -193,7 +203,7 @@ void main()
                     bm[g] = max(bm[g], red[g * WG + i]);
 #else
             [[unroll]] for (int g = 0; g < GH; g++) {
-                red[g * WG + lid] = sg[g];
+                red[g * WG + lid] = sm[g];
                 bm[g] = NEGBIG;
             }
             barrier();
@@ -217,11 +227,13 @@ void main()
             for (int tt = 0; tt < nt; tt++) {
                 const uint vr = vrow[tt];
                 const float vsc = VQ ? vscl[tt] : 1.0;
+                /* a masked key (p = 0): V not read, 0 (it may hold NaN; uniform) */
+                const bool ok = !rq_masked(pq, kp0 + t0 + tt, causal, pc.window);
                 float v[VT];
                 [[unroll]] for (int c = 0; c < VT; c++) {
                     const int dv = dv0 + c * WG;
-                    v[c] = dv < Dv ? RQ_LOAD(vc, vr + uint(dv), VDT) : 0.0;
-                    if (VQ)
+                    v[c] = ok && dv < Dv ? RQ_LOAD(vc, vr + uint(dv), VDT) : 0.0;
+                    if (VQ && ok)
                         v[c] *= vsc;
                 }
                 [[unroll]] for (int g = 0; g < GH; g++) { /* heads past ng: computed, never stored */

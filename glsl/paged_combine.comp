@@ -2,7 +2,9 @@
 /* Paged decode, pass 2: the splits of each (sequence, query head) row joined, as cl/paged.cl does:
  * M = max m_i, L = sum l_i e^(m_i - M), O = sum o_i e^(m_i - M) / L, LSE = M + ln L, over the splits
  * with something unmasked (l_i > 0; paged.comp writes m = -FLT_MAX, l = 0, o = 0 for the others, so
- * exp() never sees a sentinel); a row with nothing unmasked gives O = 0, LSE = -inf. An invocation per (V dim, row); splits from
+ * exp() never sees a sentinel); a row with nothing unmasked gives O = 0, LSE = -inf. A split whose l is
+ * NaN (a non-finite key seen, docs/conventions.md section 9) takes part too (tests are l == 0, which
+ * NaN fails, never l > 0): O and LSE end NaN. An invocation per (V dim, row); splits from
  * ceil(len / kps) on were not written by pass 1 and are not read.
  * Attention sinks (pc.use_sinks): the head's logit s_h joins once, here, after every split: M takes it
  * into the max, L adds e^(s_h - M) and carries no value; a row with nothing unmasked gives O = 0 and
@@ -37,7 +39,7 @@ void main()
         bool none = true;
         for (int i = 0; i < nsp; i++) {
             uint r = r0 + uint(i);
-            if (part[pc.ml_off + 2u * r + 1u] > 0.0) {
+            if (!(part[pc.ml_off + 2u * r + 1u] == 0.0)) {
                 float mi = part[pc.ml_off + 2u * r];
                 M = none ? mi : max(M, mi);
                 none = false;
@@ -48,7 +50,7 @@ void main()
             for (int i = 0; i < nsp; i++) {
                 uint r = r0 + uint(i);
                 float li = part[pc.ml_off + 2u * r + 1u];
-                if (li > 0.0) {
+                if (!(li == 0.0)) {
                     float mi = part[pc.ml_off + 2u * r];
                     float w = mi == M ? 1.0 : exp(mi - M);
                     L = fma(li, w, L);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The suite's check of the embedded SPIR-V (meson test 'spirv_val'):
 
-  spirv_check.py [--loops MODULE=N ...] [--no-private-arrays MODULE ...] A.spv B.spv ...
+  spirv_check.py [--loops MODULE=N ...] [--no-private-arrays MODULE ...] [--target-env ENV]
+                 [--spirv-val PATH --skip-reason TEXT] A.spv B.spv ...
 
 - every module passes `spirv-val --target-env vulkan1.1` (the Khronos validator, Debian package
   spirv-tools); without spirv-val the test says so loudly and exits 77 (skipped, not passed);
@@ -9,7 +10,10 @@
   invocation's loop trips (llvmpipe's silent limit: src/vulkan/vk_attn.c, vk_paged.c) assumes the
   loops it names, and a loop glslc stops unrolling would break that bound without any other sign;
 - --no-private-arrays: the module has no array in Function storage (register blocks indexed only by
-  constants after glslc's unrolling: nothing a driver must keep in addressable local memory).
+  constants after glslc's unrolling: nothing a driver must keep in addressable local memory);
+- --target-env (default vulkan1.1) and --spirv-val PATH (default: spirv-val on PATH; the
+  cooperative-matrix modules need one that knows SPV_KHR_cooperative_matrix, found by
+  glsl/find_coopmat.py): an empty PATH, or no module given, skips (exit 77) with --skip-reason.
 """
 import os
 import shutil
@@ -19,6 +23,7 @@ import sys
 
 def main(argv):
     loops, noarr, mods = {}, set(), []
+    env, val, reason = 'vulkan1.1', None, 'no spirv-val'
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -29,10 +34,25 @@ def main(argv):
         elif a == '--no-private-arrays':
             noarr.add(argv[i + 1])
             i += 2
+        elif a in ('--target-env', '--spirv-val', '--skip-reason'):
+            if a == '--target-env':
+                env = argv[i + 1]
+            elif a == '--spirv-val':
+                val = argv[i + 1]
+            else:
+                reason = argv[i + 1]
+            i += 2
         else:
             mods.append(a)
             i += 1
-    val, dis = shutil.which('spirv-val'), shutil.which('spirv-dis')
+    if val is not None and (not val or not mods):
+        print(f'SKIPPED: {reason}: {len(mods)} SPIR-V modules NOT validated', file=sys.stderr)
+        return 77
+    dis = shutil.which('spirv-dis')
+    own = os.path.join(os.path.dirname(os.path.realpath(val)), 'spirv-dis') if val else ''
+    if own and os.access(own, os.X_OK):
+        dis = own  # the validator's own disassembler, which knows its modules
+    val = val or shutil.which('spirv-val')
     if not val:
         print('SKIPPED: spirv-val not found (Debian package spirv-tools; scripts/setup.sh installs it): '
               f'{len(mods)} SPIR-V modules NOT validated', file=sys.stderr)
@@ -40,12 +60,12 @@ def main(argv):
     bad = 0
     for m in mods:
         stem = os.path.splitext(os.path.basename(m))[0]
-        r = subprocess.run([val, '--target-env', 'vulkan1.1', m], capture_output=True, text=True)
+        r = subprocess.run([val, '--target-env', env, m], capture_output=True, text=True)
         if r.returncode != 0:
             print(f'FAIL {stem}: spirv-val:\n{r.stdout}{r.stderr}')
             bad += 1
             continue
-        msg = 'valid (vulkan1.1)'
+        msg = f'valid ({env})'
         if stem in loops or stem in noarr:
             if not dis:
                 print(f'FAIL {stem}: spirv-dis not found for the loop and private-array checks')

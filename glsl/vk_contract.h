@@ -137,6 +137,42 @@
 #define RQ_VK_PG_SHARED(qs, uc)                                                                    \
     (4 * ((qs) + RQ_VK_PG_WG * (2 * (uc) + 1) + 2 * RQ_VK_PG_GH * RQ_VK_PG_WG + 4 * RQ_VK_PG_WG))
 
+/* ---- paged_fast.comp (paged_fast4.spv, paged_fast8.spv): pass 1 at memory speed ---------------
+ * cl/paged_fast.cl's design (src/vulkan/vk_paged_fast.c takes it where the shape and views allow).
+ * A work-group per (row group, split, gi): gi = (kv head * ngc + query chunk) * ndvc + V chunk, ndvc =
+ * ceil(Dv / dvch); row group g's rows meta[rg_off + g] .. meta[rg_off + g + 1] (a sequence's rows,
+ * sharing its page list). K offsets and strides in 16-byte units (the cache bound as uvec4[]), V's too
+ * (bound as uvec2[]: the shader doubles them); n: the rows (Qr [h][n][D]). Spec constants: the dtypes,
+ * RQ_VK_SC_QS (vec4s of Q: FM/4 * D), RQ_VK_SC_K1 (the table's delta range), RQ_VK_SC_K2 (vec4s of the
+ * table and anchors, at least the end's key-lane sums). Push constants: all 32 words. */
+#define RQ_VK_PF_K 0
+#define RQ_VK_PF_V 1
+#define RQ_VK_PF_META 2
+#define RQ_VK_PF_FREQ 3
+#define RQ_VK_PF_QR 4
+#define RQ_VK_PF_PART 5
+#define RQ_VK_PF_KS 6
+#define RQ_VK_PF_VS 7
+#define RQ_VK_PF_TAB 8    /* the R(delta) table (src/core/paged_fast_table.c) */
+#define RQ_VK_PF_NBIND 9
+#define RQ_VK_PF_PC(F)                                                                             \
+    F(u32, k_off) F(u32, knb0) F(u32, knb1) F(u32, knb2)                                           \
+    F(u32, v_off) F(u32, vnb0) F(u32, vnb1) F(u32, vnb2)                                           \
+    F(u32, window) F(u32, ml_off) F(u32, lens_off) F(u32, qpos_off) F(u32, kpos_off)               \
+    F(u32, pages_off) F(u32, rg_off) F(i32, n) F(i32, Hq) F(i32, G) F(i32, D) F(i32, Dv) F(i32, R)  \
+    F(i32, flags) F(i32, ps) F(i32, kps) F(i32, nsplit) F(i32, gpg) F(i32, dvch)                   \
+    F(f32, rot_mul) F(i32, rot_off) F(f32, softcap) F(u32, ks_off) F(u32, vs_off)
+#define RQ_VK_PF_WG 128   /* work-group size and keys per tile (src/core/call.h RQ_PFAST_TILE) */
+#define RQ_VK_PF_THR 8.0  /* P = e^(S - m) against a max that may lag by this (cl/contract.h RQ_FTHR) */
+/* its shared memory in bytes, exactly its arrays: Q, the table and anchors, P (fm/4 float4s a key,
+ * plus one where that is even), V rows and scales, two maxima per query vector, the rows' positions,
+ * two flags */
+#define RQ_VK_PF_SHARED(qf4, ta4, fm)                                                              \
+    (16 * ((qf4) + (ta4) + RQ_VK_PF_WG * ((fm) / 4 % 2 == 0 ? (fm) / 4 + 1 : (fm) / 4)) +         \
+     8 * RQ_VK_PF_WG + 8 * (fm) + 4 * (fm) + 8)
+/* the trip count of the end's key-lane sums: (KL - 1) * cells * 5 vec4s, at most */
+#define RQ_VK_PF_RED4 (5 * (RQ_VK_PF_WG - 1))
+
 #define RQ_VK_PC_PART 0   /* paged_combine.comp bindings */
 #define RQ_VK_PC_META 1
 #define RQ_VK_PC_OUT 2

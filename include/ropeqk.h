@@ -195,6 +195,28 @@ typedef struct {
                                     * Face "truncate": false, gpt-oss); 0 = floor/ceil (the default) */
 } ropeqk_scaling;
 
+/*
+ * How the Vulkan backend's tensor-core path (cooperative matrices, docs/tensor-cores.md) makes its
+ * matrix products; every other path computes in f32 whatever this says (OpenCL, Vulkan devices without
+ * cooperative matrices, the fp64 reference). Q and K are rotated in f32 either way.
+ *   ACCURATE (default): every rotated value of Q, K and V, and each softmax weight, is scaled by a
+ *     power of two and split into two f16 parts (hi + lo, 22 bits), and each product is
+ *     hi*hi + hi*lo + lo*hi with f32 accumulation: the 1e-5 promise of the attention metric holds
+ *     (docs/conventions.md section 9), at about a third of the fast mode's tensor-core rate.
+ *   FAST: one f16 part and one product (Q, K, V and P rounded to f16, after the same power-of-two row
+ *     scales, f32 accumulation). Measured on unit-normal Q, K, V at D 128, S 256 to 4096
+ *     (docs/tensor-cores.md): attention O error up to 2.2e-4 of max |V|, LSE up to 9.1e-4 relative
+ *     (causal rows with few keys), scores up to 1.4e-4 of scale |q| |k|; the tests hold fast mode to
+ *     2e-3 on inputs of unit scale. Larger scores grow the absolute score error with them.
+ * A plan takes the tensor-core path when it is made, on a device the library opened that lists
+ * 16x16x16 f16 cooperative matrices, with a build that has their shaders (`ropeqk devices` says);
+ * tuning vk_coopmat turns it off or forces the emulated shaders.
+ */
+typedef enum {
+    ROPEQK_MATH_ACCURATE = 0,
+    ROPEQK_MATH_FAST = 1,
+} ropeqk_math;
+
 typedef struct {
     ropeqk_layout layout;
     int32_t rotary_dim;   /* R: even, 2..D; 0 = D. Dims R..D-1 pass through unrotated. */
@@ -218,6 +240,7 @@ typedef struct {
     const float *sinks;   /* attention only: one logit s_h per query head joining the softmax's denominator
                            * and carrying no value (gpt-oss); n_sinks == Hq; copied by plan creation */
     int32_t n_sinks;
+    ropeqk_math math;     /* the tensor-core path's products (above); another value is ROPEQK_ERR_BAD_PARAM */
 } ropeqk_params;
 
 /* Fills the defaults (interleaved, R = D, base 10000, scale 1/sqrt(D), no mask, offsets 0, no
@@ -261,6 +284,7 @@ ROPEQK_API ropeqk_status ropeqk_max_error(const ropeqk_params *p,
  * O = softmax(S) V in fp64 (S exactly as ropeqk_scores_ref computes it), with the same validation as
  * the device path. v [B,Hkv,Sk,Dv] f32/f16/bf16; out [B,Hq,Sq,Dv] F32 or F64; lse NULL or
  * [B,Hq,Sq,1] F32 or F64 (then lse_data is required). A fully masked row gives O = 0, LSE = -inf.
+ * Non-finite K/V data as the device path (ropeqk_plan_desc below, docs/conventions.md section 9).
  */
 ROPEQK_API ropeqk_status ropeqk_attention_ref(const ropeqk_params *p,
                                               const ropeqk_tensor *q, const void *q_data,
@@ -305,7 +329,11 @@ ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", 
  * malformed value, here or in the environment, makes ropeqk_ctx_create() fail with
  * ROPEQK_ERR_BAD_CONFIG and a ropeqk_last_error() message. The OpenCL kernels read the knobs up to
  * tk and the attn_* ones, the Vulkan shaders the vk_* ones; both backends' hosts read chunk_rows and
- * dense_rows.
+ * dense_rows. Two knobs have no field, only their environment variable: the paged and dense decode's
+ * fast pass 1 (docs/paged-decode-gpu.md) runs where the shape allows on OpenCL's GPU profile and on
+ * Vulkan GPUs, ROPEQK_PAGED_FAST=0 never, ROPEQK_PAGED_FAST=1 also on Vulkan CPU devices (lavapipe);
+ * ROPEQK_PAGED_WGS=N (1..64) sets the work-groups per compute unit its split aims at (OpenCL;
+ * default 8).
  */
 typedef struct {
     ropeqk_profile profile;
@@ -350,6 +378,18 @@ typedef struct {
      *   (2 on a Vulkan CPU device such as lavapipe, where each row costs a full pass over K).
      *   $ROPEQK_DENSE_DECODE (0 = off). */
     int32_t dense_rows;
+    /* the Vulkan tensor-core path (cooperative matrices; docs/tensor-cores.md), for prefill attention and
+     * scores plans:
+     * vk_coopmat: 0 = where the device has cooperative matrices and the library was built with their
+     *   shaders (else today's shaders), -1 = never, 1 = the emulated shaders (the same tiling with the
+     *   products as loops: the suite's check of the path on any device, e.g. lavapipe; slow).
+     *   $ROPEQK_VK_COOPMAT (-1, 0, 1).
+     * vk_cm_rows: query rows per work-group (16 per subgroup), 32, 64 or 128; vk_cm_keys: keys per tile,
+     *   32, 64 or 128 (the tuner searches the pairs the device's shared memory takes; default 64 x 64).
+     *   $ROPEQK_VK_CM_ROWS, $ROPEQK_VK_CM_KEYS. */
+    int32_t vk_coopmat;
+    int32_t vk_cm_rows;
+    int32_t vk_cm_keys;
 } ropeqk_tuning;
 
 /* ---- contexts ----------------------------------------------------------------------------- */
@@ -457,7 +497,9 @@ typedef enum {
  * append) in the backend's arguments; a 16/32-bit cache takes none. The value of element d of a row
  * is (float)q[d] * scale (symmetric, f32 math). The append quantizes its f32/f16/bf16 rows: per
  * (token, KV head) row, a = max |x|, scale = a / QMAX (QMAX 127 int8, 448 e4m3, 57344 e5m2),
- * q = x / scale rounded to nearest even (int8 clamped to [-127, 127]; fp8 saturating to +-QMAX);
+ * q = x / scale rounded to nearest even (int8 clamped to [-127, 127]; fp8 saturating to +-QMAX),
+ * both divisions rounded as IEEE f32 division is on every device (computed in integers, not with
+ * the device's `/`): the same bytes and scales as the host rule of support/quant.c everywhere;
  * a row of zeros gets scale 0 and q 0; a row holding a NaN or an infinity gets scale NaN (its keys
  * then read as NaN, as an unquantized cache would propagate them). A cache the caller quantized
  * itself in this layout is read the same way.
@@ -514,7 +556,14 @@ typedef struct {
      *   v   [B,Hkv,Sk,Dv] f32/f16/bf16, never rotated, Dv contiguous (Dv may differ from D);
      *       out is then [B,Hq,Sq,Dv] in f32, f16 or bf16;
      *   lse [B,Hq,Sq,1] f32, the natural log of each row's sum of exp(S), when with_lse is set.
-     * Accumulation is f32; a fully masked row gives O = 0 and LSE = -inf. */
+     * Accumulation is f32; a fully masked row gives O = 0 and LSE = -inf (sinks: LSE = s_h), and
+     * LSE = -inf means nothing else. Non-finite K or V data (NaN, +-inf; docs/conventions.md
+     * section 9): a masked key weighs exactly 0 whatever its slots hold (rows that do not see it are
+     * bit-identical to finite data there; paged caches: also slots past a sequence's length and
+     * unused pages); a row that sees a key with a non-finite K element is NaN in O and LSE; one that
+     * sees a non-finite V element has a non-finite O in that dim only (LSE unchanged; Vulkan's
+     * tensor-core path: NaN in all of O and LSE). On Vulkan the NaN propagation is the driver's (not
+     * required without SignedZeroInfNanPreserve). */
     ropeqk_tensor v, lse;
     int32_t with_lse;
     /* ROPEQK_OP_PAGED_DECODE only (also uses v, lse, with_lse; k and v describe the caches) */

@@ -7,7 +7,15 @@
  * Buffers are (cl_mem, byte offset) pairs. Q, K: f32, f16 or bf16; out: f32; positions: int32.
  * Enqueues are asynchronous: they return once the kernels are enqueued on `queue` (NULL = the
  * context's), after the `num_wait` events in `wait`; *event (if non-NULL) receives an event that
- * completes when the output is written, which the caller releases.
+ * completes when the output is written, which the caller releases. A call never waits for the
+ * events of `wait` (a user event may complete long after the call returns), and the library keeps
+ * its own kernels and buffers (a plan's, a call's metadata) until the commands that use them have
+ * completed, also past ropeqk_plan_destroy() and the one-shot calls: it does not rely on the driver
+ * keeping released objects alive for pending commands (NVIDIA's OpenCL crashed there). They are
+ * released by later calls on the context once complete, or by ropeqk_ctx_destroy(), which finishes
+ * the context's queue first, so every user event in a wait list must have been completed (or set to
+ * an error) before it. Buffer offsets need only their element's alignment: the library makes no
+ * sub-buffers (CL_DEVICE_MEM_BASE_ADDR_ALIGN does not apply).
  */
 #ifndef ROPEQK_OPENCL_H
 #define ROPEQK_OPENCL_H

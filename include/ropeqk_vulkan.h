@@ -21,6 +21,16 @@
  * a device the caller creates must enable the extensions ropeqk_vulkan_device_extensions() lists.
  * Buffers need VK_BUFFER_USAGE_STORAGE_BUFFER_BIT (and TRANSFER_DST for paged-decode metadata,
  * which the library keeps itself).
+ *
+ * The host-memory calls (ropeqk_scores(), ropeqk_attention(), warm-up, the tuner) submit to the
+ * context's queue and wait on a fence for at most the library's wait bound (ropeqk.h: 300 s or
+ * ROPEQK_WAIT_TIMEOUT_MS milliseconds, read at context creation; malformed: ROPEQK_ERR_BAD_CONFIG).
+ * A dispatch still running then (a hung device) fails the call with ROPEQK_ERR_TIMEOUT, backend
+ * error VK_TIMEOUT kept, a message naming the dispatch; the context then refuses every further
+ * call (its command buffer may still run), and ropeqk_ctx_destroy() waits once more, as long and
+ * at least 10 s (for the neutral run API's submissions too), then destroys the context's Vulkan
+ * objects, or leaks them if the work still has not completed, rather than destroy them in use or
+ * wait forever.
  */
 #ifndef ROPEQK_VULKAN_H
 #define ROPEQK_VULKAN_H
@@ -43,6 +53,10 @@ typedef struct {
     int32_t cpu;             /* VK_PHYSICAL_DEVICE_TYPE_CPU */
     int32_t usable;          /* has a compute queue and the required extensions */
     int32_t cooperative_matrix; /* VK_KHR_cooperative_matrix present */
+    /* its listed shapes and types ("16x16x16 f16*f16+f32->f32, 16x8x16 ...", or why none), from
+     * vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR */
+    char cooperative_matrix_shapes[256];
+    int32_t coopmat_shaders; /* this library was built with the cooperative-matrix shaders */
 } ropeqk_vulkan_device_info;
 
 /* Lists up to `cap` devices into infos (may be NULL with cap 0) and the total into *count.
@@ -53,7 +67,8 @@ ROPEQK_API ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *i
 /* Borrowed objects (all required): the library never destroys them. `queue` belongs to
  * `queue_family`, which must support compute. The host-memory calls (ropeqk_scores, ...) and plan
  * creation submit to `queue`: Vulkan requires the caller not to use it from another thread during
- * those calls. */
+ * those calls. Plans on a borrowed device never take the tensor-core path (docs/tensor-cores.md:
+ * the library cannot know which of its features the device was created with). */
 typedef struct {
     VkInstance instance;
     VkPhysicalDevice physical_device;
@@ -77,8 +92,11 @@ ROPEQK_API VkDevice ropeqk_vulkan_device(const ropeqk_ctx *ctx);
 ROPEQK_API VkQueue ropeqk_vulkan_queue(const ropeqk_ctx *ctx, uint32_t *queue_family);
 
 /* Messages (warnings and errors) of the Khronos validation layer seen by a context the library
- * opened with ROPEQK_VULKAN_VALIDATION=1 in the environment (tests set it; without the layer
- * installed, context creation then fails with ROPEQK_ERR_BAD_CONFIG): their count, and the first
+ * opened with ROPEQK_VULKAN_VALIDATION in the environment: "1" (or "required"): the layer is
+ * enabled, and without it installed context creation fails with ROPEQK_ERR_BAD_CONFIG (the suite
+ * on lavapipe); "auto": enabled where installed, otherwise the context is made without it (the
+ * suite's tests then skip, saying why: meson -Dvulkan_validation=auto); unset, "" or "0": off;
+ * any other value: ROPEQK_ERR_BAD_CONFIG. Returns their count, and the first
  * one copied into buf (len bytes, NUL-terminated when len > 0). ctx NULL: every context of the
  * process so far, destroyed ones included. 0 when validation is off. Each message is also printed
  * to stderr as "ropeqk: Vulkan validation: ...". */

@@ -230,6 +230,14 @@ static ropeqk_status vk_pool_make(ropeqk_ctx *ctx, VkCommandPool *pool, VkFence 
     return ROPEQK_SUCCESS;
 }
 
+/* The library's fence-wait limit (src/vulkan/vk_mem.c): ROPEQK_WAIT_TIMEOUT_MS, else 300 s (src/core/buffer.c). */
+static uint64_t fence_timeout_ns(void)
+{
+    const char *e = getenv("ROPEQK_WAIT_TIMEOUT_MS");
+    long long ms = e ? atoll(e) : 0;
+    return (uint64_t)(ms > 0 ? ms : 300000) * 1000000u;
+}
+
 typedef ropeqk_status (*vk_record_fn)(VkCommandBuffer cmd, const void *user);
 
 /* Records with `rec` into a new command buffer, adds the caller's barrier (compute and transfer
@@ -273,14 +281,17 @@ static ropeqk_status vk_run(ropeqk_ctx *ctx, rqs_stream *s, vk_record_fn rec, co
             pthread_mutex_unlock(&vk_lock);
             if (r != VK_SUCCESS)
                 sub = vk_fail(r, "vkQueueSubmit");
-            else if ((r = vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
-                sub = vk_fail(r, "vkWaitForFences");
+            else if ((r = vkWaitForFences(dev, 1, &fence, VK_TRUE, fence_timeout_ns())) != VK_SUCCESS)
+                sub = vk_fail(r, r == VK_TIMEOUT ? "vkWaitForFences (a recorded plan or copy of the test support: not "
+                                                   "complete within ROPEQK_WAIT_TIMEOUT_MS)" : "vkWaitForFences");
             else if ((r = vkResetFences(dev, 1, &fence)) != VK_SUCCESS)
                 sub = vk_fail(r, "vkResetFences");
         }
         if (!st)
             st = sub;
     }
+    if (r == VK_TIMEOUT) /* still running: its command buffer, pool and fence are leaked, not freed in use */
+        return st;
     if (cmd)
         vkFreeCommandBuffers(dev, pool, 1, &cmd);
     if (!s) {
@@ -943,6 +954,31 @@ ropeqk_status rqs_ctx_borrow(const ropeqk_ctx *ctx, const ropeqk_tuning *tuning,
 #endif
     (void)be;
     return no_backend("rqs_ctx_borrow");
+}
+
+bool rqs_validation_unavailable(char *why, size_t len)
+{
+    const char *v = getenv("ROPEQK_VULKAN_VALIDATION");
+    if (!v || strcmp(v, "auto") != 0)
+        return false;
+#if RQS_HAVE_VULKAN
+    uint32_t n = 0;
+    bool found = false;
+    if (vkEnumerateInstanceLayerProperties(&n, NULL) == VK_SUCCESS && n > 0) {
+        VkLayerProperties *l = calloc(n, sizeof *l);
+        if (l && vkEnumerateInstanceLayerProperties(&n, l) == VK_SUCCESS)
+            for (uint32_t i = 0; i < n && !found; i++)
+                found = strcmp(l[i].layerName, "VK_LAYER_KHRONOS_validation") == 0;
+        free(l);
+    }
+    if (found)
+        return false;
+#else
+    return false; /* no Vulkan in this build: nothing to validate */
+#endif
+    snprintf(why, len, "ROPEQK_VULKAN_VALIDATION=auto and VK_LAYER_KHRONOS_validation is not installed: this suite "
+                       "runs under the validation layer only (Debian: vulkan-validationlayers)");
+    return true;
 }
 
 uint32_t rqs_validation_messages(char *first, size_t len)

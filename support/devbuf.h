@@ -174,6 +174,11 @@ ropeqk_vulkan_mem rqs_view_vulkan(rqs_view v);
  * (ropeqk_vulkan_validation_messages(NULL, ...)); 0 without Vulkan. */
 uint32_t rqs_validation_messages(char *first, size_t len);
 
+/* True when ROPEQK_VULKAN_VALIDATION=auto asks for the Khronos validation layer only if present and
+ * it is not installed (a Vulkan context is then made without it); why receives the reason. The
+ * suites that run under validation skip then, saying so (tests/harness.c). */
+bool rqs_validation_unavailable(char *why, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -221,10 +221,20 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
 {
     ropeqk_ctx *ctx = NULL;
     ropeqk_status st = ropeqk_ctx_create(NULL, &ctx);
-    if (st) {
+    if (st == ROPEQK_ERR_NO_DEVICE) {
         snprintf(why, len, "no device: %s (%s)", ropeqk_status_string(st), ropeqk_last_error());
         return NULL;
     }
+    /* anything else is a failure, not a skip: a malformed ROPEQK_* variable, or validation required
+     * (ROPEQK_VULKAN_VALIDATION=1) without the layer must not pass as "nothing to test" */
+    cr_assert_eq(st, ROPEQK_SUCCESS, "ropeqk_ctx_create: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
+    if (th_is_vulkan(ctx) && rqs_validation_unavailable(why, len)) {
+        ropeqk_ctx_destroy(ctx);
+        return NULL;
+    }
+    /* the device in the test log (stderr: not part of the TAP stream), so that a run on a GPU
+     * machine says what each suite ran on */
+    fprintf(stderr, "# device: %s\n", ropeqk_ctx_device_description(ctx));
     return ctx;
 }
 
@@ -339,6 +349,20 @@ void th_leak_check(void)
         abort();
     }
 #endif
+}
+
+int th_stride(void)
+{
+    const char *e = getenv("ROPEQK_TEST_STRIDE");
+    int n = e ? atoi(e) : 1;
+    return n >= 1 && n <= 16 ? n : 1;
+}
+
+void th_skip_without_validation(void)
+{
+    char why[256];
+    if (rqs_validation_unavailable(why, sizeof why))
+        cr_skip_test("%s", why);
 }
 
 bool th_cache_home_make(char *dir, size_t len)

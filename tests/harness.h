@@ -12,6 +12,13 @@
 
 /* ROPEQK_TEST_SEED, else dflt: the seed of a randomised test (print it with every failure). */
 uint64_t th_seed(uint64_t dflt);
+/* ROPEQK_TEST_STRIDE (1 to 16, else 1): the big case sweeps (sweep, attn_sweep, attn_gpu, tiled,
+ * vk_attn_edges, dense_decode, variants' sweeps) run every N-th of their cases only, and
+ * paged_engine checks every N-th step against fp64 (every step's cache bytes still). scripts/test.sh sets 4 for the sanitizer stage:
+ * there the cases check the host code's memory use, which a quarter of the shapes reaches as the
+ * whole sweep does (the kernels are not instrumented), and the whole sweeps ran in the stages before
+ * (issue 30: the stage took over 40 of CI's 45 minutes on a 2-core AVX2 host). */
+int th_stride(void);
 
 typedef enum { TH_BHSD = 0, TH_BSHD = 1, TH_PADDED = 2 } th_layout;
 
@@ -71,6 +78,9 @@ void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int ite
  * workers exit without running LSan's own exit-time check). On Vulkan (ROPEQK_VULKAN_VALIDATION=1):
  * aborts the worker if the Khronos validation layer reported anything. Use as a suite .fini. */
 void th_leak_check(void);
+/* Skips the test (with the reason) where ROPEQK_VULKAN_VALIDATION=auto and the validation layer is
+ * not installed: the Vulkan-only suites' .init (the others skip through th_ctx_or_skip_reason). */
+void th_skip_without_validation(void);
 
 /* A fresh folder under $TMPDIR (else /tmp) made $XDG_CACHE_HOME, so a test's tuning cache starts
  * empty (false if it cannot be made); th_cache_home_remove() deletes it again. */

@@ -194,60 +194,82 @@ static double load(const unsigned char *p, ropeqk_dtype t)
     }
 }
 
+void pf_seq_reference(const pcase *c, const pdata *d, int64_t s, pf_seqref *r, uint64_t seed)
+{
+    memset(r, 0, sizeof *r);
+    /* 8-bit caches are gathered as f32 q * scale (cache_elem), the values the kernels read */
+    const ropeqk_dtype gk = q8(c->kdt) ? ROPEQK_F32 : c->kdt, gv = q8(c->vdt) ? ROPEQK_F32 : c->vdt;
+    size_t kes = ropeqk_dtype_size(gk), ves = ropeqk_dtype_size(gv);
+    int64_t len = d->lens[s];
+    ropeqk_tensor tk = ropeqk_tensor_bhsd(gk, 1, c->Hkv, len, c->D);
+    r->tv = ropeqk_tensor_bhsd(gv, 1, c->Hkv, len, c->Dv);
+    /* the sequence's query rows as [1, Hq, q_len, D] views of the packed rows */
+    r->r0 = d->qind[s], r->ql = d->qind[s + 1] - r->r0;
+    int64_t ql = r->ql;
+    ropeqk_tensor tq = d->tq;
+    r->to = d->to, r->tl = d->tl;
+    tq.ne[0] = r->to.ne[0] = r->tl.ne[0] = 1;
+    tq.ne[2] = r->to.ne[2] = r->tl.ne[2] = ql;
+    tq.nb[2] = d->tq.nb[0], r->to.nb[2] = d->to.nb[0], r->tl.nb[2] = d->tl.nb[0];
+    r->o64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, c->Hq, ql, c->Dv);
+    r->l64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, c->Hq, ql, 1);
+    unsigned char *k = malloc((size_t)(c->Hkv * len * c->D) * kes);
+    r->v = malloc((size_t)(c->Hkv * len * c->Dv) * ves);
+    int32_t *kpos = malloc((size_t)len * sizeof *kpos), *qpos = malloc((size_t)ql * sizeof *qpos);
+    r->ro = malloc((size_t)(c->Hq * ql * c->Dv) * sizeof *r->ro);
+    r->rl = malloc((size_t)(c->Hq * ql) * sizeof *r->rl);
+    unsigned char *v = r->v;
+    cr_assert(k && v && kpos && qpos && r->ro && r->rl);
+    for (int64_t i = 0; i < ql; i++)
+        qpos[i] = d->qpos[s] + (int32_t)i;
+    for (int64_t j = 0; j < len; j++) {
+        int64_t page = d->table[s * c->maxp + j / c->ps], slot = j % c->ps;
+        kpos[j] = d->kpos0[s] + (int32_t)j;
+        for (int64_t h = 0; h < c->Hkv; h++) {
+            size_t si = (size_t)((page * c->Hkv + h) * c->ps + slot);
+            if (q8(c->kdt))
+                for (int64_t i = 0; i < c->D; i++)
+                    ((float *)k)[(h * len + j) * c->D + i] =
+                        (float)cache_elem(d->k, off4(&d->tk, page, h, slot, 0), i, c->kdt, d->ks, si);
+            else
+                memcpy(k + off4(&tk, 0, h, j, 0), d->k + off4(&d->tk, page, h, slot, 0), (size_t)c->D * kes);
+            if (q8(c->vdt))
+                for (int64_t i = 0; i < c->Dv; i++)
+                    ((float *)v)[(h * len + j) * c->Dv + i] =
+                        (float)cache_elem(d->v, off4(&d->tv, page, h, slot, 0), i, c->vdt, d->vs, si);
+            else
+                memcpy(v + off4(&r->tv, 0, h, j, 0), d->v + off4(&d->tv, page, h, slot, 0), (size_t)c->Dv * ves);
+        }
+    }
+    ropeqk_status st = ropeqk_attention_ref(&c->p, &tq, d->q + r->r0 * d->tq.nb[0], &tk, k, &r->tv, v, qpos, kpos,
+                                            &r->o64, r->ro, &r->l64, r->rl);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): reference: %s: %s", c->name, (unsigned long long)seed,
+                 ropeqk_status_string(st), ropeqk_last_error());
+    free(k), free(kpos), free(qpos);
+}
+
+void pf_seqref_free(pf_seqref *r)
+{
+    free(r->v), free(r->ro), free(r->rl);
+    memset(r, 0, sizeof *r);
+}
+
 void pf_check(const pcase *c, const pdata *d, const unsigned char *out, const float *lse, uint64_t seed)
 {
     double worst = 0, worst_lse = 0;
     int64_t mism = 0, masked_rows = 0, nonzero = 0;
-    /* 8-bit caches are gathered as f32 q * scale (cache_elem), the values the kernels read */
-    const ropeqk_dtype gk = q8(c->kdt) ? ROPEQK_F32 : c->kdt, gv = q8(c->vdt) ? ROPEQK_F32 : c->vdt;
-    size_t kes = ropeqk_dtype_size(gk), ves = ropeqk_dtype_size(gv);
     for (int64_t s = 0; s < c->n_seqs; s++) {
-        int64_t len = d->lens[s];
-        ropeqk_tensor tk = ropeqk_tensor_bhsd(gk, 1, c->Hkv, len, c->D);
-        ropeqk_tensor tv = ropeqk_tensor_bhsd(gv, 1, c->Hkv, len, c->Dv);
-        /* the sequence's query rows as [1, Hq, q_len, D] views of the packed rows */
-        int64_t r0 = d->qind[s], ql = d->qind[s + 1] - r0;
-        ropeqk_tensor tq = d->tq, to = d->to, tl = d->tl;
-        tq.ne[0] = to.ne[0] = tl.ne[0] = 1;
-        tq.ne[2] = to.ne[2] = tl.ne[2] = ql;
-        tq.nb[2] = d->tq.nb[0], to.nb[2] = d->to.nb[0], tl.nb[2] = d->tl.nb[0];
-        ropeqk_tensor o64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, c->Hq, ql, c->Dv);
-        ropeqk_tensor l64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, c->Hq, ql, 1);
-        unsigned char *k = malloc((size_t)(c->Hkv * len * c->D) * kes), *v = malloc((size_t)(c->Hkv * len * c->Dv) * ves);
-        int32_t *kpos = malloc((size_t)len * sizeof *kpos), *qpos = malloc((size_t)ql * sizeof *qpos);
-        double *ro = malloc((size_t)(c->Hq * ql * c->Dv) * sizeof *ro), *rl = malloc((size_t)(c->Hq * ql) * sizeof *rl);
-        cr_assert(k && v && kpos && qpos && ro && rl);
-        for (int64_t i = 0; i < ql; i++)
-            qpos[i] = d->qpos[s] + (int32_t)i;
-        for (int64_t j = 0; j < len; j++) {
-            int64_t page = d->table[s * c->maxp + j / c->ps], slot = j % c->ps;
-            kpos[j] = d->kpos0[s] + (int32_t)j;
-            for (int64_t h = 0; h < c->Hkv; h++) {
-                size_t si = (size_t)((page * c->Hkv + h) * c->ps + slot);
-                if (q8(c->kdt))
-                    for (int64_t i = 0; i < c->D; i++)
-                        ((float *)k)[(h * len + j) * c->D + i] =
-                            (float)cache_elem(d->k, off4(&d->tk, page, h, slot, 0), i, c->kdt, d->ks, si);
-                else
-                    memcpy(k + off4(&tk, 0, h, j, 0), d->k + off4(&d->tk, page, h, slot, 0), (size_t)c->D * kes);
-                if (q8(c->vdt))
-                    for (int64_t i = 0; i < c->Dv; i++)
-                        ((float *)v)[(h * len + j) * c->Dv + i] =
-                            (float)cache_elem(d->v, off4(&d->tv, page, h, slot, 0), i, c->vdt, d->vs, si);
-                else
-                    memcpy(v + off4(&tv, 0, h, j, 0), d->v + off4(&d->tv, page, h, slot, 0), (size_t)c->Dv * ves);
-            }
-        }
-        ropeqk_status st = ropeqk_attention_ref(&c->p, &tq, d->q + r0 * d->tq.nb[0], &tk, k, &tv, v, qpos, kpos,
-                                                &o64, ro, &l64, rl);
-        cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): reference: %s: %s", c->name, (unsigned long long)seed,
-                     ropeqk_status_string(st), ropeqk_last_error());
+        pf_seqref r;
+        pf_seq_reference(c, d, s, &r, seed);
+        const int64_t r0 = r.r0, ql = r.ql;
+        const double *rl = r.rl;
+        const ropeqk_tensor to = r.to, tl = r.tl;
         double e = 0, el = 0;
         int64_t mm = 0;
         const unsigned char *os = out + r0 * d->to.nb[0];
-        st = ropeqk_attention_max_error(&tv, v, &to, os, &o64, ro, lse ? &tl : NULL,
-                                        lse ? (const unsigned char *)lse + r0 * d->tl.nb[0] : NULL, lse ? &l64 : NULL,
-                                        lse ? rl : NULL, &e, &el, &mm);
+        ropeqk_status st = ropeqk_attention_max_error(&r.tv, r.v, &to, os, &r.o64, r.ro, lse ? &tl : NULL,
+                                                      lse ? (const unsigned char *)lse + r0 * d->tl.nb[0] : NULL,
+                                                      lse ? &r.l64 : NULL, lse ? rl : NULL, &e, &el, &mm);
         cr_assert_eq(st, ROPEQK_SUCCESS, "%s: metric: %s", c->name, ropeqk_last_error());
         worst = fmax(worst, e), worst_lse = fmax(worst_lse, el), mism += mm;
         /* a row whose every key is masked: O exactly 0 */
@@ -258,7 +280,7 @@ void pf_check(const pcase *c, const pdata *d, const unsigned char *out, const fl
                     for (int64_t i = 0; i < c->Dv; i++)
                         nonzero += load(os + off4(&to, 0, h, r, i), c->odt) != 0.0;
                 }
-        free(k), free(v), free(kpos), free(qpos), free(ro), free(rl);
+        pf_seqref_free(&r);
     }
     double tol = c->tol > 0 ? c->tol : 1e-5;
     cr_log_info("%s (seed %llu): max error %.3g, LSE %.3g, %lld fully masked rows", c->name,

@@ -68,6 +68,18 @@ ropeqk_plan_desc desc_of(const pcase *c, const pdata *d);
 void pbufs_make(const pdata *d, pbufs *b, bool canaries);
 void pbufs_free(pbufs *b);
 rqs_paged_args args_of(const pcase *c, const pbufs *b);
+/* The fp64 reference of sequence s (ropeqk_attention_ref on its keys and values gathered from the
+ * pages into dense [1, Hkv, len, D] views, 8-bit caches as their f32 values): ro [Hq][q_len][Dv] and
+ * rl [Hq][q_len] (views o64, l64); to, tl: the sequence's rows of the plan's out and lse views, from
+ * row r0 (q_len = ql rows); tv and v: the gathered V, for the metric. */
+typedef struct {
+    ropeqk_tensor tv, to, tl, o64, l64;
+    unsigned char *v;
+    double *ro, *rl;
+    int64_t r0, ql;
+} pf_seqref;
+void pf_seq_reference(const pcase *c, const pdata *d, int64_t s, pf_seqref *r, uint64_t seed);
+void pf_seqref_free(pf_seqref *r);
 /* out [max_rows, Hq, 1, Dv] (c->odt) and lse [max_rows, Hq, 1, 1] (NULL without with_lse), host copies
  * of the device's, against ropeqk_attention_ref sequence by sequence (its query rows as a dense
  * [1, Hq, q_len, D] view at positions q_pos .. q_pos + q_len - 1; keys and values gathered from

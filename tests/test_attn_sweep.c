@@ -245,7 +245,7 @@ static void run_chunk(int chunk)
 {
     uint64_t seed = seed0();
     cr_log_info("attention sweep chunk %d, seed %llu", chunk, (unsigned long long)seed);
-    for (int i = chunk; i < N_CASES; i += N_CHUNKS)
+    for (int i = chunk; i < N_CASES; i += N_CHUNKS * th_stride()) /* every case, or every N-th (harness.h) */
         run_case(i, seed);
 }
 
@@ -266,7 +266,7 @@ Test(attn_sweep, query_passes)
     unsetenv("ROPEQK_ATTN_PASS_BYTES");
     cr_assert_eq(st, ROPEQK_SUCCESS);
     uint64_t seed = seed0();
-    for (int i = 0; i < N_CASES; i += 3)
+    for (int i = 0; i < N_CASES; i += 3 * th_stride())
         run_case(i, seed);
     ropeqk_ctx_destroy(th_ctx);
     th_ctx = whole;

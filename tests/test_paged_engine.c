@@ -240,8 +240,13 @@ static void step(engine *e, int t, uint64_t seed)
     float *lse = malloc(d->lb);
     cr_assert(out && lse);
     read_back(e->o, out), read_back(e->l, lse);
-    pf_check(c, d, out, lse, seed + (uint64_t)t);
-    e->rows_checked += rows;
+    /* the fp64 check of every step, or of every N-th and the last (harness.h th_stride: the
+     * sanitizer stage, where the host's fp64 reference over each sequence's history dominates);
+     * the engine loop and the cache bytes above are checked at every step either way */
+    if (t % th_stride() == 0 || t == ESTEPS - 1) {
+        pf_check(c, d, out, lse, seed + (uint64_t)t);
+        e->rows_checked += rows;
+    }
     free(out), free(lse);
     for (int j = 0; j < n; j++) {
         eseq *q = &e->s[idx[j]];

@@ -308,6 +308,7 @@ static const char *const app_names[] = {RQ_PAPP_ARGS(ARG_NAME)};
 static const char *const gat_names[] = {RQ_PGAT_ARGS(ARG_NAME)};
 static const char *const appq_names[] = {RQ_PAPPQ_ARGS(ARG_NAME)};
 static const char *const gatq_names[] = {RQ_PGATQ_ARGS(ARG_NAME)};
+static const char *const fast_names[] = {RQ_PFAST_ARGS(ARG_NAME)};
 
 /* Every compiled kernel's argument names (-cl-kernel-arg-info) in the order contract.h gives them. */
 Test(plan, kernel_arguments_follow_the_contract)
@@ -328,6 +329,8 @@ Test(plan, kernel_arguments_follow_the_contract)
              strstr(o, "-DRQ_GA_BM=") ? "" : " -DRQ_GA_BM=16 -DRQ_GA_BN=16 -DRQ_GA_TK=4 -DRQ_GA_RB=1 -DRQ_GA_DV=16");
     /* qk_attention_* too, which a program with the GPU attention kernel holds only as its fallback */
     strncat(opts, " -DRQ_ATTN_FALLBACK=1", sizeof opts - strlen(opts) - 1);
+    /* the GPU profile's fast paged pass 1, which a CPU-profile program leaves out */
+    strncat(opts, " -DRQ_PAGED_FAST=1", sizeof opts - strlen(opts) - 1);
     /* and the CPU profile's own kernels, which a GPU-profile program leaves out (-DRQ_CPU_KERNELS=0) */
     char *cpu = strstr(opts, "-DRQ_CPU_KERNELS=0");
     if (cpu)
@@ -353,6 +356,7 @@ Test(plan, kernel_arguments_follow_the_contract)
         {"paged_attn_gpu", paged_names, RQ_PG_NARGS},     {"paged_combine", comb_names, RQ_PC_NARGS},
         {"paged_append", app_names, RQ_PA_NARGS},         {"paged_gather", gat_names, RQ_PT_NARGS},
         {"paged_append_q8", appq_names, RQ_PQ_NARGS},    {"paged_gather_q8", gatq_names, RQ_PGQ_NARGS},
+        {"paged_attn_fast4", fast_names, RQ_PF_NARGS},   {"paged_attn_fast8", fast_names, RQ_PF_NARGS},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         cl_kernel k = clCreateKernel(prog, ks[i].kernel, &e);

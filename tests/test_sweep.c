@@ -81,7 +81,7 @@ static void run_chunk(int chunk)
     cr_log_info("sweep seed %llu, cases %d..%d", (unsigned long long)seed, chunk * N_CASES / N_CHUNKS,
                 (chunk + 1) * N_CASES / N_CHUNKS - 1);
     double worst = 0.0;
-    for (int i = chunk * N_CASES / N_CHUNKS; i < (chunk + 1) * N_CASES / N_CHUNKS; i++) {
+    for (int i = chunk * N_CASES / N_CHUNKS; i < (chunk + 1) * N_CASES / N_CHUNKS; i += th_stride()) {
         th_case c = make_case(i, seed);
         th_result r = th_run(ctx, &c, seed + (uint64_t)i);
         char d[512];

@@ -13,8 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-TestSuite(vulkan, .fini = th_leak_check);
+TestSuite(vulkan, .init = th_skip_without_validation, .fini = th_leak_check);
 
 static ropeqk_ctx *vk_ctx(const char *spec)
 {
@@ -263,4 +264,86 @@ Test(vulkan, scores_long_rows)
         cr_expect_leq(r.max_err, 1e-5, "causal %d: %g", causal, r.max_err);
     }
     ropeqk_ctx_destroy(ctx);
+}
+
+/* A dispatch that outlives ROPEQK_WAIT_TIMEOUT_MS: the host call fails, named, instead of waiting
+ * forever (issue 30: on an H200 the Vulkan suites had not finished after 228 s and no one could tell
+ * whether a dispatch hung). Emulated with a 1 ms limit and an attention call that takes longer (tens
+ * of ms on lavapipe; a GPU that finishes it within the millisecond skips, saying so): the status is
+ * ROPEQK_ERR_TIMEOUT with VK_TIMEOUT kept as the backend error, the message names the dispatch and
+ * the variable, the context refuses further work, and its destruction returns (it waits for the dispatch once more,
+ * at least 10 s, so the validation layer sees nothing destroyed in use). Malformed limits are
+ * refused. */
+static double timed_attention(ropeqk_ctx *ctx, ropeqk_status *st)
+{
+    const int64_t B = 1, Hq = 4, Hkv = 2, Sq = 128, Sk = 1024, D = 64;
+    ropeqk_params p;
+    ropeqk_default_params(&p);
+    ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, B, Hq, Sq, D), k = ropeqk_tensor_bhsd(ROPEQK_F32, B, Hkv, Sk, D);
+    ropeqk_tensor v = k, o = q;
+    float *qd = calloc((size_t)(B * Hq * Sq * D), sizeof(float)), *kd = calloc((size_t)(B * Hkv * Sk * D), sizeof(float));
+    float *od = calloc((size_t)(B * Hq * Sq * D), sizeof(float));
+    cr_assert(qd && kd && od);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    *st = ropeqk_attention(ctx, &p, &q, qd, &k, kd, &v, kd, NULL, NULL, &o, od, NULL, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    free(qd), free(kd), free(od);
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+Test(vulkan, dispatch_past_the_time_limit_fails_named)
+{
+    static const char *bad[] = {"0", "-5", "abc", "10ms", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("ROPEQK_WAIT_TIMEOUT_MS", bad[i], 1);
+        ropeqk_ctx_params cp;
+        memset(&cp, 0, sizeof cp);
+        cp.device = "vulkan";
+        ropeqk_ctx *x = NULL;
+        ropeqk_status st = ropeqk_ctx_create(&cp, &x);
+        if (st == ROPEQK_ERR_NO_DEVICE)
+            cr_skip_test("no Vulkan device: %s", ropeqk_last_error());
+        cr_expect_eq(st, ROPEQK_ERR_BAD_CONFIG, "ROPEQK_WAIT_TIMEOUT_MS='%s': %s", bad[i], ropeqk_status_string(st));
+        cr_expect(strstr(ropeqk_last_error(), "ROPEQK_WAIT_TIMEOUT_MS"), "%s", ropeqk_last_error());
+        ropeqk_ctx_destroy(x);
+    }
+    unsetenv("ROPEQK_WAIT_TIMEOUT_MS");
+    const char *validation = getenv("ROPEQK_VULKAN_VALIDATION"); /* the suite's, restored below */
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", validation ? validation : "");
+    setenv("ROPEQK_VULKAN_VALIDATION", "yes", 1); /* 0, 1, required or auto */
+    ropeqk_ctx_params vp = {.device = "vulkan"};
+    ropeqk_ctx *vx = NULL;
+    cr_expect_eq(ropeqk_ctx_create(&vp, &vx), ROPEQK_ERR_BAD_CONFIG);
+    cr_expect(strstr(ropeqk_last_error(), "ROPEQK_VULKAN_VALIDATION='yes'"), "%s", ropeqk_last_error());
+    ropeqk_ctx_destroy(vx);
+    if (validation)
+        setenv("ROPEQK_VULKAN_VALIDATION", keep, 1);
+    else
+        unsetenv("ROPEQK_VULKAN_VALIDATION");
+    setenv("ROPEQK_WAIT_TIMEOUT_MS", "1", 1);
+    ropeqk_ctx *ctx = vk_ctx("vulkan");
+    ropeqk_status st;
+    double t = timed_attention(ctx, &st);
+    /* a GPU may finish it within the millisecond; lavapipe (llvmpipe) never does */
+    if (st == ROPEQK_SUCCESS && !strstr(ropeqk_ctx_device_description(ctx), "llvmpipe")) {
+        char d[256];
+        snprintf(d, sizeof d, "%s", ropeqk_ctx_device_description(ctx));
+        ropeqk_ctx_destroy(ctx);
+        cr_skip_test("%s ran the call in %.2f ms, within the 1 ms limit: no timeout to see", d, t * 1e3);
+    }
+    const char *backend = NULL;
+    cr_expect_eq(st, ROPEQK_ERR_TIMEOUT, "%s", ropeqk_status_string(st));
+    cr_expect_eq(ropeqk_ctx_backend_error(ctx, &backend), 2 /* VK_TIMEOUT */, "%s", ropeqk_last_error());
+    /* the dispatch named: the call's own, or the upload of its plan's constants (1 ms catches either) */
+    const char *e = ropeqk_last_error();
+    cr_expect((strstr(e, "Vulkan host call of a attention plan") || strstr(e, "Vulkan buffer upload")) &&
+                  strstr(e, "ROPEQK_WAIT_TIMEOUT_MS") && strstr(e, "did not complete within 1.000 ms"),
+              "%s", e);
+    timed_attention(ctx, &st);
+    cr_expect_eq(st, ROPEQK_ERR_TIMEOUT);
+    cr_expect(strstr(ropeqk_last_error(), "unusable"), "%s", ropeqk_last_error());
+    ropeqk_ctx_destroy(ctx);
+    unsetenv("ROPEQK_WAIT_TIMEOUT_MS");
 }

@@ -24,7 +24,12 @@ unsigned cli_list_vulkan(void)
                VK_API_VERSION_PATCH(info[i].api_version), info[i].driver);
         printf("         usable: %s, cooperative matrices (VK_KHR_cooperative_matrix): %s\n",
                info[i].usable ? "yes" : "no (no compute queue or no VK_KHR_push_descriptor)",
-               info[i].cooperative_matrix ? "yes (not used yet)" : "no");
+               info[i].cooperative_matrix ? "yes" : "no");
+        /* the tensor-core path (docs/tensor-cores.md): the device's shapes, this build's shaders; the
+         * options line below says whether plans take it */
+        printf("         matrix shapes: %s\n", info[i].cooperative_matrix_shapes);
+        printf("         cooperative-matrix shaders: %s\n",
+               info[i].coopmat_shaders ? "built" : "not built (no GLSL compiler with GL_KHR_cooperative_matrix at configure time)");
         char spec[32];
         snprintf(spec, sizeof spec, "vulkan:%u", i);
         ropeqk_ctx_params cp;

@@ -9,6 +9,7 @@
 static const char *const layout_names[] = {"interleaved", "half-split", NULL};
 static const char *const format_names[] = {"bhsd", "bshd", NULL};
 static const char *const dtype_names[] = {"auto", "bf16", NULL};
+static const char *const math_names[] = {"accurate", "fast", NULL};
 
 void cli_shape_str(const npy_array *a, char *buf, size_t len)
 {
@@ -171,6 +172,10 @@ size_t cli_qk_opts(cli_qk_args *a, const cli_opt *io, size_t nio, const char *ch
         {"--mrope-interleaved", OPT_FLAG, &a->mrope_interleaved, NULL,
          "M-RoPE streams interleaved over the frequencies (Qwen3-VL) (default contiguous sections)", 0, 0, 0, NULL,
          NULL},
+        {"--math", OPT_CHOICE, &a->math, NULL,
+         "products on a Vulkan device's tensor cores (docs/tensor-cores.md): accurate = f16 hi/lo splits, three "
+         "products, the 1e-5 bound; fast = one f16 product (error ~1e-3); other devices compute in f32 "
+         "either way (default accurate)", 0, 0, 0, math_names, NULL},
     };
     const cli_opt last[] = {
         {"--device", OPT_STR, &a->device, "SPEC", CLI_DEVICE_HELP, 0, 0, 0, NULL, NULL},
@@ -239,6 +244,7 @@ int cli_qk_load(const char *cmd, const cli_qk_args *a, cli_qk_inputs *in)
     for (int i = 0; i < 3; i++)
         p->mrope_section[i] = msec[i];
     p->mrope_interleaved = a->mrope_interleaved;
+    p->math = a->math == 1 ? ROPEQK_MATH_FAST : ROPEQK_MATH_ACCURATE;
     return CLI_OK;
 }
 

@@ -19,6 +19,7 @@ typedef struct {
     int64_t rotary_offset;
     const char *mrope;    /* "T,H,W" */
     int mrope_interleaved;
+    int math;             /* --math: 0 accurate, 1 fast (ropeqk_math) */
 } cli_qk_args;
 
 #define CLI_QK_MAX_OPTS 48

@@ -11,7 +11,8 @@
 static double softmax_v(const rq_problem *pb, const double *row, double sink, const ropeqk_tensor *v,
                         const void *v_data, int64_t b, int64_t hk, double *acc)
 {
-    /* A NaN score wins the max, so it poisons O and LSE instead of being silently skipped. */
+    /* A NaN score (an unmasked key with non-finite data: rq_scorer's nan_nonfinite) wins the max, so
+     * it poisons O and LSE instead of being silently skipped. */
     double m = sink;
     for (int64_t j = 0; j < pb->Sk; j++) {
         if (isnan(row[j])) {
@@ -29,7 +30,7 @@ static double softmax_v(const rq_problem *pb, const double *row, double sink, co
     double sum = 0.0;
     for (int64_t j = 0; j < pb->Sk; j++) {
         if (row[j] == -INFINITY)
-            continue; /* weight exactly 0; skipping also keeps a masked key's V out of the sum */
+            continue; /* masked: weight exactly 0, and skipped, never multiplied: its V may hold NaN */
         double w = exp(row[j] - m);
         sum += w;
         for (int64_t d = 0; d < pb->Dv; d++)
@@ -60,6 +61,7 @@ ropeqk_status ropeqk_attention_ref(const ropeqk_params *p, const ropeqk_tensor *
     rq_scorer sc;
     if ((st = rq_scorer_init(&sc, &pb, k, k_data, q_pos, k_pos)))
         return st;
+    sc.nan_nonfinite = true; /* a seen non-finite key: NaN, never a weight of 0 (section 9) */
     /* O(Sk + Dv) scratch: one row of S at a time, never the whole [Sq, Sk] block. Sk doubles cannot
      * overflow (the scorer's B*Hkv*Sk*D did not), Dv <= 65536. */
     double *row = malloc((size_t)pb.Sk * sizeof(double));

@@ -89,6 +89,24 @@ bool rq_dense_view_pages(const ropeqk_plan *pl, int64_t Sk, int64_t *X, int64_t 
  * may see. ROPEQK_ERR_TOO_LARGE: past int32 (the old path serves). m->v is the caller's to free. */
 ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr, int64_t X,
                             int64_t Y, rq_paged_meta *m);
+/* The same for decode kernels that serve a sequence's rows together (OpenCL's paged_attn_fast): row
+ * s = b * Sq + i (batch-entry major), every row of batch entry b sharing one page list, the union of
+ * the pages its rows may see, with the union's length and first key position (the kernels mask each
+ * row by its position). */
+ropeqk_status rq_dense_meta_grouped(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr,
+                                    int64_t X, int64_t Y, rq_paged_meta *m);
+/* ---- the fast paged decode's rotation table (paged_fast_table.c; both backends) ---- */
+#define RQ_PFAST_TILE 128 /* keys per tile of both kernels (cl/contract.h RQ_FWG, glsl/vk_contract.h) */
+#define RQ_PFAST_R_MAX 256 /* largest rotary width they take (the table's and anchors' room) */
+/* The table's delta range dr: 32 keys an anchor where R <= 128 (and, shared_room > 0, its
+ * dr x (R/4 + 1) float4 within that many bytes), else 16. */
+int rq_pfast_dr(int64_t R, size_t shared_room);
+/* The table from the plan's frequencies as the kernels get them (freq4: R/2 x (hi, mid, lo, -) floats
+ * of inv/pi, negated for the conjugate; their sum in fp64): rows delta < dr of R/4 + 1 float4, (cos, sin)
+ * of pairs i, i + 1 at angle delta * inv[i] (the last float4 of a row padding), then RQ_PFAST_TILE / dr
+ * rows of R/2 (cos, sin) at angle w * dr * inv[i]; *n floats, the caller's to free (NULL: out of
+ * memory). No attention factor: the anchors carry it. */
+float *rq_pfast_table(const float *freq4, int64_t R, int dr, size_t *n);
 /* Validation of a paged-decode description into *pb (plan.c calls it). */
 ropeqk_status rq_paged_validate(const ropeqk_plan_desc *d, rq_problem *pb);
 /* Validates a paged batch and packs it (specific statuses, the thread's message set).

@@ -63,6 +63,30 @@ bool rq_dense_view_pages(const ropeqk_plan *pl, int64_t Sk, int64_t *X, int64_t 
            (B - 1) * *X + (nch - 1) * *Y <= INT32_MAX && B * pl->pb.Sq * pl->pb.Hq <= INT32_MAX;
 }
 
+/* Keys [*lo, *hi) of query row i: the unmasked ones (every key where the host does not know the
+ * positions, qarr); *hi <= *lo: none. */
+static void row_keys(const rq_problem *pb, int64_t i, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr, int64_t *lo,
+                     int64_t *hi)
+{
+    int64_t pq = q_off + i;
+    *lo = 0, *hi = Sk;
+    if (!qarr && pb->causal && pq - k_off + 1 < *hi)
+        *hi = pq - k_off + 1;
+    if (!qarr && pb->window > 0 && pq - pb->window - k_off + 1 > *lo)
+        *lo = pq - pb->window - k_off + 1;
+}
+
+/* The metadata's layout for n rows in nints ints (m->v allocated by the caller). */
+static void meta_layout(rq_paged_meta *m, int64_t n, size_t nints)
+{
+    m->n = nints;
+    m->rows = n;
+    m->lens_off = (int32_t)(n + 1);
+    m->qpos_off = (int32_t)(2 * n + 1);
+    m->kpos_off = (int32_t)(3 * n + 1);
+    m->pages_off = (int32_t)(4 * n + 1);
+}
+
 ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr, int64_t X,
                             int64_t Y, rq_paged_meta *m)
 {
@@ -74,11 +98,8 @@ ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, in
     if (!c0)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     for (int64_t i = 0; i < Sq; i++) {
-        int64_t lo = 0, hi = Sk, pq = q_off + i; /* keys [lo, hi) are the row's unmasked ones */
-        if (!qarr && pb->causal && pq - k_off + 1 < hi)
-            hi = pq - k_off + 1;
-        if (!qarr && pb->window > 0 && pq - pb->window - k_off + 1 > lo)
-            lo = pq - pb->window - k_off + 1;
+        int64_t lo, hi; /* keys [lo, hi) are the row's unmasked ones */
+        row_keys(pb, i, Sk, q_off, k_off, qarr, &lo, &hi);
         if (hi <= lo) /* fully masked: no pages (O = 0, LSE = -inf or the sink: the combine pass) */
             c0[i] = c1[i] = 0;
         else
@@ -92,12 +113,7 @@ ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, in
         free(c0);
         return nints > INT32_MAX ? ROPEQK_ERR_TOO_LARGE : ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
-    m->n = nints;
-    m->rows = n;
-    m->lens_off = (int32_t)(n + 1);
-    m->qpos_off = (int32_t)(2 * n + 1);
-    m->kpos_off = (int32_t)(3 * n + 1);
-    m->pages_off = (int32_t)(4 * n + 1);
+    meta_layout(m, n, nints);
     if (m->max_pages < 1)
         m->max_pages = 1; /* every row masked: one split that returns at once */
     int32_t at = 0, *pages = m->v + m->pages_off;
@@ -113,5 +129,47 @@ ropeqk_status rq_dense_meta(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, in
         }
     m->v[n] = at;
     free(c0);
+    return ROPEQK_SUCCESS;
+}
+
+ropeqk_status rq_dense_meta_grouped(const ropeqk_plan *pl, int64_t Sk, int64_t q_off, int64_t k_off, bool qarr,
+                                    int64_t X, int64_t Y, rq_paged_meta *m)
+{
+    const rq_problem *pb = &pl->pb;
+    const int64_t B = pb->B, Sq = pb->Sq, n = B * Sq, P = RQ_DENSE_PAGE;
+    memset(m, 0, sizeof *m);
+    /* the pages any row of a batch entry sees: the union of the rows' cuts (the kernels mask each row
+     * by position) */
+    int64_t lo = Sk, hi = 0;
+    for (int64_t i = 0; i < Sq; i++) {
+        int64_t a, b;
+        row_keys(pb, i, Sk, q_off, k_off, qarr, &a, &b);
+        if (b > a) {
+            lo = a < lo ? a : lo;
+            hi = b > hi ? b : hi;
+        }
+    }
+    const int64_t c0 = hi > lo ? lo / P : 0, c1 = hi > lo ? (hi + P - 1) / P : 0;
+    size_t nints = (size_t)(4 * n + 1) + (size_t)((c1 - c0) * B);
+    if (nints > INT32_MAX)
+        return ROPEQK_ERR_TOO_LARGE;
+    if (!(m->v = malloc(nints * sizeof *m->v)))
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    meta_layout(m, n, nints);
+    m->max_pages = c1 > c0 ? c1 - c0 : 1; /* every row masked: one split that returns at once */
+    const int32_t len = c1 > c0 ? (int32_t)((Sk < c1 * P ? Sk : c1 * P) - c0 * P) : 0;
+    int32_t *pages = m->v + m->pages_off;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t i = 0; i < Sq; i++) {
+            int64_t s = b * Sq + i;
+            m->v[s] = (int32_t)(b * (c1 - c0));
+            m->v[m->lens_off + s] = len;
+            m->v[m->qpos_off + s] = qarr ? 0 : (int32_t)(q_off + i); /* arrays: copied on the device */
+            m->v[m->kpos_off + s] = (int32_t)(k_off + c0 * P);
+        }
+        for (int64_t c = c0; c < c1; c++)
+            pages[b * (c1 - c0) + c - c0] = (int32_t)(b * X + c * Y);
+    }
+    m->v[n] = (int32_t)(B * (c1 - c0));
     return ROPEQK_SUCCESS;
 }

@@ -42,6 +42,7 @@ typedef struct {
     bool mrope, mrope_inter;               /* three position streams (t, h, w) per token */
     int32_t msec[3];                       /* frequencies per stream (T, H, W) */
     const float *sinks;                    /* attention: Hq logits or NULL (the caller's memory) */
+    int math;                              /* ropeqk_math: the tensor-core path's products */
     /* attention only (rq_validate_attention) */
     int64_t Dv;
     size_t v_extent, o_extent, lse_extent; /* lse_extent 0: no LSE */
@@ -88,11 +89,15 @@ void rq_store_elem(void *base, size_t byte_off, ropeqk_dtype t, double v);
 /* The fp64 scores of the reference path (ref.c), one query row at a time, shared by
  * ropeqk_scores_ref and ropeqk_attention_ref so that attention sees exactly the S that the scores
  * reference stores. init rotates every key once (B*Hkv*Sk*D doubles); row writes S[b,h,i,0..Sk-1]
- * (masked entries -inf) into `row`. pb and the position arrays must outlive the scorer. */
+ * (masked entries -inf) into `row`. pb and the position arrays must outlive the scorer. With
+ * `nan_nonfinite` (attention; init clears it) an unmasked score that is not finite (non-finite K or Q
+ * data, or an overflow) is NaN, before soft-capping: a row that sees such a key is NaN in O and LSE,
+ * and -inf keeps meaning "masked" (docs/conventions.md section 9). */
 typedef struct {
     const rq_problem *pb;
     const int32_t *q_pos, *k_pos;
     double *kr, *qr, *inv;
+    bool nan_nonfinite;
 } rq_scorer;
 ropeqk_status rq_scorer_init(rq_scorer *sc, const rq_problem *pb, const ropeqk_tensor *k, const void *k_data,
                              const int32_t *q_pos, const int32_t *k_pos);

@@ -45,6 +45,7 @@ ropeqk_status rq_scorer_init(rq_scorer *sc, const rq_problem *pb, const ropeqk_t
     sc->q_pos = q_pos;
     sc->k_pos = k_pos;
     sc->kr = sc->qr = sc->inv = NULL;
+    sc->nan_nonfinite = false;
     /* rotated K for all (b, hk, j), rotated Q one row at a time */
     size_t nk, bytes;
     if (__builtin_mul_overflow((size_t)(pb->B * pb->Hkv), (size_t)pb->Sk, &nk) ||
@@ -85,6 +86,8 @@ void rq_scorer_row(const rq_scorer *sc, const ropeqk_tensor *q, const void *q_da
         for (int64_t d = 0; d < pb->D; d++)
             sum += sc->qr[d] * kh[j * pb->D + d];
         double s = pb->scale * sum;
+        if (sc->nan_nonfinite && !isfinite(s))
+            s = NAN; /* before soft-capping, which would map an infinity to +-C */
         if (pb->softcap > 0.0) /* Gemma 2: C tanh(S / C), after the scale */
             s = pb->softcap * tanh(s / pb->softcap);
         row[j] = rq_masked(pb, pi, pj) ? -INFINITY : s;

@@ -172,6 +172,11 @@ static ropeqk_status check_variants(const ropeqk_params *p, bool attention, rq_p
             return ROPEQK_ERR_BAD_PARAM;
         }
     r->sinks = p->sinks;
+    if (p->math != ROPEQK_MATH_ACCURATE && p->math != ROPEQK_MATH_FAST) {
+        rq_set_error("math %d: expected ROPEQK_MATH_ACCURATE (0) or ROPEQK_MATH_FAST (1)", (int)p->math);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
+    r->math = p->math;
     return ROPEQK_SUCCESS;
 }
 

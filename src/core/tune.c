@@ -211,7 +211,8 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
                                       "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_NV", "ROPEQK_TILE",   "ROPEQK_RB",
                                       "ROPEQK_TK",  "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK", "ROPEQK_VK_ROWS",
                                       "ROPEQK_ATTN_TILE", "ROPEQK_ATTN_KEYS", "ROPEQK_ATTN_TK", "ROPEQK_ATTN_RB",
-                                      "ROPEQK_ATTN_DV", "ROPEQK_CHUNK_ROWS", "ROPEQK_DENSE_DECODE"};
+                                      "ROPEQK_ATTN_DV", "ROPEQK_CHUNK_ROWS", "ROPEQK_DENSE_DECODE",
+                                      "ROPEQK_VK_CM_ROWS", "ROPEQK_VK_CM_KEYS"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         if (getenv(env[i])) {
             rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);

@@ -10,7 +10,8 @@
  *     tq 16 ... (one knob a line, every knob of rq_tuning; tile 0 = the tiled kernel off)
  * Format 4 added chunk_rows and dense_rows (the OpenCL crossovers); a format 3 file is still read,
  * and those two keep the values they had before the file (the profile's defaults or a shipped
- * entry). Formats 1 and 2 lack kernel knobs: stale.
+ * entry). Formats 1 and 2 lack kernel knobs: stale. vk_cm_rows and vk_cm_keys (the Vulkan
+ * tensor-core tile) came later in format 4 and are optional in any file (absent: kept as before).
  * A file that does not parse is corrupt; one whose platform/device lines differ from the device's
  * is foreign (a hash collision or a copied file); one from another library or driver version is
  * stale. Each is ignored with a note (ropeqk_ctx_config_source), never an error: the library then
@@ -83,9 +84,12 @@ static const struct {
     /* format 4 on (the last NEW4 entries: not required in a format 3 file) */
     {"chunk_rows", offsetof(rq_tuning, chunk_rows), 1, RQ_CHUNK_ROWS_MAX},
     {"dense_rows", offsetof(rq_tuning, dense_rows), 0, RQ_DENSE_ROWS_MAX},
+    /* optional in every file (the last NOPT entries) */
+    {"vk_cm_rows", offsetof(rq_tuning, vk_cm_rows), 32, 128}, {"vk_cm_keys", offsetof(rq_tuning, vk_cm_keys), 32, 128},
 };
-#define NKNOBS (sizeof knobs / sizeof knobs[0]) /* all required (format 1 files lack some: stale) */
-#define NEW4 2
+#define NKNOBS (sizeof knobs / sizeof knobs[0]) /* all required but the optional ones (format 1 files lack some: stale) */
+#define NOPT 2
+#define NEW4 2 /* the entries before the optional ones that format 3 files lack */
 
 /* Reads "key value" (value = rest of the line) from line; 0 if it has that key. */
 static const char *value_of(const char *line, const char *key)
@@ -105,7 +109,8 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     if (!f)
         return RQ_CACHE_NONE;
     char line[512];
-    int lineno = 0, seen = 0;
+    int lineno = 0;
+    unsigned long long seen = 0;
     bool v3 = false;
     rq_tuning c = *t;
     rq_cache_result res = RQ_CACHE_OK;
@@ -172,15 +177,15 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
                 why = "an unknown key or a value out of range";
             } else {
                 *(int *)((char *)&c + knobs[k].off) = (int)x;
-                seen |= 32 << k;
+                seen |= 32ull << k;
             }
         }
     }
     bool read_error = ferror(f) != 0;
     fclose(f);
-    int need = (1 << (5 + NKNOBS)) - 1;
+    unsigned long long need = ((1ull << (5 + NKNOBS - NOPT)) - 1);
     if (v3) /* format 3: the newer knobs may be absent */
-        need &= ~(((1 << NEW4) - 1) << (5 + NKNOBS - NEW4));
+        need &= ~(((1ull << NEW4) - 1) << (5 + NKNOBS - NOPT - NEW4));
     if (res == RQ_CACHE_OK && (read_error || (seen & need) != need)) {
         res = RQ_CACHE_CORRUPT;
         why = read_error ? "read error" : "a required line is missing";
@@ -189,7 +194,8 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2 ||
                                (c.tile && (c.tile & (c.tile - 1) || c.tile < 16)) || (c.rb & (c.rb - 1)) || c.tk % 4 ||
                                (c.vk_block & (c.vk_block - 1)) || (c.vk_tk & (c.vk_tk - 1)) ||
-                               (c.vk_rows & (c.vk_rows - 1)) ||
+                               (c.vk_rows & (c.vk_rows - 1)) || (c.vk_cm_rows & (c.vk_cm_rows - 1)) ||
+                               (c.vk_cm_keys & (c.vk_cm_keys - 1)) ||
                                (c.ga_bm && (c.ga_bm & (c.ga_bm - 1) || c.ga_bm < 16)) || (c.ga_bn & (c.ga_bn - 1)) ||
                                c.ga_tk % 4 || c.ga_bn % c.ga_tk || (c.ga_rb & (c.ga_rb - 1)) || c.ga_bm % c.ga_rb ||
                                c.ga_dv % c.ga_bn)) {

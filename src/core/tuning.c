@@ -154,6 +154,19 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
      * 5.3-6.8x, 2.9-3.5x, 1.4-1.8x. The new path's time grows by one K+V read per row, the old
      * one's more slowly: 16 rows keep it ahead on both shapes. */
     t->dense_rows = 16;
+    /* the paged decode's fast pass 1 (cl/paged_fast.cl, glsl/paged_fast.comp): -1 = where it is meant to
+     * run (OpenCL's GPU profile; Vulkan GPUs: on lavapipe it costs more than paged.comp saves, and
+     * each pipeline compiled per context lengthens the suite's fault sweeps), and its split aiming at
+     * the kernel's own default of work-groups per compute unit (0: RQ_FSPLITS in cl/contract.h;
+     * docs/paged-decode-gpu.md) */
+    t->paged_fast = -1;
+    t->paged_wgs = 0;
+    /* the Vulkan tensor-core path: on where the device has it; its tile 64 rows (4 subgroups of 16) x
+     * 64 keys, 39 KiB of shared memory (vk_cm.h); unmeasured on a GPU (docs/tensor-cores.md has the
+     * static estimate), the tuner searches the others */
+    t->vk_coopmat = 0;
+    t->vk_cm_rows = 64;
+    t->vk_cm_keys = 64;
 }
 
 static void note_override(rq_tuning *t, const char *name);
@@ -191,6 +204,7 @@ static bool even_ok(long v) { return v % 2 == 0; }
 static bool vk_block_ok(long v) { return v == 2 || v == 4 || v == 8; }
 static bool vk_tk_ok(long v) { return v == 8 || v == 16 || v == 32; }
 static bool vk_rows_ok(long v) { return v == 32 || v == 64 || v == 128; }
+static bool vk_coopmat_ok(long v) { return v >= -1 && v <= 1 && v != 0; } /* API: 0 is the default */
 static bool tile_ok(long v) { return v == 0 || v == 16 || v == 32 || v == 64 || v == 128; }
 static bool rb_ok(long v) { return v == 4 || v == 8; }   /* float4 groups of keys per work-item */
 static bool tk_ok(long v) { return v % 4 == 0; }         /* float4 groups of dims per step */
@@ -292,8 +306,29 @@ ropeqk_status rq_tuning_resolve(const rq_backend *be, const ropeqk_tuning *req, 
         (st = apply(t, &t->awg, req->awg, "ROPEQK_AWG", 1, 1024, NULL)) ||
         (st = apply(t, &t->vk_block, req->vk_block, "ROPEQK_VK_BLOCK", 2, 8, vk_block_ok)) ||
         (st = apply(t, &t->vk_tk, req->vk_tk, "ROPEQK_VK_TK", 8, 32, vk_tk_ok)) ||
-        (st = apply(t, &t->vk_rows, req->vk_rows, "ROPEQK_VK_ROWS", 32, 128, vk_rows_ok)))
+        (st = apply(t, &t->vk_rows, req->vk_rows, "ROPEQK_VK_ROWS", 32, 128, vk_rows_ok)) ||
+        (st = apply(t, &t->vk_cm_rows, req->vk_cm_rows, "ROPEQK_VK_CM_ROWS", 32, 128, vk_rows_ok)) ||
+        (st = apply(t, &t->vk_cm_keys, req->vk_cm_keys, "ROPEQK_VK_CM_KEYS", 32, 128, vk_rows_ok)))
         return st;
+    /* the tensor-core path's switch: API 0 = auto, -1 off, 1 emulated; ROPEQK_VK_COOPMAT -1, 0, 1 */
+    if (req->vk_coopmat && !vk_coopmat_ok(req->vk_coopmat)) {
+        rq_set_error("tuning: vk_coopmat must be 0 (auto), -1 (off) or 1 (emulated)");
+        return ROPEQK_ERR_BAD_CONFIG;
+    }
+    if (req->vk_coopmat) {
+        t->vk_coopmat = req->vk_coopmat;
+        note_override(t, "VK_COOPMAT");
+    }
+    {
+        long cmv = 0;
+        int r = env_int("ROPEQK_VK_COOPMAT", -1, 1, &cmv);
+        if (r < 0)
+            return ROPEQK_ERR_BAD_CONFIG;
+        if (r > 0) {
+            t->vk_coopmat = (int)cmv;
+            note_override(t, "ROPEQK_VK_COOPMAT");
+        }
+    }
     /* tiled kernel: API -1 = off, 0 = default; ROPEQK_TILE=0 = off */
     if (req->tile == -1) {
         t->tile = 0;
@@ -334,6 +369,11 @@ ropeqk_status rq_tuning_resolve(const rq_backend *be, const ropeqk_tuning *req, 
     if ((st = apply(t, &t->dense_rows, req->dense_rows == -1 ? 0 : req->dense_rows, "ROPEQK_DENSE_DECODE", 0,
                     RQ_DENSE_ROWS_MAX, NULL)))
         return st;
+    /* environment only: the paged decode's fast pass 1 (0 = off; 1 = on, Vulkan CPU devices included)
+     * and its split's work-groups per unit */
+    if ((st = apply(t, &t->paged_fast, 0, "ROPEQK_PAGED_FAST", 0, 1, NULL)) ||
+        (st = apply(t, &t->paged_wgs, 0, "ROPEQK_PAGED_WGS", 1, 64, NULL)))
+        return st;
     /* decode: API 0 = profile default, 1 = on, -1 = off; ROPEQK_DECODE 0/1 */
     if (req->decode < -1 || req->decode > 1) {
         rq_set_error("tuning: decode must be 0 (default), 1 (on) or -1 (off)");
@@ -371,6 +411,7 @@ void rq_tuning_to_api(const rq_tuning *t, ropeqk_tuning *o)
     o->attn_keys = t->ga_bn, o->attn_tk = t->ga_tk, o->attn_rb = t->ga_rb, o->attn_dv = t->ga_dv;
     o->chunk_rows = t->chunk_rows;
     o->dense_rows = t->dense_rows ? t->dense_rows : -1;
+    o->vk_coopmat = t->vk_coopmat, o->vk_cm_rows = t->vk_cm_rows, o->vk_cm_keys = t->vk_cm_keys;
 }
 
 void rq_tuning_note(rq_tuning *t, const char *fmt, ...)

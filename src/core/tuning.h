@@ -27,6 +27,13 @@ typedef struct {
                           * (K/V gathered, attention kernel) instead of the decode kernels (host only) */
     int dense_rows;      /* dense attention: most query rows run through the paged decode kernels on
                           * the dense K/V, no K pre-pass (host only; 0 = never) */
+    int paged_fast;      /* the paged decode's fast pass 1 where the shape allows: -1 (default) on OpenCL's
+                          * GPU profile and Vulkan GPUs, 1 also on Vulkan CPU devices, 0 never (host
+                          * only; ROPEQK_PAGED_FAST) */
+    int paged_wgs;       /* paged_attn_fast: work-groups per compute unit its split aims at (host only;
+                          * ROPEQK_PAGED_WGS; 0 = the kernel's default) */
+    int vk_coopmat;      /* Vulkan tensor-core path: 0 auto, -1 off, 1 emulated (src/vulkan/vk_cm.c) */
+    int vk_cm_rows, vk_cm_keys; /* its tile: query rows per work-group, keys per tile */
     int pocl_ext;        /* RQ_POCL_EXT: pocl's Clang builtins (and -w), set only for pocl */
     ropeqk_profile profile;     /* CPU or GPU, never AUTO once resolved */
     char profile_source[96];    /* why: "ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device" */

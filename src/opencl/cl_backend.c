@@ -116,6 +116,8 @@ static ropeqk_status impl_alloc(ropeqk_ctx *ctx)
     if (pthread_mutex_init(&c->pool_lock, NULL) != 0)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     c->pool_lock_ok = true;
+    if (rq_cl_retire_init(ctx))
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     c->pool_budget = (size_t)256 << 20;
     c->attn_pass_bytes = RQ_ATTN_PASS_BYTES;
     return ROPEQK_SUCCESS;
@@ -213,6 +215,7 @@ static void cl_close(ropeqk_ctx *ctx)
         return;
     if (c->queue)
         clFinish(c->queue);
+    rq_cl_graves_free_all(ctx);
     rq_scratch_free_all(ctx);
     rq_free_programs(ctx);
     if (c->queue)

@@ -60,10 +60,11 @@ ropeqk_status rq_dense_plan_init(ropeqk_plan *pl, cl_program prog)
     return st;
 }
 
-/* The q position array into the metadata's q_pos (entry i * B + b gets q_pos[i]): one rectangular copy
- * per batch entry (rows of 4 bytes, B entries apart), joined by a marker. */
+/* The q position array into the metadata's q_pos (entry i * B + b, or b * Sq + i where grouped, gets
+ * q_pos[i]): one rectangular copy per batch entry (rows of 4 bytes, B entries apart or adjacent), joined
+ * by a marker. */
 static cl_int copy_qpos(ropeqk_plan *pl, cl_command_queue queue, ropeqk_opencl_mem qp, cl_mem meta,
-                        int32_t qpos_off, cl_uint num_wait, const cl_event *wait, cl_event *done)
+                        int32_t qpos_off, bool grouped, cl_uint num_wait, const cl_event *wait, cl_event *done)
 {
     const int64_t B = pl->pb.B, Sq = pl->pb.Sq;
     cl_event *ev = calloc((size_t)B, sizeof *ev);
@@ -72,9 +73,10 @@ static cl_int copy_qpos(ropeqk_plan *pl, cl_command_queue queue, ropeqk_opencl_m
     cl_int err = CL_SUCCESS;
     int64_t b = 0;
     for (; b < B && !err; b++) {
-        size_t src[3] = {qp.offset, 0, 0}, dst[3] = {(size_t)(qpos_off + b) * 4, 0, 0}, reg[3] = {4, (size_t)Sq, 1};
-        err = clEnqueueCopyBufferRect(queue, qp.buf, meta, src, dst, reg, 4, 0, (size_t)B * 4, 0, num_wait, wait,
-                                      &ev[b]);
+        size_t src[3] = {qp.offset, 0, 0}, dst[3] = {(size_t)(qpos_off + (grouped ? b * Sq : b)) * 4, 0, 0};
+        size_t reg[3] = {4, (size_t)Sq, 1};
+        err = clEnqueueCopyBufferRect(queue, qp.buf, meta, src, dst, reg, 4, 0, (size_t)(grouped ? 1 : B) * 4, 0,
+                                      num_wait, wait, &ev[b]);
     }
     if (!err)
         err = B == 1 ? clRetainEvent(ev[0]) : clEnqueueMarkerWithWaitList(queue, (cl_uint)B, ev, done);
@@ -103,31 +105,47 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
     if (!rq_dense_view_pages(pl, Sk, &X, &Y, &ks, &vs))
         return ROPEQK_SUCCESS;
     bool qarr = m->q_pos.buf != NULL;
+    /* the GPU profile's fast pass 1 serves a batch entry's rows together: rows b * Sq + i sharing one
+     * page list (paged_fast.c) */
+    ropeqk_tensor kv[2] = {*k, *v};
+    kv[0].ne[2] = kv[1].ne[2] = Sk;
+    const int64_t knb[3] = {ks, k->nb[1], k->nb[2]}, vnb[3] = {vs, v->nb[1], v->nb[2]};
+    int fast = rq_pfast_call_ok(pl, m->k.offset, knb, m->v.offset, vnb, ropeqk_tensor_extent(&kv[0]),
+                                ropeqk_tensor_extent(&kv[1]));
     rq_paged_meta meta;
-    ropeqk_status st = rq_dense_meta(pl, Sk, q_off, k_off, qarr, X, Y, &meta);
+    ropeqk_status st = fast ? rq_dense_meta_grouped(pl, Sk, q_off, k_off, qarr, X, Y, &meta)
+                            : rq_dense_meta(pl, Sk, q_off, k_off, qarr, X, Y, &meta);
     /* pass 1's CPU shape reads row groups: one row each here (every row has its own page list, an empty
      * one for a masked row, which the grouping by shared lists would take for its neighbour's) */
-    if (!st && rq_paged_cpu_shape(pl) && (st = rq_paged_meta_groups(&meta, 1)))
+    if (!st && (fast || rq_paged_cpu_shape(pl)) &&
+        (st = fast ? rq_pfast_groups(pl, &meta, &fast) : rq_paged_meta_groups(&meta, 1)))
         free(meta.v);
     if (st == ROPEQK_ERR_TOO_LARGE)
         return ROPEQK_SUCCESS;
     if (st)
         return st;
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the commands using it (retire.c) */
+    if (!grave) {
+        free(meta.v);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+    }
     cl_int err = CL_SUCCESS;
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     cl_event qcopy = NULL;
     if (!err && qarr)
-        err = copy_qpos(pl, queue, m->q_pos, mbuf, meta.qpos_off, num_wait, wait, &qcopy);
+        err = copy_qpos(pl, queue, m->q_pos, mbuf, meta.qpos_off, fast, num_wait, wait, &qcopy);
     if (err) {
-        if (mbuf)
-            clReleaseMemObject(mbuf);
+        rq_cl_bury_mem(ctx, grave, mbuf, qcopy ? 1 : 0, &qcopy);
+        if (qcopy)
+            clReleaseEvent(qcopy);
         free(meta.v);
         return rq_cl_fail(ctx, err);
     }
+    const int64_t Sq = pb->Sq, HD = pb->Hq * pb->D;
     rq_paged_launch L = {
         .fn = "ropeqk_opencl_plan_enqueue (dense decode)", .meta = mbuf, .lens_off = meta.lens_off,
         .qpos_off = meta.qpos_off, .kpos_off = meta.kpos_off, .pages_off = meta.pages_off, .n = B * pb->Sq,
-        .max_pages = meta.max_pages, .page_size = P, .nbat = B,
+        .max_pages = meta.max_pages, .page_size = P, .nbat = fast ? Sq : B, .fast = fast,
         .rg_off = meta.groups_off, .ngroups = meta.ngroups, .group_rows = meta.group_rows,
         /* Q [B][Hq][Sq][D] -> Qr [i * B + b][Hq][D]: head bh = b * Hq + h at bh * D, row i at i * B * Hq * D */
         .ra = {
@@ -140,13 +158,22 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         },
         .q = m->q, .qpos = qarr ? m->q_pos.buf : cp->vfreq, .k = m->k, .v = m->v, .out = m->out, .lse = m->lse,
         .knb = {ks, k->nb[1], k->nb[2]}, .vnb = {vs, v->nb[1], v->nb[2]},
-        .onb = {o->nb[0], o->nb[1], o->nb[2], o->nb[3]}, .lnb = {ls->nb[0], ls->nb[1], ls->nb[2]},
+        /* sequence s's out row: (s % nbat) onb[0] + (s / nbat) onb[2] (rq_pcomb_args) */
+        .onb = {o->nb[fast ? 2 : 0], o->nb[1], o->nb[fast ? 0 : 2], o->nb[3]},
+        .lnb = {ls->nb[fast ? 2 : 0], ls->nb[1], ls->nb[fast ? 0 : 2]},
         .meta_nwait = qcopy ? 1 : 0, .meta_wait = qcopy ? &qcopy : NULL,
     };
+    if (fast) { /* Q [B][Hq][Sq][D] -> Qr [b * Sq + i][Hq][D]: blocks of Hq heads (a batch entry), its rows
+                 * in panels of Sq (rope.cl's destination mapping) */
+        L.ra.G = (rq_i32)pb->Hq, L.ra.panel = (rq_i32)Sq;
+        L.ra.d_bh = Sq * HD, L.ra.d_panel = pb->D, L.ra.d_row = HD;
+    }
     st = rq_paged_run(pl, queue, &L, cp->krq, cp->kx[1], cp->kx[2], num_wait, wait, event);
+    /* once the commands using it have completed (retire.c): the last kernel's event, else the copy's */
+    cl_event last = event && *event ? *event : qcopy;
+    rq_cl_bury_mem(ctx, grave, mbuf, last ? 1 : 0, &last);
     if (qcopy)
         clReleaseEvent(qcopy);
-    clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
     free(meta.v);
     if (st == ROPEQK_ERR_TOO_LARGE) /* scratch past the allocation limit: nothing enqueued but the copy */
         return ROPEQK_SUCCESS;

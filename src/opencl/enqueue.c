@@ -310,11 +310,20 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
         return st;
     if (!queue)
         queue = rq_cl(ctx)->queue;
-    if (pl->op == ROPEQK_OP_ATTENTION)
-        return rq_attn_enqueue(pl, queue, args, pl->pb.Sq, x.Sk, x.q_off, x.k_off, num_wait, wait, event);
-    rq_run r = {.Sq = pl->pb.Sq, .Sk = x.Sk, .q_off = x.q_off, .k_off = x.k_off, .q_stride = pl->pb.Sq,
-                .k_stride = x.Sk, .m = *args};
-    return rq_plan_run(pl, queue, &r, num_wait, wait, event);
+    /* the call's last event, also when the caller takes none: the plan's objects outlive it (retire.c) */
+    cl_event own = NULL, *evp = event ? event : &own;
+    if (pl->op == ROPEQK_OP_ATTENTION) {
+        st = rq_attn_enqueue(pl, queue, args, pl->pb.Sq, x.Sk, x.q_off, x.k_off, num_wait, wait, evp);
+    } else {
+        rq_run r = {.Sq = pl->pb.Sq, .Sk = x.Sk, .q_off = x.q_off, .k_off = x.k_off, .q_stride = pl->pb.Sq,
+                    .k_stride = x.Sk, .m = *args};
+        st = rq_plan_run(pl, queue, &r, num_wait, wait, evp);
+    }
+    if (!st)
+        rq_cl_track(ctx, *evp);
+    if (own)
+        clReleaseEvent(own);
+    return st;
 }
 
 ropeqk_status ropeqk_opencl_enqueue(ropeqk_ctx *ctx, cl_command_queue queue, const ropeqk_params *p,

@@ -45,13 +45,17 @@ typedef struct rq_cl_ctx {
     cl_device_id device;
     rq_program *programs;      /* cache keyed by (device, options), guarded by the context's lock */
     cl_ulong max_alloc;        /* the device's largest buffer (or ROPEQK_MAX_ALLOC) */
-    pthread_mutex_t pool_lock; /* guards the scratch pool below */
+    pthread_mutex_t pool_lock; /* guards the scratch pool and the deferred releases below */
     bool pool_lock_ok;
     rq_scratch *pool_free;     /* most recently returned first */
     rq_scratch *pool_busy;     /* returned, their commands maybe still running */
     size_t pool_free_bytes;
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
     size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
+    struct { cl_event ev; uint64_t ticket; } *pend; /* retire.c: calls maybe still running (events retained) */
+    size_t npend;
+    uint64_t tickets;          /* retire.c: calls recorded so far */
+    struct rq_grave *graves;   /* retire.c: objects released once their commands have completed */
 } rq_cl_ctx;
 
 /* pl->impl of a plan on an OpenCL context. */
@@ -73,8 +77,12 @@ typedef struct rq_cl_plan {
                                 * append, the 8-bit append, gather, the 8-bit gather) */
     cl_uint cus;               /* paged decode: the device's compute units (sizes the split) */
     cl_uint pwg;               /* paged decode: paged_attn_gpu's work-group size (src/opencl/paged.c) */
+    bool fast;                 /* paged and dense decode: kfast and ftab made (paged_fast.c) */
+    cl_kernel kfast[2];        /* paged_attn_fast4, paged_attn_fast8 */
+    cl_mem ftab;               /* their R(delta) table */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
     bool lock_ok;
+    struct rq_grave *grave;    /* retire.c: where its objects wait for its calls once destroyed */
 } rq_cl_plan;
 
 static inline rq_cl_ctx *rq_cl(const ropeqk_ctx *ctx) { return (rq_cl_ctx *)ctx->impl; }
@@ -127,6 +135,37 @@ ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out);
 void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event *ev);
 void rq_scratch_free_all(ropeqk_ctx *ctx);
 
+/* retire.c: the library's own objects are released only once the commands that may use them have
+ * completed (a command may wait for a caller's user event long after its call returned; NVIDIA's
+ * OpenCL crashed there, issue 30). rq_cl_track records a call's last event (the public enqueue entry
+ * points). A call's temporary buffer goes into a grave made before anything is enqueued
+ * (rq_cl_grave_new: NULL is the call's ROPEQK_ERR_OUT_OF_HOST_MEMORY) and is buried with the call's
+ * events (rq_cl_bury_mem: released once they have completed; none: at once); a plan's objects are
+ * buried in the grave inside its rq_cl_plan (rq_cl_bury_plan: released, and the plan freed, once
+ * every call recorded before has completed). Later calls check without blocking;
+ * rq_cl_graves_free_all releases the rest (context teardown, after clFinish). Never waits. */
+#define RQ_GRAVE_MAX 13 /* objects: a plan's 7 + 3 + 2 kernels and 4 buffers share 13 slots (plan.c) */
+#define RQ_GRAVE_EV 2   /* a temporary's events */
+#define RQ_PEND_MAX 256 /* calls recorded at once; more go unrecorded (retire.c) */
+typedef struct {
+    cl_kernel kernel;
+    cl_mem mem;
+} rq_cl_obj;
+typedef struct rq_grave {
+    struct rq_grave *next;
+    uint64_t ticket;          /* plans: the last call recorded before; temporaries: 0 */
+    cl_uint nobj, nev;
+    rq_cl_obj obj[RQ_GRAVE_MAX];
+    cl_event ev[RQ_GRAVE_EV];
+    void *owner;              /* freed with the grave: the grave itself, or its plan */
+} rq_grave;
+ropeqk_status rq_cl_retire_init(ropeqk_ctx *ctx);
+void rq_cl_track(ropeqk_ctx *ctx, cl_event ev);
+rq_grave *rq_cl_grave_new(void);
+void rq_cl_bury_mem(ropeqk_ctx *ctx, rq_grave *g, cl_mem m, cl_uint nev, const cl_event *ev);
+void rq_cl_bury_plan(ropeqk_ctx *ctx, rq_grave *g);
+void rq_cl_graves_free_all(ropeqk_ctx *ctx);
+
 /* paged.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
  * sequences described by a metadata buffer (contract.h), shared by the paged decode and the dense
  * decode (dense.c). K and V are addressed as pages: page * knb[0] + head * knb[1] + slot * knb[2];
@@ -148,11 +187,14 @@ typedef struct {
     int64_t knb[3], vnb[3], onb[4], lnb[3];
     cl_uint meta_nwait;
     const cl_event *meta_wait;
+    int fast;                        /* pass 1 in paged_attn_fast<fast> (4 or 8; paged_fast.c), its row
+                                      * groups at rg_off; 0: paged_attn_gpu or paged_attn_cpu */
 } rq_paged_launch;
 /* The CPU shape (rq_paged_cpu_shape) serves a sequence's consecutive rows in one task: their row
  * groups appended to m (rq_paged_meta_groups, as many rows as RQ_PCH query heads hold); nothing for
- * the GPU shape. */
-ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m);
+ * the GPU shape. *fast nonzero (a call rq_pfast_call_ok takes): paged_attn_fast's groups instead,
+ * *fast then the kernel (4 or 8). */
+ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast);
 ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L, cl_kernel krot,
                            cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event);
 /* Pass 1 in the CPU shape (paged_attn_cpu) for this plan, else paged_attn_gpu; the GPU shape's
@@ -161,6 +203,22 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
 bool rq_paged_cpu_shape(const ropeqk_plan *pl);
 ropeqk_status rq_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp);
 cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err);
+
+/* paged_fast.c: the GPU profile's fast pass 1 (cl/paged_fast.cl). rq_pfast_shape_ok: whether the
+ * plan's shape fits it; rq_pfast_plan_init: its kernels and R(delta) table where it does and the device
+ * runs them (cp->fast; freq4: the plan's frequencies as the kernels get them); rq_pfast_call_ok: whether a call's cache views
+ * do (16-byte offsets and strides, extents within 2^32 16-byte units); rq_pfast_rows: rows per group
+ * for a call whose sequences have at most most_rows rows, and the kernel (*fm 4 or 8); rq_pfast_groups:
+ * a metadata's row groups for it (rq_paged_meta_groups; *fm set); rq_pfast_geometry: its arguments'
+ * head chunks, V chunks and table range, the split and the launch. */
+bool rq_pfast_shape_ok(const ropeqk_plan *pl);
+ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *freq4);
+bool rq_pfast_call_ok(const ropeqk_plan *pl, size_t k_off, const int64_t knb[3], size_t v_off, const int64_t vnb[3],
+                      size_t k_extent, size_t v_extent);
+int64_t rq_pfast_rows(const ropeqk_plan *pl, int64_t most_rows, int *fm);
+ropeqk_status rq_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm);
+void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t cus, int64_t max_pages,
+                       int64_t page_size, rq_paged_args *a, int64_t *nsplit, int64_t *kps, size_t g[3], size_t l[3]);
 
 /* dense.c: few-row dense attention through the paged decode's kernels, reading and rotating K as it
  * goes (no K pre-pass). rq_dense_plan_wants: whether a plan may take it (op, M-RoPE, query rows

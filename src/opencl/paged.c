@@ -88,8 +88,10 @@ cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *
                           err);
 }
 
-ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m)
+ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast)
 {
+    if (*fast)
+        return rq_pfast_groups(pl, m, fast);
     if (!rq_paged_cpu_shape(pl))
         return ROPEQK_SUCCESS;
     /* a task holds RQ_PCH (row, query head) pairs: all G heads of a KV head for as many rows as fit */
@@ -149,12 +151,20 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     /* the split, the scratch: Qr [n][Hq][D], part [n*Hq][nsplit][Dv] then (m, l) per row */
     bool gpu = !rq_paged_cpu_shape(pl);
     rq_paged_args a = {0};
-    int64_t groups;
-    head_groups(pb, gpu, cp->pwg, gpu ? 1 : L->group_rows, &a, &groups);
-    const int64_t nt = gpu ? n : L->ngroups; /* pass 1's tasks per (split, head group) */
-    int64_t pps = rq_paged_pages_per_split((int64_t)cp->cus * (gpu ? 8 : 4), nt * groups * a.ndvc, L->max_pages,
-                                           L->page_size, gpu ? 256 : 512, 0);
-    int64_t nsplit = (L->max_pages + pps - 1) / pps, kps = pps * L->page_size;
+    int64_t groups, nsplit, kps;
+    size_t g1[3], l1[3];
+    if (L->fast) { /* paged_fast.c */
+        kp1 = cp->kfast[L->fast == 8];
+        rq_pfast_geometry(pl, L->fast, L->ngroups, cp->cus, L->max_pages, L->page_size, &a, &nsplit, &kps, g1, l1);
+    } else {
+        head_groups(pb, gpu, cp->pwg, gpu ? 1 : L->group_rows, &a, &groups);
+        const int64_t nt = gpu ? n : L->ngroups; /* pass 1's tasks per (split, head group) */
+        int64_t pps = rq_paged_pages_per_split((int64_t)cp->cus * (gpu ? 8 : 4), nt * groups * a.ndvc, L->max_pages,
+                                               L->page_size, gpu ? 256 : 512, 0);
+        nsplit = (L->max_pages + pps - 1) / pps, kps = pps * L->page_size;
+        g1[0] = gpu ? (size_t)nsplit * cp->pwg : (size_t)nsplit, g1[1] = (size_t)(groups * a.ndvc);
+        g1[2] = (size_t)nt, l1[0] = gpu ? cp->pwg : 1, l1[1] = 1, l1[2] = 1;
+    }
     int64_t rows = n * pb->Hq;
     size_t qr_bytes, part_n, part_bytes;
     if (__builtin_mul_overflow((size_t)rows, (size_t)pb->D * sizeof(float), &qr_bytes) ||
@@ -199,14 +209,6 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     cl_event ev[3] = {NULL, NULL, NULL};
     size_t rg[3], rl_[3];
     rq_rotate_grid(&ctx->tune, ra.S, pb->R / 2 + (pb->D - pb->R), ra.BH, rg, rl_);
-    size_t g1[3], l1[3];
-    if (gpu) {
-        g1[0] = (size_t)nsplit * cp->pwg, g1[1] = (size_t)(groups * a.ndvc), g1[2] = (size_t)n;
-        l1[0] = cp->pwg, l1[1] = 1, l1[2] = 1;
-    } else {
-        g1[0] = (size_t)nsplit, g1[1] = (size_t)groups, g1[2] = (size_t)nt;
-        l1[0] = 1, l1[1] = 1, l1[2] = 1;
-    }
     size_t g2[2] = {rq_round_up((size_t)pb->Dv, RQ_PCWG), (size_t)rows}, l2[2] = {RQ_PCWG, 1};
 
     cl_int err = CL_SUCCESS;
@@ -226,7 +228,11 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     RQ_SET_ARG(kp1, RQ_PG_PART, sp->buf);
     RQ_SET_ARG(kp1, RQ_PG_KS, ks_buf);
     RQ_SET_ARG(kp1, RQ_PG_VS, vs_buf);
-    RQ_SET_ARG(kp1, RQ_PG_A, a);
+    if (L->fast) { /* the same buffers, then its table (contract.h RQ_PFAST_ARGS) */
+        RQ_SET_ARG(kp1, RQ_PF_TAB, cp->ftab);
+        RQ_SET_ARG(kp1, RQ_PF_A, a);
+    } else
+        RQ_SET_ARG(kp1, RQ_PG_A, a);
     /* pass 1 waits for Q's rotation, and for the caller's list too: the metadata may be written by
      * commands of that list (the dense decode's position copies) that the rotation does not wait for */
     cl_uint n1 = 1 + L->meta_nwait;
@@ -280,13 +286,21 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         rq_paged_meta sub;
         if ((st = rq_paged_meta_rows(meta, r0, r1, pl->paged.page_size, &sub)))
             break;
-        if ((st = rq_paged_cpu_groups(pl, &sub))) {
+        int fast = L->fast;
+        if ((st = rq_paged_cpu_groups(pl, &sub, &fast))) {
             free(sub.v);
+            break;
+        }
+        rq_grave *grave = rq_cl_grave_new(); /* the run's metadata outlives its kernels (retire.c) */
+        if (!grave) {
+            free(sub.v);
+            st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
             break;
         }
         cl_int err = CL_SUCCESS;
         cl_mem mbuf = rq_paged_meta_upload(ctx, &sub, &err);
         if (err) {
+            free(grave);
             free(sub.v);
             st = rq_cl_fail(ctx, err);
             break;
@@ -296,7 +310,7 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         R.lens_off = sub.lens_off, R.qpos_off = sub.qpos_off, R.kpos_off = sub.kpos_off, R.pages_off = sub.pages_off;
         R.n = R.nbat = r1 - r0;
         R.max_pages = sub.max_pages;
-        R.rg_off = sub.groups_off, R.ngroups = sub.ngroups, R.group_rows = sub.group_rows;
+        R.rg_off = sub.groups_off, R.ngroups = sub.ngroups, R.group_rows = sub.group_rows, R.fast = fast;
         R.ra.S = (rq_i32)(r1 - r0), R.ra.pos_off = sub.qpos_off;
         R.ra.src_off += (rq_i64)(r0 * pl->q.nb[0]);
         R.out.offset += (size_t)(r0 * pl->out.nb[0]);
@@ -305,7 +319,7 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         cl_event ran = NULL;
         st = rq_paged_run(pl, queue, &R, cp->kx[0], cp->kx[1], cp->kx[2], prev ? 1 : num_wait, prev ? &prev : wait,
                           &ran);
-        clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
+        rq_cl_bury_mem(ctx, grave, mbuf, ran ? 1 : 0, &ran); /* once the run's kernels have completed */
         free(sub.v);
         if (prev)
             clReleaseEvent(prev);
@@ -320,15 +334,11 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
     return st;
 }
 
-ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queue,
-                                          const ropeqk_opencl_paged_args *args, const ropeqk_paged_batch *batch,
-                                          cl_uint num_wait, const cl_event *wait, cl_event *event)
+static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
+                                   const ropeqk_paged_batch *batch, cl_uint num_wait, const cl_event *wait,
+                                   cl_event *event)
 {
     const char *fn = "ropeqk_opencl_paged_enqueue";
-    if (event)
-        *event = NULL;
-    if (!pl || !args || !batch || (num_wait > 0 && !wait))
-        return ROPEQK_ERR_NULL_POINTER;
     ropeqk_status st = plan_is_cl(pl, fn);
     if (st)
         return st;
@@ -347,20 +357,29 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     const int64_t n = meta.rows; /* the query rows are the kernels' sequences (src/core/paged_rows.c) */
     /* long chunks take the attention kernel after the decode kernels (src/opencl/paged_chunk.c) */
     const int64_t nchunks = rq_paged_chunk_mark(pl, batch, &meta);
-    if (nchunks == 0 && (st = rq_paged_cpu_groups(pl, &meta))) { /* with chunks: decode_runs' own */
+    const ropeqk_tensor *k = &pl->k, *v = &pl->v;
+    const int64_t knb[3] = {k->nb[0], k->nb[1], k->nb[2]}, vnb[3] = {v->nb[0], v->nb[1], v->nb[2]};
+    int fast = rq_pfast_call_ok(pl, args->k_cache.offset, knb, args->v_cache.offset, vnb, pb->k_extent, pb->v_extent);
+    if (nchunks == 0 && (st = rq_paged_cpu_groups(pl, &meta, &fast))) { /* with chunks: decode_runs' own */
         free(meta.v);
         return st;
+    }
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (retire.c) */
+    if (!grave) {
+        free(meta.v);
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
     cl_int err = CL_SUCCESS;
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
+        free(grave);
         free(meta.v);
         return st;
     }
     if (!queue)
         queue = rq_cl(ctx)->queue;
-    const ropeqk_tensor *q = &pl->q, *k = &pl->k, *v = &pl->v, *o = &pl->out, *ls = &pl->lse;
+    const ropeqk_tensor *q = &pl->q, *o = &pl->out, *ls = &pl->lse;
     rq_paged_launch L = {
         .fn = fn, .meta = mbuf, .lens_off = meta.lens_off, .qpos_off = meta.qpos_off, .kpos_off = meta.kpos_off,
         .pages_off = meta.pages_off, .n = n, .max_pages = meta.max_pages, .page_size = pl->paged.page_size,
@@ -377,7 +396,7 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
         .q = args->q, .qpos = mbuf, .k = args->k_cache, .v = args->v_cache, .out = args->out, .lse = args->lse,
         .knb = {k->nb[0], k->nb[1], k->nb[2]}, .vnb = {v->nb[0], v->nb[1], v->nb[2]},
         .onb = {o->nb[0], o->nb[1], 0, o->nb[3]}, .lnb = {ls->nb[0], ls->nb[1], 0},
-        .ks = args->k_scale, .vs = args->v_scale,
+        .ks = args->k_scale, .vs = args->v_scale, .fast = fast,
     };
     cl_event ran = NULL, chained = NULL; /* the combine's event; the chunks' last command after it */
     if (nchunks == batch->n_seqs) { /* every row is a chunk's: no decode kernels, no placeholder rows */
@@ -386,14 +405,14 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
     } else if (nchunks > 0)
         st = decode_runs(pl, queue, &L, &meta, batch, num_wait, wait, &ran);
     else
-        st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait, event ? &ran : NULL);
+        st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait, &ran);
     if (!st && nchunks > 0)
         st = rq_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ran, &chained);
-    clReleaseMemObject(mbuf); /* freed by OpenCL once the kernels using it have completed */
     if (chained) {
         clReleaseEvent(ran);
         ran = chained;
     }
+    rq_cl_bury_mem(ctx, grave, mbuf, ran ? 1 : 0, &ran); /* once the kernels using it have completed */
     if (!st && event) {
         *event = ran;
         ran = NULL;
@@ -406,17 +425,12 @@ ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queu
 
 /* ---- append ------------------------------------------------------------------------------------ */
 
-ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
-                                         ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
-                                         ropeqk_opencl_mem v_new_mem, const ropeqk_opencl_paged_cache *cache,
-                                         const ropeqk_paged_batch *batch, cl_uint num_wait, const cl_event *wait,
-                                         cl_event *event)
+static ropeqk_status paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
+                                  ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new, ropeqk_opencl_mem v_new_mem,
+                                  const ropeqk_opencl_paged_cache *cache, const ropeqk_paged_batch *batch,
+                                  cl_uint num_wait, const cl_event *wait, cl_event *event)
 {
     const char *fn = "ropeqk_opencl_paged_append";
-    if (event)
-        *event = NULL;
-    if (!pl || !k_new || !v_new || !cache || !batch || (num_wait > 0 && !wait))
-        return ROPEQK_ERR_NULL_POINTER;
     ropeqk_status st = plan_is_cl(pl, fn);
     if (st)
         return st;
@@ -434,8 +448,14 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
         return st;
     const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
     cl_int err = CL_SUCCESS;
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (retire.c) */
+    if (!grave) {
+        st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        goto done;
+    }
     cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
     if (err) {
+        free(grave);
         st = rq_cl_fail(ctx, err);
         goto done;
     }
@@ -487,12 +507,52 @@ ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue
         err = clEnqueueMarkerWithWaitList(queue, 2, ev, event);
     if (err)
         st = rq_cl_fail(ctx, err);
+    cl_uint nev = ev[0] ? (ev[1] ? 2 : 1) : 0; /* ev[1] is set only after ev[0] */
+    rq_cl_bury_mem(ctx, grave, mbuf, nev, ev); /* once the kernels using it have completed */
     for (int i = 0; i < 2; i++)
         if (ev[i])
             clReleaseEvent(ev[i]);
-    clReleaseMemObject(mbuf);
 done:
     free(meta.v);
     return st;
 }
 
+
+/* The public entry points: the call's last event is recorded (also when the caller takes none), so
+ * that the plan's kernels and buffers outlive its commands (retire.c). */
+ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queue,
+                                          const ropeqk_opencl_paged_args *args, const ropeqk_paged_batch *batch,
+                                          cl_uint num_wait, const cl_event *wait, cl_event *event)
+{
+    if (event)
+        *event = NULL;
+    if (!pl || !args || !batch || (num_wait > 0 && !wait))
+        return ROPEQK_ERR_NULL_POINTER;
+    cl_event own = NULL, *evp = event ? event : &own;
+    ropeqk_status st = paged_enqueue(pl, queue, args, batch, num_wait, wait, evp);
+    if (!st && rq_is_cl(pl->ctx))
+        rq_cl_track(pl->ctx, *evp);
+    if (own)
+        clReleaseEvent(own);
+    return st;
+}
+
+ropeqk_status ropeqk_opencl_paged_append(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_tensor *k_new,
+                                         ropeqk_opencl_mem k_new_mem, const ropeqk_tensor *v_new,
+                                         ropeqk_opencl_mem v_new_mem, const ropeqk_opencl_paged_cache *cache,
+                                         const ropeqk_paged_batch *batch, cl_uint num_wait, const cl_event *wait,
+                                         cl_event *event)
+{
+    if (event)
+        *event = NULL;
+    if (!pl || !k_new || !v_new || !cache || !batch || (num_wait > 0 && !wait))
+        return ROPEQK_ERR_NULL_POINTER;
+    cl_event own = NULL, *evp = event ? event : &own;
+    ropeqk_status st =
+        paged_append(pl, queue, k_new, k_new_mem, v_new, v_new_mem, cache, batch, num_wait, wait, evp);
+    if (!st && rq_is_cl(pl->ctx))
+        rq_cl_track(pl->ctx, *evp);
+    if (own)
+        clReleaseEvent(own);
+    return st;
+}

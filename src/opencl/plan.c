@@ -69,6 +69,8 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     if (pthread_mutex_init(&cp->lock, NULL) != 0)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     cp->lock_ok = true;
+    if (!(cp->grave = rq_cl_grave_new())) /* made now: destroying the plan allocates nothing (retire.c) */
+        return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     ropeqk_op op = pl->op;
     int64_t M = pb->G * pb->Sq;
     /* the decode kernels' preconditions (cl/scores.cl; cl/decode_gpu.cl on the GPU profile, which
@@ -156,6 +158,9 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
         st = rq_dense_plan_init(pl, prog);
     else if (op == ROPEQK_OP_PAGED_DECODE)
         st = rq_paged_plan_init(pl, prog);
+    /* the GPU profile's fast pass 1 beside them (paged_fast.c; its table from the frequencies) */
+    if (!st && (op == ROPEQK_OP_PAGED_DECODE || cp->dense))
+        st = rq_pfast_plan_init(pl, prog, freq4);
 done:
     free(tab);
     return st; /* on failure the core calls rq_cl_plan_free */
@@ -166,16 +171,35 @@ void rq_cl_plan_free(ropeqk_plan *pl)
     rq_cl_plan *cp = rq_clp(pl);
     if (!cp)
         return;
-    /* releasing is safe with work in flight: OpenCL keeps what enqueued commands use alive */
+    /* with work in flight: the kernels and buffers go once every call of the context recorded so far
+     * has completed (retire.c: a command may still wait for a caller's user event) */
+    rq_grave *g = cp->grave, own;
+    if (!g) { /* its creation failed before the grave was made: nothing was enqueued */
+        memset(&own, 0, sizeof own);
+        g = &own;
+    }
+    cl_uint n = 0;
     for (int i = 0; i < (int)(sizeof cp->kx / sizeof cp->kx[0]); i++)
-        if (cp->kx[i])
-            clReleaseKernel(cp->kx[i]);
-    if (cp->ks) clReleaseKernel(cp->ks);
-    if (cp->krk) clReleaseKernel(cp->krk);
-    if (cp->krq) clReleaseKernel(cp->krq);
-    if (cp->ctab) clReleaseMemObject(cp->ctab);
-    if (cp->sinks) clReleaseMemObject(cp->sinks);
-    if (cp->vfreq) clReleaseMemObject(cp->vfreq);
+        g->obj[n++] = (rq_cl_obj){cp->kx[i], NULL};
+    g->obj[n++] = (rq_cl_obj){cp->ks, NULL};
+    g->obj[n++] = (rq_cl_obj){cp->krk, cp->sinks};
+    g->obj[n++] = (rq_cl_obj){cp->krq, cp->ctab};
+    g->obj[n++] = (rq_cl_obj){NULL, cp->vfreq};
+    g->obj[n++] = (rq_cl_obj){cp->kfast[0], cp->ftab}; /* the fast paged pass 1 and its table */
+    g->obj[n++] = (rq_cl_obj){cp->kfast[1], NULL};
+    g->nobj = n;
+    if (g != &own && pl->ctx && rq_cl(pl->ctx)) {
+        rq_cl_bury_plan(pl->ctx, g);
+    } else {
+        for (cl_uint i = 0; i < n; i++) {
+            if (g->obj[i].kernel)
+                clReleaseKernel(g->obj[i].kernel);
+            if (g->obj[i].mem)
+                clReleaseMemObject(g->obj[i].mem);
+        }
+        if (g != &own)
+            free(g);
+    }
     if (cp->lock_ok)
         pthread_mutex_destroy(&cp->lock);
     free(cp);

@@ -6,7 +6,9 @@
 
 #include "../core/call.h"
 #include "ropeqk_vulkan.h"
+#include "vk_cm_khr.h"
 #include "vk_contract.h"
+#include "vk_cm.h"
 
 #include <float.h>
 
@@ -25,6 +27,13 @@ typedef enum {
     RQ_VK_SH_PAGED_APPEND,
     RQ_VK_SH_PAGED_APPEND_Q8, /* the append into an 8-bit cache (quantizing) */
     RQ_VK_SH_PAGED_GATHER,    /* prefill chunks: a sequence's pages into dense K/V (vk_paged_chunk.c) */
+    RQ_VK_SH_PAGED_FAST4,     /* pass 1 at memory speed, up to 4 and 8 query vectors (vk_paged_fast.c) */
+    RQ_VK_SH_PAGED_FAST8,
+    RQ_VK_SH_CM_SPLIT,        /* the tensor-core path (vk_cm.c): rows into f16 hi/lo planes */
+    RQ_VK_SH_CM_ATTN,         /* its attention with cooperative matrices (empty where not built) */
+    RQ_VK_SH_CM_ATTN_EMU,     /* the same with the products emulated by loops */
+    RQ_VK_SH_CM_SCORES,
+    RQ_VK_SH_CM_SCORES_EMU,
     RQ_VK_SH_COUNT
 } rq_vk_shader;
 
@@ -43,6 +52,15 @@ typedef struct rq_vk_pipe {
 typedef struct {
     int32_t bm, bn, tx, ty, nt, cv, ncb;
 } rq_vk_attn_shape;
+
+/* The tensor-core path's facts about a device (vk_cm_dev.c), read when the context opens. */
+typedef struct {
+    bool real;         /* the cooperative-matrix shaders run here: built, the device lists 16x16x16
+                        * f16 x f16 + f32 (subgroup scope), and its features were enabled at creation */
+    bool size_ctl;     /* pipelines may require the subgroup size (VK_EXT_subgroup_size_control) */
+    uint32_t sg;       /* subgroup size of the cooperative-matrix pipelines */
+    char desc[400];    /* the device's matrix shapes and types, and why the path is (not) taken */
+} rq_vk_cm_caps;
 
 /* A buffer and its memory; map is non-NULL for host-visible buffers. */
 typedef struct {
@@ -70,10 +88,16 @@ struct rq_vk_ctx {
     VkFence fence;
     pthread_mutex_t qlock;           /* the queue, pool and fence: one host call at a time */
     bool qlock_ok;
+    uint64_t timeout_ns;             /* most a fence wait lasts (ROPEQK_WAIT_TIMEOUT_MS, vk_mem.c) */
+    VkCommandBuffer stuck;           /* a submit whose wait timed out: the context is unusable */
+    char stuck_what[128];            /* its dispatch's name */
+    rq_vk_buf *dead;                 /* buffers freed while stuck: destroyed once it completes */
+    size_t ndead;
     rq_vk_pipe *pipes;               /* guarded by ctx->lock */
     rq_vk_buf dummy;                 /* bound where a shader's optional buffer is absent */
     bool timeline;                   /* timelineSemaphore enabled: the neutral run API may be used */
     struct rq_vk_runq *runq;         /* its submissions (vk_submit.c), made at the first call */
+    rq_vk_cm_caps cm;                /* the tensor-core path (vk_cm_dev.c) */
 };
 
 /* pl->impl of a plan on a Vulkan context: what it owns. */
@@ -89,6 +113,7 @@ struct rq_vk_plan {
     rq_vk_buf sinks;                  /* attention and paged decode: the plan's sink logits (Hq f32), or none */
     struct rq_vk_paged *pg;           /* paged-decode plans (vk_paged.c); qr is then [Hq][max_seqs][D];
                                        * few-row attention plans: the dense decode's (vk_dense.c), or none */
+    struct rq_vk_cm *cm;              /* prefill attention and scores on the tensor-core path (vk_cm.c), or none */
 };
 
 static inline struct rq_vk_ctx *rq_vk(const ropeqk_ctx *ctx) { return (struct rq_vk_ctx *)ctx->impl; }
@@ -108,7 +133,8 @@ static inline float rq_vk_softcap(const rq_problem *pb)
 /* Whether ctx is a Vulkan context (ropeqk_vulkan_*'s check, by identity). */
 static inline bool rq_is_vk(const ropeqk_ctx *ctx) { return ctx && ctx->be == &rq_vulkan_backend; }
 
-/* vk_ctx.c: the table's open and close. */
+/* vk_ctx.c: the table's open and close; whether a device has an extension (1, 0; -1 out of memory). */
+int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name);
 ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
 void rq_vk_close(ropeqk_ctx *ctx);
 /* Records a failing VkResult in the context and the thread's message; returns ROPEQK_ERR_BACKEND. */
@@ -129,9 +155,20 @@ void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b);
  * has no host-visible device-local memory). */
 ropeqk_status rq_vk_buf_upload(ropeqk_ctx *ctx, const void *data, VkDeviceSize bytes, rq_vk_buf *b);
 /* One-time command buffer on the context's queue: begin, then end + submit + wait (qlock held by
- * the caller of both). */
+ * the caller of both). The wait is bounded (vk->timeout_ns, ROPEQK_WAIT_TIMEOUT_MS): past it the
+ * call fails with ROPEQK_ERR_TIMEOUT, backend error VK_TIMEOUT kept, a message naming `what` (the
+ * dispatch), and the context refuses every later host call (its command buffer may still be
+ * running: a hung device); ropeqk_ctx_destroy then waits once more, as long and at least 10 s, and
+ * leaks the device's objects rather than destroy them in use or hang. */
 ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd);
-ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd);
+ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd, const char *what);
+/* The wait limit, in nanoseconds: the library's bound (src/core/run.h rq_wait_bound:
+ * ROPEQK_WAIT_TIMEOUT_MS, strictly parsed: ROPEQK_ERR_BAD_CONFIG with the message set). */
+ropeqk_status rq_vk_timeout_from_env(uint64_t *ns);
+/* Teardown (vk_ctx.c): waits, bounded, for a submit that timed out earlier, if any, and destroys
+ * the buffers freed meanwhile; false when it still has not completed (the context's objects are then
+ * leaked, not destroyed in use). The other host calls waited for their fences already. */
+bool rq_vk_settle(ropeqk_ctx *ctx);
 /* A barrier making earlier writes (any stage) visible to later compute and transfer commands. */
 void rq_vk_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
                    VkPipelineStageFlags dst, VkAccessFlags dst_access);
@@ -223,9 +260,48 @@ int64_t rq_vk_attn_chunk_keys(int64_t D, const rq_vk_attn_shape *s);
  * (op, M-RoPE, query rows against the context's dense_rows) and the device can run it; none
  * otherwise. rq_vk_dense_record: records a call that way and sets *taken, or leaves *taken false
  * (and records nothing) where the call is not one it takes; the old path then records it. */
-ropeqk_status rq_vk_dense_init(ropeqk_plan *pl);
+ropeqk_status rq_vk_dense_init(ropeqk_plan *pl, const float *vfreq4);
 ropeqk_status rq_vk_dense_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sk,
                                  int64_t q_off, int64_t k_off, bool *taken);
+
+/* vk_cm_dev.c: the tensor-core path's device setup. rq_vk_cm_setup fills what a device the library
+ * opens enables for it (extensions, a features chain; nothing where the device lacks any part);
+ * rq_vk_cm_caps_fill records the outcome in the context (borrowed devices: not taken);
+ * rq_vk_cm_describe writes the device's listed matrix shapes and types (`ropeqk devices`). */
+typedef struct {
+    bool enable, size_ctl;
+    const char *ext[2];
+    uint32_t n_ext;
+    uint32_t sg;
+    VkPhysicalDeviceVulkan11Features f11;
+    VkPhysicalDeviceVulkan12Features f12;
+    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT fsz;
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm;
+    char why[160];
+    char shapes[224]; /* the device's list (rq_vk_cm_describe) */
+} rq_vk_cm_setup;
+/* ROPEQK_ERR_OUT_OF_HOST_MEMORY when an allocation of the queries fails (the context fails with it) */
+ropeqk_status rq_vk_cm_setup_device(VkInstance inst, VkPhysicalDevice pd, rq_vk_cm_setup *s);
+ropeqk_status rq_vk_cm_caps_fill(ropeqk_ctx *ctx, const rq_vk_cm_setup *s);
+/* 1: 16x16x16 f16 is listed, 0: not, -1: out of host memory */
+int rq_vk_cm_describe(VkInstance inst, VkPhysicalDevice pd, char *buf, size_t len);
+/* Whether this build embeds the cooperative-matrix modules. */
+bool rq_vk_cm_built(void);
+/* The pipeline's required subgroup size for shader sh on ctx (0: none). */
+uint32_t rq_vk_cm_pipe_sg(const ropeqk_ctx *ctx, rq_vk_shader sh);
+
+/* vk_cm.c: a scores or attention plan's tensor-core path (vp->cm) where the context takes it
+ * (tuning vk_coopmat, the device, the plan's shape and limits), else none (today's shaders record
+ * it); and the recordings (rq_vk_record_attention and rq_vk_record_scores hand over to them). */
+ropeqk_status rq_vk_cm_init(ropeqk_plan *pl);
+void rq_vk_cm_free(ropeqk_plan *pl);
+ropeqk_status rq_vk_cm_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sq,
+                              int64_t Sk, int64_t q_off, int64_t k_off);
+/* The tensor-core tile (rows, keys) the context takes at Dv for the plans' fit checks and the tuner
+ * (false: none fits); emulated: the emulated shaders' shape. */
+bool rq_vk_cm_tile_fits(const ropeqk_ctx *ctx, int32_t rows, int32_t keys, bool emulated);
+/* Whether plans on ctx take the tensor-core path at all (vk_coopmat and the device). */
+bool rq_vk_cm_active(const ropeqk_ctx *ctx, bool *emulated);
 
 /* Makes the pipelines of every operation now (ropeqk_ctx_warmup). */
 ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx);

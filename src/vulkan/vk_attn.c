@@ -163,6 +163,8 @@ ropeqk_status rq_vk_record_attention(ropeqk_plan *pl, VkCommandBuffer cmd, const
 {
     const rq_problem *pb = &pl->pb;
     struct rq_vk_plan *vp = rq_vkp(pl);
+    if (vp->cm) /* the tensor-core path (vk_cm.c), also for the paged chunks' companion plan */
+        return rq_vk_cm_record(pl, cmd, a, Sq, Sk, q_off, k_off);
     const rq_vk_attn_shape *sh = &vp->at;
     ropeqk_tensor vt = pl->v, ot = pl->out, lt = pl->lse;
     vt.ne[2] = Sk; /* a decode plan uses the first Sk keys of its V descriptor */

@@ -1,6 +1,7 @@
 /* Vulkan contexts: devices listed and opened by the library, or the caller's borrowed objects;
  * the validation-layer hook the tests use. */
 #include "vk.h"
+#include "vk_submit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +60,22 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
     return VK_FALSE;
 }
 
-static bool env_validation(void)
+/* ROPEQK_VULKAN_VALIDATION: unset, "" or "0": off; "1" or "required": on, and a context cannot be made
+ * without the layer (a test that believes it checks must not silently not check: CI on lavapipe);
+ * "auto": on where the layer is installed, off elsewhere (tests/harness.c then skips the suites that
+ * ask for it, saying why). Anything else is refused. */
+enum { VAL_OFF, VAL_REQUIRED, VAL_AUTO, VAL_BAD };
+static int env_validation(void)
 {
     const char *v = getenv("ROPEQK_VULKAN_VALIDATION");
-    return v && strcmp(v, "1") == 0;
+    if (!v || !*v || !strcmp(v, "0"))
+        return VAL_OFF;
+    if (!strcmp(v, "1") || !strcmp(v, "required"))
+        return VAL_REQUIRED;
+    if (!strcmp(v, "auto"))
+        return VAL_AUTO;
+    rq_set_error("ROPEQK_VULKAN_VALIDATION='%s': expected 0, 1 (or required) or auto", v);
+    return VAL_BAD;
 }
 
 /* 1 when the instance layer exists, 0 when not, -1 out of host memory. */
@@ -84,17 +97,21 @@ static int has_layer(const char *name)
 
 /* An instance of our own; with validation when asked for and the layer is installed (asking for it
  * without the layer is an error: a test that believes it checks must not silently not check). */
-static ropeqk_status make_instance(struct rq_vk_ctx *vk, bool validation, VkInstance *out)
+static ropeqk_status make_instance(struct rq_vk_ctx *vk, int mode, VkInstance *out)
 {
     *out = VK_NULL_HANDLE;
+    if (mode == VAL_BAD)
+        return ROPEQK_ERR_BAD_CONFIG;
     const char *layer = "VK_LAYER_KHRONOS_validation";
-    int have = validation ? has_layer(layer) : 1;
+    int have = mode != VAL_OFF ? has_layer(layer) : 1;
     if (have < 0)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
-    if (!have) {
-        rq_set_error("ROPEQK_VULKAN_VALIDATION=1 but %s is not installed (Debian: vulkan-validationlayers)", layer);
+    if (!have && mode == VAL_REQUIRED) {
+        rq_set_error("ROPEQK_VULKAN_VALIDATION=%s but %s is not installed (Debian: vulkan-validationlayers; "
+                     "=auto runs without it)", getenv("ROPEQK_VULKAN_VALIDATION"), layer);
         return ROPEQK_ERR_BAD_CONFIG;
     }
+    bool validation = mode != VAL_OFF && have;
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "ropeqk",
                              .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_2};
     const char *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
@@ -129,7 +146,7 @@ static ropeqk_status make_instance(struct rq_vk_ctx *vk, bool validation, VkInst
 }
 
 /* 1 when the device has the extension, 0 when not, -1 out of host memory. */
-static int has_device_ext(VkPhysicalDevice pd, const char *name)
+int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name)
 {
     uint32_t n = 0;
     if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
@@ -164,7 +181,7 @@ static int compute_family(VkPhysicalDevice pd)
 static int usable(VkPhysicalDevice pd)
 {
     for (uint32_t i = 0; i < N_REQUIRED; i++) {
-        int h = has_device_ext(pd, required_ext[i]);
+        int h = rq_vk_has_device_ext(pd, required_ext[i]);
         if (h <= 0)
             return h;
     }
@@ -172,7 +189,7 @@ static int usable(VkPhysicalDevice pd)
 }
 
 /* full: also the extension checks (usable, cooperative_matrix), which allocate */
-static void fill_info(VkPhysicalDevice pd, ropeqk_vulkan_device_info *d, bool full)
+static void fill_info(VkInstance inst, VkPhysicalDevice pd, ropeqk_vulkan_device_info *d, bool full)
 {
     memset(d, 0, sizeof *d);
     VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
@@ -190,7 +207,10 @@ static void fill_info(VkPhysicalDevice pd, ropeqk_vulkan_device_info *d, bool fu
     d->api_version = p.apiVersion;
     d->cpu = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     d->usable = full && usable(pd) > 0;
-    d->cooperative_matrix = full && has_device_ext(pd, "VK_KHR_cooperative_matrix") > 0;
+    d->cooperative_matrix = full && rq_vk_has_device_ext(pd, "VK_KHR_cooperative_matrix") > 0;
+    if (full) /* the tensor-core path (vk_cm_dev.c) */
+        rq_vk_cm_describe(inst, pd, d->cooperative_matrix_shapes, sizeof d->cooperative_matrix_shapes);
+    d->coopmat_shaders = rq_vk_cm_built();
 }
 
 static VkResult physical_devices(VkInstance inst, VkPhysicalDevice *pd, uint32_t *n)
@@ -217,7 +237,7 @@ ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint3
     if (r != VK_SUCCESS)
         st = rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
     for (uint32_t i = 0; !st && i < n && i < cap; i++)
-        fill_info(pd[i], &infos[i], true);
+        fill_info(inst, pd[i], &infos[i], true);
     if (!st)
         *count = n;
     vkDestroyInstance(inst, NULL);
@@ -238,7 +258,7 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
         return ROPEQK_ERR_NO_DEVICE;
     }
     ropeqk_vulkan_device_info info;
-    fill_info(vk->phys, &info, false);
+    fill_info(vk->instance, vk->phys, &info, false);
     snprintf(ctx->device_desc, sizeof ctx->device_desc, "%.100s (Vulkan %u.%u, %.120s)", info.name,
              VK_API_VERSION_MAJOR(info.api_version), VK_API_VERSION_MINOR(info.api_version), info.driver);
     snprintf(ctx->dev.name, sizeof ctx->dev.name, "%.127s", info.name);
@@ -248,6 +268,8 @@ static ropeqk_status vk_finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
     ctx->dev.max_wg = vk->props.limits.maxComputeWorkGroupInvocations;
     ctx->dev.local_mem = vk->props.limits.maxComputeSharedMemorySize;
     ropeqk_status st = rq_ctx_configure(ctx, tuning);
+    if (!st)
+        st = rq_vk_timeout_from_env(&vk->timeout_ns);
     if (st)
         return st;
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -333,15 +355,40 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->qfam,
                                    .queueCount = 1, .pQueuePriorities = &prio};
     VkPhysicalDeviceTimelineSemaphoreFeatures tl; /* the neutral run API's events (vk_submit.c) */
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                              .pQueueCreateInfos = &qci, .enabledExtensionCount = N_REQUIRED,
-                              .ppEnabledExtensionNames = required_ext,
-                              .pNext = rq_vk_timeline_chain(vk->phys, &tl, NULL)};
-    vk->timeline = dci.pNext == &tl;
+    void *chain = rq_vk_timeline_chain(vk->phys, &tl, NULL);
+    vk->timeline = chain == &tl;
+    /* the tensor-core path's extensions and features where the device has them all (vk_cm_dev.c; its
+     * VkPhysicalDeviceVulkan12Features carries timelineSemaphore, as the promoted structure must not be
+     * chained beside it); a device that refuses them is created again without */
+    rq_vk_cm_setup cms;
+    if ((st = rq_vk_cm_setup_device(vk->instance, vk->phys, &cms)))
+        return st;
+    if (cms.enable) {
+        cms.f12.timelineSemaphore = vk->timeline ? VK_TRUE : VK_FALSE;
+        chain = &cms.f11;
+    }
+    const char *ext[N_REQUIRED + 2];
+    memcpy(ext, required_ext, sizeof required_ext);
+    for (uint32_t i = 0; cms.enable && i < cms.n_ext; i++)
+        ext[N_REQUIRED + i] = cms.ext[i];
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = chain,
+                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = N_REQUIRED + (cms.enable ? cms.n_ext : 0),
+                              .ppEnabledExtensionNames = ext};
     r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
+    if (r != VK_SUCCESS && cms.enable) {
+        snprintf(cms.why, sizeof cms.why, "vkCreateDevice with its features failed (%s)",
+                 rq_vk_result_name(r) ? rq_vk_result_name(r) : "?");
+        cms.enable = false;
+        dci.pNext = vk->timeline ? (void *)&tl : NULL;
+        dci.enabledExtensionCount = N_REQUIRED;
+        r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
+    }
     if (r != VK_SUCCESS)
         return rq_vk_fail(NULL, r, "vkCreateDevice");
     vkGetDeviceQueue(vk->device, vk->qfam, 0, &vk->queue);
+    if ((st = rq_vk_cm_caps_fill(ctx, &cms)))
+        return st;
     return vk_finish(ctx, tuning);
 }
 
@@ -364,7 +411,9 @@ ropeqk_status ropeqk_vulkan_ctx_create(const ropeqk_vulkan_ctx_params *params, r
         vk->queue = params->queue;
         vk->qfam = params->queue_family;
         vk->timeline = params->timeline_semaphore == 1;
-        st = vk_finish(ctx, &params->tuning);
+        st = rq_vk_cm_caps_fill(ctx, NULL); /* not taken: the device's features are the caller's */
+        if (!st)
+            st = vk_finish(ctx, &params->tuning);
     }
     if (st) {
         rq_ctx_free(ctx);
@@ -378,12 +427,26 @@ void rq_vk_close(ropeqk_ctx *ctx)
 {
     struct rq_vk_ctx *vk = rq_vk(ctx);
     if (vk) {
-        if (vk->device) {
+        /* our host calls are done, unless one timed out (rq_vk_settle waits for it, bounded: on a
+         * hung device the objects are leaked, not destroyed in use, and nothing waits forever);
+         * recorded plans are the caller's */
+        bool idle = true;
+        if (vk->device && vk->fence) {
             if (vk->qlock_ok)
                 pthread_mutex_lock(&vk->qlock);
-            vkQueueWaitIdle(vk->queue); /* our host calls are done; recorded plans are the caller's */
+            idle = rq_vk_settle(ctx);
             if (vk->qlock_ok)
                 pthread_mutex_unlock(&vk->qlock);
+        }
+        /* the neutral run API's submissions (vk_submit.c): waited for on its timeline, bounded the
+         * same way, before its pool and semaphore go */
+        if (idle && vk->device && vk->runq) {
+            uint64_t last = 0;
+            VkSemaphore tl = rq_vk_timeline(ctx, &last);
+            uint64_t ns = vk->timeout_ns > 10000000000u ? vk->timeout_ns : 10000000000u;
+            idle = rq_vk_wait_value(ctx, tl, last, ns) == ROPEQK_SUCCESS;
+        }
+        if (vk->device && idle) {
             rq_vk_runq_free(ctx);
             rq_vk_pipes_free(ctx);
             rq_vk_buf_free(ctx, &vk->dummy);
@@ -394,7 +457,7 @@ void rq_vk_close(ropeqk_ctx *ctx)
             if (vk->own)
                 vkDestroyDevice(vk->device, NULL);
         }
-        if (vk->own && vk->instance) {
+        if (vk->own && vk->instance && idle) {
             if (vk->messenger) {
                 PFN_vkDestroyDebugUtilsMessengerEXT f = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
                     vk->instance, "vkDestroyDebugUtilsMessengerEXT");
@@ -405,6 +468,7 @@ void rq_vk_close(ropeqk_ctx *ctx)
         }
         if (vk->qlock_ok)
             pthread_mutex_destroy(&vk->qlock);
+        free(vk->dead);
         free(vk);
         ctx->impl = NULL;
     }

@@ -38,7 +38,7 @@ long long rq_vk_dense_decode_runs(void)
     return atomic_load(&dense_runs);
 }
 
-ropeqk_status rq_vk_dense_init(ropeqk_plan *pl)
+ropeqk_status rq_vk_dense_init(ropeqk_plan *pl, const float *vfreq4)
 {
     const rq_problem *pb = &pl->pb;
     if (pl->op != ROPEQK_OP_ATTENTION || pb->mrope || pb->Sq > pl->ctx->tune.dense_rows)
@@ -51,7 +51,7 @@ ropeqk_status rq_vk_dense_init(ropeqk_plan *pl)
     const int64_t P = RQ_DENSE_PAGE, n = pb->B * pb->Sq, maxp = (pb->Sk + P - 1) / P;
     /* the metadata: 4 n + 1 ints and every row's pages at most */
     ropeqk_status st =
-        rq_vkpg_setup(pl, pg, P, maxp, n, 4 * n + 1 + n * maxp, "ropeqk_plan_create (dense decode, Vulkan)");
+        rq_vkpg_setup(pl, pg, P, maxp, n, 4 * n + 1 + n * maxp, vfreq4, "ropeqk_plan_create (dense decode, Vulkan)");
     if (st == ROPEQK_ERR_TOO_LARGE) { /* the decode shaders cannot run this shape: the old path serves */
         rq_vk_paged_free(pl);
         return ROPEQK_SUCCESS;
@@ -73,8 +73,20 @@ ropeqk_status rq_vk_dense_record(ropeqk_plan *pl, VkCommandBuffer cmd, const rop
     if (!rq_dense_view_pages(pl, Sk, &X, &Y, &ks, &vs))
         return ROPEQK_SUCCESS;
     bool qarr = a->q_pos.buf != VK_NULL_HANDLE;
+    size_t qes = ropeqk_dtype_size(q->dtype), kes = ropeqk_dtype_size(k->dtype);
+    size_t ves = ropeqk_dtype_size(v->dtype), oes = ropeqk_dtype_size(o->dtype);
+    const uint32_t knb[3] = {(uint32_t)(ks / (int64_t)kes), (uint32_t)(k->nb[1] / kes), (uint32_t)(k->nb[2] / kes)};
+    const uint32_t vnb[3] = {(uint32_t)(vs / (int64_t)ves), (uint32_t)(v->nb[1] / ves), (uint32_t)(v->nb[2] / ves)};
+    /* the fast pass 1 serves a batch entry's rows together: rows b * Sq + i sharing one page list
+     * (src/core/dense_pages.c); not with a q position array (rotate.comp copies it into the metadata
+     * in the other order) */
+    int fast = 0;
+    bool grouped = !qarr && rq_vkpf_call_ok(pl, a->k.offset, knb, a->v.offset, vnb);
     rq_paged_meta meta;
-    ropeqk_status st = rq_dense_meta(pl, Sk, q_off, k_off, qarr, X, Y, &meta);
+    ropeqk_status st = grouped ? rq_dense_meta_grouped(pl, Sk, q_off, k_off, qarr, X, Y, &meta)
+                               : rq_dense_meta(pl, Sk, q_off, k_off, qarr, X, Y, &meta);
+    if (!st && grouped && (st = rq_vkpf_groups(pl, &meta, &fast)))
+        free(meta.v);
     if (st == ROPEQK_ERR_TOO_LARGE)
         return ROPEQK_SUCCESS;
     if (st)
@@ -83,8 +95,6 @@ ropeqk_status rq_vk_dense_record(ropeqk_plan *pl, VkCommandBuffer cmd, const rop
         free(meta.v);
         return ROPEQK_SUCCESS;
     }
-    size_t qes = ropeqk_dtype_size(q->dtype), kes = ropeqk_dtype_size(k->dtype);
-    size_t ves = ropeqk_dtype_size(v->dtype), oes = ropeqk_dtype_size(o->dtype);
     ropeqk_tensor kt = *k, vt = *v; /* a decode plan uses the first Sk keys of its K and V */
     kt.ne[2] = vt.ne[2] = Sk;
     ropeqk_vulkan_mem none = {0};
@@ -96,20 +106,21 @@ ropeqk_status rq_vk_dense_record(ropeqk_plan *pl, VkCommandBuffer cmd, const rop
             .pos_off = 0, .H = (int32_t)pb->Hq, .BH = (int32_t)(B * pb->Hq), .S = (int32_t)pb->Sq,
             .D = (int32_t)pb->D, .R = (int32_t)pb->R, .lay = pb->layout, .use_pos = qarr, .pos_base = (int32_t)q_off,
             .rot_mul = (float)pb->attn, .out_mul = (float)pb->scale, .rot_off = (int32_t)pb->rot_off,
-            .d_b = (uint32_t)pb->D, .d_h = (uint32_t)(n * pb->D), .d_row = (uint32_t)(B * pb->D),
+            .d_b = (uint32_t)(grouped ? pb->Sq * pb->D : pb->D), .d_h = (uint32_t)(n * pb->D),
+            .d_row = (uint32_t)(grouped ? pb->D : B * pb->D),
             .pd_nbat = qarr ? (int32_t)B : 0,
         },
         .pos = qarr ? a->q_pos : none, .pos_bytes = (VkDeviceSize)pb->Sq * 4,
         .k = a->k, .v = a->v, .k_scale = none, .v_scale = none,
         .k_extent = ropeqk_tensor_extent(&kt), .v_extent = ropeqk_tensor_extent(&vt),
-        .knb = {(uint32_t)(ks / (int64_t)kes), (uint32_t)(k->nb[1] / kes), (uint32_t)(k->nb[2] / kes)},
-        .vnb = {(uint32_t)(vs / (int64_t)ves), (uint32_t)(v->nb[1] / ves), (uint32_t)(v->nb[2] / ves)},
+        .knb = {knb[0], knb[1], knb[2]}, .vnb = {vnb[0], vnb[1], vnb[2]},
         .out = a->out, .lse = a->lse, .out_extent = ropeqk_tensor_extent(o),
         .lse_extent = pl->with_lse ? ropeqk_tensor_extent(ls) : 0,
-        .onb = {(uint32_t)(o->nb[0] / oes), (uint32_t)(o->nb[1] / oes), (uint32_t)(o->nb[2] / oes),
-                (uint32_t)(o->nb[3] / oes)},
-        .lnb = {(uint32_t)(ls->nb[0] / 4), (uint32_t)(ls->nb[1] / 4), (uint32_t)(ls->nb[2] / 4)},
-        .nbat = B, .page_size = RQ_DENSE_PAGE,
+        /* sequence s's out row: (s % nbat) onb[0] + (s / nbat) onb[2]; grouped: s = b * Sq + i */
+        .onb = {(uint32_t)(o->nb[grouped ? 2 : 0] / oes), (uint32_t)(o->nb[1] / oes),
+                (uint32_t)(o->nb[grouped ? 0 : 2] / oes), (uint32_t)(o->nb[3] / oes)},
+        .lnb = {(uint32_t)(ls->nb[grouped ? 2 : 0] / 4), (uint32_t)(ls->nb[1] / 4), (uint32_t)(ls->nb[grouped ? 0 : 2] / 4)},
+        .nbat = grouped ? pb->Sq : B, .page_size = RQ_DENSE_PAGE, .fast = fast,
     };
     st = rq_vkpg_record_run(pl, cmd, &L, &meta, "ropeqk_vulkan_plan_record (dense decode)");
     free(meta.v);

@@ -3,6 +3,7 @@
  * downloads), one submit, a fence wait. Also warmup and the tuner's timed runs. */
 #include "vk.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -61,7 +62,10 @@ static ropeqk_status host_run(ropeqk_plan *pl, host_io *io, int n, record_fn rec
                 }
             rq_vk_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
                           VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
-            st = rq_vk_cmd_submit(ctx, cmd);
+            char what[96];
+            snprintf(what, sizeof what, "host call of a %s plan", pl->op == ROPEQK_OP_SCORES ? "scores"
+                                                                : pl->op == ROPEQK_OP_ATTENTION ? "attention" : "paged");
+            st = rq_vk_cmd_submit(ctx, cmd, what);
         } else {
             vkEndCommandBuffer(cmd);
             vkFreeCommandBuffers(rq_vk(ctx)->device, rq_vk(ctx)->pool, 1, &cmd);
@@ -160,7 +164,7 @@ ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds)
                 st = ropeqk_vulkan_plan_record(pl, cmd, &a, NULL);
             }
             if (!st) {
-                st = rq_vk_cmd_submit(ctx, cmd);
+                st = rq_vk_cmd_submit(ctx, cmd, r < 0 ? "tuner: input fill" : "tuner: timed run");
             } else {
                 vkEndCommandBuffer(cmd);
                 vkFreeCommandBuffers(rq_vk(ctx)->device, rq_vk(ctx)->pool, 1, &cmd);

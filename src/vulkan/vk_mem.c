@@ -1,6 +1,9 @@
 /* Buffers, one-time command buffers and barriers of the Vulkan backend. */
+#include "../core/run.h"
 #include "vk.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A memory type allowed by `bits` with all of `want`, or -1. */
@@ -55,6 +58,16 @@ void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b)
 {
     if (!ctx || !ctx->impl || !b)
         return;
+    struct rq_vk_ctx *vk = rq_vk(ctx);
+    if (vk->stuck) { /* a timed-out submit may still use it: destroyed once that completes */
+        rq_vk_buf *d = b->buf ? realloc(vk->dead, (vk->ndead + 1) * sizeof *d) : NULL;
+        if (d) { /* else leaked (out of host memory), never destroyed in use */
+            vk->dead = d;
+            d[vk->ndead++] = *b;
+        }
+        memset(b, 0, sizeof *b);
+        return;
+    }
     VkDevice d = rq_vk(ctx)->device;
     if (b->map)
         vkUnmapMemory(d, b->mem);
@@ -65,10 +78,34 @@ void rq_vk_buf_free(ropeqk_ctx *ctx, rq_vk_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+/* Fence waits: the library's bound for its blocking waits, ROPEQK_WAIT_TIMEOUT_MS (default 300 s:
+ * src/core/buffer.c's rq_wait_bound), read at context creation. A host call on a GPU takes
+ * milliseconds; on lavapipe (a CPU) the longest single submit of the suite takes seconds. The suite
+ * sets 120 s for Vulkan (tests/meson.build): a hung dispatch fails its test, named, instead of
+ * hanging the suite (issue 30: on an H200 the Vulkan suites had not finished after 228 s, and no one
+ * could tell whether one hung). */
+ropeqk_status rq_vk_timeout_from_env(uint64_t *ns)
+{
+    return rq_wait_bound(ns);
+}
+
+/* A context whose earlier submit timed out takes no more work (its fence and pool are in use). */
+static ropeqk_status refuse_stuck(ropeqk_ctx *ctx)
+{
+    struct rq_vk_ctx *vk = rq_vk(ctx);
+    atomic_store(&ctx->last_err, (int32_t)VK_TIMEOUT);
+    rq_set_error("Vulkan context unusable: an earlier dispatch (%s) did not complete within %llu ms "
+                 "(ROPEQK_WAIT_TIMEOUT_MS); destroy the context", vk->stuck_what,
+                 (unsigned long long)(vk->timeout_ns / 1000000u));
+    return ROPEQK_ERR_TIMEOUT;
+}
+
 ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd)
 {
     struct rq_vk_ctx *vk = rq_vk(ctx);
     *cmd = VK_NULL_HANDLE;
+    if (vk->stuck)
+        return refuse_stuck(ctx);
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                       .commandPool = vk->pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                       .commandBufferCount = 1};
@@ -88,18 +125,32 @@ ropeqk_status rq_vk_cmd_begin(ropeqk_ctx *ctx, VkCommandBuffer *cmd)
     return ROPEQK_SUCCESS;
 }
 
-ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd)
+ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd, const char *dispatch)
 {
     struct rq_vk_ctx *vk = rq_vk(ctx);
     VkResult r = vkEndCommandBuffer(cmd);
     const char *what = "vkEndCommandBuffer";
+    char msg[256];
     if (r == VK_SUCCESS) {
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
         what = "vkQueueSubmit";
         r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
         if (r == VK_SUCCESS) {
-            what = "vkWaitForFences";
-            r = vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+            r = vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, vk->timeout_ns);
+            snprintf(msg, sizeof msg, "vkWaitForFences (%s)", dispatch);
+            what = msg;
+            if (r == VK_TIMEOUT) { /* still running: keep the buffer and the fence as they are */
+                vk->stuck = cmd;
+                snprintf(vk->stuck_what, sizeof vk->stuck_what, "%s", dispatch);
+                atomic_store(&ctx->last_err, (int32_t)VK_TIMEOUT); /* the backend's code, kept */
+                char head[160];
+                snprintf(head, sizeof head, "Vulkan %s (ROPEQK_WAIT_TIMEOUT_MS)", dispatch);
+                rq_timeout(head, "the dispatch", vk->timeout_ns);
+                char full[400];
+                snprintf(full, sizeof full, "%s; the context refuses further work", ropeqk_last_error());
+                rq_set_error("%s", full);
+                return ROPEQK_ERR_TIMEOUT;
+            }
             VkResult r2 = vkResetFences(vk->device, 1, &vk->fence);
             if (r == VK_SUCCESS)
                 r = r2;
@@ -107,6 +158,29 @@ ropeqk_status rq_vk_cmd_submit(ropeqk_ctx *ctx, VkCommandBuffer cmd)
     }
     vkFreeCommandBuffers(vk->device, vk->pool, 1, &cmd);
     return r == VK_SUCCESS ? ROPEQK_SUCCESS : rq_vk_fail(ctx, r, what);
+}
+
+bool rq_vk_settle(ropeqk_ctx *ctx)
+{
+    struct rq_vk_ctx *vk = rq_vk(ctx);
+    /* at least 10 s: a dispatch that outlived a short limit (the suite's emulation) gets to finish */
+    uint64_t ns = vk->timeout_ns > 10000000000u ? vk->timeout_ns : 10000000000u;
+    if (vk->stuck) { /* the timed-out submit: once more */
+        if (vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, ns) != VK_SUCCESS)
+            return false;
+        vkFreeCommandBuffers(vk->device, vk->pool, 1, &vk->stuck);
+        vk->stuck = VK_NULL_HANDLE;
+        vkResetFences(vk->device, 1, &vk->fence);
+        for (size_t i = 0; i < vk->ndead; i++)
+            rq_vk_buf_free(ctx, &vk->dead[i]);
+        free(vk->dead);
+        vk->dead = NULL;
+        vk->ndead = 0;
+    }
+    /* every other host call waited for its own fence; commands the caller recorded are the caller's
+     * to wait for before it destroys their plans (ropeqk_vulkan.h), so nothing else is waited for:
+     * the former vkQueueWaitIdle here had no time limit */
+    return true;
 }
 
 void rq_vk_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
@@ -134,7 +208,7 @@ ropeqk_status rq_vk_buf_upload(ropeqk_ctx *ctx, const void *data, VkDeviceSize b
     if (!st) {
         VkBufferCopy c = {0, 0, bytes};
         vkCmdCopyBuffer(cmd, stage.buf, b->buf, 1, &c);
-        st = rq_vk_cmd_submit(ctx, cmd);
+        st = rq_vk_cmd_submit(ctx, cmd, "buffer upload");
     }
     pthread_mutex_unlock(&rq_vk(ctx)->qlock);
     rq_vk_buf_free(ctx, &stage);

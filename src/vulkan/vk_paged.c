@@ -70,13 +70,38 @@ static int64_t pg_fixed_trips(int64_t qfloats)
     return 1 /* the sequence loop */ + (qfloats + RQ_VK_PG_WG - 1) / RQ_VK_PG_WG + 1 /* stage Q */ + 1 /* tile exit */;
 }
 
+/* The device's SM count where it reports one (VK_NV_shader_sm_builtins: NVIDIA's GPUs), else 0. */
+static int64_t nv_sm_count(const ropeqk_ctx *ctx)
+{
+    VkPhysicalDevice pd = rq_vk(ctx)->phys;
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return 0;
+    VkExtensionProperties *e = calloc(n, sizeof *e);
+    bool found = false;
+    if (e && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(e[i].extensionName, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) == 0;
+    free(e);
+    if (!found)
+        return 0;
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sm};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    return sm.shaderSMCount;
+}
+
 /* Vulkan has no portable compute-unit count: a CPU device (lavapipe) runs one work-group per core
- * thread, a GPU is taken to have 64 units (a few tasks per unit either way). */
+ * thread; a GPU has its SM count where it reports one (NVIDIA: 132 on an H200), else is taken to have
+ * 64 units (a few tasks per unit either way). */
 static int64_t device_units(const ropeqk_ctx *ctx, bool *gpu)
 {
     *gpu = rq_vk(ctx)->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
-    if (*gpu)
-        return 64;
+    if (*gpu) {
+        int64_t sms = nv_sm_count(ctx);
+        return sms > 0 ? sms : 64;
+    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? n : 1;
 }
@@ -89,7 +114,7 @@ static ropeqk_status too_large(const char *fn, const char *what, uint64_t bytes,
 }
 
 ropeqk_status rq_vkpg_setup(ropeqk_plan *pl, struct rq_vk_paged *pg, int64_t ps, int64_t maxp, int64_t max_seqs,
-                            int64_t meta_ints, const char *fn)
+                            int64_t meta_ints, const float *vfreq4, const char *fn)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
@@ -145,6 +170,8 @@ ropeqk_status rq_vkpg_setup(ropeqk_plan *pl, struct rq_vk_paged *pg, int64_t ps,
         pg->slots = max_seqs * forced;
     uint64_t range = lim->maxStorageBufferRange;
     uint64_t part_bytes = (uint64_t)pg->slots * (uint64_t)(pb->Hq * (pb->Dv + 2)) * 4;
+    if (rq_vkpf_shape_ok(pl)) /* the fast pass 1's row groups: ngroups + 1 <= max_seqs + 1 starts */
+        meta_ints += max_seqs + 1;
     uint64_t meta_bytes = (uint64_t)meta_ints * 4;
     if (part_bytes > range)
         return too_large(fn, "the split scratch", part_bytes, range);
@@ -159,7 +186,7 @@ ropeqk_status rq_vkpg_setup(ropeqk_plan *pl, struct rq_vk_paged *pg, int64_t ps,
         (st = rq_vk_buf_create(ctx, part_bytes, false, 0, &pg->part)) ||
         (st = rq_vk_buf_create(ctx, meta_bytes, false, 0, &pg->meta)))
         return st;
-    return ROPEQK_SUCCESS;
+    return rq_vkpf_setup(pl, pg, vfreq4);
 }
 
 ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
@@ -179,7 +206,8 @@ ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4)
     int64_t max_seqs = pl->q.ne[0]; /* query rows, at most: the kernels' sequences (src/core/paged_rows.c) */
     /* the packed batch: 4 rows + 1 ints and the page lists (a sequence uses each page once) */
     int64_t num_pages = pl->k.ne[0], per_seq = maxp < num_pages ? maxp : num_pages;
-    ropeqk_status st = rq_vkpg_setup(pl, pg, ps, maxp, max_seqs, 4 * max_seqs + 1 + pl->paged.max_seqs * per_seq, fn);
+    ropeqk_status st =
+        rq_vkpg_setup(pl, pg, ps, maxp, max_seqs, 4 * max_seqs + 1 + pl->paged.max_seqs * per_seq, vfreq4, fn);
     if (st)
         return st;
     uint64_t range = rq_vk(ctx)->props.limits.maxStorageBufferRange;
@@ -225,6 +253,7 @@ void rq_vk_paged_free(ropeqk_plan *pl)
     rq_vk_buf_free(pl->ctx, &pg->part);
     rq_vk_buf_free(pl->ctx, &pg->gk);
     rq_vk_buf_free(pl->ctx, &pg->gv);
+    rq_vk_buf_free(pl->ctx, &pg->ftab);
     free(pg);
     rq_vkp(pl)->pg = NULL;
 }
@@ -247,6 +276,14 @@ ropeqk_status rq_vkpg_record_run(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_
     int64_t pps = rq_paged_pages_per_split(pg->target, tasks, meta->max_pages, L->page_size,
                                            pg->min_pages * L->page_size, pg->max_pps);
     int64_t nsplit = (meta->max_pages + pps - 1) / pps, kps = pps * L->page_size;
+    /* the fast pass 1 where the call takes it (its own split; paged.comp where that does not fit) */
+    rq_vkpf_run fr;
+    ropeqk_status fst = L->fast ? rq_vkpf_prepare(pl, L, meta, &fr) : ROPEQK_ERR_TOO_LARGE;
+    if (fst && fst != ROPEQK_ERR_TOO_LARGE)
+        return fst;
+    const bool fast = fst == ROPEQK_SUCCESS;
+    if (fast)
+        nsplit = fr.nsplit, kps = fr.kps;
     if (n * nsplit > pg->slots) { /* cannot happen (the plan's bound); refused rather than overrun */
         rq_set_error("%s: internal: %lld splits exceed the plan's scratch", fn, (long long)(n * nsplit));
         return ROPEQK_ERR_TOO_LARGE;
@@ -314,8 +351,12 @@ ropeqk_status rq_vkpg_record_run(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_
                    rq_vkpg_grid(rp.S), 1);
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-    rq_vk_dispatch(ctx, cmd, pg->pass1, b1, RQ_VK_PG_NBIND, &p1, sizeof p1, (uint32_t)nsplit, (uint32_t)groups,
-                   rq_vkpg_grid(n));
+    if (fast)
+        rq_vk_dispatch(ctx, cmd, fr.pipe, fr.b, RQ_VK_PF_NBIND, &fr.pc, sizeof fr.pc, fr.grid[0], fr.grid[1],
+                       fr.grid[2]);
+    else
+        rq_vk_dispatch(ctx, cmd, pg->pass1, b1, RQ_VK_PG_NBIND, &p1, sizeof p1, (uint32_t)nsplit, (uint32_t)groups,
+                       rq_vkpg_grid(n));
     rq_vk_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
     rq_vk_dispatch(ctx, cmd, pg->combine, bc, 5, &pc, sizeof pc,
@@ -372,6 +413,10 @@ ropeqk_status ropeqk_vulkan_paged_record(ropeqk_plan *pl, VkCommandBuffer cmd, c
         .lnb = {(uint32_t)(ls->nb[0] / 4), (uint32_t)(ls->nb[1] / 4), 0}, .nbat = n > 0 ? n : 1, /* s % nbat = s */
         .page_size = pl->paged.page_size,
     };
+    /* the fast pass 1 where the caches' views allow it: its row groups appended to the metadata */
+    if (rq_vkpf_call_ok(pl, args->k_cache.offset, L.knb, args->v_cache.offset, L.vnb) &&
+        ((st = rq_vkpf_groups(pl, &meta, &L.fast)) || (st = rq_vkpg_meta_fits(pl, &meta, fn))))
+        goto done;
     if ((st = rq_vkpg_record_run(pl, cmd, &L, &meta, fn)))
         goto done;
     if (nchunks > 0)

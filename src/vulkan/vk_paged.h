@@ -24,6 +24,13 @@ struct rq_vk_paged {
     int32_t gpg, ngc, ndvc;     /* query heads per task, query chunks per KV head, V chunks */
     int32_t uc;                 /* rotary units of K staged per chunk (paged.comp's UC) */
     bool sg;                    /* subgroup reductions (paged_sg.spv) */
+    /* the fast pass 1 (vk_paged_fast.c): its pipelines (up to 4 and 8 query vectors), R(delta) table,
+     * table range and keys a split may hold (the loop budget) */
+    bool fast;
+    rq_vk_pipe *fast_pipe[2];
+    rq_vk_buf ftab;
+    int32_t fast_dr;
+    int64_t fast_max_keys;
 };
 
 typedef struct {
@@ -45,13 +52,39 @@ typedef struct {
     size_t out_extent, lse_extent;
     uint32_t onb[4], lnb[3];     /* sequence s's row: (s % nbat) * [0] + (s / nbat) * [2] */
     int64_t nbat, page_size;
+    int fast;                    /* pass 1 in paged_fast<fast>.spv (4 or 8; its row groups appended to the
+                                  * metadata: rq_vkpf_groups), else 0: paged.comp */
 } rq_vkpg_launch;
 
+/* vk_paged_fast.c: the fast pass 1 (glsl/paged_fast.comp). rq_vkpf_shape_ok: the plan's shape fits it;
+ * rq_vkpf_setup: its pipelines, table and loop budget where it fits the device (pg->fast; vfreq4: the
+ * plan's frequencies); rq_vkpf_call_ok: a call's cache views at 16-byte multiples; rq_vkpf_groups: the
+ * metadata's row groups for it (*fm: the shader, 4 or 8; 0 where the groups exceed the grid);
+ * rq_vkpf_prepare: the split, bindings and push constants of a run (ROPEQK_ERR_TOO_LARGE: paged.comp
+ * serves), recorded by rq_vk_dispatch with r->pipe and r->grid. */
+typedef struct {
+    RQ_VK_PF_PC(RQ_VK_FIELD)
+} rq_vkpf_pc;
+typedef struct {
+    rq_vkpf_pc pc;
+    rq_vk_bind b[RQ_VK_PF_NBIND];
+    rq_vk_pipe *pipe;
+    uint32_t grid[3];
+    int64_t nsplit, kps;
+} rq_vkpf_run;
+bool rq_vkpf_shape_ok(const ropeqk_plan *pl);
+ropeqk_status rq_vkpf_setup(ropeqk_plan *pl, struct rq_vk_paged *pg, const float *vfreq4);
+bool rq_vkpf_call_ok(const ropeqk_plan *pl, VkDeviceSize k_off, const uint32_t knb[3], VkDeviceSize v_off,
+                     const uint32_t vnb[3]);
+ropeqk_status rq_vkpf_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm);
+ropeqk_status rq_vkpf_prepare(ropeqk_plan *pl, const rq_vkpg_launch *L, const rq_paged_meta *meta, rq_vkpf_run *r);
+
 /* The shared part of a decode plan's creation (vk_paged.c): the split shape, the loop budget, pass 1
- * and the combine's pipelines, the split scratch and a metadata buffer of meta_ints, for up to
- * max_seqs sequences of up to maxp pages of ps keys. fn names the caller in messages. */
+ * and the combine's pipelines, the split scratch and a metadata buffer of meta_ints (and the fast
+ * pass 1's row groups), for up to max_seqs sequences of up to maxp pages of ps keys; the fast pass 1
+ * (rq_vkpf_setup, from vfreq4). fn names the caller in messages. */
 ropeqk_status rq_vkpg_setup(ropeqk_plan *pl, struct rq_vk_paged *pg, int64_t ps, int64_t maxp, int64_t max_seqs,
-                            int64_t meta_ints, const char *fn);
+                            int64_t meta_ints, const float *vfreq4, const char *fn);
 /* Records a decode (the leading barrier, the metadata, the three shaders) once every binding is
  * checked; nothing recorded on failure. */
 ropeqk_status rq_vkpg_record_run(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_vkpg_launch *L,

@@ -41,6 +41,13 @@ typedef struct {
     RQ_VK_GA_PC(RQ_VK_FIELD)
 } rq_vk_ga_pc;
 _Static_assert(sizeof(rq_vk_ga_pc) <= 128 && sizeof(rq_vk_ga_pc) == 14 * 4, "gather push constants");
+typedef struct {
+    RQ_VK_PF_PC(RQ_VK_FIELD)
+} rq_vk_pf_pc;
+_Static_assert(sizeof(rq_vk_pf_pc) == 128, "paged_fast push constants: the 32 words every device has");
+_Static_assert(RQ_VK_PF_WG == RQ_PFAST_TILE, "paged_fast: the table's tile (src/core/call.h) is the shader's");
+extern const uint32_t rq_spv_paged_fast4[], rq_spv_paged_fast8[];
+extern const size_t rq_spv_paged_fast4_size, rq_spv_paged_fast8_size;
 extern const uint32_t rq_spv_paged[], rq_spv_paged_sg[], rq_spv_paged_combine[], rq_spv_paged_append[],
     rq_spv_paged_append_q8[], rq_spv_paged_gather[];
 extern const size_t rq_spv_paged_size, rq_spv_paged_sg_size, rq_spv_paged_combine_size, rq_spv_paged_append_size,
@@ -56,6 +63,23 @@ extern const size_t rq_spv_attention_size;
 
 extern const uint32_t rq_spv_rotate[], rq_spv_scores[], rq_spv_scores_few[];
 extern const size_t rq_spv_rotate_size, rq_spv_scores_size, rq_spv_scores_few_size;
+/* the tensor-core path (vk_cm.c; glsl/vk_cm.h): the _cm modules are empty (size 0) in a build without
+ * a compiler that takes GL_KHR_cooperative_matrix */
+extern const uint32_t rq_spv_cm_split[], rq_spv_cm_attn_cm[], rq_spv_cm_attn_emu[], rq_spv_cm_scores_cm[],
+    rq_spv_cm_scores_emu[];
+extern const size_t rq_spv_cm_split_size, rq_spv_cm_attn_cm_size, rq_spv_cm_attn_emu_size, rq_spv_cm_scores_cm_size,
+    rq_spv_cm_scores_emu_size;
+typedef struct {
+    RQ_CM_SP_PC(RQ_VK_FIELD)
+} rq_vk_cm_sp_pc;
+typedef struct {
+    RQ_CM_AT_PC(RQ_VK_FIELD)
+} rq_vk_cm_at_pc;
+typedef struct {
+    RQ_CM_SC_PC(RQ_VK_FIELD)
+} rq_vk_cm_sc_pc;
+_Static_assert(sizeof(rq_vk_cm_sp_pc) <= 128 && sizeof(rq_vk_cm_at_pc) <= 128 && sizeof(rq_vk_cm_sc_pc) <= 128,
+               "tensor-core path push constants");
 
 #define RQ_VK_MAX_BIND 11 /* bindings of a shader, at most (attention.comp) */
 _Static_assert(RQ_VK_AT_NBIND <= RQ_VK_MAX_BIND, "bindings");
@@ -78,8 +102,21 @@ static const struct {
     [RQ_VK_SH_PAGED_APPEND_Q8] = {"paged_append_q8", rq_spv_paged_append_q8, &rq_spv_paged_append_q8_size, 4,
                                   sizeof(rq_vk_pq_pc)},
     [RQ_VK_SH_PAGED_GATHER] = {"paged_gather", rq_spv_paged_gather, &rq_spv_paged_gather_size, 4, sizeof(rq_vk_ga_pc)},
+    [RQ_VK_SH_PAGED_FAST4] = {"paged_fast4", rq_spv_paged_fast4, &rq_spv_paged_fast4_size, RQ_VK_PF_NBIND,
+                              sizeof(rq_vk_pf_pc)},
+    [RQ_VK_SH_PAGED_FAST8] = {"paged_fast8", rq_spv_paged_fast8, &rq_spv_paged_fast8_size, RQ_VK_PF_NBIND,
+                              sizeof(rq_vk_pf_pc)},
     [RQ_VK_SH_ATTENTION] = {"attention", rq_spv_attention, &rq_spv_attention_size, RQ_VK_AT_NBIND,
                             sizeof(rq_vk_at_pc)},
+    [RQ_VK_SH_CM_SPLIT] = {"cm_split", rq_spv_cm_split, &rq_spv_cm_split_size, RQ_CM_SP_NBIND, sizeof(rq_vk_cm_sp_pc)},
+    [RQ_VK_SH_CM_ATTN] = {"cm_attn_cm", rq_spv_cm_attn_cm, &rq_spv_cm_attn_cm_size, RQ_CM_AT_NBIND,
+                          sizeof(rq_vk_cm_at_pc)},
+    [RQ_VK_SH_CM_ATTN_EMU] = {"cm_attn_emu", rq_spv_cm_attn_emu, &rq_spv_cm_attn_emu_size, RQ_CM_AT_NBIND,
+                              sizeof(rq_vk_cm_at_pc)},
+    [RQ_VK_SH_CM_SCORES] = {"cm_scores_cm", rq_spv_cm_scores_cm, &rq_spv_cm_scores_cm_size, RQ_CM_SC_NBIND,
+                            sizeof(rq_vk_cm_sc_pc)},
+    [RQ_VK_SH_CM_SCORES_EMU] = {"cm_scores_emu", rq_spv_cm_scores_emu, &rq_spv_cm_scores_emu_size, RQ_CM_SC_NBIND,
+                                sizeof(rq_vk_cm_sc_pc)},
 };
 
 static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)
@@ -97,6 +134,10 @@ static void pipe_free(ropeqk_ctx *ctx, rq_vk_pipe *p)
 static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t spec[RQ_VK_NSPEC], rq_vk_pipe **out)
 {
     VkDevice d = rq_vk(ctx)->device;
+    if (*shaders[sh].size == 0) { /* a module this build could not compile (the cooperative-matrix ones) */
+        rq_set_error("Vulkan shader '%s' is not in this build", shaders[sh].name);
+        return ROPEQK_ERR_BAD_PARAM;
+    }
     rq_vk_pipe *p = calloc(1, sizeof *p);
     if (!p)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
@@ -131,10 +172,16 @@ static ropeqk_status pipe_make(ropeqk_ctx *ctx, rq_vk_shader sh, const int32_t s
         for (uint32_t i = 0; i < RQ_VK_NSPEC; i++)
             me[i] = (VkSpecializationMapEntry){i, i * 4, 4};
         VkSpecializationInfo si = {RQ_VK_NSPEC, me, sizeof p->spec, p->spec};
+        /* the cooperative-matrix shaders' work-groups are sized for a subgroup size (vk_cm_dev.c) */
+        uint32_t sg = rq_vk_cm_pipe_sg(ctx, sh);
+        VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rss = {
+            .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT,
+            .requiredSubgroupSize = sg};
         VkComputePipelineCreateInfo cci = {
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                      .module = mod, .pName = "main", .pSpecializationInfo = &si},
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .pNext = sg ? &rss : NULL,
+                      .flags = sg ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT : 0,
+                      .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main", .pSpecializationInfo = &si},
             .layout = p->layout};
         what = "vkCreateComputePipelines";
         r = vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &cci, NULL, &p->pipeline);

@@ -38,7 +38,9 @@ ropeqk_status rq_vk_plan_init(ropeqk_plan *pl, const float *vfreq4, const double
     }
     if (!st)
         st = rq_vk_rope_init(pl, vfreq4);
-    return st ? st : rq_vk_dense_init(pl); /* after the Qr, frequencies and sinks it shares */
+    if (!st) /* after the Qr, frequencies and sinks they share */
+        st = rq_vk_dense_init(pl, vfreq4);
+    return st ? st : rq_vk_cm_init(pl); /* the tensor-core path where the context takes it (vk_cm.c) */
 }
 
 /* Loop trips of one scores.comp invocation at head dim D, counted as the shader's loops are written
@@ -124,6 +126,7 @@ void rq_vk_plan_free(ropeqk_plan *pl)
     if (!vp)
         return;
     rq_vk_paged_free(pl);
+    rq_vk_cm_free(pl);
     rq_vk_buf_free(pl->ctx, &vp->freq);
     rq_vk_buf_free(pl->ctx, &vp->qr);
     rq_vk_buf_free(pl->ctx, &vp->kr);
@@ -203,6 +206,8 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
 {
     const rq_problem *pb = &pl->pb;
     struct rq_vk_plan *vp = rq_vkp(pl);
+    if (vp->cm) /* the tensor-core path (vk_cm.c) */
+        return rq_vk_cm_record(pl, cmd, a, pb->Sq, Sk, q_off, k_off);
     ropeqk_tensor ot = pl->out;
     ot.ne[3] = Sk;
     size_t o_ext = ropeqk_tensor_extent(&ot);

@@ -41,7 +41,7 @@ void rq_vk_runq_free(ropeqk_ctx *ctx)
     struct rq_vk_runq *q = vk->runq;
     if (!q)
         return;
-    /* the caller waited for the queue (rq_vk_close): every submission has completed */
+    /* the caller waited for the timeline (rq_vk_close, bounded): every submission has completed */
     rq_vk_sub *lists[2] = {q->busy, q->idle};
     for (int i = 0; i < 2; i++)
         for (rq_vk_sub *s = lists[i], *n; s; s = n) {

@@ -215,6 +215,15 @@ Test(attention, check_passes)
         cr_expect_eq(dir_entries(tmp), 1, "--check without --lse writes O only");
         cli_result_free(&r);
         remove(tpath("o.npy"));
+        /* --math fast: the tensor-core path's bound where a device takes it (docs/tensor-cores.md) */
+        const char *fargv[] = {"attention", "--q", ipath("q.npy"), "--k", ipath("k.npy"), "--v", ipath("v.npy"),
+                               "--out", tpath("o.npy"), "--causal", "--check", "--math", "fast",
+                               device ? NULL : "--device", "ref", NULL};
+        r = run(fargv);
+        cr_expect_eq(r.status, 0, "--math fast: stdout: %s\nstderr: %s", r.out, r.err);
+        cr_expect(strstr(r.out, "tolerance 0.002") && strstr(r.out, "PASS"), "--math fast: %s", r.out);
+        cli_result_free(&r);
+        remove(tpath("o.npy"));
     }
 }
 
@@ -240,6 +249,7 @@ Test(attention, usage_errors)
                  NULL);
     expect_error(ARGS("attention", "--q", q, "--k", k, "--v", v, "--out", o, "--frobnicate"), 2, "--frobnicate",
                  NULL);
+    expect_error(ARGS("attention", "--q", q, "--k", k, "--v", v, "--out", o, "--math", "exact"), 2, "--math", NULL);
     cli_result r = run(ARGS("attention", "--help"));
     cr_expect_eq(r.status, 0);
     cr_expect(strstr(r.out, "usage: ropeqk attention") && strstr(r.out, "--v FILE") && strstr(r.out, "--lse FILE") &&

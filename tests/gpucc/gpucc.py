@@ -49,7 +49,7 @@ ROCM_DIRS = ['/usr/lib/x86_64-linux-gnu/amdgcn/bitcode', '/usr/lib/amdgcn/bitcod
 # profile's decode kernels and paged pass 1, the GPU profile's tiled score and decode kernels.
 # paged_attn_gpu is both's (the CPU profile runs it for head dims its vectors do not cover).
 CPU_ONLY = ['qk_decode_f32', 'qk_decode_f16', 'qk_decode_bf16', 'paged_attn_cpu']
-GPU_ONLY = ['qk_scores_tiled', 'qk_decode_gpu_*']
+GPU_ONLY = ['qk_scores_tiled', 'qk_decode_gpu_*', 'paged_attn_fast*']
 
 # The -D knobs each kernel's code reads (cl/*.cl); the others change nothing in it.
 KNOBS = {
@@ -62,7 +62,7 @@ KNOBS = {
     'qk_attention_gpu_*': ['RQ_GA_BM', 'RQ_GA_BN', 'RQ_GA_TK', 'RQ_GA_RB', 'RQ_GA_DV', 'RQ_GA_FALLBACK'],
     'qk_attention_fa2_*': ['RQ_GA_BM', 'RQ_GA_BN', 'RQ_GA_TK', 'RQ_GA_RB', 'RQ_GA_DV'],
     'qk_attention_*': ['RQ_ATQ', 'RQ_AVK', 'RQ_AWG'],
-    'paged_attn_gpu': [], 'paged_attn_cpu': [], 'paged_combine': [], 'paged_append': [],
+    'paged_attn_gpu': [], 'paged_attn_cpu': [], 'paged_combine': [], 'paged_append': [], 'paged_attn_fast*': [],
 }
 
 REG_BUDGET = 128
@@ -83,6 +83,11 @@ KNOWN = {
         'the device builds it, -DRQ_ATTN_FALLBACK=1; the tuner no longer tries it): the CPU kernel\'s '
         'o[ATQ][RQ_ADVMAX_GPU/16] float16 accumulators, 1 KiB a row, indexed at run time, live in private '
         'memory: sm_90 stack 1136 B, gfx90a scratch 1088 B, dg2 private 1024 B',
+    ('paged_attn_fast8 [-]', 'registers'):
+        'gfx90a 136 VGPRs (sm_90 128, gfx1030 113): the fast paged pass 1 for 5..8 query vectors (its fast4 '
+        'sibling, the common decode, holds 124 VGPRs, sm_90 100); eight scores and two float4 blocks of Q per '
+        'key. One P.V instance instead of two (fast4: 147 -> 124) left it at 136, two keys a P.V round at 134; '
+        'AMD is not this kernel\'s measured target (docs/paged-decode-gpu.md)',
     ('qk_scores [TQ=4 VK=16 *]', 'registers'):
         'an environment override only (ROPEQK_VK=16: the CPU shape on a GPU): gfx90a 134 VGPRs (130 before '
         'the soft-capping of the model-family variants)',

@@ -11,9 +11,13 @@
  *   3. the paged KV cache, bf16 caches: appends (paged_append) into shuffled pages, then paged decode
  *      of a ragged batch (rope_rotate_f32, paged_attn_gpu, paged_combine): 72 and 71 tokens (three
  *      key tiles), D 80 with rotary width 72 (two stages of rotation pairs and one of pass-through
- *      dims), Dv 16 (four key lanes).
+ *      dims), Dv 16 (four key lanes); then D 64 (rotary 64, or 48 at offset 8) over 142 and 141
+ *      tokens (two tiles) with Hq 4 (paged_attn_fast4, eight key lanes) and Hq 16 (paged_attn_fast8,
+ *      two head chunks).
  * Each again with the model-family variants (docs/conventions.md section 11): soft-capping, a rotary
- * offset, M-RoPE position arrays (scores, attention), attention sinks (attention, paged decode).
+ * offset, M-RoPE position arrays (scores, attention), attention sinks (attention, paged decode); and
+ * attention with a NaN in V of a key that the causal mask hides from the earlier rows (a tile some
+ * row sees only in part: the GPU kernel's non-finite flag and fix-up, docs/conventions.md section 9).
  * Output: TAP lines without a plan (oclgrind.sh adds its own and the plan). */
 #include <ropeqk_opencl.h>
 
@@ -115,8 +119,11 @@ static void scores(ropeqk_ctx *ctx, const char *what, ropeqk_dtype dt, int64_t H
 }
 
 /* variants: soft-capping, sinks (row 0 of head 0 sees no key), rotary dims [8, 16), M-RoPE arrays */
-static void attention(ropeqk_ctx *ctx, int variants, int64_t D, uint64_t *rng)
+/* mode 0: plain; 1: the variants; 2: plain with V[key 20][dim 3] NaN (rows at positions 20..23 see
+ * it: O NaN there, the others as fp64) */
+static void attention(ropeqk_ctx *ctx, int mode, int64_t D, uint64_t *rng)
 {
+    const int variants = mode == 1;
     const int64_t B = 1, Hq = 2, Hkv = 1, Sq = 20, Sk = 24, Dv = 8;
     ropeqk_params p;
     ropeqk_default_params(&p);
@@ -145,6 +152,8 @@ static void attention(ropeqk_ctx *ctx, int variants, int64_t D, uint64_t *rng)
     fill(qd, ROPEQK_F16, (size_t)(B * Hq * Sq * D), rng);
     fill(kd, ROPEQK_F16, (size_t)(B * Hkv * Sk * D), rng);
     fill(vd, ROPEQK_F16, (size_t)(B * Hkv * Sk * Dv), rng);
+    if (mode == 2)
+        ((uint16_t *)vd)[20 * Dv + 3] = 0x7E00; /* f16 NaN */
     ropeqk_status st = ropeqk_attention(ctx, &p, &q, qd, &k, kd, &v, vd, qp, kp, &o, od, &l, ld);
     check(st == ROPEQK_SUCCESS, "attention D %d%s: %s %s", (int)D, variants ? " (variants)" : "",
           ropeqk_status_string(st), st ? ropeqk_last_error() : "");
@@ -154,9 +163,9 @@ static void attention(ropeqk_ctx *ctx, int variants, int64_t D, uint64_t *rng)
         st = ropeqk_attention_ref(&p, &q, qd, &k, kd, &v, vd, qp, kp, &o64, o64d, &l64, l64d);
         if (!st)
             st = ropeqk_attention_max_error(&v, vd, &o, od, &o64, o64d, &l, ld, &l64, l64d, &err, &lerr, &mism);
-        check(!st && err <= 1e-5 && lerr <= 1e-5 && mism == 0,
+        check(!st && err <= 1e-5 && lerr <= 1e-5 && mism == (mode == 2 ? 4 * Hq : 0),
               "attention D %d%s against fp64: O error %.3g, LSE error %.3g, mismatches %lld", (int)D,
-              variants ? " (variants)" : "", err, lerr, (long long)mism);
+              mode == 1 ? " (variants)" : mode == 2 ? " (NaN in a masked V)" : "", err, lerr, (long long)mism);
     }
     free(qd), free(kd), free(vd), free(od), free(ld), free(o64d), free(l64d), free(qp), free(kp);
 }
@@ -174,16 +183,21 @@ static cl_mem buffer(ropeqk_ctx *ctx, size_t n, const void *data)
 }
 
 /* variants: soft-capping, sinks, rotary dims [8, 80) */
-static void paged(ropeqk_ctx *ctx, int variants, uint64_t *rng)
+/* fast: D 64 (rotary 48 at offset 8 with the variants) and hq query heads: paged_attn_fast4 (hq 4) or
+ * paged_attn_fast8 (hq 16, two chunks of 8 heads); else D 80, rotary 72 (paged_attn_gpu) */
+static void paged(ropeqk_ctx *ctx, int variants, int fast, int hq, uint64_t *rng)
 {
-    enum { NS = 2, PS = 16, MAXP = 5, NP = 11, HQ = 4, HKV = 2, D = 80, DV = 16, CAP = MAXP * PS };
+    enum { NS = 2, PS = 16, MAXP = 10, NP = 21, HQM = 16, HKV = 2, DM = 80, DV = 16, CAP = MAXP * PS };
+    const int HQ = hq, D = fast ? 64 : 80;
     const ropeqk_dtype ct = ROPEQK_BF16;
     ropeqk_params p;
     ropeqk_default_params(&p);
     p.layout = ROPEQK_HALF_SPLIT;
     p.causal = 1;
-    p.rotary_dim = 72;
-    const float sinks[HQ] = {1.0f, -0.5f, 2.0f, 0.0f};
+    p.rotary_dim = fast ? (variants ? 48 : 64) : 72;
+    float sinks[HQM];
+    for (int h = 0; h < HQM; h++)
+        sinks[h] = 0.5f * (float)(h % 4) - 0.5f;
     if (variants)
         p.softcap = 4.0, p.sinks = sinks, p.n_sinks = HQ, p.rotary_offset = 8;
     ropeqk_plan_desc d;
@@ -203,17 +217,18 @@ static void paged(ropeqk_ctx *ctx, int variants, uint64_t *rng)
     if (st)
         return;
     cl_command_queue queue = ropeqk_opencl_queue(ctx);
-    /* the tokens of each sequence in order (host copies), appended in three steps: 70 to both, 1 to
-     * both, 1 to sequence 0 only: lengths 72 and 71, pages shuffled */
-    const int32_t table[NS * MAXP] = {4, 1, 9, 0, 7, 3, 10, 2, 6, 8};
-    const int lens_final[NS] = {72, 71};
+    /* the tokens of each sequence in order (host copies), appended in three steps: 70 (fast: 140, two
+     * tiles of the fast kernel) to both, 1 to both, 1 to sequence 0 only: lengths 72 and 71 (142 and
+     * 141), pages shuffled */
+    const int32_t table[NS * MAXP] = {4, 1, 9, 0, 7, 13, 17, 11, 19, 15, 3, 10, 2, 6, 8, 12, 20, 14, 16, 18};
+    const int first = fast ? 140 : 70, lens_final[NS] = {first + 2, first + 1};
     size_t es = ropeqk_dtype_size(ct);
     uint16_t *kh = xmalloc((size_t)NS * HKV * CAP * D * es), *vh = xmalloc((size_t)NS * HKV * CAP * DV * es);
     fill(kh, ct, (size_t)NS * HKV * CAP * D, rng); /* [s][hk][token][d] */
     fill(vh, ct, (size_t)NS * HKV * CAP * DV, rng);
     cl_mem kc = buffer(ctx, ropeqk_tensor_extent(&d.k), NULL), vc = buffer(ctx, ropeqk_tensor_extent(&d.v), NULL);
     int32_t lens[NS] = {0, 0};
-    const int steps[3][2] = {{70, 2}, {1, 2}, {1, 1}}; /* tokens, sequences */
+    const int steps[3][2] = {{first, 2}, {1, 2}, {1, 1}}; /* tokens, sequences */
     for (int i = 0; i < 3 && !st; i++) {
         int n_new = steps[i][0], ns = steps[i][1];
         ropeqk_tensor kn = ropeqk_tensor_bhsd(ct, ns, HKV, n_new, D), vn = ropeqk_tensor_bhsd(ct, ns, HKV, n_new, DV);
@@ -259,7 +274,7 @@ static void paged(ropeqk_ctx *ctx, int variants, uint64_t *rng)
             ropeqk_tensor v = {ct, {1, HKV, lens[s], DV}, {(int64_t)(HKV * CAP * DV * es), (int64_t)(CAP * DV * es), (int64_t)(DV * es), (int64_t)es}};
             ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, HQ, 1, DV), o64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, HQ, 1, DV);
             ropeqk_tensor l = ropeqk_tensor_bhsd(ROPEQK_F32, 1, HQ, 1, 1), l64 = ropeqk_tensor_bhsd(ROPEQK_F64, 1, HQ, 1, 1);
-            double o64d[HQ * DV], l64d[HQ], err = 0, lerr = 0;
+            double o64d[HQM * DV], l64d[HQM], err = 0, lerr = 0;
             int64_t mism = 0;
             const uint16_t *ks = kh + (size_t)s * HKV * CAP * D, *vs = vh + (size_t)s * HKV * CAP * DV;
             ropeqk_status r = ropeqk_attention_ref(&ps, &q, qh + s * HQ * D, &k, ks, &v, vs, NULL, NULL, &o64, o64d, &l64, l64d);
@@ -267,8 +282,8 @@ static void paged(ropeqk_ctx *ctx, int variants, uint64_t *rng)
                 r = ropeqk_attention_max_error(&v, vs, &o, oh + s * HQ * DV, &o64, o64d, &l, lh + s * HQ, &l64, l64d, &err,
                                                &lerr, &mism);
             check(!r && err <= 1e-5 && lerr <= 1e-5 && mism == 0 && lens[s] == lens_final[s],
-                  "paged decode, sequence %d (%d tokens) against fp64: O error %.3g, LSE error %.3g, mismatches %lld", s,
-                  lens[s], err, lerr, (long long)mism);
+                  "paged decode%s, Hq %d, sequence %d (%d tokens) against fp64: O error %.3g, LSE error %.3g, "
+                  "mismatches %lld", fast ? " (fast pass 1)" : "", HQ, s, lens[s], err, lerr, (long long)mism);
         }
         clReleaseMemObject(qb), clReleaseMemObject(ob), clReleaseMemObject(lb);
         free(qh), free(oh), free(lh);
@@ -299,10 +314,14 @@ int main(void)
     scores(ctx, "decode shape, qk_scores, variants", ROPEQK_F32, 4, 1, 70, 0, 0, 1, &rng);
     attention(ctx, 0, 16, &rng); /* qk_attention_fa2_f16 */
     attention(ctx, 1, 16, &rng);
+    attention(ctx, 2, 16, &rng);
     attention(ctx, 0, 20, &rng); /* D not a multiple of its step: qk_attention_gpu_f16 (-DRQ_GA_FALLBACK) */
     attention(ctx, 1, 20, &rng);
-    paged(ctx, 0, &rng);
-    paged(ctx, 1, &rng);
+    attention(ctx, 2, 20, &rng);
+    paged(ctx, 0, 0, 4, &rng);
+    paged(ctx, 1, 0, 4, &rng);
+    paged(ctx, 0, 1, 4, &rng);  /* paged_attn_fast4 */
+    paged(ctx, 1, 1, 16, &rng); /* paged_attn_fast8, two head chunks, variants */
     ropeqk_ctx_destroy(ctx);
     /* the GPU profile's decode kernel (cl/decode_gpu.cl), off by default, and its attention with the
      * GPU attention kernel off: the fallback qk_attention_* of devices without room for it */
