@@ -201,6 +201,7 @@ def attention(c, dtype, S, H, D, pass_bytes=64 << 20, prog='gpu'):
             'for (int u0 = 0; u0 < nk; u0 += RQ_GA_TK)': bn / tk,
             'for (int u = ty; u < RQ_GA_TK; u += RQ_GA_TY)': tk / (bm // rb),
             'for (int t = 0; t < RQ_GA_TX / 4; t++)#2': bn // 16,
+            'RQ_GA_NF_FIX(': 0,  # the non-finite V fix-up: finite inputs never run it
         }, dram=(n * H * D * 4) + S * H * D * 4 + S * H * D * es + n * H * D * es,
             unit=('64x64 score tile', blocks * H * tiles * bm * bn / 4096), hot='for (int j0 = 0; j0 < Sk; j0 += RQ_GA_BN)',
             uniform=False, note='pass %d: rows %d..%d, %.1f key tiles per block' % (p + 1, q0, q0 + n - 1, tiles)))

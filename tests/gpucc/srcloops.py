@@ -189,6 +189,29 @@ def branches(text, name):
     return r[1] if r else None
 
 
+def loop_macros(text):
+    """Names of the statement macros (#define NAME(...), no kernel inside) whose body holds a rolled
+    loop (a for / while / do not under a plain `unroll` pragma): their invocation is a line of the
+    kernel holding whole loops, whose SASS carries that one line (RQ_GA_NF_FIX, cl/attention_gpu.cl)."""
+    out, lines, i = set(), text.split('\n'), 0
+    while i < len(lines):
+        m = _DEF.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        j, body = i, []
+        while lines[j].rstrip().endswith('\\') and j + 1 < len(lines):
+            j += 1
+            body.append(lines[j])
+        joined = '\n'.join(body)
+        if not re.search(r'\b(__kernel|kernel)\b', joined):
+            heads = re.findall(r'(_Pragma\("unroll(?: \d+)?"\)\s*)?\b(for|while|do)\b\s*[({]', joined)
+            if any(not p or 'unroll 1' in p for p, _ in heads):
+                out.add(m.group(1))
+        i = j + 1
+    return out
+
+
 def _parse(text, name):
     toks = tokens(text)
     kb = kernel_body(toks, name)
@@ -196,6 +219,7 @@ def _parse(text, name):
         return None
     lines = text.split('\n')
     found, ifs = [], []
+    lmac = loop_macros(text)
 
     def stmt(i, end, parent):
         """Parses the statement at toks[i]; returns the index after it."""
@@ -247,6 +271,18 @@ def _parse(text, name):
             return e
         if t == 'else':
             return stmt(i + 1, end, parent)
+        if t in lmac and i + 1 <= end and toks[i + 1][0] == '(':
+            # a loop macro's invocation: one loop on its line (its nested loops share the line)
+            lp = SrcLoop(toks[i][1], parent)
+            lp.text = ' '.join(lines[lp.head - 1].split())
+            found.append(lp)
+            if parent:
+                parent.children.append(lp)
+            e = _match(toks, i + 1) + 1
+            if e <= end and toks[e][0] == ';':
+                e += 1
+            lp.last = toks[e - 1][1]
+            return e
         j = i
         while j <= end and toks[j][0] != ';':
             if toks[j][0] in _OPEN:
