@@ -83,6 +83,9 @@ KNOWN = {
         'the device builds it, -DRQ_ATTN_FALLBACK=1; the tuner no longer tries it): the CPU kernel\'s '
         'o[ATQ][RQ_ADVMAX_GPU/16] float16 accumulators, 1 KiB a row, indexed at run time, live in private '
         'memory: sm_90 stack 1136 B, gfx90a scratch 1088 B, dg2 private 1024 B',
+    ('paged_attn_fast4 [-]', 'frame'):
+        'sm_80 only: 8 B of stack, 4 B spilled under the program-wide -cl-nv-maxrregcount=128 that '
+        'qk_attention_fa2_* needs on NVIDIA (NV_MAXREG); sm_90, the measured target, takes it without spill',
     ('paged_attn_fast8 [-]', 'registers'):
         'gfx90a 136 VGPRs (sm_90 128, gfx1030 113): the fast paged pass 1 for 5..8 query vectors (its fast4 '
         'sibling, the common decode, holds 124 VGPRs, sm_90 100); eight scores and two float4 blocks of Q per '
