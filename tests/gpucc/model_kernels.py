@@ -25,7 +25,8 @@ class Launch:
         self.kernel, self.program, self.wgs, self.wg = kernel, program, wgs, wg
         self.trips, self.dram, self.unit, self.hot, self.uniform, self.note = trips, dram, unit, hot, uniform, note
         # {snippet of an if line (or 'else:' + snippet): the fraction of its entries that take that
-        # part}: the part's code is counted that many times (else both parts of every branch count)
+        # part}: the part's code is counted that many times (else both parts of every branch count);
+        # '@helper snippet' names an if of an inlined helper function, '@helper' all of it (srcloops.resolve_branch)
         self.branches = branches or {}
 
 
@@ -53,7 +54,7 @@ def rope(c, dtype, rows, bh, D, R=None, what='RoPE pass', tpose=False):
                   note=what)
 
 
-# ---- paged decode (cl/paged_gpu.cl paged_attn_gpu, cl/paged.cl paged_combine) -----------------------
+# ---- paged decode before issue 29 (cl/paged_gpu.cl paged_attn_gpu: today the fallback of fast_decode) --
 
 def paged_split(tasks, longest_pages, page_size, min_keys=256):
     """src/core/paged_call.c rq_paged_pages_per_split with src/opencl/paged.c's GPU arguments."""
@@ -107,6 +108,107 @@ def paged_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=Fal
         'for (int r = 0; r < kq - 1; r++)': kq - 1,
     }, dram=kv + part, unit=('key x KV head', n * tokens * hkv), hot='for (int t0 = jbeg; t0 < jend; t0 += RQ_PTK)',
         note='%d splits of %d keys, %d head groups, %d rows' % (nsplit, kps, groups, n))
+    rows = n * hq
+    comb = Launch('paged_combine', 'gpu', cdiv(D, c['RQ_PCWG']) * rows, c['RQ_PCWG'], {
+        'M = fmax(M, ml[2 * i])': nsplit,
+        'o = fma(part[(r0 + i) * a.Dv + dv], w, o)': nsplit,
+    }, dram=part + rows * D * 4, unit=('row', rows), note='%d splits' % nsplit)
+    q = rope(c, 'f16' if dense else 'f32', n, hq, D, what='Q rotation')
+    return [q, p1, comb]
+
+
+# ---- the GPU profile's decode today (cl/paged_fast.cl, cl/paged_fast_task.tpl.cl paged_attn_fast4/8) --
+
+def fast_dtype(dt):
+    """Branch weights of the fast kernel's K and V loads (cl/paged_fast.cl rq_fast_ld, rq_fast_ld4,
+    rq_fast_q8, inlined: the cache's dtype is a run-time argument, uniform) for caches of dtype dt:
+    only that dtype's code counts."""
+    order = ['F16', 'BF16', 'F32']
+    w = {}
+    for fn in ('rq_fast_ld', 'rq_fast_ld4'):
+        for d in order[:order.index(dt) if dt in order else 3]:
+            w['@%s if (dt == RQ_DT_%s)' % (fn, d)] = 0                     # the dtypes before it
+        if dt in order:
+            w['else:@%s if (dt == RQ_DT_%s)' % (fn, dt)] = 0               # and after it (returns)
+    if dt in order:
+        w['@rq_fast_q8'] = 0
+    else:  # an 8-bit cache: rq_fast_q8's own branches
+        w['else:@rq_fast_q8 if (dt == RQ_DT_I8)' if dt == 'I8' else '@rq_fast_q8 if (dt == RQ_DT_I8)'] = 0
+    return w
+
+
+def fast_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=False):
+    """A decode call as the GPU profile makes it where the fast pass 1 takes the shape (D = Dv = R, full
+    interleaved rotary, no soft-capping, no window): Q's rotation, paged_attn_fast4 or _fast8,
+    paged_combine (src/opencl/paged.c rq_paged_run with src/opencl/paged_fast.c rq_pfast_geometry).
+    Paged: `n` sequences of one row and `tokens` keys each (pages of `page`); dense: one batch entry
+    of Sq = `n` rows at the end of `tokens` keys (src/opencl/dense.c: pages of RQ_DENSE_PAGE 64, the
+    rows sharing one page list, grouped: rq_pfast_groups)."""
+    G = hq // hkv
+    wg, warps = c['RQ_FWG'], c['RQ_FWG'] // 32
+    # rq_pfast_groups / rq_pfast_rows: the longest run of rows sharing a page list (a dense call's Sq
+    # rows, up to RQ_FM), the kernel for G x that many query vectors, rows per group
+    most = min(n, c['RQ_FM']) if dense else 1
+    cap = 8 if 8 * D <= c['RQ_FQF'] else 4
+    fm = 4 if G * most <= 4 or cap == 4 else 8
+    gpg = min(G, fm)
+    rpg = fm // gpg
+    ngroups = cdiv(n, rpg) if dense else n
+    nr = min(rpg, n) if dense else 1
+    M = nr * gpg
+    nmb = cdiv(M, 4)
+    # rq_pfast_geometry: head chunks, V chunks, the split (whole tiles where the page size divides one)
+    ngc = cdiv(G, gpg)
+    dvch = min(D, wg // cdiv(fm, 4) * c['RQ_FVD'])
+    ndvc = cdiv(D, dvch)
+    tasks = ngroups * hkv * ngc * ndvc
+    pages = cdiv(tokens, page)
+    want = cdiv(SMS * c['RQ_FSPLITS'], tasks)
+    pps = max(cdiv(pages, want), cdiv(wg, page))
+    if wg % page == 0:
+        tp = cdiv(wg, page)
+        pps = cdiv(pps, tp) * tp
+    nsplit, kps = cdiv(pages, pps), pps * page
+    tiles = sum(cdiv(min(kps, tokens - s * kps), wg) for s in range(nsplit)) / nsplit
+    R = D
+    dr = 32 if R <= 128 else 16  # rq_pfast_dr
+    cells = nmb * (min(dvch, D) // c['RQ_FVD'])
+    KL = wg // cells
+    kern = 'paged_attn_fast%d' % fm
+    # DRAM: K and V once (a dense call's row groups read the same keys at the same time, adjacent in
+    # the grid: L2 serves all but the first), 8-bit scales, the partial outputs; Q and the R(delta)
+    # table (16 KiB, 17 KiB) are re-read by every work-group from L2
+    seqs = 1 if dense else n
+    kv = seqs * tokens * hkv * 2 * (D * kv_es + (4 if q8 else 0))
+    part = n * hq * nsplit * (D + 2) * 4
+    p1 = Launch(kern, 'gpu', ngroups * nsplit * hkv * ngc * ndvc, wg, {
+        'for (int ri = 0; ri < nr; ri++)#1': nr,                            # the group's rows' lengths
+        'for (int e = lid; e < D * 4 * nmb0; e += RQ_FWG)': D * 4 * nmb / wg,  # Q staged once
+        'for (int e = lid; e < (r4 + 1) * a.dr; e += RQ_FWG)': (R // 4 + 1) * dr / wg,  # the R(delta) table
+        'for (int m = lid; m < RQ_FM; m += RQ_FWG)': 1 / warps,
+        'for (int t0 = jbeg; t0 < tci[RQ_FTC_JEND]; t0 += RQ_FWG)': tiles,
+        'for (int ww = 0; ww < RQ_FWG / dr; ww++)': wg // dr,               # anchors: warps with lid < R/2
+        'for (int ri = 0; ri < nr; ri++)#2': nr,                            # a key's mask bits
+        'for (int u = 0; u < nru; u++)': R // 16,                           # the score loop, 16 dims a unit
+        'for (int c = 0; c < npt; c++)': (D - R) // 8,                      # no pass-through dims
+        'for (int m = 0; m < M; m++)#1': 0,                                 # soft-capping: not in the bench
+        'for (int m = 0; m < M; m++)#2': M,                                 # P = e^(S - m) per vector
+        'for (int tt = 0; tt < RQ_FWG; tt += 4)': wg // 4 // 2,             # flagged: unroll 2 (_Pragma), lid < M
+        'for (int m = 0; m < M; m++)#3': M,                                 # flagged: P again
+        'RQ_FAST_PV(': wg / (c['RQ_FPU'] * KL),                            # P.V: RQ_FPU keys of the lane a round
+        'for (int k = 1; k < KL; k++)': KL - 1,                             # key lanes summed (kl == 0)
+    }, dram=kv + part, unit=('key x KV head', tokens * hkv), hot='for (int t0 = jbeg; t0 < tci[RQ_FTC_JEND]; t0 += RQ_FWG)',
+        branches={
+            'if (lid < R / 2) {': min(1.0, cdiv(R // 2, 32) * 32 / wg),     # the anchors' warps
+            'if (a.softcap > 0.0f) {': 0,
+            # the flagged path: the first tile of a split (m = -inf), then only a score past m + 8 (none
+            # in the bench's random data after the first tile)
+            'if (flag[par]) {': 1 / tiles,
+            'if (lid < M) {': 1 / warps,                                    # M <= 32: the first warp
+            'if (kl > 0 && kl < KL) {': (KL - 1) / KL,
+            'if (kl == 0) {': 1 / KL,
+            **fast_dtype('I8' if q8 else {2: 'F16', 4: 'F32'}[kv_es]),
+        }, note='%d row groups of %d, %d splits of %d keys, %d KV heads; KL %d' % (ngroups, nr, nsplit, kps, hkv, KL))
     rows = n * hq
     comb = Launch('paged_combine', 'gpu', cdiv(D, c['RQ_PCWG']) * rows, c['RQ_PCWG'], {
         'M = fmax(M, ml[2 * i])': nsplit,
@@ -248,14 +350,28 @@ def cases(cs):
     default shape), its constants and knobs."""
     c = cs['gpu']
     return [
-        Case('paged-f16', 'paged decode f16, 131072 tokens, Hq 32/Hkv 8, D 128 (--paged 131072)',
+        # the decode as the GPU profile runs it today: paged_attn_fast4 / fast8 (cl/paged_fast.cl, issue 29
+        # part 1): predictions only, no H200 figure yet
+        Case('paged-f16', 'paged decode f16, 131072 tokens, Hq 32/Hkv 8, D 128 (--paged 131072): paged_attn_fast4',
+             fast_decode(c, 131072, 32, 8, 128, 2)),
+        Case('paged-f32', 'paged decode f32 pages, same shape: paged_attn_fast4', fast_decode(c, 131072, 32, 8, 128, 4)),
+        Case('paged-int8', 'paged decode int8 pages, same shape: paged_attn_fast4',
+             fast_decode(c, 131072, 32, 8, 128, 1, q8=True)),
+        Case('dense-sq1', 'dense decode f16, 131072 keys, Sq 1 (--dense-decode 131072): paged_attn_fast4',
+             fast_decode(c, 131072, 32, 8, 128, 2, n=1, page=64, dense=True)),
+        Case('dense-sq8', 'dense decode f16, 131072 keys, Sq 8: paged_attn_fast8 (4 row groups of 2)',
+             fast_decode(c, 131072, 32, 8, 128, 2, n=8, page=64, dense=True)),
+        # the H200's decode figures are of paged_attn_gpu, the pass 1 before the fast kernels (today the
+        # fallback for the shapes they do not take, and ROPEQK_PAGED_FAST=0): they stay with that kernel
+        Case('paged-f16-gpu', 'paged decode f16, the same shape with paged_attn_gpu (ROPEQK_PAGED_FAST=0)',
              paged_decode(c, 131072, 32, 8, 128, 2), 2.34, H200),
-        Case('paged-f32', 'paged decode f32 pages, same shape', paged_decode(c, 131072, 32, 8, 128, 4), 2.25, H200),
-        Case('paged-int8', 'paged decode int8 pages, same shape', paged_decode(c, 131072, 32, 8, 128, 1, q8=True),
-             2.26, H200),
-        Case('dense-sq1', 'dense decode f16, 131072 keys, Sq 1 (--dense-decode 131072)',
+        Case('paged-f32-gpu', 'paged decode f32 pages with paged_attn_gpu', paged_decode(c, 131072, 32, 8, 128, 4),
+             2.25, H200),
+        Case('paged-int8-gpu', 'paged decode int8 pages with paged_attn_gpu',
+             paged_decode(c, 131072, 32, 8, 128, 1, q8=True), 2.26, H200),
+        Case('dense-sq1-gpu', 'dense decode f16, Sq 1, with paged_attn_gpu',
              paged_decode(c, 131072, 32, 8, 128, 2, n=1, page=64, dense=True), 2.38, H200),
-        Case('dense-sq8', 'dense decode f16, 131072 keys, Sq 8',
+        Case('dense-sq8-gpu', 'dense decode f16, Sq 8, with paged_attn_gpu',
              paged_decode(c, 131072, 32, 8, 128, 2, n=8, page=64, dense=True), 23.0, H200),
         # attention: predictions only. The H200's figures (12.3 ms for the call, 8.0 ms of kernel_ms)
         # were of the kernels before issue 29's (two query passes, the old RoPE pass and exp): the
@@ -286,14 +402,19 @@ PART_NAMES = {'last': 'its last kernel: the bench\'s kernel_ms', 'rest': 'the la
 # Today's kernels fail most (issue 29): each is a TODO with the reason; a new kernel that meets its
 # budget gets '' (one line), and the suite then fails if it stops meeting it.
 BUDGETS = [
-    ('paged-f16', 'memory-bound', 'paged_attn_gpu',
-     'TODO paged_attn_gpu (today): latency-bound, 12 waits on loads per P.V round, 25% occupancy'),
-    ('dense-sq1', 'memory-bound', 'paged_attn_gpu',
-     'TODO the dense decode runs paged_attn_gpu (today): not memory-bound'),
+    # the decode's pass 1 today: paged_attn_fast4 (fast_decode); paged_attn_gpu, the fallback, has no budget
+    ('paged-f16', 'memory-bound', 'paged_attn_fast4',
+     'TODO paged_attn_fast4: issue-bound, 0.34 ms against 0.13 ms of DRAM: 158 warp-instructions per key and KV '
+     'head (score units 56, P.V 71 with the run-time dtype branches of its V loads, 30 of them integer), 128 '
+     'registers under the library\'s -cl-nv-maxrregcount=128 (100 without): 4 work-groups per SM, 25%'),
+    ('dense-sq1', 'memory-bound', 'paged_attn_fast4', 'TODO the dense decode runs paged_attn_fast4 as the paged one: '
+     'issue-bound (0.34 ms against 0.13 ms of DRAM)'),
     # qk_attention_fa2_f32: 0.71 (its key-tile loop, nested loops included)
     ('attn-s4096', 'ffma-share 0.7', 'qk_attention_fa2_f32', ''),
-    ('paged-f16', 'time 0.25', '', 'TODO issue 29 target (today: 2.3 ms)'),
-    ('paged-int8', 'time 0.15', '', 'TODO issue 29 target (today: 2.3 ms)'),
+    ('paged-f16', 'time 0.25', '', 'TODO issue 29 target: 0.41 ms predicted with paged_attn_fast4 (issue-bound at '
+     'the fitted issue efficiency 0.48; 0.16 ms of issue at full rate; paged_attn_gpu: 2.3 ms)'),
+    ('paged-int8', 'time 0.15', '', 'TODO issue 29 target: 0.46 ms predicted with paged_attn_fast4 (issue-bound: '
+     'the 8-bit decode adds 25 warp-instructions per key; DRAM 0.065 ms)'),
     ('attn-s4096', 'time 4.0', '',
      'TODO issue 29 target: 6.9 ms predicted at the fitted issue efficiency 0.48, which no kernel can meet '
      '(the FFMA alone of the causal call take 4.3 ms at 0.48; docs/gpu-model.md)'),
