@@ -66,6 +66,8 @@ typedef float rq_f32;
 #define RQ_PAGED_LOCAL_BYTES                                                                       \
     (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + 3 * RQ_PTK + 4 * RQ_PGH + 2 * 256) + 8 * 2 * RQ_PTK)
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
+#define RQ_NV_MAXREG 128 /* registers a work-item at most on NVIDIA's OpenCL (-cl-nv-maxrregcount, GPU profile:
+                          * two work-groups of 256 an SM; src/opencl/tune.c) */
 /* paged_attn_fast (cl/paged_fast.cl, GPU profile; docs/paged-decode-gpu.md has the measurements
  * behind each constant): a work-group of RQ_FWG work-items per (split, KV head + query-head chunk,
  * group of a sequence's rows), tiles of RQ_FWG keys (one per work-item when scoring) */
@@ -120,6 +122,23 @@ typedef float rq_f32;
     ((bm) * (tk) / 4 + (tk) * (bn) / 4 > (tk) * (dv) / 4 ? (bm) * (tk) / 4 + (tk) * (bn) / 4 : (tk) * (dv) / 4)
 #define RQ_GA_LOCAL_BYTES(bm, bn, tk, dv)                                                          \
     ((16 * RQ_GA_STAGE4(bm, bn, tk, dv) + 4 * (bm) * ((bn) + 4) + 2 * (bm) * (bn) + 12 * (bm) + 4 * (bn) + 60 + 15) / 16 * 16)
+/* qk_attention_gpu_*'s shape where a plan cannot run qk_attention_fa2_* (D not a multiple of its step, Dv not of 4):
+ * rows, keys, step, rows per work-item, V dims (the shape it was the default in; cl/program.cl,
+ * src/opencl/attn.c) */
+#define RQ_GA_FB_BM 32
+#define RQ_GA_FB_BN 64
+#define RQ_GA_FB_TK 16
+#define RQ_GA_FB_RB 2
+#define RQ_GA_FB_DV 128
+/* qk_attention_fa2_* (cl/attention_fa2.cl, the register-blocked form of the same shapes): two stage
+ * buffers (each the Q and K tiles of an S step, or aliased the V tile of a P.V step), in float4, and
+ * its local memory in bytes: those, the P tile [key][row] (rows of BM + 4 floats), six output offsets and
+ * strides, the max and the sum partials (BM x BN/4 each), the running max and the correction per row, the range of
+ * key positions each row sees, the keys' positions, four limits, rounded up to 16 (rq_fa_local) */
+#define RQ_FA_STAGE4(bm, bn, tk, dv)                                                               \
+    (2 * ((tk) * ((bm) + 4) / 4 + (tk) * (bn) / 4 > (tk) * (dv) / 4 ? (tk) * ((bm) + 4) / 4 + (tk) * (bn) / 4 : (tk) * (dv) / 4))
+#define RQ_FA_LOCAL_BYTES(bm, bn, tk, dv)                                                          \
+    ((16 * RQ_FA_STAGE4(bm, bn, tk, dv) + 4 * (bn) * ((bm) + 4) + 48 + 2 * (bm) * (bn) + 16 * (bm) + 8 * (bn) + 28 + 15) / 16 * 16)
 #define RQ_DT_F32 0  /* storage types as kernel arguments (the values of ropeqk_dtype) */
 #define RQ_DT_F16 1
 #define RQ_DT_BF16 2

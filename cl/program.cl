@@ -5,8 +5,10 @@
  * scores.cl's helpers. */
 #include "contract.h"
 /* macros only (no code unless used), and first here: a file's text goes where it is first included,
- * and the kernel files below sit inside #if blocks */
+ * and the kernel files below sit inside #if blocks (attention_gpu.cl and attention_fa2.cl both use
+ * softmax_exp.cl, in two branches of one #if) */
 #include "variants.cl"
+#include "softmax_exp.cl"
 /* The kernels of one profile only: the host creates the CPU profile's one-pass decode kernels
  * (qk_decode_f32/f16/bf16, scores.cl) and paged pass 1 in the CPU shape (paged_attn_cpu, paged.cl)
  * on the CPU profile only, and the GPU profile's qk_scores_tiled and qk_decode_gpu_* on the GPU
@@ -40,9 +42,31 @@
     (!(defined(RQ_GA_BM) && RQ_GA_BM > 0) || (defined(RQ_ATTN_FALLBACK) && RQ_ATTN_FALLBACK))
 #include "attention.cl"
 #endif
-/* the GPU profile's attention kernel, only where chosen (-DRQ_GA_BM > 0) */
+/* the GPU profile's attention kernel, only where chosen (-DRQ_GA_BM > 0): the register-blocked form
+ * qk_attention_fa2_* where the host chose it (-DRQ_GA_FA2=1: shapes of 4 or 8 rows per work-item),
+ * else qk_attention_gpu_*. A plan whose head dims the former does not take (D or Dv not a multiple
+ * of 4) builds an attention-only program with -DRQ_GA_FALLBACK=1: qk_attention_gpu_* in its own
+ * default shape (contract.h's RQ_GA_FB_*), not the configured one (src/opencl/attn.c) */
 #if defined(RQ_GA_BM) && RQ_GA_BM > 0 && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN))
+#if defined(RQ_GA_FALLBACK) && RQ_GA_FALLBACK
+#undef RQ_GA_BM
+#undef RQ_GA_BN
+#undef RQ_GA_TK
+#undef RQ_GA_RB
+#undef RQ_GA_DV
+#undef RQ_GA_FA2
+#define RQ_GA_BM RQ_GA_FB_BM
+#define RQ_GA_BN RQ_GA_FB_BN
+#define RQ_GA_TK RQ_GA_FB_TK
+#define RQ_GA_RB RQ_GA_FB_RB
+#define RQ_GA_DV RQ_GA_FB_DV
+#endif
+/* each file included once (cl/embed.py keeps a file's text where it is first included) */
+#if defined(RQ_GA_FA2) && RQ_GA_FA2
+#include "attention_fa2.cl"
+#else
 #include "attention_gpu.cl"
+#endif
 #endif
 #if !defined(RQ_OPS) || (RQ_OPS & RQ_OPS_PAGED)
 #include "paged.cl"

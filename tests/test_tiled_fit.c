@@ -74,19 +74,21 @@ Test(tiled_fit, local_memory_beyond_48k_or_the_device_turns_it_off)
     cr_expect(strstr(t.config_source, "66576 local bytes > 49152"), "%s", t.config_source);
 }
 
-/* The GPU attention kernel's shape against made-up devices (src/opencl/tune.c's fit_gattn): the
- * default (256 work-items, 21696 bytes) fits an H100 and gfx90a's 256 work-items and 64 KiB; a
- * 512-work-item shape is turned off on a device that allows 256; a shape over the device's local
- * memory, or over 48 KiB, too; the tuner skips such candidates (tune_fits). */
-static rq_tuning resolve_attn(size_t max_wg, size_t local_mem, int32_t bm, int32_t bn, int32_t tk, int32_t rb,
-                              int32_t dv)
+/* The GPU attention kernel's shape against made-up devices (src/opencl/tune.c's rq_cl_tuning_base
+ * and fit_gattn): the default, the register-blocked qk_attention_fa2_* (256 work-items, 44112
+ * bytes), fits an H100; AMD's and Intel's platforms get qk_attention_gpu_* in its old default shape
+ * (21696 bytes) and never an fa2 shape from the ladder; a 512-work-item shape steps down on a device
+ * that allows 256; a shape over the device's local memory, or over 48 KiB, too; the tuner skips
+ * such candidates (tune_fits). */
+static rq_tuning resolve_attn_on(const char *platform, size_t max_wg, size_t local_mem, int32_t bm, int32_t bn,
+                                 int32_t tk, int32_t rb, int32_t dv)
 {
     rq_devinfo dev;
     memset(&dev, 0, sizeof dev);
     dev.max_wg = max_wg;
     dev.local_mem = local_mem;
     snprintf(dev.name, sizeof dev.name, "made-up GPU");
-    snprintf(dev.platform, sizeof dev.platform, "made-up platform");
+    snprintf(dev.platform, sizeof dev.platform, "%s", platform);
     ropeqk_tuning req;
     memset(&req, 0, sizeof req);
     req.profile = ROPEQK_PROFILE_GPU;
@@ -96,6 +98,12 @@ static rq_tuning resolve_attn(size_t max_wg, size_t local_mem, int32_t bm, int32
     return t;
 }
 
+static rq_tuning resolve_attn(size_t max_wg, size_t local_mem, int32_t bm, int32_t bn, int32_t tk, int32_t rb,
+                              int32_t dv)
+{
+    return resolve_attn_on("made-up platform", max_wg, local_mem, bm, bn, tk, rb, dv);
+}
+
 Test(tiled_fit, gpu_attention_shapes_against_the_device)
 {
     static const char *const env[] = {"ROPEQK_ATTN_TILE", "ROPEQK_ATTN_KEYS", "ROPEQK_ATTN_TK", "ROPEQK_ATTN_RB",
@@ -103,26 +111,41 @@ Test(tiled_fit, gpu_attention_shapes_against_the_device)
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         unsetenv(env[i]);
     rq_tuning t = resolve_attn(1024, 48 << 10, 0, 0, 0, 0, 0);
-    cr_expect(t.ga_bm == 32 && t.ga_bn == 64 && t.ga_tk == 16 && t.ga_rb == 2 && t.ga_dv == 128, "%s",
+    cr_expect(t.ga_bm == 64 && t.ga_bn == 64 && t.ga_tk == 16 && t.ga_rb == 4 && t.ga_dv == 128 && rq_ga_fa2(&t), "%s",
               t.config_source);
     cr_expect_eq(rq_gattn_items(&t), 256);
-    cr_expect_eq(RQ_GA_LOCAL_BYTES(32, 64, 16, 128), 21696);
-    t = resolve_attn(256, 64 << 10, 0, 0, 0, 0, 0); /* what gfx90a reports through ROCm's OpenCL */
-    cr_expect_eq(t.ga_bm, 32, "%s", t.config_source);
-    /* 64 rows, 2 a work-item, 64 keys: 32 x 16 = 512 work-items */
+    cr_expect_eq(rq_ga_local_bytes(&t), 44112);
+    /* 2 * 16*(16*68/4 + 16*64/4) + 4*64*68 + 48 + 2*64*64 + 16*64 + 8*64 + 28 = 44108, rounded */
+    cr_expect_eq(RQ_FA_LOCAL_BYTES(64, 64, 16, 128), 44112);
+    char opts[700];
+    rq_tuning_options(&t, opts, sizeof opts);
+    cr_expect(strstr(opts, "-DRQ_GA_BM=64 -DRQ_GA_BN=64 -DRQ_GA_TK=16 -DRQ_GA_RB=4 -DRQ_GA_DV=128 -DRQ_GA_FA2=1"), "%s", opts);
+    /* AMD and Intel: qk_attention_gpu_* in its own default shape, noted; no -DRQ_GA_FA2 */
+    static const char *const vendors[] = {"AMD Accelerated Parallel Processing", "Intel(R) OpenCL Graphics"};
+    for (int v = 0; v < 2; v++) {
+        t = resolve_attn_on(vendors[v], 256, 64 << 10, 0, 0, 0, 0, 0);
+        cr_expect(t.ga_bm == RQ_GA_FB_BM && t.ga_bn == RQ_GA_FB_BN && t.ga_tk == RQ_GA_FB_TK && t.ga_rb == RQ_GA_FB_RB &&
+                      t.ga_dv == RQ_GA_FB_DV && !rq_ga_fa2(&t),
+                  "%s: %s", vendors[v], t.config_source);
+        cr_expect(strstr(t.config_source, "qk_attention_gpu_*"), "%s", t.config_source);
+        rq_tuning_options(&t, opts, sizeof opts);
+        cr_expect_null(strstr(opts, "RQ_GA_FA2"), "%s", opts);
+        cr_expect_eq(RQ_GA_LOCAL_BYTES(32, 64, 16, 128), 21696);
+        /* a shape it cannot take steps down past the fa2 shapes of the ladder */
+        t = resolve_attn_on(vendors[v], 256, 64 << 10, 64, 64, 16, 2, 128);
+        cr_expect(t.ga_bm == 32 && t.ga_rb == 2 && !rq_ga_fa2(&t), "%s: %s", vendors[v], t.config_source);
+    }
+    /* 64 rows, 2 a work-item, 64 keys: 32 x 16 = 512 work-items, the older kernel */
     t = resolve_attn(1024, 48 << 10, 64, 64, 16, 2, 128);
-    cr_expect_eq(t.ga_bm, 64, "%s", t.config_source);
-    /* a shape the device cannot take steps down to the largest of the kernel's own shapes that fits:
-     * 64 rows of 4 a work-item, 64 keys, 64-dim V blocks: 16 x 16 = 256 work-items */
+    cr_expect(t.ga_bm == 64 && t.ga_rb == 2 && !rq_ga_fa2(&t), "%s", t.config_source);
+    /* a shape the device cannot take steps down to the largest of the kernels' shapes that fits:
+     * the fa2 default, 16 x 16 = 256 work-items */
     t = resolve_attn(256, 48 << 10, 64, 64, 16, 2, 128);
-    cr_expect(t.ga_bm == 64 && t.ga_bn == 64 && t.ga_rb == 4 && t.ga_dv == 64 && rq_gattn_items(&t) == 256, "%s",
+    cr_expect(t.ga_bm == 64 && t.ga_bn == 64 && t.ga_rb == 4 && t.ga_dv == 128 && rq_gattn_items(&t) == 256, "%s",
               t.config_source);
     cr_expect(strstr(t.config_source, "instead of 64/64/16/2/128") &&
                   strstr(t.config_source, "512 work-items > device limit 256"),
               "%s", t.config_source);
-    char opts[700];
-    rq_tuning_options(&t, opts, sizeof opts);
-    cr_expect(strstr(opts, "-DRQ_GA_BM=64 -DRQ_GA_BN=64 -DRQ_GA_TK=16 -DRQ_GA_RB=4 -DRQ_GA_DV=64"), "%s", opts);
     /* no shape fits 32 work-items: the kernel is off (qk_attention_*), without RQ_GA_ options */
     t = resolve_attn(32, 48 << 10, 0, 0, 0, 0, 0);
     cr_expect_eq(t.ga_bm, 0, "%s", t.config_source);
@@ -130,18 +153,19 @@ Test(tiled_fit, gpu_attention_shapes_against_the_device)
               "%s", t.config_source);
     rq_tuning_options(&t, opts, sizeof opts);
     cr_expect_null(strstr(opts, "RQ_GA_"), "%s", opts);
-    /* 64 rows of 64 keys, 16-dim steps, V blocks of 256: 16*1024 + 4*64*68 + 2*64*64 + 12*64 + 4*64
-     * + 56 = 43064 bytes, 43072 rounded: under 48 KiB, over a 32 KiB device */
+    /* 64 rows of 64 keys, 16-dim steps, V blocks of 256 (the older kernel): 16*1024 + 4*64*68 +
+     * 2*64*64 + 12*64 + 4*64 + 56 = 43064 bytes, 43072 rounded: under 48 KiB, over a 32 KiB device */
     cr_expect_eq(RQ_GA_LOCAL_BYTES(64, 64, 16, 256), 43072);
     t = resolve_attn(1024, 48 << 10, 64, 64, 16, 2, 256);
     cr_expect_eq(t.ga_bm, 64, "%s", t.config_source);
-    /* over a 32 KiB device: the first shape of the ladder within 32 KiB, 64 x 64 with 8-dim steps
-     * (16*256 + 4*64*68 + 2*64*64 + 12*64 + 4*64 + 56 = 30776 bytes; 16-dim steps take 34872) */
+    /* over a 32 KiB device: the fa2 shapes take 44112 bytes (64- or 128-dim V blocks alike: the Q and
+     * K stage is the larger), the first of the ladder within 32 KiB is 64 x 64 of 2 rows with 8-dim
+     * steps (16*256 + 4*64*68 + 2*64*64 + 12*64 + 4*64 + 56 = 30776 bytes) */
     t = resolve_attn(1024, 32 << 10, 64, 64, 16, 2, 256);
-    cr_expect(t.ga_bm == 64 && t.ga_tk == 8 && t.ga_dv == 128, "%s", t.config_source);
+    cr_expect(t.ga_bm == 64 && t.ga_tk == 8 && t.ga_dv == 128 && !rq_ga_fa2(&t), "%s", t.config_source);
     cr_expect_eq(RQ_GA_LOCAL_BYTES(64, 64, 8, 128), 30784);
     cr_expect(strstr(t.config_source, "43072 local bytes > 32768"), "%s", t.config_source);
-    t = resolve_attn(1024, 1 << 20, 128, 128, 64, 8, 256); /* 168000 bytes: over 48 KiB anywhere */
-    cr_expect(t.ga_bm == 64 && t.ga_tk == 16 && t.ga_dv == 128, "%s", t.config_source);
-    cr_expect(strstr(t.config_source, "168000 local bytes > 49152"), "%s", t.config_source);
+    t = resolve_attn(1024, 1 << 20, 128, 128, 64, 8, 256); /* over 48 KiB anywhere */
+    cr_expect(t.ga_bm == 64 && t.ga_tk == 16 && t.ga_dv == 128 && t.ga_rb == 4, "%s", t.config_source);
+    cr_expect(strstr(t.config_source, "local bytes > 49152"), "%s", t.config_source);
 }

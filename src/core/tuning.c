@@ -124,14 +124,15 @@ void rq_tuning_defaults(ropeqk_profile prof, bool pocl, rq_tuning *t)
     t->tile = cpu ? 0 : 64; /* the tiled score kernel: GPU profile only (see the header comment) */
     t->rb = 4;
     t->tk = 16;
-    /* the GPU attention kernel (cl/attention_gpu.cl): 32 rows x 64 keys, 2 rows x 4 keys of S and
-     * 2 rows x 8 dims of O per work-item, 256 work-items, 21.2 KiB of local memory; 96 registers on
-     * sm_90, 114 VGPRs on gfx90a, no stack or spill (clang-15 + ptxas / ROCm device libraries; the
-     * kernel's header and src/opencl/tune.c's candidates have the other shapes) */
-    t->ga_bm = cpu ? 0 : 32;
+    /* the GPU attention kernel: 64 rows x 64 keys, 4 rows x 4 keys of S and 4 rows x 8 dims of O per
+     * work-item, 256 work-items: the register-blocked qk_attention_fa2_* (cl/attention_fa2.cl;
+     * docs/prefill-gpu.md has its registers, instruction mix and predicted H200 time, the kernel's
+     * header and src/opencl/tune.c's candidates the other shapes). 1 or 2 rows per work-item run
+     * qk_attention_gpu_* (cl/attention_gpu.cl), whose default was 32/64/16/2/128 */
+    t->ga_bm = cpu ? 0 : 64;
     t->ga_bn = 64;
     t->ga_tk = 16;
-    t->ga_rb = 2;
+    t->ga_rb = 4;
     t->ga_dv = 128;
     /* The OpenCL backend's two host-side crossovers (the tuner's "chunk" and "dense" families search
      * them per device: src/opencl/tune_paged.c). Both profiles: not yet measured on a GPU.

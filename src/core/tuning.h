@@ -48,6 +48,7 @@ typedef struct {
 typedef struct {
     bool cpu;       /* a CPU device (OpenCL CL_DEVICE_TYPE_CPU, Vulkan VK_PHYSICAL_DEVICE_TYPE_CPU) */
     bool pocl;      /* platform name is pocl's (the vendor switch) */
+    bool nv_opts;   /* OpenCL: the device reports cl_nv_compiler_options (-cl-nv-maxrregcount) */
     size_t max_wg;  /* most work-items per work-group, 0 if unknown */
     size_t local_mem; /* local (shared) memory per work-group, 0 if unknown */
     int native_vec; /* native float vector width, 0 if unknown */

@@ -8,11 +8,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *attn_kernel_name(ropeqk_dtype v, bool gpu)
+static const char *attn_kernel_name(ropeqk_dtype v, bool gpu, bool fa2)
 {
+    if (fa2)
+        return v == ROPEQK_F16 ? "qk_attention_fa2_f16" : v == ROPEQK_BF16 ? "qk_attention_fa2_bf16" : "qk_attention_fa2_f32";
     if (gpu)
         return v == ROPEQK_F16 ? "qk_attention_gpu_f16" : v == ROPEQK_BF16 ? "qk_attention_gpu_bf16" : "qk_attention_gpu_f32";
     return v == ROPEQK_F16 ? "qk_attention_f16" : v == ROPEQK_BF16 ? "qk_attention_bf16" : "qk_attention_f32";
+}
+
+/* The GPU attention kernel of a plan: the configured shape's (qk_attention_fa2_* or _gpu_*, in the
+ * context's program), or where an fa2 shape's kernel does not take the plan's head dims (D not a
+ * multiple of its step, Dv not a multiple of 4),
+ * qk_attention_gpu_* in its own shape (an attention-only program, -DRQ_GA_FALLBACK=1). Sets kx[0]
+ * and the launch shape when the compiled kernel runs its work-group on the device; false
+ * otherwise (*kp NULL, or an error in *st). */
+static bool gattn_kernel(ropeqk_plan *pl, cl_program prog, ropeqk_status *st)
+{
+    const rq_tuning *tn = &pl->ctx->tune;
+    rq_tuning t = *tn;
+    bool fa2 = rq_ga_fa2(tn);
+    *st = ROPEQK_SUCCESS;
+    if (fa2 && (pl->pb.D % t.ga_tk || pl->pb.Dv % 4)) {
+        t.ga_bm = RQ_GA_FB_BM, t.ga_bn = RQ_GA_FB_BN, t.ga_tk = RQ_GA_FB_TK, t.ga_rb = RQ_GA_FB_RB, t.ga_dv = RQ_GA_FB_DV;
+        fa2 = false;
+        if ((*st = rq_get_program_ex(pl->ctx, rq_cl(pl->ctx)->device, RQ_OPS_ATTN, " -DRQ_GA_FALLBACK=1", &prog)))
+            return false;
+    }
+    cl_int err = CL_SUCCESS;
+    cl_kernel k = clCreateKernel(prog, attn_kernel_name(pl->v.dtype, true, fa2), &err);
+    if (err) {
+        *st = rq_cl_fail(pl->ctx, err);
+        return false;
+    }
+    if (!rq_kernel_fits(pl->ctx, k, rq_gattn_items(&t), rq_ga_local_bytes(&t))) {
+        clReleaseKernel(k);
+        return false;
+    }
+    rq_clp(pl)->kx[0] = k;
+    rq_clp(pl)->gattn = true;
+    rq_clp(pl)->ga_bm = t.ga_bm;
+    rq_clp(pl)->ga_dv = t.ga_dv;
+    rq_clp(pl)->ga_nt = (int)rq_gattn_items(&t);
+    return true;
 }
 
 ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
@@ -21,26 +59,18 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
     const rq_tuning *tn = &pl->ctx->tune;
     /* qk_attention_*'s column block of V (cl/attention.cl): larger Dv runs several */
     rq_clp(pl)->acb = tn->profile == ROPEQK_PROFILE_CPU ? RQ_ADVMAX : RQ_ADVMAX_GPU;
-    /* qk_attention_gpu_* where the context built it (-DRQ_GA_BM, src/opencl/tune.c) and the compiled
-     * kernel runs its work-group with its local memory, else qk_attention_* */
+    /* the GPU attention kernel where the context built it (-DRQ_GA_BM, src/opencl/tune.c) and the
+     * compiled kernel runs its work-group with its local memory, else qk_attention_* */
     if (tn->ga_bm > 0) {
-        cl_kernel k = clCreateKernel(prog, attn_kernel_name(pl->v.dtype, true), &err);
-        if (err)
-            return rq_cl_fail(pl->ctx, err);
-        if (rq_kernel_fits(pl->ctx, k, rq_gattn_items(tn),
-                           RQ_GA_LOCAL_BYTES((size_t)tn->ga_bm, (size_t)tn->ga_bn, (size_t)tn->ga_tk, (size_t)tn->ga_dv))) {
-            rq_clp(pl)->kx[0] = k;
-            rq_clp(pl)->gattn = true;
-            return ROPEQK_SUCCESS;
-        }
-        clReleaseKernel(k);
+        ropeqk_status st;
+        if (gattn_kernel(pl, prog, &st) || st)
+            return st;
         /* the context's program holds no qk_attention_* then (cl/program.cl): an attention-only one */
-        ropeqk_status st = rq_get_program_ex(pl->ctx, rq_cl(pl->ctx)->device, RQ_OPS_ATTN, " -DRQ_ATTN_FALLBACK=1",
-                                             &prog);
+        st = rq_get_program_ex(pl->ctx, rq_cl(pl->ctx)->device, RQ_OPS_ATTN, " -DRQ_ATTN_FALLBACK=1", &prog);
         if (st)
             return st;
     }
-    rq_clp(pl)->kx[0] = clCreateKernel(prog, attn_kernel_name(pl->v.dtype, false), &err);
+    rq_clp(pl)->kx[0] = clCreateKernel(prog, attn_kernel_name(pl->v.dtype, false, false), &err);
     return err ? rq_cl_fail(pl->ctx, err) : ROPEQK_SUCCESS;
 }
 
@@ -91,7 +121,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     /* softmax spans every key of a row, so the keys cannot be split like the scores' */
     /* qk_attention_gpu_*: a work-group per tile of rows, KV head and column block of V */
     bool gattn = rq_clp(pl)->gattn;
-    int64_t cbw = gattn ? tn->ga_dv : rq_clp(pl)->acb, ncb = (pb->Dv + cbw - 1) / cbw;
+    int64_t cbw = gattn ? rq_clp(pl)->ga_dv : rq_clp(pl)->acb, ncb = (pb->Dv + cbw - 1) / cbw;
     if (qr_n * sizeof(float) > rq_cl(ctx)->max_alloc || kt_n * sizeof(float) > rq_cl(ctx)->max_alloc || M > INT32_MAX ||
         (int64_t)sk_pad > INT32_MAX || pb->B * pb->Hkv * ncb > INT32_MAX) {
         rq_set_error("attention: scratch of %zu + %zu bytes exceeds the device's allocation limit %llu",
@@ -163,7 +193,7 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
         size_t g[2] = {rq_round_up(((size_t)Mp + atq - 1) / atq, awg), (size_t)(pb->B * pb->Hkv * ncb)},
                l[2] = {awg, 1};
         if (gattn) {
-            size_t bm = (size_t)tn->ga_bm, nt = rq_gattn_items(tn);
+            size_t bm = (size_t)rq_clp(pl)->ga_bm, nt = (size_t)rq_clp(pl)->ga_nt;
             g[0] = ((size_t)Mp + bm - 1) / bm * nt;
             g[1] = (size_t)(pb->B * pb->Hkv * ncb);
             l[0] = nt;

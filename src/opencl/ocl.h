@@ -63,7 +63,9 @@ typedef struct rq_cl_plan {
     bool dec;                  /* the one-pass decode kernel (qk_decode_*) instead of rotate K + qk_scores */
     bool tiled;                /* ks is qk_scores_tiled (same arguments as qk_scores, its own launch) */
     bool dec_gpu;              /* with dec: ks is qk_decode_gpu_* (same arguments, its own launch) */
-    bool gattn;                /* attention: kx[0] is qk_attention_gpu_* (same arguments, its own launch) */
+    bool gattn;                /* attention: kx[0] is qk_attention_gpu_* or _fa2_* (same arguments, their
+                                * own launch: ga_bm rows and ga_dv dims of V a work-group of ga_nt) */
+    int ga_bm, ga_dv, ga_nt;
     bool dense;                /* attention: few-row calls may run the paged kernels kx[1], kx[2] (dense.c) */
     int acb;                   /* attention with qk_attention_*: V dims per work-item (its column block) */
     cl_mem vfreq;              /* inv_freq/pi as three floats per frequency, then its M-RoPE position
@@ -280,11 +282,24 @@ ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, c
 /* The host-memory path (host.c; backend.h's host_run). */
 ropeqk_status rq_cl_host_run(ropeqk_plan *pl, const rq_host_io *io);
 
-/* Work-items of a qk_attention_gpu_* work-group (cl/attention_gpu.cl): rows / rows per work-item
- * times keys / 4. */
+/* Work-items of a GPU attention work-group (cl/attention_gpu.cl, cl/attention_fa2.cl): rows / rows
+ * per work-item times keys / 4. */
 static inline size_t rq_gattn_items(const rq_tuning *t)
 {
     return (size_t)(t->ga_bm / t->ga_rb) * (size_t)(t->ga_bn / 4);
+}
+/* Whether the GPU attention shape runs the register-blocked kernel (qk_attention_fa2_*,
+ * cl/attention_fa2.cl: 4 or 8 rows per work-item, its work-items a whole number of V tile rows:
+ * (rows / rb) a multiple of dv / keys) rather than qk_attention_gpu_* (1 or 2 rows: at 4 that
+ * kernel took 165 registers on sm_90, tests/gpucc), and its local memory in bytes. */
+static inline bool rq_ga_fa2(const rq_tuning *t)
+{
+    return t->ga_rb % 4 == 0 && (t->ga_bm / t->ga_rb) % (t->ga_dv / t->ga_bn) == 0;
+}
+static inline size_t rq_ga_local_bytes(const rq_tuning *t)
+{
+    size_t bm = (size_t)t->ga_bm, bn = (size_t)t->ga_bn, tk = (size_t)t->ga_tk, dv = (size_t)t->ga_dv;
+    return rq_ga_fa2(t) ? RQ_FA_LOCAL_BYTES(bm, bn, tk, dv) : RQ_GA_LOCAL_BYTES(bm, bn, tk, dv);
 }
 
 /* plan.c: whether a compiled kernel runs nt work-items with `local` bytes of local memory on the

@@ -57,6 +57,15 @@ ropeqk_status rq_cl_describe_device(ropeqk_ctx *ctx)
     cl_uint nv = 0;
     if (clGetDeviceInfo(c->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof nv, &nv, NULL) == CL_SUCCESS)
         dev.native_vec = (int)nv;
+    size_t xl = 0;
+    if (clGetDeviceInfo(c->device, CL_DEVICE_EXTENSIONS, 0, NULL, &xl) == CL_SUCCESS && xl > 0) {
+        char *x = malloc(xl + 1);
+        if (x && clGetDeviceInfo(c->device, CL_DEVICE_EXTENSIONS, xl, x, NULL) == CL_SUCCESS) {
+            x[xl] = '\0';
+            dev.nv_opts = strstr(x, "cl_nv_compiler_options") != NULL;
+        }
+        free(x);
+    }
     ctx->dev = dev;
     return ROPEQK_SUCCESS;
 }

@@ -19,9 +19,9 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
         n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
     if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
         n += snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
-    if (t->ga_bm > 0) /* cl/attention_gpu.cl, likewise */
-        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_GA_BM=%d -DRQ_GA_BN=%d -DRQ_GA_TK=%d -DRQ_GA_RB=%d -DRQ_GA_DV=%d",
-                 t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv);
+    if (t->ga_bm > 0) /* cl/attention_gpu.cl or cl/attention_fa2.cl, likewise */
+        snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_GA_BM=%d -DRQ_GA_BN=%d -DRQ_GA_TK=%d -DRQ_GA_RB=%d -DRQ_GA_DV=%d%s",
+                 t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, rq_ga_fa2(t) ? " -DRQ_GA_FA2=1" : "");
     /* RQ_CPU_KERNELS: whether the program contains the CPU profile's own kernels (cl/program.cl) */
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
@@ -34,6 +34,15 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
 ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
 {
     rq_tuning_options(&ctx->tune, buf, len);
+    /* NVIDIA's compiler (cl_nv_compiler_options): at most 128 registers a work-item on the GPU
+     * profile, so that two work-groups of 256 share an SM (65536 registers). Without a cap ptxas
+     * spends registers freely: qk_attention_fa2_f32 took 134 on sm_90 (clang-15 + ptxas 13), one
+     * work-group an SM; with it, 128 and no spill. Every GPU-profile kernel is within 128 without
+     * it (tests/gpucc compiles its NVIDIA leg with the same cap) */
+    if (ctx->dev.nv_opts && ctx->tune.profile == ROPEQK_PROFILE_GPU) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, " -cl-nv-maxrregcount=%d", RQ_NV_MAXREG);
+    }
     /* extra build options, for debugging and tuning (and for testing the build-failure path) */
     const char *extra = getenv("ROPEQK_BUILD_OPTIONS");
     if (extra && *extra) {
@@ -45,6 +54,12 @@ ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
         snprintf(buf + used, len - used, " %s", extra);
     }
     return ROPEQK_SUCCESS;
+}
+
+/* AMD's and Intel's OpenCL platforms: qk_attention_fa2_* is over their compilers' budgets. */
+static bool gattn_vendor_limited(const rq_devinfo *dev)
+{
+    return !dev->pocl && (strstr(dev->platform, "AMD") || strstr(dev->platform, "Intel"));
 }
 
 void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
@@ -61,6 +76,16 @@ void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
     }
     snprintf(t->config_source, sizeof t->config_source, "heuristic (%s profile, native float vector width %d)",
              cpu ? "CPU" : "GPU", nv);
+    /* The register-blocked attention kernel's default shape is over the budgets of AMD's and Intel's
+     * compilers (tests/gpucc: gfx90a 150 VGPRs, dg2 224 B of private memory): their GPUs keep
+     * qk_attention_gpu_* in its own default shape (the tuner does not offer them the other either,
+     * rq_cl_tune_fits) */
+    if (!cpu && t->ga_bm > 0 && rq_ga_fa2(t) && gattn_vendor_limited(dev)) {
+        t->ga_bm = RQ_GA_FB_BM, t->ga_bn = RQ_GA_FB_BN, t->ga_tk = RQ_GA_FB_TK, t->ga_rb = RQ_GA_FB_RB;
+        t->ga_dv = RQ_GA_FB_DV;
+        rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d (qk_attention_gpu_*: %s's compiler)", t->ga_bm,
+                       t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, dev->platform);
+    }
 }
 
 /* Turns the tiled kernel off (the plan then runs qk_scores) on the CPU profile (set by hand there:
@@ -86,9 +111,15 @@ static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
 }
 
 /* The GPU attention kernel's shapes {rows, keys, tk, rb, dv}: the tuner's GPU candidates, and the
- * ladder a device without room for the configured shape steps down (fit_gattn), largest first. Each
- * within the budgets of cl/attention_gpu.cl, compiled by clang-15 (+ libclc + ptxas for sm_90; ROCm
- * device libraries for gfx90a): no stack, scratch or spill, at most 128 registers / VGPRs.
+ * ladder a device without room for the configured shape steps down (fit_gattn), largest first.
+ * The first two run the register-blocked qk_attention_fa2_* (rb 4, rq_ga_fa2; tests/gpucc: 128 and
+ * 119 registers, no spill on sm_90 and sm_80 under -cl-nv-maxrregcount=128; not offered on AMD's
+ * and Intel's platforms, whose compilers it is over budget for: rq_cl_tune_fits, fit_gattn): the
+ * default and 64-dim V blocks (16 floats of O a work-item). 8-dim steps (52 B of spill) and 32-row
+ * tiles of 128 work-items (84 B) spilled at the cap: not candidates. The others run
+ * qk_attention_gpu_*, each within the budgets of cl/attention_gpu.cl,
+ * compiled by clang-15 (+ libclc + ptxas for sm_90; ROCm device libraries for gfx90a): no stack,
+ * scratch or spill, at most 128 registers / VGPRs.
  * Registers sm_90 / VGPRs gfx90a: the default 32x64 tile with 2 rows per work-item (96 / 114), with
  * 8- and 32-dim steps (99, 102 / 114), 64-row tiles of 512 work-items (96, 99 / 114; more than
  * gfx90a's 256 allows), 4 rows of 4 keys per work-item with 64-dim V blocks (128 / 122), a 64x32
@@ -96,9 +127,10 @@ static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
  * head (80 / 96). Dv 256 in one block (dv 256) took 128 / 152 VGPRs and spilled scalar registers on
  * gfx90a: not a candidate. qk_attention_* (the CPU profile's kernel: Dv accumulators per work-item,
  * over a kilobyte of stack on GPUs) is no candidate either. */
-static const int gshape[][5] = {{64, 64, 16, 2, 128}, {64, 64, 8, 2, 128}, {64, 64, 16, 4, 64},
-                                {32, 64, 16, 2, 128}, {32, 64, 8, 2, 128}, {32, 64, 32, 2, 128},
-                                {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64}, {16, 64, 16, 1, 128}};
+static const int gshape[][5] = {{64, 64, 16, 4, 128}, {64, 64, 16, 4, 64}, {64, 64, 16, 2, 128},
+                                {64, 64, 8, 2, 128},  {32, 64, 16, 2, 128}, {32, 64, 8, 2, 128},
+                                {32, 64, 32, 2, 128}, {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64},
+                                {16, 64, 16, 1, 128}};
 #define NGSHAPE ((int)(sizeof gshape / sizeof gshape[0]))
 
 static void set_gshape(rq_tuning *t, int k)
@@ -115,8 +147,7 @@ static void set_gshape(rq_tuning *t, int k)
  * "" when it can. Plan creation checks the compiled kernel too (src/opencl/attn.c). */
 static void gattn_misfit(const rq_devinfo *dev, const rq_tuning *t, char *why, size_t len)
 {
-    size_t nt = rq_gattn_items(t), local = RQ_GA_LOCAL_BYTES((size_t)t->ga_bm, (size_t)t->ga_bn, (size_t)t->ga_tk,
-                                                              (size_t)t->ga_dv);
+    size_t nt = rq_gattn_items(t), local = rq_ga_local_bytes(t);
     size_t cap = dev->local_mem > 0 && dev->local_mem < RQ_LOCAL_CAP ? dev->local_mem : RQ_LOCAL_CAP;
     why[0] = '\0';
     if (dev->max_wg > 0 && nt > dev->max_wg)
@@ -140,6 +171,8 @@ static void fit_gattn(const rq_devinfo *dev, rq_tuning *t)
     for (int k = 0; k < NGSHAPE; k++) {
         char w2[128];
         set_gshape(&c, k);
+        if (rq_ga_fa2(&c) && gattn_vendor_limited(dev)) /* over those compilers' budgets (tuning_base) */
+            continue;
         gattn_misfit(dev, &c, w2, sizeof w2);
         if (!w2[0]) {
             rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d instead of %d/%d/%d/%d/%d (%s)", c.ga_bm, c.ga_bn,
@@ -259,6 +292,8 @@ bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int
     (void)D; /* plans fall back by themselves (rq_kernel_fits: plan.c, attn.c) */
     if (f != RQ_FAM_ATTN || t->ga_bm <= 0)
         return true;
+    if (rq_ga_fa2(t) && gattn_vendor_limited(&ctx->dev)) /* over those compilers' budgets (tuning_base) */
+        return false;
     /* a GPU attention shape the device cannot run would time its fallback again */
     char why[128];
     gattn_misfit(&ctx->dev, t, why, sizeof why);

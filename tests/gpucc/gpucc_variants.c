@@ -116,6 +116,11 @@ int main(int argc, char **argv)
     err |= emit("gpu-untiled", &t, 0);
     t = resolved(ROPEQK_PROFILE_GPU, "NVIDIA CUDA", "NVIDIA H100 80GB HBM3", 1); /* the shipped entry */
     err |= emit("gpu-shipped-h100", &t, 0);
+    /* AMD's and Intel's GPUs: qk_attention_gpu_* in its own shape (src/opencl/tune.c rq_cl_tuning_base) */
+    t = resolved(ROPEQK_PROFILE_GPU, "AMD Accelerated Parallel Processing", "gfx90a:sramecc+:xnack-", 1);
+    err |= emit("gpu-amd", &t, RQ_OPS_ATTN);
+    t = resolved(ROPEQK_PROFILE_GPU, "Intel(R) OpenCL Graphics", "Intel(R) Arc(TM) A770 Graphics", 1);
+    err |= emit("gpu-intel", &t, RQ_OPS_ATTN);
     /* the tuner's GPU candidates, from the defaults (each family starts from the winners so far:
      * the defaults are the first of them) */
     static const struct {
@@ -136,6 +141,9 @@ int main(int argc, char **argv)
      * the device (src/opencl/attn.c): qk_attention_* as the fallback */
     rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
     err |= emit_ex("gpu-attn-fallback", &t, " -DRQ_ATTN_FALLBACK=1", RQ_OPS_ATTN);
+    /* the program a plan builds when the register-blocked kernel's shape is configured but its head
+     * dims are not multiples of 4: qk_attention_gpu_* in its own shape (src/opencl/attn.c) */
+    err |= emit_ex("gpu-attn-dims-fallback", &t, " -DRQ_GA_FALLBACK=1", RQ_OPS_ATTN);
     /* environment-only shapes that tests/clc checks too */
     rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
     t.vk = 16;

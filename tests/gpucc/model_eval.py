@@ -184,12 +184,19 @@ def evaluate(an, res, L):
     calibration (timing() adds those). res: ptxas' figures."""
     k = an.k
     trips = loop_trips(an, L.trips)
+    weights = [(srcloops.resolve_branch(an.text, an.name, snip), w) for snip, w in L.branches.items()]
     mult = {}
     for i in k.live:
         m, lp = 1.0, k.innermost(i)
         while lp is not None:
             m *= trips[lp]
             lp = lp.parent
+        if weights:  # a block in a weighted part of a branch: most of its kernel lines lie there (a
+            # helper's part: most of all its lines, the helper inlined among the kernel's code)
+            for ((a, b), span), w in weights:
+                lines = [x.line for x in k.block_ins(i) if x.line is not None and (span is None or span[0] <= x.line <= span[1])]
+                if lines and sum(1 for ln in lines if a <= ln <= b) * 2 > len(lines):
+                    m *= w
         mult[i] = m
     warps = -(-L.wg // 32)
     cls = collections.Counter()

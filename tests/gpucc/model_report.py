@@ -194,6 +194,9 @@ def selftest(clang):
                     '128 x 128 registers per SM'))
     else:
         out.append((False, 'srcloops: clang-15 not found'))
+    br = srcloops.branches('__kernel void k(int n)\n{\n    if (n) {\n        a();\n        b();\n    } else\n        c();\n}', 'k')
+    out.append((len(br) == 1 and (br[0].head, br[0].then, br[0].other) == (3, (4, 6), (7, 7)),
+                'srcloops: an if statement and the lines of its two parts'))
     out.append((cascade(131, [32, 8, 1]) == {32: 4, 8: 0, 1: 3}, 'cascade: 131 iterations over loops unrolled by 32, 8, 1'))
     out.append((occupancy(102, 21696, 256) == (2, 'registers') and occupancy(40, 0, 16) == (32, 'blocks') and
                 occupancy(32, 49152, 1024)[0] == 2, 'occupancy: the register, block and thread limits'))

@@ -10,8 +10,8 @@
 # Output: TAP (the program's own lines, then these checks). usage: oclgrind.sh OCLGRIND_RUN
 set -u
 exe=$1
-expected=(rope_rotate_f32 rope_rotate_f16 qk_scores_tiled qk_scores qk_decode_gpu_f16 qk_attention_gpu_f16 qk_attention_f16 paged_append
-  paged_attn_gpu paged_combine paged_attn_fast4 paged_attn_fast8)
+expected=(rope_rotate_f32 rope_rotate_f16 qk_scores_tiled qk_scores qk_decode_gpu_f16 qk_attention_fa2_f16 qk_attention_gpu_f16
+  qk_attention_f16 paged_append paged_attn_gpu paged_combine paged_attn_fast4 paged_attn_fast8)
 if ! command -v oclgrind >/dev/null; then
   echo "1..1"
   echo "not ok 1 - oclgrind not found (scripts/setup.sh installs the Debian package oclgrind)"

@@ -5,8 +5,9 @@
  * profile on the first OpenCL device (oclgrind's), and every result checked against the fp64 paths:
  *   1. scores with enough query rows per KV head that the tiled kernel runs (rope_rotate_f32,
  *      qk_scores_tiled), causal, GQA, half-split, partial rotary;
- *   2. attention, f16 Q/K/V (rope_rotate_f16, qk_attention_gpu_f16; and its fallback qk_attention_f16
- *      with the GPU kernel off), causal, sliding window, Dv != D;
+ *   2. attention, f16 Q/K/V (rope_rotate_f16, qk_attention_fa2_f16 at D 16; qk_attention_gpu_f16 at
+ *      D 20, the fa2 kernel's fallback for head dims it does not take; qk_attention_f16 with the GPU
+ *      kernel off), causal, sliding window, Dv != D;
  *   3. the paged KV cache, bf16 caches: appends (paged_append) into shuffled pages, then paged decode
  *      of a ragged batch (rope_rotate_f32, paged_attn_gpu, paged_combine): 72 and 71 tokens (three
  *      key tiles), D 80 with rotary width 72 (two stages of rotation pairs and one of pass-through
@@ -120,10 +121,10 @@ static void scores(ropeqk_ctx *ctx, const char *what, ropeqk_dtype dt, int64_t H
 /* variants: soft-capping, sinks (row 0 of head 0 sees no key), rotary dims [8, 16), M-RoPE arrays */
 /* mode 0: plain; 1: the variants; 2: plain with V[key 20][dim 3] NaN (rows at positions 20..23 see
  * it: O NaN there, the others as fp64) */
-static void attention(ropeqk_ctx *ctx, int mode, uint64_t *rng)
+static void attention(ropeqk_ctx *ctx, int mode, int64_t D, uint64_t *rng)
 {
     const int variants = mode == 1;
-    const int64_t B = 1, Hq = 2, Hkv = 1, Sq = 20, Sk = 24, D = 16, Dv = 8;
+    const int64_t B = 1, Hq = 2, Hkv = 1, Sq = 20, Sk = 24, Dv = 8;
     ropeqk_params p;
     ropeqk_default_params(&p);
     p.causal = 1;
@@ -154,8 +155,8 @@ static void attention(ropeqk_ctx *ctx, int mode, uint64_t *rng)
     if (mode == 2)
         ((uint16_t *)vd)[20 * Dv + 3] = 0x7E00; /* f16 NaN */
     ropeqk_status st = ropeqk_attention(ctx, &p, &q, qd, &k, kd, &v, vd, qp, kp, &o, od, &l, ld);
-    check(st == ROPEQK_SUCCESS, "attention%s: %s %s", variants ? " (variants)" : "", ropeqk_status_string(st),
-          st ? ropeqk_last_error() : "");
+    check(st == ROPEQK_SUCCESS, "attention D %d%s: %s %s", (int)D, variants ? " (variants)" : "",
+          ropeqk_status_string(st), st ? ropeqk_last_error() : "");
     if (!st) {
         double err = 0, lerr = 0;
         int64_t mism = 0;
@@ -163,7 +164,7 @@ static void attention(ropeqk_ctx *ctx, int mode, uint64_t *rng)
         if (!st)
             st = ropeqk_attention_max_error(&v, vd, &o, od, &o64, o64d, &l, ld, &l64, l64d, &err, &lerr, &mism);
         check(!st && err <= 1e-5 && lerr <= 1e-5 && mism == (mode == 2 ? 4 * Hq : 0),
-              "attention%s against fp64: O error %.3g, LSE error %.3g, mismatches %lld",
+              "attention D %d%s against fp64: O error %.3g, LSE error %.3g, mismatches %lld", (int)D,
               mode == 1 ? " (variants)" : mode == 2 ? " (NaN in a masked V)" : "", err, lerr, (long long)mism);
     }
     free(qd), free(kd), free(vd), free(od), free(ld), free(o64d), free(l64d), free(qp), free(kp);
@@ -311,9 +312,12 @@ int main(void)
     scores(ctx, "decode shape, qk_scores", ROPEQK_F32, 4, 1, 70, 0, 0, 0, &rng); /* 4 rows: below half a tile */
     scores(ctx, "tiled kernel, variants, M-RoPE arrays", ROPEQK_F32, 2, 40, 70, 1, 12, 1, &rng);
     scores(ctx, "decode shape, qk_scores, variants", ROPEQK_F32, 4, 1, 70, 0, 0, 1, &rng);
-    attention(ctx, 0, &rng);
-    attention(ctx, 1, &rng);
-    attention(ctx, 2, &rng);
+    attention(ctx, 0, 16, &rng); /* qk_attention_fa2_f16 */
+    attention(ctx, 1, 16, &rng);
+    attention(ctx, 2, 16, &rng);
+    attention(ctx, 0, 20, &rng); /* D not a multiple of its step: qk_attention_gpu_f16 (-DRQ_GA_FALLBACK) */
+    attention(ctx, 1, 20, &rng);
+    attention(ctx, 2, 20, &rng);
     paged(ctx, 0, 0, 4, &rng);
     paged(ctx, 1, 0, 4, &rng);
     paged(ctx, 0, 1, 4, &rng);  /* paged_attn_fast4 */
@@ -331,8 +335,8 @@ int main(void)
     scores(ctx, "decode kernel, f16", ROPEQK_F16, 4, 1, 70, 0, 0, 0, &rng);
     scores(ctx, "decode kernel, f16, positions and window", ROPEQK_F16, 4, 2, 50, 1, 20, 0, &rng);
     scores(ctx, "decode kernel, f16, variants, M-RoPE arrays", ROPEQK_F16, 4, 2, 50, 1, 20, 1, &rng);
-    attention(ctx, 0, &rng);
-    attention(ctx, 1, &rng);
+    attention(ctx, 0, 16, &rng);
+    attention(ctx, 1, 16, &rng);
     ropeqk_ctx_destroy(ctx);
     return n_fail != 0;
 }

@@ -77,7 +77,8 @@ def _compile(tools, d, tag, src, opts):
     ptx = re.sub(r'^(\.target [^\n]*?), debug$', r'\1', ptx, flags=re.M)
     with open(b + '.ptx', 'w') as f:
         f.write(ptx)
-    rc, log = gpucc.run([tools.ptxas, '-arch=sm_90', '-v'] + (['-lineinfo'] if tag == 'g' else []) +
+    rc, log = gpucc.run([tools.ptxas, '-arch=sm_90', '-v', '-maxrregcount=%d' % gpucc.NV_MAXREG] +
+                        (['-lineinfo'] if tag == 'g' else []) +
                         [b + '.ptx', '-o', b + '.cubin'])
     if rc:
         return None, None, 'ptxas failed: ' + log[-2000:]
@@ -220,7 +221,7 @@ def main():
             print('Bail out! gpucc_variants failed: ' + log)
             return 1
         progs = {}
-        for prog in ('gpu',):
+        for prog in ('gpu', 'gpu-amd'):
             with open(os.path.join(vdir, prog + '.cl')) as f:
                 text = f.read()
             with open(os.path.join(vdir, prog + '.options')) as f:
@@ -235,7 +236,7 @@ def main():
                 prog, ': differs in ' + ', '.join(p['same']) if p['same'] else ''))
             p['consts'] = constants(text, opts)
             progs[prog] = p
-        cases = model_kernels.cases(progs['gpu']['consts'])
+        cases = model_kernels.cases({n: p['consts'] for n, p in progs.items()})
         if args.only:
             cases = [c for c in cases if args.only in c.name]
         ev = evaluate_cases(progs, cases)

@@ -10,7 +10,9 @@ under #if / #else twice) is the preprocessor's answer: a probe run of clang -E w
 replaced by a marker.
 
 loops(): per kernel, the for / while / do loops of its body (a small statement parser over the
-tokens: braces, single-statement bodies, if / else), each with its header line, last line, parent."""
+tokens: braces, single-statement bodies, if / else), each with its header line, last line, parent.
+branches(): the if statements of a kernel's body, each with the lines of its two parts (a launch
+description weights a part whose code a bench shape runs rarely or never: model_eval)."""
 import re
 import subprocess
 
@@ -154,10 +156,30 @@ def _match(toks, i):
     return len(toks) - 1
 
 
-def kernel_body(toks, name):
-    """(first, last) token indices of the braces of kernel `name`'s body, or None."""
-    for i, (t, _) in enumerate(toks):
-        if t == name and i + 1 < len(toks) and toks[i + 1][0] == '(':
+def kernel_aliases(text, name):
+    """[(macro, first line, last line)]: object-like macros defined as `name` (#define NAME name), each
+    with the lines where that definition holds: a template included once per kernel names its kernel
+    through one (cl/paged_fast_task.tpl.cl: `void RQ_FAST_NAME(...)`, cl/embed.py's .tpl.cl)."""
+    out, open_ = [], {}
+    lines = text.split('\n')
+    for i, l in enumerate(lines, 1):
+        m = re.match(r'\s*#\s*define\s+(\w+)\s+(\w+)\s*(?:/\*.*\*/\s*)?$', l)
+        u = re.match(r'\s*#\s*undef\s+(\w+)', l)
+        if m and m.group(2) == name:
+            open_[m.group(1)] = i
+        elif (m or u) and (m or u).group(1) in open_:
+            mac = (m or u).group(1)
+            out.append((mac, open_.pop(mac), i))
+    out += [(mac, a, len(lines)) for mac, a in open_.items()]
+    return out
+
+
+def kernel_body(toks, name, text=None):
+    """(first, last) token indices of the braces of kernel `name`'s body, or None. With the text, a
+    kernel named through an object-like macro (kernel_aliases) is found too."""
+    names = [(name, 0, float('inf'))] + (kernel_aliases(text, name) if text is not None else [])
+    for i, (t, ln) in enumerate(toks):
+        if any(t == n and a <= ln <= b for n, a, b in names) and i + 1 < len(toks) and toks[i + 1][0] == '(':
             back = [x[0] for x in toks[max(0, i - 40):i]]
             if 'void' not in back or not ('__kernel' in back or 'kernel' in back):
                 continue
@@ -167,14 +189,70 @@ def kernel_body(toks, name):
     return None
 
 
+def function_body(toks, name):
+    """(first, last) token indices of the braces of the definition of function `name` (a helper),
+    or None."""
+    for i, (t, _) in enumerate(toks):
+        if t == name and i + 1 < len(toks) and toks[i + 1][0] == '(' and (i == 0 or toks[i - 1][0] not in ('.', '>')):
+            j = _match(toks, i + 1) + 1
+            if j < len(toks) and toks[j][0] == '{':
+                return j, _match(toks, j)
+    return None
+
+
+class SrcBranch:
+    """An if statement: its line, and the first and last lines of its then part and else part
+    (else part None when there is none); rest: where it has no else part and its then part ends in
+    a return, the lines of the statements after it in its block (what runs when the condition is
+    false), else None."""
+
+    def __init__(self, head, then, other, rest=None):
+        self.head, self.then, self.other, self.rest = head, then, other, rest
+
+
 def loops(text, name):
     """The loops of kernel `name` in text: [SrcLoop], outer before inner; None if no such kernel."""
+    r = _parse(text, name)
+    return r[0] if r else None
+
+
+def branches(text, name):
+    """The if statements of kernel `name` in text: [SrcBranch]; None if no such kernel."""
+    r = _parse(text, name)
+    return r[1] if r else None
+
+
+def loop_macros(text):
+    """Names of the statement macros (#define NAME(...), no kernel inside) whose body holds a rolled
+    loop (a for / while / do not under a plain `unroll` pragma): their invocation is a line of the
+    kernel holding whole loops, whose SASS carries that one line (RQ_GA_NF_FIX, cl/attention_gpu.cl)."""
+    out, lines, i = set(), text.split('\n'), 0
+    while i < len(lines):
+        m = _DEF.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        j, body = i, []
+        while lines[j].rstrip().endswith('\\') and j + 1 < len(lines):
+            j += 1
+            body.append(lines[j])
+        joined = '\n'.join(body)
+        if not re.search(r'\b(__kernel|kernel)\b', joined):
+            heads = re.findall(r'(_Pragma\("unroll(?: \d+)?"\)\s*)?\b(for|while|do)\b\s*[({]', joined)
+            if any(not p or 'unroll 1' in p for p, _ in heads):
+                out.add(m.group(1))
+        i = j + 1
+    return out
+
+
+def _parse(text, name, helper=False):
     toks = tokens(text)
-    kb = kernel_body(toks, name)
+    kb = function_body(toks, name) if helper else kernel_body(toks, name, text)
     if not kb:
         return None
     lines = text.split('\n')
-    found = []
+    found, ifs = [], []
+    lmac = loop_macros(text)
 
     def stmt(i, end, parent):
         """Parses the statement at toks[i]; returns the index after it."""
@@ -212,12 +290,48 @@ def loops(text, name):
             lp.last = toks[e - 1][1]
             return e
         if t in ('if', 'switch'):
-            e = stmt(_match(toks, i + 1) + 1, end, parent)
+            b = _match(toks, i + 1) + 1
+            e = stmt(b, end, parent)
+            def first(j):  # a block's first statement, not its brace (often on the if's own line)
+                return toks[j + 1][1] if toks[j][0] == '{' and j + 1 <= end else toks[j][1]
+            then, other, rest = (first(b), toks[e - 1][1]), None, None
             if e <= end and toks[e][0] == 'else':
-                e = stmt(e + 1, end, parent)
+                e2 = stmt(e + 1, end, parent)
+                other = (first(e + 1), toks[e2 - 1][1])
+                e = e2
+            elif e <= end:
+                # the then part's last statement: after the last ';' or '}' before its end at its depth
+                k = e - 2 if toks[e - 1][0] == '}' else e - 1
+                depth, st0 = 0, b + 1 if toks[b][0] == '{' else b
+                for q in range(k - 1, b - 1, -1):
+                    if toks[q][0] in ')]}':
+                        depth += 1
+                    elif toks[q][0] in '([{':
+                        if depth == 0:
+                            break
+                        depth -= 1
+                    elif depth == 0 and toks[q][0] == ';':
+                        st0 = q + 1
+                        break
+                if toks[st0][0] == 'return':
+                    rest = (toks[e][1], toks[end][1])
+            if t == 'if':
+                ifs.append(SrcBranch(toks[i][1], then, other, rest))
             return e
         if t == 'else':
             return stmt(i + 1, end, parent)
+        if t in lmac and i + 1 <= end and toks[i + 1][0] == '(':
+            # a loop macro's invocation: one loop on its line (its nested loops share the line)
+            lp = SrcLoop(toks[i][1], parent)
+            lp.text = ' '.join(lines[lp.head - 1].split())
+            found.append(lp)
+            if parent:
+                parent.children.append(lp)
+            e = _match(toks, i + 1) + 1
+            if e <= end and toks[e][0] == ';':
+                e += 1
+            lp.last = toks[e - 1][1]
+            return e
         j = i
         while j <= end and toks[j][0] != ';':
             if toks[j][0] in _OPEN:
@@ -226,13 +340,50 @@ def loops(text, name):
         return j + 1
 
     stmt(kb[0], kb[1], None)
-    return found
+    return found, ifs
+
+
+def resolve_branch(text, name, snippet):
+    """(lines (first, last), span): the part of an if statement a description names, and the lines
+    of the kernel holding it (None for a helper's: its code is inlined among the kernel's): 'snippet' is the then part of the if on the line holding snippet
+    (whitespace-insensitive), 'else:snippet' its else part (for an if with no else whose then part
+    returns: the rest of its block). '@helper snippet' names an if of helper function `helper` (a
+    kernel's inlined code: the dtype branches of a load), '@helper' alone all of the helper. Raises
+    ValueError when the snippet is absent, ambiguous or on no if line."""
+    part = 'then'
+    if snippet.startswith('else:'):
+        part, snippet = 'else', snippet[5:]
+    helper = False
+    if snippet.startswith('@'):
+        fn, _, snippet = snippet[1:].partition(' ')
+        toks = tokens(text)
+        fb = function_body(toks, fn)
+        if not fb:
+            raise ValueError('%s: no helper function %s' % (name, fn))
+        span = (toks[fb[0]][1], toks[fb[1]][1])
+        if not snippet.strip():
+            return span, None
+        name, helper = fn, True
+    else:
+        span = kernel_lines(text, name)
+    norm = ' '.join(snippet.split())
+    hits = [i + 1 for i, l in enumerate(text.split('\n')[span[0] - 1:span[1]], span[0] - 1)
+            if norm in ' '.join(l.split())]
+    if len(hits) != 1:
+        raise ValueError('%s: "%s" occurs %d times in the kernel, not once' % (name, snippet, len(hits)))
+    br = [b for b in _parse(text, name, helper)[1] if b.head == hits[0]]
+    if not br:
+        raise ValueError('%s: "%s" (line %d) is not the line of an if' % (name, snippet, hits[0]))
+    rng = br[0].then if part == 'then' else br[0].other or br[0].rest
+    if rng is None:
+        raise ValueError('%s: the if of "%s" has no else part' % (name, snippet))
+    return rng, None if helper else span
 
 
 def kernel_lines(text, name):
     """(first, last) lines of kernel `name`'s body."""
     toks = tokens(text)
-    kb = kernel_body(toks, name)
+    kb = kernel_body(toks, name, text)
     return (toks[kb[0]][1], toks[kb[1]][1]) if kb else None
 
 
