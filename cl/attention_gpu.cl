@@ -39,10 +39,12 @@
  *     S. Registers decide it: a work-item holds RB * DV / TX floats of O, and the budget is 128
  *     registers on sm_90 and 128 VGPRs on gfx90a with no stack, scratch or spill (clang-15, libclc
  *     + ptxas, ROCm device libraries). The default shape (DV = 128, 16 floats of O) took 96
- *     registers / 114 VGPRs (120 on sm_90 since the full-tile path below; RB 4, BM 64 with it: 164); DV = 256 (32 of O) took 128 / 152 and spilled scalar registers on
- *     gfx90a; RB 4 with 32 of O, 130 / 148. Dv = 256, D = 128 costs 4/3 of the fma of one block
- *     that way. The row state lives in local memory for the same reason (in registers: 162 instead
- *     of 136 at RB 4), and so do the output's strides (see the prologue);
+ *     registers / 114 VGPRs (120 / 126 since the full-tile path and the exp below, with the V
+ *     loads' offsets as uint; RB 4, BM 64 with it: 164); DV = 256 (32 of O) took 128 / 152 and
+ *     spilled scalar registers on gfx90a; RB 4 with 32 of O, 130 / 148. Dv = 256, D = 128 costs
+ *     4/3 of the fma of one block that way. The row state lives in local memory for the same
+ *     reason (in registers: 162 instead of 136 at RB 4), and so do the output's strides (see the
+ *     prologue);
  *   - everything accumulates in f32; the weights and corrections use softmax_exp.cl's exp (fma
  *     only, a few ulp: libclc's built-in was about 150 SASS instructions a call, sm_90), the LSE
  *     the built-in log();
@@ -137,16 +139,18 @@ RQ_STATIC_ASSERT(sizeof(rq_ga_local) == RQ_GA_LOCAL_BYTES(RQ_GA_BM, RQ_GA_BN, RQ
  * column group lies inside the row (full, uniform), else 4 loads of elements col..col+3 clamped to
  * the last one, `last` (the columns past Dv get copies of it: their O is never stored). No per-lane
  * condition: compares of loop-invariant per-lane values are hoisted out of the key loop, and gfx90a
- * keeps each as a 64-bit lane mask in scalar registers (18 of them spilled). */
+ * keeps each as a 64-bit lane mask in scalar registers (18 of them spilled). The clamped offsets are
+ * uint (0 <= col <= last < Dv): they too are hoisted out of the key loop, 4 per column group, and as
+ * long they held 2 VGPRs each on gfx90a through the loop (default shape 134 VGPRs, 126 as uint). */
 #define RQ_GA_DEFINE_LD4(NAME, T, VLOAD4, LOAD1)                                                   \
     static inline float4 NAME(__global const uchar *row, int col, int last, bool full)             \
     {                                                                                              \
         if (full)                                                                                  \
             return VLOAD4(0, (__global const T *)(row + (long)col * (long)sizeof(T)));             \
-        return (float4)(LOAD1(row, (long)min(col, last) * (long)sizeof(T)),                        \
-                        LOAD1(row, (long)min(col + 1, last) * (long)sizeof(T)),                    \
-                        LOAD1(row, (long)min(col + 2, last) * (long)sizeof(T)),                    \
-                        LOAD1(row, (long)min(col + 3, last) * (long)sizeof(T)));                   \
+        return (float4)(LOAD1(row, (uint)min(col, last) * (uint)sizeof(T)),                         \
+                        LOAD1(row, (uint)min(col + 1, last) * (uint)sizeof(T)),                     \
+                        LOAD1(row, (uint)min(col + 2, last) * (uint)sizeof(T)),                     \
+                        LOAD1(row, (uint)min(col + 3, last) * (uint)sizeof(T)));                    \
     }
 #define RQ_GA_VLOAD4_BF16(o, p) as_float4(convert_uint4(vload4((o), (p))) << 16)
 RQ_GA_DEFINE_LD4(rq_ga_ld4_f32, float, vload4, rq_load_f32)
@@ -226,8 +230,17 @@ static inline void rq_ga_store4(__global uchar *out, long off, int dtype, float4
  * uniform test of the column groups against Dv is made once per step (RQ_GA_VKEY's CHK): inside
  * the key loop it compiled to a branch per group and key (34 of the loop's 346 SASS instructions,
  * sm_90). */
+/* RB 4: rolled. Fully unrolled, gfx90a's scheduler hoists the P loads of every later 4 keys (RB*TK
+ * floats) and the shape took 146 VGPRs (sm_90 128); rolled 128 VGPRs (sm_90 126, ptxas unrolls it
+ * back: the same 1209 FFMA). RB 2 stays unrolled: rolled, TK 32 took sm_90 132-134 registers (unroll
+ * 2 or 4 too), unrolled 122 (gfx90a 126). clang-15 + ROCm device libs 5.2, ptxas 13. */
+#if RQ_GA_RB >= 4
+#define RQ_GA_PV_UNROLL _Pragma("unroll 1")
+#else
+#define RQ_GA_PV_UNROLL _Pragma("unroll")
+#endif
 #define RQ_GA_PV_STEP(CHK)                                                                         \
-    _Pragma("unroll") for (int u = 0; u < RQ_GA_TK; u += 4) {                                      \
+    RQ_GA_PV_UNROLL for (int u = 0; u < RQ_GA_TK; u += 4) {                                        \
         float4 p[RQ_GA_RB];                                                                        \
         _Pragma("unroll") for (int i = 0; i < RQ_GA_RB; i++)                                       \
             p[i] = p_me[i * RQ_GA_TY * (RQ_GA_PS / 4) + (u0 + u) / 4];                             \

@@ -126,11 +126,15 @@ static void fit_tiled(const rq_devinfo *dev, rq_tuning *t)
  * tile (96 / 114), a 32x32 tile of 128 work-items (96 / 114), and 16-row tiles for few rows per KV
  * head (80 / 96). Dv 256 in one block (dv 256) took 128 / 152 VGPRs and spilled scalar registers on
  * gfx90a: not a candidate. qk_attention_* (the CPU profile's kernel: Dv accumulators per work-item,
- * over a kilobyte of stack on GPUs) is no candidate either. */
+ * over a kilobyte of stack on GPUs) is no candidate either. Since the full-tile path and the exp by
+ * fma (cl/attention_gpu.cl) the figures are 116-120 / 122-126 for 2 rows, 126 / 128 for 4 rows,
+ * 96 / 108 for 16 rows. The 32x64 tile with 32-dim steps ({32, 64, 32, 2, 128}) is no candidate any
+ * more: its P.V step unrolled (sm_90 122 registers, gfx90a 126 VGPRs) puts qk_attention_gpu_f16/_bf16
+ * in 128 B of private memory on dg2 (ocloc 22.43), and rolled (no private memory, 118 VGPRs) it
+ * takes sm_90 134 registers (132 with 2 of its 8 steps unrolled, 134 with 4). */
 static const int gshape[][5] = {{64, 64, 16, 4, 128}, {64, 64, 16, 4, 64}, {64, 64, 16, 2, 128},
                                 {64, 64, 8, 2, 128},  {32, 64, 16, 2, 128}, {32, 64, 8, 2, 128},
-                                {32, 64, 32, 2, 128}, {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64},
-                                {16, 64, 16, 1, 128}};
+                                {64, 32, 16, 2, 64},  {32, 32, 16, 2, 64},  {16, 64, 16, 1, 128}};
 #define NGSHAPE ((int)(sizeof gshape / sizeof gshape[0]))
 
 static void set_gshape(rq_tuning *t, int k)
