@@ -60,7 +60,11 @@ ropeqk_status rq_cl_describe_device(ropeqk_ctx *ctx)
     size_t xl = 0;
     if (clGetDeviceInfo(c->device, CL_DEVICE_EXTENSIONS, 0, NULL, &xl) == CL_SUCCESS && xl > 0) {
         char *x = malloc(xl + 1);
-        if (x && clGetDeviceInfo(c->device, CL_DEVICE_EXTENSIONS, xl, x, NULL) == CL_SUCCESS) {
+        if (!x) { /* not "no extension": NVIDIA would lose its register cap (qk_attention_fa2_*) */
+            rq_set_error("out of host memory reading the device's extensions");
+            return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
+        }
+        if (clGetDeviceInfo(c->device, CL_DEVICE_EXTENSIONS, xl, x, NULL) == CL_SUCCESS) {
             x[xl] = '\0';
             dev.nv_opts = strstr(x, "cl_nv_compiler_options") != NULL;
         }
