@@ -556,8 +556,11 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* the rows' sums: every work-item's partials, added by the owners (the last barrier of the   \
-     * key loop made them visible) */                                                              \
+    /* the rows' sums: every work-item's partials, added by the owners. A barrier of its own: a    \
+     * block whose rows see no key runs no key tile, and without it the owners read partials the    \
+     * others had not yet set (stale local memory: NaN or a wrong LSE on fully masked rows, found   \
+     * by the GPU-profile suite on pocl) */                                                         \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
     for (int r = lid; r < RQ_GA_BM; r += RQ_FA_NT) {                                               \
         float sum = 0.0f;                                                                          \
         for (int t = 0; t < RQ_FA_TX; t++)                                                         \

@@ -350,24 +350,35 @@ Test(plan, kernel_arguments_follow_the_contract)
         {"qk_decode_f32", decode_names, RQ_DEC_NARGS},    {"qk_decode_f16", decode_names, RQ_DEC_NARGS},
         {"qk_decode_bf16", decode_names, RQ_DEC_NARGS},
         {"qk_attention_f32", attn_names, RQ_AT_NARGS},    {"qk_attention_f16", attn_names, RQ_AT_NARGS},
-        {"qk_attention_bf16", attn_names, RQ_AT_NARGS},   {"qk_attention_gpu_f32", attn_names, RQ_AT_NARGS},
-        {"qk_attention_gpu_f16", attn_names, RQ_AT_NARGS}, {"qk_attention_gpu_bf16", attn_names, RQ_AT_NARGS},
+        {"qk_attention_bf16", attn_names, RQ_AT_NARGS},
+        /* the GPU attention kernel of the program's shape: the register-blocked form where the
+         * options say so (-DRQ_GA_FA2=1: the GPU profile's default), else qk_attention_gpu_* (the
+         * options above); the other stage of scripts/test.sh checks the other */
+        {"qk_attention_GA_f32", attn_names, RQ_AT_NARGS},
+        {"qk_attention_GA_f16", attn_names, RQ_AT_NARGS}, {"qk_attention_GA_bf16", attn_names, RQ_AT_NARGS},
         {"paged_attn_cpu", paged_names, RQ_PG_NARGS},
         {"paged_attn_gpu", paged_names, RQ_PG_NARGS},     {"paged_combine", comb_names, RQ_PC_NARGS},
         {"paged_append", app_names, RQ_PA_NARGS},         {"paged_gather", gat_names, RQ_PT_NARGS},
         {"paged_append_q8", appq_names, RQ_PQ_NARGS},    {"paged_gather_q8", gatq_names, RQ_PGQ_NARGS},
         {"paged_attn_fast4", fast_names, RQ_PF_NARGS},   {"paged_attn_fast8", fast_names, RQ_PF_NARGS},
     };
+    const bool fa2 = strstr(opts, "-DRQ_GA_FA2=1") != NULL;
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
-        cl_kernel k = clCreateKernel(prog, ks[i].kernel, &e);
-        cr_assert_eq(e, CL_SUCCESS, "%s", ks[i].kernel);
+        char kname[64];
+        const char *ga = strstr(ks[i].kernel, "_GA_");
+        if (ga)
+            snprintf(kname, sizeof kname, "qk_attention_%s_%s", fa2 ? "fa2" : "gpu", ga + 4);
+        else
+            snprintf(kname, sizeof kname, "%s", ks[i].kernel);
+        cl_kernel k = clCreateKernel(prog, kname, &e);
+        cr_assert_eq(e, CL_SUCCESS, "%s", kname);
         cl_uint n = 0;
         clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof n, &n, NULL);
-        cr_expect_eq(n, ks[i].n, "%s: %u arguments, contract.h says %u", ks[i].kernel, n, ks[i].n);
+        cr_expect_eq(n, ks[i].n, "%s: %u arguments, contract.h says %u", kname, n, ks[i].n);
         for (cl_uint a = 0; a < n && a < ks[i].n; a++) {
             char name[64] = "";
             cr_assert_eq(clGetKernelArgInfo(k, a, CL_KERNEL_ARG_NAME, sizeof name, name, NULL), CL_SUCCESS);
-            cr_expect_str_eq(name, ks[i].names[a], "%s argument %u", ks[i].kernel, a);
+            cr_expect_str_eq(name, ks[i].names[a], "%s argument %u", kname, a);
         }
         clReleaseKernel(k);
     }
