@@ -120,7 +120,9 @@ static void scores(ropeqk_ctx *ctx, const char *what, ropeqk_dtype dt, int64_t H
 
 /* variants: soft-capping, sinks (row 0 of head 0 sees no key), rotary dims [8, 16), M-RoPE arrays */
 /* mode 0: plain; 1: the variants; 2: plain with V[key 20][dim 3] NaN (rows at positions 20..23 see
- * it: O NaN there, the others as fp64) */
+ * it: O NaN there, the others as fp64); 3: plain with every key after every row (keys from position
+ * 100): a block whose rows see no key runs no key tile (O = 0, LSE = -inf; qk_attention_fa2_* read
+ * its sums' partials without a barrier there) */
 static void attention(ropeqk_ctx *ctx, int mode, int64_t D, uint64_t *rng)
 {
     const int variants = mode == 1;
@@ -130,6 +132,8 @@ static void attention(ropeqk_ctx *ctx, int mode, int64_t D, uint64_t *rng)
     p.causal = 1;
     p.window = 9;
     p.q_pos_offset = 4;
+    if (mode == 3)
+        p.k_pos_offset = 100;
     const float sinks[2] = {0.5f, -1.0f};
     int32_t *qp = NULL, *kp = NULL;
     if (variants) {
@@ -165,7 +169,8 @@ static void attention(ropeqk_ctx *ctx, int mode, int64_t D, uint64_t *rng)
             st = ropeqk_attention_max_error(&v, vd, &o, od, &o64, o64d, &l, ld, &l64, l64d, &err, &lerr, &mism);
         check(!st && err <= 1e-5 && lerr <= 1e-5 && mism == (mode == 2 ? 4 * Hq : 0),
               "attention D %d%s against fp64: O error %.3g, LSE error %.3g, mismatches %lld", (int)D,
-              mode == 1 ? " (variants)" : mode == 2 ? " (NaN in a masked V)" : "", err, lerr, (long long)mism);
+              mode == 1 ? " (variants)" : mode == 2 ? " (NaN in a masked V)" : mode == 3 ? " (no key seen)" : "", err, lerr,
+              (long long)mism);
     }
     free(qd), free(kd), free(vd), free(od), free(ld), free(o64d), free(l64d), free(qp), free(kp);
 }
@@ -315,6 +320,7 @@ int main(void)
     attention(ctx, 0, 16, &rng); /* qk_attention_fa2_f16 */
     attention(ctx, 1, 16, &rng);
     attention(ctx, 2, 16, &rng);
+    attention(ctx, 3, 16, &rng);
     attention(ctx, 0, 20, &rng); /* D not a multiple of its step: qk_attention_gpu_f16 (-DRQ_GA_FALLBACK) */
     attention(ctx, 1, 20, &rng);
     attention(ctx, 2, 20, &rng);
