@@ -64,6 +64,18 @@ def paged_split(tasks, longest_pages, page_size, min_keys=256):
     return pps
 
 
+def decode_call(c, p1, n, hq, D, nsplit, part, dense):
+    """A decode call's launches around its pass 1 `p1` (either kernel): Q's rotation before it,
+    paged_combine of its `nsplit` partial rows (`part` bytes) after it."""
+    rows = n * hq
+    comb = Launch('paged_combine', 'gpu', cdiv(D, c['RQ_PCWG']) * rows, c['RQ_PCWG'], {
+        'M = fmax(M, ml[2 * i])': nsplit,
+        'o = fma(part[(r0 + i) * a.Dv + dv], w, o)': nsplit,
+    }, dram=part + rows * D * 4, unit=('row', rows), note='%d splits' % nsplit)
+    q = rope(c, 'f16' if dense else 'f32', n, hq, D, what='Q rotation')
+    return [q, p1, comb]
+
+
 def paged_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=False):
     """A decode call over `n` sequences (or dense rows) of `tokens` keys each: Q's rotation,
     paged_attn_gpu, paged_combine (src/opencl/paged.c rq_paged_run, GPU shape)."""
@@ -108,13 +120,7 @@ def paged_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=Fal
         'for (int r = 0; r < kq - 1; r++)': kq - 1,
     }, dram=kv + part, unit=('key x KV head', n * tokens * hkv), hot='for (int t0 = jbeg; t0 < jend; t0 += RQ_PTK)',
         note='%d splits of %d keys, %d head groups, %d rows' % (nsplit, kps, groups, n))
-    rows = n * hq
-    comb = Launch('paged_combine', 'gpu', cdiv(D, c['RQ_PCWG']) * rows, c['RQ_PCWG'], {
-        'M = fmax(M, ml[2 * i])': nsplit,
-        'o = fma(part[(r0 + i) * a.Dv + dv], w, o)': nsplit,
-    }, dram=part + rows * D * 4, unit=('row', rows), note='%d splits' % nsplit)
-    q = rope(c, 'f16' if dense else 'f32', n, hq, D, what='Q rotation')
-    return [q, p1, comb]
+    return decode_call(c, p1, n, hq, D, nsplit, part, dense)
 
 
 # ---- the GPU profile's decode today (cl/paged_fast.cl, cl/paged_fast_task.tpl.cl paged_attn_fast4/8) --
@@ -209,13 +215,7 @@ def fast_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=Fals
             'if (kl == 0) {': 1 / KL,
             **fast_dtype('I8' if q8 else {2: 'F16', 4: 'F32'}[kv_es]),
         }, note='%d row groups of %d, %d splits of %d keys, %d KV heads; KL %d' % (ngroups, nr, nsplit, kps, hkv, KL))
-    rows = n * hq
-    comb = Launch('paged_combine', 'gpu', cdiv(D, c['RQ_PCWG']) * rows, c['RQ_PCWG'], {
-        'M = fmax(M, ml[2 * i])': nsplit,
-        'o = fma(part[(r0 + i) * a.Dv + dv], w, o)': nsplit,
-    }, dram=part + rows * D * 4, unit=('row', rows), note='%d splits' % nsplit)
-    q = rope(c, 'f16' if dense else 'f32', n, hq, D, what='Q rotation')
-    return [q, p1, comb]
+    return decode_call(c, p1, n, hq, D, nsplit, part, dense)
 
 
 # ---- attention (cl/attention_fa2.cl qk_attention_fa2_*, cl/attention_gpu.cl qk_attention_gpu_*) --

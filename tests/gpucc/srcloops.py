@@ -19,11 +19,9 @@ import subprocess
 _DEF = re.compile(r'\s*#\s*define\s+(\w+)\(([^)]*)\)\s*\\\s*$')
 
 
-def demacro(text, clang, opts):
-    """(text, origin): the program with kernel-defining macro invocations expanded in place, and for
-    each of its lines (1-based, origin[i - 1]) the line of the input it came from."""
-    lines = text.split('\n')
-    defs = []  # (name, params, first line index, last line index, [(input line, body text)])
+def _macro_defs(lines):
+    """The function-like multi-line #defines of `lines`: (match of _DEF, index of the #define line,
+    index of its last line, [(1-based line, body text without the continuation backslash)])."""
     i = 0
     while i < len(lines):
         m = _DEF.match(lines[i])
@@ -35,10 +33,19 @@ def demacro(text, clang, opts):
             j += 1
             b = lines[j].rstrip()
             body.append((j + 1, b[:-1] if b.endswith('\\') else b))
+        yield m, i, j, body
+        i = j + 1
+
+
+def demacro(text, clang, opts):
+    """(text, origin): the program with kernel-defining macro invocations expanded in place, and for
+    each of its lines (1-based, origin[i - 1]) the line of the input it came from."""
+    lines = text.split('\n')
+    defs = []  # (name, params, first line index, last line index, [(input line, body text)])
+    for m, i, j, body in _macro_defs(lines):
         joined = '\n'.join(b for _, b in body)
         if re.search(r'\b(__kernel|kernel)\b', joined) and '##' not in joined and not re.search(r'(^|[^#"])#\s*\w', joined):
             defs.append((m.group(1), [p.strip() for p in m.group(2).split(',')], i, j, body))
-        i = j + 1
     if not defs:
         return text, list(range(1, len(lines) + 1))
     probe = list(lines)
@@ -226,22 +233,13 @@ def loop_macros(text):
     """Names of the statement macros (#define NAME(...), no kernel inside) whose body holds a rolled
     loop (a for / while / do not under a plain `unroll` pragma): their invocation is a line of the
     kernel holding whole loops, whose SASS carries that one line (RQ_GA_NF_FIX, cl/attention_gpu.cl)."""
-    out, lines, i = set(), text.split('\n'), 0
-    while i < len(lines):
-        m = _DEF.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        j, body = i, []
-        while lines[j].rstrip().endswith('\\') and j + 1 < len(lines):
-            j += 1
-            body.append(lines[j])
-        joined = '\n'.join(body)
+    out = set()
+    for m, _, _, body in _macro_defs(text.split('\n')):
+        joined = '\n'.join(b for _, b in body)
         if not re.search(r'\b(__kernel|kernel)\b', joined):
             heads = re.findall(r'(_Pragma\("unroll(?: \d+)?"\)\s*)?\b(for|while|do)\b\s*[({]', joined)
             if any(not p or 'unroll 1' in p for p, _ in heads):
                 out.add(m.group(1))
-        i = j + 1
     return out
 
 
