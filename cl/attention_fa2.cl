@@ -110,53 +110,6 @@ RQ_FA_DEFINE_LD4(rq_fa_ld4_f32, float, vload4)
 RQ_FA_DEFINE_LD4(rq_fa_ld4_f16, half, vload_half4)
 RQ_FA_DEFINE_LD4(rq_fa_ld4_bf16, ushort, RQ_FA_VLOAD4_BF16)
 
-/* bf16 bits of x, rounded to nearest even; NaN stays NaN */
-static inline ushort rq_fa_bf16(float x)
-{
-    uint u = as_uint(x);
-    return isnan(x) ? (ushort)((u >> 16) | 0x40u) : (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* Stores n (1..4) elements of x at out + off in the output's storage type (0 f32, 1 f16, 2 bf16). */
-static inline void rq_fa_store4(__global uchar *out, long off, int dtype, float4 x, int n)
-{
-    if (dtype == 0) {
-        __global float *p = (__global float *)(out + off);
-        if (n == 4) {
-            vstore4(x, 0, p);
-        } else {
-            p[0] = x.x;
-            if (n > 1)
-                p[1] = x.y;
-            if (n > 2)
-                p[2] = x.z;
-        }
-    } else if (dtype == 1) {
-        __global half *p = (__global half *)(out + off);
-        if (n == 4) {
-            vstore_half4_rte(x, 0, p);
-        } else {
-            vstore_half_rte(x.x, 0, p);
-            if (n > 1)
-                vstore_half_rte(x.y, 1, p);
-            if (n > 2)
-                vstore_half_rte(x.z, 2, p);
-        }
-    } else {
-        __global ushort *p = (__global ushort *)(out + off);
-        ushort4 h = (ushort4)(rq_fa_bf16(x.x), rq_fa_bf16(x.y), rq_fa_bf16(x.z), rq_fa_bf16(x.w));
-        if (n == 4) {
-            vstore4(h, 0, p);
-        } else {
-            p[0] = h.x;
-            if (n > 1)
-                p[1] = h.y;
-            if (n > 2)
-                p[2] = h.z;
-        }
-    }
-}
-
 /* ---- the S steps: Q [BM][TK] and K [TK][BN] of dims d0.. into registers, then a stage buffer ---- */
 
 /* Global loads of step d0 of key tile j0 into qv[], kv[]. Element e = lid + k*NT of the Q tile is
@@ -586,7 +539,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         _Pragma("unroll") for (int c = 0; c < RQ_FA_CV; c++) {                                     \
             const int col = L.gid[2] * RQ_GA_DV + 4 * (tx + c * RQ_FA_TX);                         \
             if (col < Dv)                                                                          \
-                rq_fa_store4(out, ob + (long)col * es, a.o_dtype, o[i][c] * inv, min(4, Dv - col)); \
+                rq_as_store4(out, ob + (long)col * es, a.o_dtype, o[i][c] * inv, min(4, Dv - col)); \
         }                                                                                          \
     }                                                                                              \
 }

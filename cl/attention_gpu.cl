@@ -157,53 +157,6 @@ RQ_GA_DEFINE_LD4(rq_ga_ld4_f32, float, vload4, rq_load_f32)
 RQ_GA_DEFINE_LD4(rq_ga_ld4_f16, half, vload_half4, rq_load_f16)
 RQ_GA_DEFINE_LD4(rq_ga_ld4_bf16, ushort, RQ_GA_VLOAD4_BF16, rq_load_bf16)
 
-/* bf16 bits of x, rounded to nearest even; NaN stays NaN (attention.cl's rule) */
-static inline ushort rq_ga_bf16(float x)
-{
-    uint u = as_uint(x);
-    return isnan(x) ? (ushort)((u >> 16) | 0x40u) : (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* Stores n (1..4) elements of x at out + off in the output's storage type (0 f32, 1 f16, 2 bf16). */
-static inline void rq_ga_store4(__global uchar *out, long off, int dtype, float4 x, int n)
-{
-    if (dtype == 0) {
-        __global float *p = (__global float *)(out + off);
-        if (n == 4) {
-            vstore4(x, 0, p);
-        } else {
-            p[0] = x.x;
-            if (n > 1)
-                p[1] = x.y;
-            if (n > 2)
-                p[2] = x.z;
-        }
-    } else if (dtype == 1) {
-        __global half *p = (__global half *)(out + off);
-        if (n == 4) {
-            vstore_half4_rte(x, 0, p);
-        } else {
-            vstore_half_rte(x.x, 0, p);
-            if (n > 1)
-                vstore_half_rte(x.y, 1, p);
-            if (n > 2)
-                vstore_half_rte(x.z, 2, p);
-        }
-    } else {
-        __global ushort *p = (__global ushort *)(out + off);
-        ushort4 h = (ushort4)(rq_ga_bf16(x.x), rq_ga_bf16(x.y), rq_ga_bf16(x.z), rq_ga_bf16(x.w));
-        if (n == 4) {
-            vstore4(h, 0, p);
-        } else {
-            p[0] = h.x;
-            if (n > 1)
-                p[1] = h.y;
-            if (n > 2)
-                p[2] = h.z;
-        }
-    }
-}
-
 /* The fma of dim e (0..3) of a group of 4 into the S block: q[i].comp is that dim of row i, K's
  * row 4*c4 + e of the step holds it for the keys 4tx..4tx+3. */
 #define RQ_GA_SDIM(e, comp)                                                                        \
@@ -259,7 +212,7 @@ static inline void rq_ga_store4(__global uchar *out, long off, int dtype, float4
  * the kernel past its 128 registers (sm_90 132-156, gfx90a 134-152) or doubled pocl's cold compile. */
 #define RQ_GA_NF_STORE(comp, k)                                                                    \
     if (isnan(acc.comp) || isinf(acc.comp))                                                        \
-        rq_ga_store4(out, ob + (long)(col + (k)) * es, a.o_dtype, (float4)(acc.comp), 1);
+        rq_as_store4(out, ob + (long)(col + (k)) * es, a.o_dtype, (float4)(acc.comp), 1);
 #define RQ_GA_NF_FIX(LD4)                                                                          \
     _Pragma("unroll 1") for (int i = 0; i < RQ_GA_RB; i++) {                                       \
         const int m = m0 + ty + i * RQ_GA_TY, pi = L.rpos[ty + i * RQ_GA_TY];                      \
@@ -540,7 +493,7 @@ void NAME(__global const float *qr, __global const float *kt, __global const uch
         _Pragma("unroll") for (int c = 0; c < RQ_GA_CV; c++) {                                     \
             int col = c0 + 4 * (tx + c * RQ_GA_TX);                                                \
             if (col < Dv)                                                                          \
-                rq_ga_store4(out, ob + (long)col * es, a.o_dtype, o[i][c] * inv, min(4, Dv - col)); \
+                rq_as_store4(out, ob + (long)col * es, a.o_dtype, o[i][c] * inv, min(4, Dv - col)); \
         }                                                                                          \
         if (a.with_lse && cb == 0 && tx == 0)                                                      \
             *(__global float *)(lse + L.ostr[3] + (long)h * L.ostr[4] + (long)ii * L.ostr[5]) =    \

@@ -61,7 +61,9 @@
 #define RQ_GA_RB RQ_GA_FB_RB
 #define RQ_GA_DV RQ_GA_FB_DV
 #endif
-/* each file included once (cl/embed.py keeps a file's text where it is first included) */
+/* each file included once (cl/embed.py keeps a file's text where it is first included): the store
+ * both kernels use comes first, outside the branch */
+#include "attention_store.cl"
 #if defined(RQ_GA_FA2) && RQ_GA_FA2
 #include "attention_fa2.cl"
 #else
