@@ -105,6 +105,14 @@ ropeqk_status rq_get_program_ex(ropeqk_ctx *ctx, cl_device_id device, unsigned o
                                 cl_program *out);
 void rq_free_programs(ropeqk_ctx *ctx);
 
+/* cl_knobs.c: the knobs' table (knob.h), the rule the GPU attention kernel's hold together
+ * (tuning_check), whether a device is pocl's, and the base's shipped entries and vendor switch
+ * (rq_cl_tuning_base calls it last). */
+#define RQ_CL_N_KNOBS 24
+extern const rq_knob rq_cl_knobs[];
+bool rq_cl_tuning_check(const rq_tuning *t, char *why, size_t len);
+bool rq_cl_pocl(const rq_devinfo *dev);
+void rq_cl_tuning_shipped(const rq_devinfo *dev, rq_tuning *t);
 /* tune.c: the OpenCL side of the configuration (the -D options of a configuration, snprintf's
  * convention; the backend table's tuning_base, tuning_fit, build_options) and the tuner's hooks;
  * program.c: warmup. */
@@ -118,7 +126,6 @@ bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int
 ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out);
 ropeqk_status rq_cl_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
-void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len);
 /* tune_paged.c: the crossover families' check and timed shape (backend.h's tune_measure: both;
  * apart for the tests). */
 ropeqk_status rq_cl_tune_measure(ropeqk_ctx *c, rq_family f, double *ms);

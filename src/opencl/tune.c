@@ -1,7 +1,7 @@
 /* The OpenCL side of the kernel configuration and of the tuner: the -D build options, the fit of the
  * knobs to the device, the profile heuristics of its kernels, and the tuner's candidates (their
- * measured reasons are in src/core/tuning.c's header and next to each list), candidate contexts and
- * timed runs. */
+ * measured reasons are in cl_knobs.c's header and next to each list), candidate contexts and timed
+ * runs. */
 #include "ocl.h"
 
 #include <stdio.h>
@@ -28,7 +28,7 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
                     "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d -DRQ_KP=%d -DRQ_RUB=%d -DRQ_NV=%d -DRQ_CPU_KERNELS=%d%s%s",
                     t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, rq_kt_panel(t),
                     rq_rot_units(t), t->nv, t->profile == ROPEQK_PROFILE_CPU, tiled,
-                    t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
+                    t->vendor_ext ? " -DRQ_POCL_EXT=1 -w" : "" /* cl_knobs.c: the vendor switch */);
 }
 
 ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
@@ -59,7 +59,7 @@ ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
 /* AMD's and Intel's OpenCL platforms: qk_attention_fa2_* is over their compilers' budgets. */
 static bool gattn_vendor_limited(const rq_devinfo *dev)
 {
-    return !dev->pocl && (strstr(dev->platform, "AMD") || strstr(dev->platform, "Intel"));
+    return !rq_cl_pocl(dev) && (strstr(dev->platform, "AMD") || strstr(dev->platform, "Intel"));
 }
 
 void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
@@ -86,6 +86,7 @@ void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
         rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d (qk_attention_gpu_*: %s's compiler)", t->ga_bm,
                        t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, dev->platform);
     }
+    rq_cl_tuning_shipped(dev, t); /* measured entries over the heuristic, and the vendor switch */
 }
 
 /* Turns the tiled kernel off (the plan then runs qk_scores) on the CPU profile (set by hand there:
@@ -326,14 +327,6 @@ ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk
     ropeqk_opencl_ctx_params cp = {.context = rq_cl(ctx)->context, .queue = rq_cl(ctx)->queue};
     rq_tuning_to_api(t, &cp.tuning);
     return ropeqk_opencl_ctx_create(&cp, out);
-}
-
-void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len)
-{
-    snprintf(buf, len, "tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d "
-             "attn=%d/%d/%d/%d/%d chunk_rows=%d dense_rows=%d", t->tq, t->vk, t->nv, t->wg, t->tile, t->rb, t->tk,
-             t->dkb, t->dwg, t->atq, t->avk, t->awg, t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, t->chunk_rows,
-             t->dense_rows);
 }
 
 static double now_s(void)
