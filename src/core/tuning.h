@@ -23,7 +23,7 @@ typedef struct rq_tuning_s {
     int tile, rb, tk;    /* qk_scores_tiled: tile edge (0 = off), register block edge, dims per step */
     int vk_block, vk_tk; /* Vulkan scores.comp: register block T (tile 16T), head dims per stage */
     int vk_rows;         /* Vulkan attention.comp: query rows (invocations) per work-group */
-    int ga_bm, ga_bn, ga_tk, ga_rb, ga_dv; /* qk_attention_gpu_*: rows per work-group (0 = off),
+    int attn_tile, attn_keys, attn_tk, attn_rb, attn_dv; /* qk_attention_gpu_* / _fa2_*: rows per work-group (0 = off),
                           * keys per tile, dims per step, rows per work-item, V dims per work-group */
     int chunk_rows;      /* paged ragged calls: query rows from which a sequence takes the chunk path
                           * (K/V gathered, attention kernel) instead of the decode kernels (host only) */

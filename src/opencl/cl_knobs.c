@@ -62,48 +62,49 @@ static bool ga_bn_ok(long v) { return v == 16 || v == 32 || v == 64 || v == 128;
 static bool ga_rb_ok(long v) { return v == 1 || v == 2 || v == 4 || v == 8; }
 static bool ga_dv_ok(long v) { return v % 16 == 0; }
 
-/* name, environment variable (ROPEQK_ENV), range, allowed values, kind, flags, rq_tuning / ropeqk_tuning field */
-#define KNOB(name, ENV, lo, hi, ok, allowed, kind, flags, field) \
-    #name, "ROPEQK_" #ENV, lo, hi, ok, allowed, kind, flags, offsetof(rq_tuning, field), offsetof(ropeqk_tuning, name)
+/* name (of the rq_tuning and ropeqk_tuning fields too), environment variable (ROPEQK_ENV), range,
+ * allowed values, kind, flags */
+#define KNOB(name, ENV, lo, hi, ok, allowed, kind, flags) \
+    #name, "ROPEQK_" #ENV, lo, hi, ok, allowed, kind, flags, offsetof(rq_tuning, name), offsetof(ropeqk_tuning, name)
 #define C RQ_KNOB_CACHED
 #define S RQ_KNOB_SHOWN
 #define I RQ_KNOB_INT
 #define OFF RQ_KNOB_OFF
 
 const rq_knob rq_cl_knobs[] = {
-    {KNOB(tq, TQ, 1, 32, NULL, "", I, C | S, tq), 12, 4, "qk_scores: query rows per work-item"},
-    {KNOB(wg, WG, 1, 1024, NULL, "", I, C | S, wg), 16, 64, "qk_scores: work-group size along keys"},
-    {KNOB(vk, VK, 1, 16, vk_ok, "1, 4, 8 or 16", I, C | S, vk), 16, 1, "qk_scores: keys per work-item (vector width)"},
-    {KNOB(dkb, DKB, 2, 1024, even_ok, "even", I, C | S, dkb), 64, 64, "decode kernel (CPU profile): keys per work-item"},
-    {KNOB(dwg, DWG, 1, 256, NULL, "", I, C | S, dwg), 2, 2, "decode kernel (CPU profile): work-group size"},
+    {KNOB(tq, TQ, 1, 32, NULL, "", I, C | S), 12, 4, "qk_scores: query rows per work-item"},
+    {KNOB(wg, WG, 1, 1024, NULL, "", I, C | S), 16, 64, "qk_scores: work-group size along keys"},
+    {KNOB(vk, VK, 1, 16, vk_ok, "1, 4, 8 or 16", I, C | S), 16, 1, "qk_scores: keys per work-item (vector width)"},
+    {KNOB(dkb, DKB, 2, 1024, even_ok, "even", I, C | S), 64, 64, "decode kernel (CPU profile): keys per work-item"},
+    {KNOB(dwg, DWG, 1, 256, NULL, "", I, C | S), 2, 2, "decode kernel (CPU profile): work-group size"},
     /* the decode path: on for the CPU profile; on GPUs off until measured there (the tuner compares both) */
-    {KNOB(decode, DECODE, 0, 1, NULL, "0 (default), 1 (on) or -1 (off)", RQ_KNOB_ONOFF, C, decode), 1, 0,
+    {KNOB(decode, DECODE, 0, 1, NULL, "0 (default), 1 (on) or -1 (off)", RQ_KNOB_ONOFF, C), 1, 0,
      "the decode kernel for few query rows (API 1 on, -1 off; environment 1 / 0)"},
-    {KNOB(rot_uwg, ROT_UWG, 1, 256, NULL, "", I, C, rot_uwg), 16, 16, "RoPE pass: units per work-group"},
+    {KNOB(rot_uwg, ROT_UWG, 1, 256, NULL, "", I, C), 16, 16, "RoPE pass: units per work-group"},
     /* attention: 8 rows x 16 keys per work-item on CPUs (one zmm of scores per row, o[8][Dv] in
      * private memory); one row, one key at a time on GPUs, the fallback of the GPU attention kernel */
-    {KNOB(atq, ATQ, 1, 16, NULL, "", I, C | S, atq), 8, 1, "attention: query rows per work-item"},
-    {KNOB(avk, AVK, 1, 16, vk_ok, "1, 4, 8 or 16", I, C | S, avk), 16, 1, "attention: keys per block (vector width)"},
-    {KNOB(awg, AWG, 1, 1024, NULL, "", I, C | S, awg), 1, 64, "attention: work-group size"},
-    {KNOB(nv, NV, 1, 2, NULL, "", I, C | S, nv), 2, 1, "qk_scores: vectors of keys per work-item"},
+    {KNOB(atq, ATQ, 1, 16, NULL, "", I, C | S), 8, 1, "attention: query rows per work-item"},
+    {KNOB(avk, AVK, 1, 16, vk_ok, "1, 4, 8 or 16", I, C | S), 16, 1, "attention: keys per block (vector width)"},
+    {KNOB(awg, AWG, 1, 1024, NULL, "", I, C | S), 1, 64, "attention: work-group size"},
+    {KNOB(nv, NV, 1, 2, NULL, "", I, C | S), 2, 1, "qk_scores: vectors of keys per work-item"},
     /* the tiled score kernel: GPU profile only (the header comment) */
-    {KNOB(tile, TILE, 0, 128, tile_ok, "16, 32, 64 or 128; 0 (environment) or -1 (API) off", OFF, C | S, tile), 0, 64,
+    {KNOB(tile, TILE, 0, 128, tile_ok, "16, 32, 64 or 128; 0 (environment) or -1 (API) off", OFF, C | S), 0, 64,
      "qk_scores_tiled: scores per work-group along each side"},
-    {KNOB(rb, RB, 4, 8, rb_ok, "4 or 8", I, C | S, rb), 4, 4, "qk_scores_tiled: scores per work-item along each side"},
-    {KNOB(tk, TK, 4, 64, tk_ok, "a multiple of 4", I, C | S, tk), 16, 16, "qk_scores_tiled: head dims per step"},
+    {KNOB(rb, RB, 4, 8, rb_ok, "4 or 8", I, C | S), 4, 4, "qk_scores_tiled: scores per work-item along each side"},
+    {KNOB(tk, TK, 4, 64, tk_ok, "a multiple of 4", I, C | S), 16, 16, "qk_scores_tiled: head dims per step"},
     /* the GPU attention kernel: 64 rows x 64 keys, 4 rows x 4 keys of S and 4 rows x 8 dims of O per
      * work-item, 256 work-items: the register-blocked qk_attention_fa2_* (cl/attention_fa2.cl;
      * docs/prefill-gpu.md has its registers, instruction mix and predicted H200 time, the kernel's
      * header and src/opencl/tune.c's candidates the other shapes). 1 or 2 rows per work-item run
      * qk_attention_gpu_* (cl/attention_gpu.cl), whose default was 32/64/16/2/128 */
-    {KNOB(attn_tile, ATTN_TILE, 0, 128, tile_ok, "16, 32, 64 or 128; 0 (environment) or -1 (API) off", OFF, C | S, ga_bm), 0,
+    {KNOB(attn_tile, ATTN_TILE, 0, 128, tile_ok, "16, 32, 64 or 128; 0 (environment) or -1 (API) off", OFF, C | S), 0,
      64, "GPU attention kernel: query rows per work-group"},
-    {KNOB(attn_keys, ATTN_KEYS, 16, 128, ga_bn_ok, "16, 32, 64 or 128", I, C | S, ga_bn), 64, 64, "GPU attention kernel: keys per tile"},
-    {KNOB(attn_tk, ATTN_TK, 4, 64, tk_ok, "a multiple of 4 dividing attn_keys", I, C | S, ga_tk), 16, 16,
+    {KNOB(attn_keys, ATTN_KEYS, 16, 128, ga_bn_ok, "16, 32, 64 or 128", I, C | S), 64, 64, "GPU attention kernel: keys per tile"},
+    {KNOB(attn_tk, ATTN_TK, 4, 64, tk_ok, "a multiple of 4 dividing attn_keys", I, C | S), 16, 16,
      "GPU attention kernel: head dims per step"},
-    {KNOB(attn_rb, ATTN_RB, 1, 8, ga_rb_ok, "1, 2, 4 or 8 dividing attn_tile", I, C | S, ga_rb), 4, 4,
+    {KNOB(attn_rb, ATTN_RB, 1, 8, ga_rb_ok, "1, 2, 4 or 8 dividing attn_tile", I, C | S), 4, 4,
      "GPU attention kernel: query rows per work-item"},
-    {KNOB(attn_dv, ATTN_DV, 16, 256, ga_dv_ok, "a multiple of attn_keys", I, C | S, ga_dv), 128, 128,
+    {KNOB(attn_dv, ATTN_DV, 16, 256, ga_dv_ok, "a multiple of attn_keys", I, C | S), 128, 128,
      "GPU attention kernel: V dims per work-group"},
     /* The two host-side crossovers (the tuner's "chunk" and "dense" families search them per device:
      * src/opencl/tune_paged.c). Both profiles: not yet measured on a GPU.
@@ -113,7 +114,7 @@ const rq_knob rq_cl_knobs[] = {
      * rotates every key), the attention kernel ~0.12 us per key and row plus the gather and the
      * rotation of K once (~1.6 us per key): even at about 6 rows; 16 keeps speculative steps (2-8
      * rows), whose keys the decode kernels read in one split-K pass, on them. */
-    {KNOB(chunk_rows, CHUNK_ROWS, 1, RQ_CHUNK_ROWS_MAX, NULL, "", I, C | RQ_KNOB_CACHE_V4 | S, chunk_rows), 16, 16,
+    {KNOB(chunk_rows, CHUNK_ROWS, 1, RQ_CHUNK_ROWS_MAX, NULL, "", I, C | RQ_KNOB_CACHE_V4 | S), 16, 16,
      "paged ragged calls: query rows from which a sequence takes the chunk path"},
     /* dense_rows: attention calls with at most this many query rows run through the paged decode's
      * kernels (src/opencl/dense.c): each row is a sequence of the decode, which reads K and V once
@@ -144,13 +145,13 @@ _Static_assert(sizeof rq_cl_knobs / sizeof rq_cl_knobs[0] == RQ_CL_N_KNOBS, "ocl
 bool rq_cl_tuning_check(const rq_tuning *t, char *why, size_t len)
 {
     /* the GPU attention kernel's knobs together (cl/attention_gpu.cl's #error) */
-    if (!(t->ga_bn % t->ga_tk || t->ga_bm % t->ga_rb || t->ga_dv % t->ga_bn))
+    if (!(t->attn_keys % t->attn_tk || t->attn_tile % t->attn_rb || t->attn_dv % t->attn_keys))
         return true;
     snprintf(why, len,
              "GPU attention shape rows %d (ROPEQK_ATTN_TILE), keys %d (ROPEQK_ATTN_KEYS), step %d (ROPEQK_ATTN_TK), "
              "rows per work-item %d (ROPEQK_ATTN_RB), V dims %d (ROPEQK_ATTN_DV): the step must divide the keys, the "
              "rows per work-item the rows, and the V dims be a multiple of the keys",
-             t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv);
+             t->attn_tile, t->attn_keys, t->attn_tk, t->attn_rb, t->attn_dv);
     return false;
 }
 

@@ -293,7 +293,7 @@ ropeqk_status rq_cl_host_run(ropeqk_plan *pl, const rq_host_io *io);
  * per work-item times keys / 4. */
 static inline size_t rq_gattn_items(const rq_tuning *t)
 {
-    return (size_t)(t->ga_bm / t->ga_rb) * (size_t)(t->ga_bn / 4);
+    return (size_t)(t->attn_tile / t->attn_rb) * (size_t)(t->attn_keys / 4);
 }
 /* Whether the GPU attention shape runs the register-blocked kernel (qk_attention_fa2_*,
  * cl/attention_fa2.cl: 4 or 8 rows per work-item, its work-items a whole number of V tile rows:
@@ -301,11 +301,11 @@ static inline size_t rq_gattn_items(const rq_tuning *t)
  * kernel took 165 registers on sm_90, tests/gpucc), and its local memory in bytes. */
 static inline bool rq_ga_fa2(const rq_tuning *t)
 {
-    return t->ga_rb % 4 == 0 && (t->ga_bm / t->ga_rb) % (t->ga_dv / t->ga_bn) == 0;
+    return t->attn_rb % 4 == 0 && (t->attn_tile / t->attn_rb) % (t->attn_dv / t->attn_keys) == 0;
 }
 static inline size_t rq_ga_local_bytes(const rq_tuning *t)
 {
-    size_t bm = (size_t)t->ga_bm, bn = (size_t)t->ga_bn, tk = (size_t)t->ga_tk, dv = (size_t)t->ga_dv;
+    size_t bm = (size_t)t->attn_tile, bn = (size_t)t->attn_keys, tk = (size_t)t->attn_tk, dv = (size_t)t->attn_dv;
     return rq_ga_fa2(t) ? RQ_FA_LOCAL_BYTES(bm, bn, tk, dv) : RQ_GA_LOCAL_BYTES(bm, bn, tk, dv);
 }
 

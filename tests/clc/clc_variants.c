@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof ga / sizeof ga[0]; i++) {
         rq_tuning t;
         rq_tuning_defaults(ga[i].prof, &t);
-        t.ga_bm = ga[i].bm, t.ga_bn = ga[i].bn, t.ga_tk = ga[i].tk, t.ga_rb = ga[i].rb, t.ga_dv = ga[i].dv;
+        t.attn_tile = ga[i].bm, t.attn_keys = ga[i].bn, t.attn_tk = ga[i].tk, t.attn_rb = ga[i].rb, t.attn_dv = ga[i].dv;
         char opts[512];
         int n = rq_tuning_options(&t, opts, sizeof opts);
         if (n < 0 || (size_t)n >= sizeof opts - 16)
