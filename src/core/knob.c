@@ -97,16 +97,9 @@ ropeqk_status ropeqk_knob_get_info(const char *backend, int32_t index, ropeqk_kn
         return ROPEQK_ERR_BAD_PARAM;
     }
     const rq_knob *k = &be->knobs[index];
-    memset(info, 0, sizeof *info);
-    info->name = k->name;
-    info->env = k->env;
-    info->min = k->lo;
-    info->max = k->hi;
-    info->allowed = k->allowed;
-    info->default_cpu = k->def_cpu;
-    info->default_gpu = k->def_gpu;
-    info->in_struct = k->api_off != RQ_KNOB_NO_API;
-    info->doc = k->doc;
+    *info = (ropeqk_knob){.name = k->name, .env = k->env, .min = k->lo, .max = k->hi, .allowed = k->allowed,
+                          .default_cpu = k->def_cpu, .default_gpu = k->def_gpu,
+                          .in_struct = k->api_off != RQ_KNOB_NO_API, .doc = k->doc};
     return ROPEQK_SUCCESS;
 }
 

@@ -99,7 +99,8 @@ const rq_knob rq_cl_knobs[] = {
      * qk_attention_gpu_* (cl/attention_gpu.cl), whose default was 32/64/16/2/128 */
     {KNOB(attn_tile, ATTN_TILE, 0, 128, tile_ok, "16, 32, 64 or 128; 0 (environment) or -1 (API) off", OFF, C | S), 0,
      64, "GPU attention kernel: query rows per work-group"},
-    {KNOB(attn_keys, ATTN_KEYS, 16, 128, ga_bn_ok, "16, 32, 64 or 128", I, C | S), 64, 64, "GPU attention kernel: keys per tile"},
+    {KNOB(attn_keys, ATTN_KEYS, 16, 128, ga_bn_ok, "16, 32, 64 or 128", I, C | S), 64, 64,
+     "GPU attention kernel: keys per tile"},
     {KNOB(attn_tk, ATTN_TK, 4, 64, tk_ok, "a multiple of 4 dividing attn_keys", I, C | S), 16, 16,
      "GPU attention kernel: head dims per step"},
     {KNOB(attn_rb, ATTN_RB, 1, 8, ga_rb_ok, "1, 2, 4 or 8 dividing attn_tile", I, C | S), 4, 4,
@@ -134,8 +135,8 @@ const rq_knob rq_cl_knobs[] = {
      * (0: RQ_FSPLITS in cl/contract.h; docs/paged-decode-gpu.md) */
     {"paged_fast", "ROPEQK_PAGED_FAST", 0, 1, NULL, "0 (never) or 1; default -1: where meant to run", I, 0,
      offsetof(rq_tuning, paged_fast), RQ_KNOB_NO_API, -1, -1, "paged and dense decode: the fast pass 1"},
-    {"paged_wgs", "ROPEQK_PAGED_WGS", 1, 64, NULL, "; default 0: the kernel's (8)", I, 0, offsetof(rq_tuning, paged_wgs),
-     RQ_KNOB_NO_API, 0, 0, "paged fast pass 1: work-groups per compute unit its split aims at"},
+    {"paged_wgs", "ROPEQK_PAGED_WGS", 1, 64, NULL, "1..64; default 0: the kernel's own (8)", I, 0,
+     offsetof(rq_tuning, paged_wgs), RQ_KNOB_NO_API, 0, 0, "paged fast pass 1: work-groups per compute unit its split aims at"},
     /* the vendor switch: 1 only where rq_cl_tuning_shipped finds pocl (the header comment) */
     {"vendor_ext", NULL, -1, 0, NULL, "0 (auto) or -1 (off)", RQ_KNOB_VENDOR, 0, offsetof(rq_tuning, vendor_ext),
      offsetof(ropeqk_tuning, vendor_ext), 0, 0, "vendor builtins where the device is identified (pocl)"},
