@@ -13,7 +13,8 @@
  * still read, and those two keep the values they had before the file (the profile's defaults or a
  * shipped entry). Formats 1 and 2 lack kernel knobs: stale. vk_cm_rows and vk_cm_keys (the Vulkan
  * tensor-core tile) came later in format 4 and are optional in any file (RQ_KNOB_CACHE_OPT; absent:
- * kept as before). The reader takes the lines in any order.
+ * kept as before). The reader takes the lines in any order. A build without one of the backends
+ * writes and requires only the knobs of those it has, and calls another's key unknown (corrupt).
  * A file that does not parse is corrupt; one whose platform/device lines differ from the device's
  * is foreign (a hash collision or a copied file); one from another library or driver version is
  * stale. Each is ignored with a note (ropeqk_ctx_config_source), never an error: the library then
