@@ -320,7 +320,10 @@ typedef enum {
 ROPEQK_API const char *ropeqk_profile_name(ropeqk_profile p); /* "auto", "cpu", "gpu" */
 
 /*
- * Kernel configuration. Zero fields take the profile's default. Each knob has an environment
+ * Kernel configuration. This struct stays as it is for existing callers; which knobs a backend has,
+ * their ranges, environment variables and defaults, is the key/value view below it
+ * (ropeqk_knob_count, ropeqk_knob_get_info), which also gets and sets the fields by name. Zero
+ * fields take the profile's default. Each knob has an environment
  * override that wins over this struct (ROPEQK_PROFILE, ROPEQK_TQ, ROPEQK_WG, ROPEQK_VK, ROPEQK_DKB,
  * ROPEQK_DWG, ROPEQK_DECODE, ROPEQK_ROT_UWG, ROPEQK_ATQ, ROPEQK_AVK, ROPEQK_AWG, ROPEQK_NV, ROPEQK_TILE, ROPEQK_RB,
  * ROPEQK_TK, ROPEQK_VK_BLOCK, ROPEQK_VK_TK, ROPEQK_VK_ROWS, ROPEQK_ATTN_TILE, ROPEQK_ATTN_KEYS, ROPEQK_ATTN_TK,
@@ -392,6 +395,34 @@ typedef struct {
     int32_t vk_cm_keys;
 } ropeqk_tuning;
 
+/*
+ * The knobs as keys and values (issue 27): each backend publishes a table of the knobs its kernels
+ * and host read. `backend` is a backend's name or device-spec prefix, either case ("opencl",
+ * "OpenCL", "vulkan"; ropeqk_ctx_backend_error gives a context's); a backend not in this build has
+ * count -1 and get_info ROPEQK_ERR_BAD_PARAM. Knobs two backends read (chunk_rows, dense_rows,
+ * paged_fast) are in both tables, alike. The pointers are static strings of the library.
+ */
+typedef struct {
+    const char *name;      /* "tq": the ropeqk_tuning field's name (when in_struct), the cache file's key */
+    const char *env;       /* "ROPEQK_TQ"; NULL when it has none */
+    int32_t min, max;      /* the range of the environment variable and of the field's non-zero values
+                            * (but for -1 where allowed says it turns something off) */
+    const char *allowed;   /* the allowed values within it in words, "" when every one is */
+    int32_t default_cpu;   /* the CPU and GPU profiles' values before the device's heuristics,
+                            * shipped entries and the tuning cache (ropeqk_ctx_knob: in effect) */
+    int32_t default_gpu;
+    int32_t in_struct;     /* 1: a ropeqk_tuning field; 0: environment only */
+    const char *doc;       /* one line */
+} ropeqk_knob;
+ROPEQK_API int32_t ropeqk_knob_count(const char *backend);
+ROPEQK_API ropeqk_status ropeqk_knob_get_info(const char *backend, int32_t index, ropeqk_knob *info);
+/* Reads or writes t's field of knob `name` (ROPEQK_ERR_BAD_PARAM with a ropeqk_last_error() message
+ * when no backend built in has it or it has no field). Set checks the value as context creation
+ * does (0 = the default; ROPEQK_ERR_BAD_CONFIG with the same message) and leaves t as it was when it
+ * refuses it. */
+ROPEQK_API ropeqk_status ropeqk_tuning_get(const ropeqk_tuning *t, const char *name, int32_t *value);
+ROPEQK_API ropeqk_status ropeqk_tuning_set(ropeqk_tuning *t, const char *name, int32_t value);
+
 /* ---- contexts ----------------------------------------------------------------------------- */
 typedef struct ropeqk_ctx ropeqk_ctx;
 
@@ -424,6 +455,9 @@ ROPEQK_API const char *ropeqk_ctx_build_options(const ropeqk_ctx *ctx);
  * where the profile came from ("ROPEQK_PROFILE=gpu", "parameter", "auto: CPU device"); the string
  * lives as long as the context. */
 ROPEQK_API ropeqk_status ropeqk_ctx_tuning(const ropeqk_ctx *ctx, ropeqk_tuning *out, const char **profile_source);
+/* The value in effect on ctx of its backend's knob `name`, as ropeqk_ctx_tuning reports the field
+ * (off as -1), environment-only knobs included (ROPEQK_ERR_BAD_PARAM when its backend has none). */
+ROPEQK_API ropeqk_status ropeqk_ctx_knob(const ropeqk_ctx *ctx, const char *name, int32_t *value);
 /* Where the kernel configuration came from: "cache (<file>)", "shipped (<entry>)" or "heuristic
  * (...)", then "; overrides: ..." for caller or environment values, and a note on a cache file
  * that was ignored (corrupt, stale, foreign). Lives as long as the context. */

@@ -111,7 +111,7 @@ Test(tiled_fit, gpu_attention_shapes_against_the_device)
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         unsetenv(env[i]);
     rq_tuning t = resolve_attn(1024, 48 << 10, 0, 0, 0, 0, 0);
-    cr_expect(t.ga_bm == 64 && t.ga_bn == 64 && t.ga_tk == 16 && t.ga_rb == 4 && t.ga_dv == 128 && rq_ga_fa2(&t), "%s",
+    cr_expect(t.attn_tile == 64 && t.attn_keys == 64 && t.attn_tk == 16 && t.attn_rb == 4 && t.attn_dv == 128 && rq_ga_fa2(&t), "%s",
               t.config_source);
     cr_expect_eq(rq_gattn_items(&t), 256);
     cr_expect_eq(rq_ga_local_bytes(&t), 44112);
@@ -124,8 +124,8 @@ Test(tiled_fit, gpu_attention_shapes_against_the_device)
     static const char *const vendors[] = {"AMD Accelerated Parallel Processing", "Intel(R) OpenCL Graphics"};
     for (int v = 0; v < 2; v++) {
         t = resolve_attn_on(vendors[v], 256, 64 << 10, 0, 0, 0, 0, 0);
-        cr_expect(t.ga_bm == RQ_GA_FB_BM && t.ga_bn == RQ_GA_FB_BN && t.ga_tk == RQ_GA_FB_TK && t.ga_rb == RQ_GA_FB_RB &&
-                      t.ga_dv == RQ_GA_FB_DV && !rq_ga_fa2(&t),
+        cr_expect(t.attn_tile == RQ_GA_FB_BM && t.attn_keys == RQ_GA_FB_BN && t.attn_tk == RQ_GA_FB_TK && t.attn_rb == RQ_GA_FB_RB &&
+                      t.attn_dv == RQ_GA_FB_DV && !rq_ga_fa2(&t),
                   "%s: %s", vendors[v], t.config_source);
         cr_expect(strstr(t.config_source, "qk_attention_gpu_*"), "%s", t.config_source);
         rq_tuning_options(&t, opts, sizeof opts);
@@ -133,22 +133,22 @@ Test(tiled_fit, gpu_attention_shapes_against_the_device)
         cr_expect_eq(RQ_GA_LOCAL_BYTES(32, 64, 16, 128), 21696);
         /* a shape it cannot take steps down past the fa2 shapes of the ladder */
         t = resolve_attn_on(vendors[v], 256, 64 << 10, 64, 64, 16, 2, 128);
-        cr_expect(t.ga_bm == 32 && t.ga_rb == 2 && !rq_ga_fa2(&t), "%s: %s", vendors[v], t.config_source);
+        cr_expect(t.attn_tile == 32 && t.attn_rb == 2 && !rq_ga_fa2(&t), "%s: %s", vendors[v], t.config_source);
     }
     /* 64 rows, 2 a work-item, 64 keys: 32 x 16 = 512 work-items, the older kernel */
     t = resolve_attn(1024, 48 << 10, 64, 64, 16, 2, 128);
-    cr_expect(t.ga_bm == 64 && t.ga_rb == 2 && !rq_ga_fa2(&t), "%s", t.config_source);
+    cr_expect(t.attn_tile == 64 && t.attn_rb == 2 && !rq_ga_fa2(&t), "%s", t.config_source);
     /* a shape the device cannot take steps down to the largest of the kernels' shapes that fits:
      * the fa2 default, 16 x 16 = 256 work-items */
     t = resolve_attn(256, 48 << 10, 64, 64, 16, 2, 128);
-    cr_expect(t.ga_bm == 64 && t.ga_bn == 64 && t.ga_rb == 4 && t.ga_dv == 128 && rq_gattn_items(&t) == 256, "%s",
+    cr_expect(t.attn_tile == 64 && t.attn_keys == 64 && t.attn_rb == 4 && t.attn_dv == 128 && rq_gattn_items(&t) == 256, "%s",
               t.config_source);
     cr_expect(strstr(t.config_source, "instead of 64/64/16/2/128") &&
                   strstr(t.config_source, "512 work-items > device limit 256"),
               "%s", t.config_source);
     /* no shape fits 32 work-items: the kernel is off (qk_attention_*), without RQ_GA_ options */
     t = resolve_attn(32, 48 << 10, 0, 0, 0, 0, 0);
-    cr_expect_eq(t.ga_bm, 0, "%s", t.config_source);
+    cr_expect_eq(t.attn_tile, 0, "%s", t.config_source);
     cr_expect(strstr(t.config_source, "GPU attention kernel off") && strstr(t.config_source, "no smaller shape fits"),
               "%s", t.config_source);
     rq_tuning_options(&t, opts, sizeof opts);
@@ -157,15 +157,15 @@ Test(tiled_fit, gpu_attention_shapes_against_the_device)
      * 2*64*64 + 12*64 + 4*64 + 56 = 43064 bytes, 43072 rounded: under 48 KiB, over a 32 KiB device */
     cr_expect_eq(RQ_GA_LOCAL_BYTES(64, 64, 16, 256), 43072);
     t = resolve_attn(1024, 48 << 10, 64, 64, 16, 2, 256);
-    cr_expect_eq(t.ga_bm, 64, "%s", t.config_source);
+    cr_expect_eq(t.attn_tile, 64, "%s", t.config_source);
     /* over a 32 KiB device: the fa2 shapes take 44112 bytes (64- or 128-dim V blocks alike: the Q and
      * K stage is the larger), the first of the ladder within 32 KiB is 64 x 64 of 2 rows with 8-dim
      * steps (16*256 + 4*64*68 + 2*64*64 + 12*64 + 4*64 + 56 = 30776 bytes) */
     t = resolve_attn(1024, 32 << 10, 64, 64, 16, 2, 256);
-    cr_expect(t.ga_bm == 64 && t.ga_tk == 8 && t.ga_dv == 128 && !rq_ga_fa2(&t), "%s", t.config_source);
+    cr_expect(t.attn_tile == 64 && t.attn_tk == 8 && t.attn_dv == 128 && !rq_ga_fa2(&t), "%s", t.config_source);
     cr_expect_eq(RQ_GA_LOCAL_BYTES(64, 64, 8, 128), 30784);
     cr_expect(strstr(t.config_source, "43072 local bytes > 32768"), "%s", t.config_source);
     t = resolve_attn(1024, 1 << 20, 128, 128, 64, 8, 256); /* over 48 KiB anywhere */
-    cr_expect(t.ga_bm == 64 && t.ga_tk == 16 && t.ga_dv == 128 && t.ga_rb == 4, "%s", t.config_source);
+    cr_expect(t.attn_tile == 64 && t.attn_tk == 16 && t.attn_dv == 128 && t.attn_rb == 4, "%s", t.config_source);
     cr_expect(strstr(t.config_source, "local bytes > 49152"), "%s", t.config_source);
 }

@@ -15,27 +15,8 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-void sb_add(strbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->buf + b->len, sizeof b->buf - b->len, fmt, ap);
-    va_end(ap);
-    if (w > 0)
-        b->len = b->len + (size_t)w < sizeof b->buf ? b->len + (size_t)w : sizeof b->buf - 1;
-}
-
-/* " --flag value" with the value as the shortest round-tripping number */
-void flag_num(strbuf *b, const char *flag, double v)
-{
-    char num[64];
-    cli_fmt_double(num, sizeof num, v);
-    sb_add(b, " %s %s", flag, num);
-}
 
 /* " --flag path", single-quoted when the path has characters a shell would treat specially */
 static void flag_path(strbuf *b, const char *flag, const char *path)

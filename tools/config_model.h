@@ -13,6 +13,7 @@ typedef struct {
     size_t len;
 } strbuf;
 
+/* config_strbuf.c: appends to b (truncating at its end) */
 void sb_add(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* " --flag value" with the value as the shortest round-tripping number */
 void flag_num(strbuf *b, const char *flag, double v);

@@ -61,17 +61,18 @@ int cmd_tune(int argc, char **argv)
         cli_device_close(&dev);
         return CLI_RUNTIME;
     }
+    /* the winners of every knob the backend has a ropeqk_tuning field for, from its table */
     const char *backend = "";
     ropeqk_ctx_backend_error(dev.ctx, &backend);
-    if (strcmp(backend, "Vulkan") == 0) /* the knobs the Vulkan shaders read */
-        printf("best: vk_block=%d vk_tk=%d vk_rows=%d (%.1f s)\n", best.vk_block, best.vk_tk, best.vk_rows,
-               rqs_now() - t0);
-    else
-        printf("best: tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d "
-               "attn=%d/%d/%d/%d/%d chunk_rows=%d dense_rows=%d (%.1f s)\n", best.tq, best.vk, best.nv, best.wg, best.tile,
-               best.rb, best.tk, best.dkb, best.dwg, best.atq, best.avk, best.awg, best.attn_tile, best.attn_keys,
-               best.attn_tk, best.attn_rb, best.attn_dv, best.chunk_rows, best.dense_rows > 0 ? best.dense_rows : 0,
-               rqs_now() - t0);
+    printf("best:");
+    for (int32_t i = 0, n = ropeqk_knob_count(backend); i < n; i++) {
+        ropeqk_knob k;
+        int32_t v = 0;
+        if (ropeqk_knob_get_info(backend, i, &k) == ROPEQK_SUCCESS && k.in_struct &&
+            ropeqk_tuning_get(&best, k.name, &v) == ROPEQK_SUCCESS)
+            printf(" %s=%d", k.name, (int)v);
+    }
+    printf(" (%.1f s)\n", rqs_now() - t0);
     if (dry)
         printf("dry run: cache not written\n");
     else

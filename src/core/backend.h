@@ -100,8 +100,17 @@ typedef struct rq_backend {
     ropeqk_status (*warmup)(ropeqk_ctx *ctx);
 
     /* ---- configuration (src/core/tuning.c) ---- */
-    /* Adjusts the profile's default knobs to the device (vector widths) and writes where they came
-     * from into t->config_source ("heuristic (...)"); a cache or shipped entry may override both. */
+    /* Its knobs (knob.h): name, range, environment variable, defaults per profile, rq_tuning field.
+     * The core resolves, caches, lists and describes knobs through these tables only. */
+    const rq_knob *knobs;
+    size_t n_knobs;
+    /* Whether knobs that hold together are consistent (e.g. a tile's step divides it); NULL: no
+     * such rule. On false, why (len bytes) says which knobs and what they must satisfy; checked on
+     * every context's resolved knobs and on a cache file's. */
+    bool (*tuning_check)(const rq_tuning *t, char *why, size_t len);
+    /* Adjusts the profile's default knobs to the device (vector widths, shipped measured entries,
+     * the vendor switch) and writes where they came from into t->config_source ("heuristic (...)");
+     * a cache entry may override the knobs after it. */
     void (*tuning_base)(const rq_devinfo *dev, rq_tuning *t);
     /* Fits resolved knobs to the device's limits (work-group sizes, local memory), noting what it
      * turned off in t->config_source. */
@@ -143,8 +152,6 @@ typedef struct rq_backend {
      * then times the family's representative shape into *ms (median of 3 after a warm-up; ms NULL:
      * the check only). */
     ropeqk_status (*tune_measure)(ropeqk_ctx *c, rq_family f, double *ms);
-    /* The knobs this backend reads, for the tuner's progress lines ("tq=8 vk=16 ..."). */
-    void (*tune_describe)(const rq_tuning *t, char *buf, size_t len);
 
     /* Runs on device memory (ropeqk_buffer_*, ropeqk_plan_run, ...): one entry per operation, in a
      * table of their own (below); NULL: the backend has none (the calls return ROPEQK_ERR_BAD_PARAM). */

@@ -7,9 +7,12 @@
  * backend's time_plan; for the crossovers the backend's tune_measure does both). The first
  * candidate of each family is the configuration in effect, so the result is never worse than what
  * the device had, and a budget that runs out keeps the best found so far (a family reached after
- * it ran out only checks the knobs in effect). Compiling dominates on pocl (~1 s a candidate).
+ * it ran out only checks the knobs in effect). Compiling dominates on CPU OpenCL drivers (~1 s a
+ * candidate).
  * Which knobs each family searches, and which shapes a device takes, is each backend's
- * (tune_candidate, tune_fits: src/opencl/tune.c, src/vulkan/vk_tune.c). */
+ * (tune_candidate, tune_fits: src/opencl/tune.c, src/vulkan/vk_tune.c); which knobs exist, its
+ * table (knob.h): the progress lines show the RQ_KNOB_SHOWN ones, and a set environment variable of
+ * any cached knob stops the search. */
 #include "backend.h"
 
 #include <math.h>
@@ -34,7 +37,7 @@ typedef rq_family family;
 static const char *const fam_name[] = {"scores", "decode", "attention", "chunk", "dense"};
 
 /* Shapes: the check case is small (fp64 reference in milliseconds); the timed one is what the
- * family is for, kept small enough that a candidate costs well under a second on pocl. */
+ * family is for, kept small enough that a candidate costs well under a second on a CPU device. */
 typedef struct {
     int64_t B, Hq, Hkv, Sq, Sk, D;
     bool causal;
@@ -122,13 +125,24 @@ static ropeqk_status time_candidate(ropeqk_ctx *c, family f, double *ms)
     return st;
 }
 
+/* The backend's shown knobs, "tq=12 wg=16 ...". */
+static void describe(const rq_backend *be, const rq_tuning *t, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < be->n_knobs && n < len; i++)
+        if (be->knobs[i].flags & RQ_KNOB_SHOWN)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s=%d", n ? " " : "", be->knobs[i].name,
+                                  RQ_KNOB_AT(t, &be->knobs[i]));
+}
+
 static void say(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, const char *fam, const rq_tuning *t,
                 const char *res)
 {
     if (!p->progress)
         return;
-    char knobs[200], line[320];
-    ctx->be->tune_describe(t, knobs, sizeof knobs);
+    char knobs[400], line[520];
+    describe(ctx->be, t, knobs, sizeof knobs);
     snprintf(line, sizeof line, "%s %s: %s", fam, knobs, res);
     p->progress(p->user, line);
 }
@@ -148,7 +162,7 @@ static ropeqk_status search(const ropeqk_ctx *ctx, const ropeqk_tune_params *p, 
         int n_ok = 0, best = -1;
         /* a family reached with the budget spent runs its first candidate (the knobs in effect) through
          * the check only: one candidate has nothing to be compared with, and timing it can cost more
-         * than the whole budget (the dense crossover's shape: ~15 s under the GPU profile on pocl) */
+         * than the whole budget (the dense crossover's shape: ~15 s under the GPU profile on a CPU) */
         const bool spent = rqt_now() - t0 > budget;
         for (int k = 0; n_ok < RQ_TUNE_MAX; k++) {
             rq_tuning t = win;
@@ -206,16 +220,11 @@ ropeqk_status ropeqk_tune(ropeqk_ctx *ctx, const ropeqk_tune_params *params, rop
 {
     if (!ctx)
         return ROPEQK_ERR_NULL_POINTER;
-    static const char *const env[] = {"ROPEQK_TQ",  "ROPEQK_WG",  "ROPEQK_VK",       "ROPEQK_DKB",
-                                      "ROPEQK_DWG", "ROPEQK_DECODE", "ROPEQK_ROT_UWG", "ROPEQK_ATQ",
-                                      "ROPEQK_AVK", "ROPEQK_AWG", "ROPEQK_NV", "ROPEQK_TILE",   "ROPEQK_RB",
-                                      "ROPEQK_TK",  "ROPEQK_VK_BLOCK", "ROPEQK_VK_TK", "ROPEQK_VK_ROWS",
-                                      "ROPEQK_ATTN_TILE", "ROPEQK_ATTN_KEYS", "ROPEQK_ATTN_TK", "ROPEQK_ATTN_RB",
-                                      "ROPEQK_ATTN_DV", "ROPEQK_CHUNK_ROWS", "ROPEQK_DENSE_DECODE",
-                                      "ROPEQK_VK_CM_ROWS", "ROPEQK_VK_CM_KEYS"};
-    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
-        if (getenv(env[i])) {
-            rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", env[i]);
+    /* the knobs the cache holds: an environment override of one would win over every candidate */
+    const rq_knob *all[RQ_KNOBS_MAX];
+    for (size_t i = 0, n = rq_knobs_all(all); i < n; i++)
+        if ((all[i]->flags & RQ_KNOB_CACHED) && all[i]->env && getenv(all[i]->env)) {
+            rq_set_error("tuner: %s is set and would override every candidate; unset it to tune", all[i]->env);
             return ROPEQK_ERR_BAD_CONFIG;
         }
     ropeqk_tune_params dflt;

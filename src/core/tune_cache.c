@@ -7,11 +7,14 @@
  *     device <device name>
  *     driver <driver version>
  *     profile cpu|gpu
- *     tq 16 ... (one knob a line, every knob of rq_tuning; tile 0 = the tiled kernel off)
- * Format 4 added chunk_rows and dense_rows (the OpenCL crossovers); a format 3 file is still read,
- * and those two keep the values they had before the file (the profile's defaults or a shipped
- * entry). Formats 1 and 2 lack kernel knobs: stale. vk_cm_rows and vk_cm_keys (the Vulkan
- * tensor-core tile) came later in format 4 and are optional in any file (absent: kept as before).
+ *     tq 16 ... (one knob a line: every knob with RQ_KNOB_CACHED of the backends built in, in
+ *               their tables' order, knob.h; tile 0 = the tiled kernel off)
+ * Format 4 added chunk_rows and dense_rows (the crossovers: RQ_KNOB_CACHE_V4); a format 3 file is
+ * still read, and those two keep the values they had before the file (the profile's defaults or a
+ * shipped entry). Formats 1 and 2 lack kernel knobs: stale. vk_cm_rows and vk_cm_keys (the Vulkan
+ * tensor-core tile) came later in format 4 and are optional in any file (RQ_KNOB_CACHE_OPT; absent:
+ * kept as before). The reader takes the lines in any order. A build without one of the backends
+ * writes and requires only the knobs of those it has, and calls another's key unknown (corrupt).
  * A file that does not parse is corrupt; one whose platform/device lines differ from the device's
  * is foreign (a hash collision or a copied file); one from another library or driver version is
  * stale. Each is ignored with a note (ropeqk_ctx_config_source), never an error: the library then
@@ -62,34 +65,16 @@ int rq_tune_cache_path(const rq_devinfo *dev, char *buf, size_t len)
     return n > 0 && (size_t)n < len ? 0 : -1;
 }
 
-/* The knobs of a file, in file order; offsets into rq_tuning. */
-static const struct {
-    const char *key;
-    size_t off;
-    int lo, hi;
-} knobs[] = {
-    {"tq", offsetof(rq_tuning, tq), 1, 32},        {"wg", offsetof(rq_tuning, wg), 1, 1024},
-    {"vk", offsetof(rq_tuning, vk), 1, 16},        {"dkb", offsetof(rq_tuning, dkb), 2, 1024},
-    {"dwg", offsetof(rq_tuning, dwg), 1, 256},     {"decode", offsetof(rq_tuning, decode), 0, 1},
-    {"rot_uwg", offsetof(rq_tuning, rot_uwg), 1, 256}, {"atq", offsetof(rq_tuning, atq), 1, 16},
-    {"avk", offsetof(rq_tuning, avk), 1, 16},      {"awg", offsetof(rq_tuning, awg), 1, 1024},
-    {"nv", offsetof(rq_tuning, nv), 1, 2},
-    {"tile", offsetof(rq_tuning, tile), 0, 128},   {"rb", offsetof(rq_tuning, rb), 4, 8},
-    {"tk", offsetof(rq_tuning, tk), 4, 64},
-    {"vk_block", offsetof(rq_tuning, vk_block), 2, 8}, {"vk_tk", offsetof(rq_tuning, vk_tk), 8, 32},
-    {"vk_rows", offsetof(rq_tuning, vk_rows), 32, 128},
-    {"attn_tile", offsetof(rq_tuning, ga_bm), 0, 128}, {"attn_keys", offsetof(rq_tuning, ga_bn), 16, 128},
-    {"attn_tk", offsetof(rq_tuning, ga_tk), 4, 64},   {"attn_rb", offsetof(rq_tuning, ga_rb), 1, 8},
-    {"attn_dv", offsetof(rq_tuning, ga_dv), 16, 256},
-    /* format 4 on (the last NEW4 entries: not required in a format 3 file) */
-    {"chunk_rows", offsetof(rq_tuning, chunk_rows), 1, RQ_CHUNK_ROWS_MAX},
-    {"dense_rows", offsetof(rq_tuning, dense_rows), 0, RQ_DENSE_ROWS_MAX},
-    /* optional in every file (the last NOPT entries) */
-    {"vk_cm_rows", offsetof(rq_tuning, vk_cm_rows), 32, 128}, {"vk_cm_keys", offsetof(rq_tuning, vk_cm_keys), 32, 128},
-};
-#define NKNOBS (sizeof knobs / sizeof knobs[0]) /* all required but the optional ones (format 1 files lack some: stale) */
-#define NOPT 2
-#define NEW4 2 /* the entries before the optional ones that format 3 files lack */
+/* The knobs of a file (RQ_KNOB_CACHED), in the order written; at most 58 (bits of `seen`). */
+static size_t cached_knobs(const rq_knob **out)
+{
+    const rq_knob *all[RQ_KNOBS_MAX];
+    size_t n = 0;
+    for (size_t i = 0, na = rq_knobs_all(all); i < na && n < 58; i++)
+        if (all[i]->flags & RQ_KNOB_CACHED)
+            out[n++] = all[i];
+    return n;
+}
 
 /* Reads "key value" (value = rest of the line) from line; 0 if it has that key. */
 static const char *value_of(const char *line, const char *key)
@@ -108,6 +93,8 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     FILE *f = fopen(path, "r");
     if (!f)
         return RQ_CACHE_NONE;
+    const rq_knob *kn[RQ_KNOBS_MAX];
+    size_t nk = cached_knobs(kn);
     char line[512];
     int lineno = 0;
     unsigned long long seen = 0;
@@ -168,44 +155,41 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
             seen |= 16;
         } else {
             size_t k = 0;
-            while (k < NKNOBS && !(v = value_of(line, knobs[k].key)))
+            while (k < nk && !(v = value_of(line, kn[k]->name)))
                 k++;
             char *end = NULL;
-            long x = k < NKNOBS ? strtol(v, &end, 10) : 0;
-            if (k == NKNOBS || end == v || *end || x < knobs[k].lo || x > knobs[k].hi) {
+            long x = k < nk ? strtol(v, &end, 10) : 0;
+            if (k == nk || end == v || *end || x < kn[k]->lo || x > kn[k]->hi) {
                 res = RQ_CACHE_CORRUPT;
                 why = "an unknown key or a value out of range";
             } else {
-                *(int *)((char *)&c + knobs[k].off) = (int)x;
+                RQ_KNOB_AT(&c, kn[k]) = (int)x;
                 seen |= 32ull << k;
             }
         }
     }
     bool read_error = ferror(f) != 0;
     fclose(f);
-    unsigned long long need = ((1ull << (5 + NKNOBS - NOPT)) - 1);
-    if (v3) /* format 3: the newer knobs may be absent */
-        need &= ~(((1ull << NEW4) - 1) << (5 + NKNOBS - NOPT - NEW4));
+    unsigned long long need = 31;
+    for (size_t k = 0; k < nk; k++)
+        if (!(kn[k]->flags & RQ_KNOB_CACHE_OPT) && !(v3 && (kn[k]->flags & RQ_KNOB_CACHE_V4)))
+            need |= 32ull << k;
     if (res == RQ_CACHE_OK && (read_error || (seen & need) != need)) {
         res = RQ_CACHE_CORRUPT;
         why = read_error ? "read error" : "a required line is missing";
     }
-    /* vector widths and even key blocks, as the API requires */
-    if (res == RQ_CACHE_OK && ((c.vk & (c.vk - 1)) || c.vk == 2 || (c.avk & (c.avk - 1)) || c.avk == 2 || c.dkb % 2 ||
-                               (c.tile && (c.tile & (c.tile - 1) || c.tile < 16)) || (c.rb & (c.rb - 1)) || c.tk % 4 ||
-                               (c.vk_block & (c.vk_block - 1)) || (c.vk_tk & (c.vk_tk - 1)) ||
-                               (c.vk_rows & (c.vk_rows - 1)) || (c.vk_cm_rows & (c.vk_cm_rows - 1)) ||
-                               (c.vk_cm_keys & (c.vk_cm_keys - 1)) ||
-                               (c.ga_bm && (c.ga_bm & (c.ga_bm - 1) || c.ga_bm < 16)) || (c.ga_bn & (c.ga_bn - 1)) ||
-                               c.ga_tk % 4 || c.ga_bn % c.ga_tk || (c.ga_rb & (c.ga_rb - 1)) || c.ga_bm % c.ga_rb ||
-                               c.ga_dv % c.ga_bn)) {
+    /* vector widths, even key blocks and shapes that hold together, as the API requires */
+    char why_not[400];
+    for (size_t k = 0; res == RQ_CACHE_OK && k < nk; k++)
+        if (kn[k]->ok && !kn[k]->ok(RQ_KNOB_AT(&c, kn[k])))
+            res = RQ_CACHE_CORRUPT;
+    if (res == RQ_CACHE_OK && !rq_tuning_consistent(&c, why_not, sizeof why_not))
         res = RQ_CACHE_CORRUPT;
+    if (res == RQ_CACHE_CORRUPT && !why[0])
         why = "a vector width or key block not allowed";
-    }
     switch (res) {
     case RQ_CACHE_OK:
-        c.profile = t->profile;
-        c.pocl_ext = t->pocl_ext;
+        c.profile = t->profile; /* and every knob the file does not hold (vendor switch, modes) */
         *t = c;
         snprintf(note, note_len, "%s", path);
         break;
@@ -247,8 +231,9 @@ ropeqk_status rq_tune_cache_store(const rq_devinfo *dev, const rq_tuning *t, cha
     }
     fprintf(f, "%s\nlibrary %s\nplatform %s\ndevice %s\ndriver %s\nprofile %s\n", RQ_TUNE_MAGIC,
             ROPEQK_VERSION_STRING, dev->platform, dev->name, dev->driver, rq_profile_name(t->profile));
-    for (size_t k = 0; k < NKNOBS; k++)
-        fprintf(f, "%s %d\n", knobs[k].key, *(const int *)((const char *)t + knobs[k].off));
+    const rq_knob *kn[RQ_KNOBS_MAX];
+    for (size_t k = 0, nk = cached_knobs(kn); k < nk; k++)
+        fprintf(f, "%s %d\n", kn[k]->name, RQ_KNOB_AT(t, kn[k]));
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         rq_set_error("tuning cache: cannot write %s: %s", path, strerror(errno));

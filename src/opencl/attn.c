@@ -29,8 +29,8 @@ static bool gattn_kernel(ropeqk_plan *pl, cl_program prog, ropeqk_status *st)
     rq_tuning t = *tn;
     bool fa2 = rq_ga_fa2(tn);
     *st = ROPEQK_SUCCESS;
-    if (fa2 && (pl->pb.D % t.ga_tk || pl->pb.Dv % 4)) {
-        t.ga_bm = RQ_GA_FB_BM, t.ga_bn = RQ_GA_FB_BN, t.ga_tk = RQ_GA_FB_TK, t.ga_rb = RQ_GA_FB_RB, t.ga_dv = RQ_GA_FB_DV;
+    if (fa2 && (pl->pb.D % t.attn_tk || pl->pb.Dv % 4)) {
+        t.attn_tile = RQ_GA_FB_BM, t.attn_keys = RQ_GA_FB_BN, t.attn_tk = RQ_GA_FB_TK, t.attn_rb = RQ_GA_FB_RB, t.attn_dv = RQ_GA_FB_DV;
         fa2 = false;
         if ((*st = rq_get_program_ex(pl->ctx, rq_cl(pl->ctx)->device, RQ_OPS_ATTN, " -DRQ_GA_FALLBACK=1", &prog)))
             return false;
@@ -47,8 +47,8 @@ static bool gattn_kernel(ropeqk_plan *pl, cl_program prog, ropeqk_status *st)
     }
     rq_clp(pl)->kx[0] = k;
     rq_clp(pl)->gattn = true;
-    rq_clp(pl)->ga_bm = t.ga_bm;
-    rq_clp(pl)->ga_dv = t.ga_dv;
+    rq_clp(pl)->ga_bm = t.attn_tile;
+    rq_clp(pl)->ga_dv = t.attn_dv;
     rq_clp(pl)->ga_nt = (int)rq_gattn_items(&t);
     return true;
 }
@@ -61,7 +61,7 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
     rq_clp(pl)->acb = tn->profile == ROPEQK_PROFILE_CPU ? RQ_ADVMAX : RQ_ADVMAX_GPU;
     /* the GPU attention kernel where the context built it (-DRQ_GA_BM, src/opencl/tune.c) and the
      * compiled kernel runs its work-group with its local memory, else qk_attention_* */
-    if (tn->ga_bm > 0) {
+    if (tn->attn_tile > 0) {
         ropeqk_status st;
         if (gattn_kernel(pl, prog, &st) || st)
             return st;

@@ -277,6 +277,9 @@ const rq_backend rq_opencl_backend = {
     .close = cl_close,
     .error_name = cl_error_name,
     .warmup = rq_cl_warmup,
+    .knobs = rq_cl_knobs,
+    .n_knobs = RQ_CL_N_KNOBS,
+    .tuning_check = rq_cl_tuning_check,
     .tuning_base = rq_cl_tuning_base,
     .tuning_fit = rq_cl_tuning_fit,
     .build_options = rq_cl_build_options,
@@ -292,6 +295,5 @@ const rq_backend rq_opencl_backend = {
     .tune_lock = NULL,
     .tune_finish = rq_cl_tune_finish,
     .tune_measure = rq_cl_tune_measure,
-    .tune_describe = rq_cl_tune_describe,
     .run = &rq_cl_run_ops, /* cl_run.c */
 };

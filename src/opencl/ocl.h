@@ -105,6 +105,14 @@ ropeqk_status rq_get_program_ex(ropeqk_ctx *ctx, cl_device_id device, unsigned o
                                 cl_program *out);
 void rq_free_programs(ropeqk_ctx *ctx);
 
+/* cl_knobs.c: the knobs' table (knob.h), the rule the GPU attention kernel's hold together
+ * (tuning_check), whether a device is pocl's, and the base's shipped entries and vendor switch
+ * (rq_cl_tuning_base calls it last). */
+#define RQ_CL_N_KNOBS 24
+extern const rq_knob rq_cl_knobs[];
+bool rq_cl_tuning_check(const rq_tuning *t, char *why, size_t len);
+bool rq_cl_pocl(const rq_devinfo *dev);
+void rq_cl_tuning_shipped(const rq_devinfo *dev, rq_tuning *t);
 /* tune.c: the OpenCL side of the configuration (the -D options of a configuration, snprintf's
  * convention; the backend table's tuning_base, tuning_fit, build_options) and the tuner's hooks;
  * program.c: warmup. */
@@ -118,7 +126,6 @@ bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int
 ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out);
 ropeqk_status rq_cl_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
-void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len);
 /* tune_paged.c: the crossover families' check and timed shape (backend.h's tune_measure: both;
  * apart for the tests). */
 ropeqk_status rq_cl_tune_measure(ropeqk_ctx *c, rq_family f, double *ms);
@@ -286,7 +293,7 @@ ropeqk_status rq_cl_host_run(ropeqk_plan *pl, const rq_host_io *io);
  * per work-item times keys / 4. */
 static inline size_t rq_gattn_items(const rq_tuning *t)
 {
-    return (size_t)(t->ga_bm / t->ga_rb) * (size_t)(t->ga_bn / 4);
+    return (size_t)(t->attn_tile / t->attn_rb) * (size_t)(t->attn_keys / 4);
 }
 /* Whether the GPU attention shape runs the register-blocked kernel (qk_attention_fa2_*,
  * cl/attention_fa2.cl: 4 or 8 rows per work-item, its work-items a whole number of V tile rows:
@@ -294,11 +301,11 @@ static inline size_t rq_gattn_items(const rq_tuning *t)
  * kernel took 165 registers on sm_90, tests/gpucc), and its local memory in bytes. */
 static inline bool rq_ga_fa2(const rq_tuning *t)
 {
-    return t->ga_rb % 4 == 0 && (t->ga_bm / t->ga_rb) % (t->ga_dv / t->ga_bn) == 0;
+    return t->attn_rb % 4 == 0 && (t->attn_tile / t->attn_rb) % (t->attn_dv / t->attn_keys) == 0;
 }
 static inline size_t rq_ga_local_bytes(const rq_tuning *t)
 {
-    size_t bm = (size_t)t->ga_bm, bn = (size_t)t->ga_bn, tk = (size_t)t->ga_tk, dv = (size_t)t->ga_dv;
+    size_t bm = (size_t)t->attn_tile, bn = (size_t)t->attn_keys, tk = (size_t)t->attn_tk, dv = (size_t)t->attn_dv;
     return rq_ga_fa2(t) ? RQ_FA_LOCAL_BYTES(bm, bn, tk, dv) : RQ_GA_LOCAL_BYTES(bm, bn, tk, dv);
 }
 

@@ -46,8 +46,6 @@ ropeqk_status rq_cl_describe_device(ropeqk_ctx *ctx)
     dev_str(c->device, CL_DRIVER_VERSION, dev.driver, sizeof dev.driver);
     snprintf(ctx->device_desc, sizeof ctx->device_desc, "%s (%s, driver %s)", dev.name, dev.platform, dev.driver);
     dev.cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-    /* pocl names its platform "Portable Computing Language"; its Clang builtins are safe there only */
-    dev.pocl = strstr(dev.platform, "Portable Computing Language") != NULL;
     if (clGetDeviceInfo(c->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev.max_wg, &dev.max_wg, NULL) !=
         CL_SUCCESS)
         dev.max_wg = 0;

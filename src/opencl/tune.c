@@ -1,7 +1,7 @@
 /* The OpenCL side of the kernel configuration and of the tuner: the -D build options, the fit of the
  * knobs to the device, the profile heuristics of its kernels, and the tuner's candidates (their
- * measured reasons are in src/core/tuning.c's header and next to each list), candidate contexts and
- * timed runs. */
+ * measured reasons are in cl_knobs.c's header and next to each list), candidate contexts and timed
+ * runs. */
 #include "ocl.h"
 
 #include <stdio.h>
@@ -19,16 +19,16 @@ int rq_tuning_options(const rq_tuning *t, char *buf, size_t len)
         n = snprintf(tiled, sizeof tiled, " -DRQ_TILE=%d -DRQ_RB=%d -DRQ_TK=%d", t->tile, t->rb, t->tk);
     if (t->decode && t->profile == ROPEQK_PROFILE_GPU) /* cl/decode_gpu.cl, likewise */
         n += snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_DECODE_GPU=1");
-    if (t->ga_bm > 0) /* cl/attention_gpu.cl or cl/attention_fa2.cl, likewise */
+    if (t->attn_tile > 0) /* cl/attention_gpu.cl or cl/attention_fa2.cl, likewise */
         snprintf(tiled + n, sizeof tiled - (size_t)n, " -DRQ_GA_BM=%d -DRQ_GA_BN=%d -DRQ_GA_TK=%d -DRQ_GA_RB=%d -DRQ_GA_DV=%d%s",
-                 t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, rq_ga_fa2(t) ? " -DRQ_GA_FA2=1" : "");
+                 t->attn_tile, t->attn_keys, t->attn_tk, t->attn_rb, t->attn_dv, rq_ga_fa2(t) ? " -DRQ_GA_FA2=1" : "");
     /* RQ_CPU_KERNELS: whether the program contains the CPU profile's own kernels (cl/program.cl) */
     return snprintf(buf, len,
                     "-cl-std=CL1.2 -DRQ_TQ=%d -DRQ_WG=%d -DRQ_VK=%d -DRQ_DKB=%d -DRQ_DWG=%d -DRQ_DECODE=%d "
                     "-DRQ_ATQ=%d -DRQ_AVK=%d -DRQ_AWG=%d -DRQ_KP=%d -DRQ_RUB=%d -DRQ_NV=%d -DRQ_CPU_KERNELS=%d%s%s",
                     t->tq, t->wg, t->vk, t->dkb, t->dwg, t->decode, t->atq, t->avk, t->awg, rq_kt_panel(t),
                     rq_rot_units(t), t->nv, t->profile == ROPEQK_PROFILE_CPU, tiled,
-                    t->pocl_ext ? " -DRQ_POCL_EXT=1 -w" : "");
+                    t->vendor_ext ? " -DRQ_POCL_EXT=1 -w" : "" /* cl_knobs.c: the vendor switch */);
 }
 
 ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
@@ -59,7 +59,7 @@ ropeqk_status rq_cl_build_options(const ropeqk_ctx *ctx, char *buf, size_t len)
 /* AMD's and Intel's OpenCL platforms: qk_attention_fa2_* is over their compilers' budgets. */
 static bool gattn_vendor_limited(const rq_devinfo *dev)
 {
-    return !dev->pocl && (strstr(dev->platform, "AMD") || strstr(dev->platform, "Intel"));
+    return !rq_cl_pocl(dev) && (strstr(dev->platform, "AMD") || strstr(dev->platform, "Intel"));
 }
 
 void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
@@ -80,12 +80,13 @@ void rq_cl_tuning_base(const rq_devinfo *dev, rq_tuning *t)
      * compilers (tests/gpucc: gfx90a 150 VGPRs, dg2 224 B of private memory): their GPUs keep
      * qk_attention_gpu_* in its own default shape (the tuner does not offer them the other either,
      * rq_cl_tune_fits) */
-    if (!cpu && t->ga_bm > 0 && rq_ga_fa2(t) && gattn_vendor_limited(dev)) {
-        t->ga_bm = RQ_GA_FB_BM, t->ga_bn = RQ_GA_FB_BN, t->ga_tk = RQ_GA_FB_TK, t->ga_rb = RQ_GA_FB_RB;
-        t->ga_dv = RQ_GA_FB_DV;
-        rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d (qk_attention_gpu_*: %s's compiler)", t->ga_bm,
-                       t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, dev->platform);
+    if (!cpu && t->attn_tile > 0 && rq_ga_fa2(t) && gattn_vendor_limited(dev)) {
+        t->attn_tile = RQ_GA_FB_BM, t->attn_keys = RQ_GA_FB_BN, t->attn_tk = RQ_GA_FB_TK, t->attn_rb = RQ_GA_FB_RB;
+        t->attn_dv = RQ_GA_FB_DV;
+        rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d (qk_attention_gpu_*: %s's compiler)", t->attn_tile,
+                       t->attn_keys, t->attn_tk, t->attn_rb, t->attn_dv, dev->platform);
     }
+    rq_cl_tuning_shipped(dev, t); /* measured entries over the heuristic, and the vendor switch */
 }
 
 /* Turns the tiled kernel off (the plan then runs qk_scores) on the CPU profile (set by hand there:
@@ -139,11 +140,11 @@ static const int gshape[][5] = {{64, 64, 16, 4, 128}, {64, 64, 16, 4, 64}, {64, 
 
 static void set_gshape(rq_tuning *t, int k)
 {
-    t->ga_bm = gshape[k][0];
-    t->ga_bn = gshape[k][1];
-    t->ga_tk = gshape[k][2];
-    t->ga_rb = gshape[k][3];
-    t->ga_dv = gshape[k][4];
+    t->attn_tile = gshape[k][0];
+    t->attn_keys = gshape[k][1];
+    t->attn_tk = gshape[k][2];
+    t->attn_rb = gshape[k][3];
+    t->attn_dv = gshape[k][4];
 }
 
 /* Why the device cannot run the GPU attention kernel's shape (more work-items than
@@ -165,7 +166,7 @@ static void gattn_misfit(const rq_devinfo *dev, const rq_tuning *t, char *why, s
  * source. */
 static void fit_gattn(const rq_devinfo *dev, rq_tuning *t)
 {
-    if (t->ga_bm <= 0)
+    if (t->attn_tile <= 0)
         return;
     char why[128];
     gattn_misfit(dev, t, why, sizeof why);
@@ -179,15 +180,15 @@ static void fit_gattn(const rq_devinfo *dev, rq_tuning *t)
             continue;
         gattn_misfit(dev, &c, w2, sizeof w2);
         if (!w2[0]) {
-            rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d instead of %d/%d/%d/%d/%d (%s)", c.ga_bm, c.ga_bn,
-                           c.ga_tk, c.ga_rb, c.ga_dv, t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, why);
+            rq_tuning_note(t, "GPU attention shape %d/%d/%d/%d/%d instead of %d/%d/%d/%d/%d (%s)", c.attn_tile, c.attn_keys,
+                           c.attn_tk, c.attn_rb, c.attn_dv, t->attn_tile, t->attn_keys, t->attn_tk, t->attn_rb, t->attn_dv, why);
             set_gshape(t, k);
             return;
         }
     }
     rq_tuning_note(t, "GPU attention kernel off (rows %d, keys %d, tk %d, rb %d, dv %d: %s; no smaller shape fits)",
-                   t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, why);
-    t->ga_bm = 0;
+                   t->attn_tile, t->attn_keys, t->attn_tk, t->attn_rb, t->attn_dv, why);
+    t->attn_tile = 0;
 }
 
 
@@ -294,7 +295,7 @@ bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
 bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D)
 {
     (void)D; /* plans fall back by themselves (rq_kernel_fits: plan.c, attn.c) */
-    if (f != RQ_FAM_ATTN || t->ga_bm <= 0)
+    if (f != RQ_FAM_ATTN || t->attn_tile <= 0)
         return true;
     if (rq_ga_fa2(t) && gattn_vendor_limited(&ctx->dev)) /* over those compilers' budgets (tuning_base) */
         return false;
@@ -326,14 +327,6 @@ ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk
     ropeqk_opencl_ctx_params cp = {.context = rq_cl(ctx)->context, .queue = rq_cl(ctx)->queue};
     rq_tuning_to_api(t, &cp.tuning);
     return ropeqk_opencl_ctx_create(&cp, out);
-}
-
-void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len)
-{
-    snprintf(buf, len, "tq=%d vk=%d nv=%d wg=%d tile=%d rb=%d tk=%d dkb=%d dwg=%d atq=%d avk=%d awg=%d "
-             "attn=%d/%d/%d/%d/%d chunk_rows=%d dense_rows=%d", t->tq, t->vk, t->nv, t->wg, t->tile, t->rb, t->tk,
-             t->dkb, t->dwg, t->atq, t->avk, t->awg, t->ga_bm, t->ga_bn, t->ga_tk, t->ga_rb, t->ga_dv, t->chunk_rows,
-             t->dense_rows);
 }
 
 static double now_s(void)

@@ -199,13 +199,15 @@ void rq_vk_plan_free(ropeqk_plan *pl);
  * runs of the tuner (each its own submit and fence wait, on device buffers of the plan's extents
  * filled with 0.01). */
 void rq_vk_tuning_base(const rq_devinfo *dev, rq_tuning *t);
+/* vk_knobs.c: the knobs' table (knob.h) */
+#define RQ_VK_N_KNOBS 9
+extern const rq_knob rq_vk_knobs[];
 void rq_vk_tuning_fit(const rq_devinfo *dev, rq_tuning *t);
 ropeqk_status rq_vk_build_options(const ropeqk_ctx *ctx, char *buf, size_t len);
 bool rq_vk_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t);
 bool rq_vk_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D);
 ropeqk_status rq_vk_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out);
 void rq_vk_tune_lock(ropeqk_ctx *ctx, bool lock);
-void rq_vk_tune_describe(const rq_tuning *t, char *buf, size_t len);
 ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 ropeqk_status rq_vk_host_run(ropeqk_plan *pl, const rq_host_io *io);
 /* The buffers of a recording as the core's call checks see them ({VkBuffer, offset, offset + range}). */

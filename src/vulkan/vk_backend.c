@@ -17,6 +17,8 @@ const rq_backend rq_vulkan_backend = {
     .close = rq_vk_close,
     .error_name = vk_error_name,
     .warmup = rq_vk_warmup,
+    .knobs = rq_vk_knobs,
+    .n_knobs = RQ_VK_N_KNOBS,
     .tuning_base = rq_vk_tuning_base,
     .tuning_fit = rq_vk_tuning_fit,
     .build_options = rq_vk_build_options,
@@ -30,6 +32,5 @@ const rq_backend rq_vulkan_backend = {
     .time_plan = rq_vk_time_plan,
     .tune_lock = rq_vk_tune_lock,
     .tune_finish = NULL,
-    .tune_describe = rq_vk_tune_describe,
     .run = &rq_vk_run_ops, /* vk_run.c, vk_submit.c */
 };

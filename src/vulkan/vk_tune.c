@@ -113,9 +113,3 @@ void rq_vk_tune_lock(ropeqk_ctx *ctx, bool lock)
     else
         pthread_mutex_unlock(&rq_vk(ctx)->qlock);
 }
-
-void rq_vk_tune_describe(const rq_tuning *t, char *buf, size_t len)
-{
-    snprintf(buf, len, "vk_block=%d vk_tk=%d vk_rows=%d vk_cm_rows=%d vk_cm_keys=%d", t->vk_block, t->vk_tk, t->vk_rows,
-             t->vk_cm_rows, t->vk_cm_keys);
-}

@@ -55,7 +55,8 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         rq_tuning t;
-        rq_tuning_defaults(v[i].prof, v[i].pocl, &t);
+        rq_tuning_defaults(v[i].prof, &t);
+        t.vendor_ext = v[i].pocl; /* the vendor switch as on pocl (src/opencl/cl_knobs.c) */
         if (v[i].vk)
             t.vk = v[i].vk;
         if (strncmp(v[i].name, "gpu-decode", 10) == 0)
@@ -90,8 +91,8 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof ga / sizeof ga[0]; i++) {
         rq_tuning t;
-        rq_tuning_defaults(ga[i].prof, false, &t);
-        t.ga_bm = ga[i].bm, t.ga_bn = ga[i].bn, t.ga_tk = ga[i].tk, t.ga_rb = ga[i].rb, t.ga_dv = ga[i].dv;
+        rq_tuning_defaults(ga[i].prof, &t);
+        t.attn_tile = ga[i].bm, t.attn_keys = ga[i].bn, t.attn_tk = ga[i].tk, t.attn_rb = ga[i].rb, t.attn_dv = ga[i].dv;
         char opts[512];
         int n = rq_tuning_options(&t, opts, sizeof opts);
         if (n < 0 || (size_t)n >= sizeof opts - 16)

@@ -104,14 +104,14 @@ int main(int argc, char **argv)
 
     /* ---- GPU profile ---- */
     for (size_t i = 0; i < sizeof opsv / sizeof opsv[0]; i++) {
-        rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
+        rq_tuning_defaults(ROPEQK_PROFILE_GPU, &t);
         snprintf(name, sizeof name, "gpu%s", opsv[i].suffix);
         err |= emit(name, &t, opsv[i].ops);
         t.decode = 1; /* cl/decode_gpu.cl */
         snprintf(name, sizeof name, "gpu-decode%s", opsv[i].suffix);
         err |= emit(name, &t, opsv[i].ops);
     }
-    rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
+    rq_tuning_defaults(ROPEQK_PROFILE_GPU, &t);
     t.tile = 0;
     err |= emit("gpu-untiled", &t, 0);
     t = resolved(ROPEQK_PROFILE_GPU, "NVIDIA CUDA", "NVIDIA H100 80GB HBM3", 1); /* the shipped entry */
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
                 {RQ_FAM_ATTN, "attn", RQ_OPS_ATTN}};
     for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++)
         for (int k = 1;; k++) {
-            rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
+            rq_tuning_defaults(ROPEQK_PROFILE_GPU, &t);
             if (!rq_cl_tune_candidate(fams[f].f, false, k, &t))
                 break;
             snprintf(name, sizeof name, "gpu-tune-%s-%d", fams[f].name, k);
@@ -139,28 +139,29 @@ int main(int argc, char **argv)
         }
     /* the attention-only program a plan builds when the compiled GPU attention kernel does not fit
      * the device (src/opencl/attn.c): qk_attention_* as the fallback */
-    rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
+    rq_tuning_defaults(ROPEQK_PROFILE_GPU, &t);
     err |= emit_ex("gpu-attn-fallback", &t, " -DRQ_ATTN_FALLBACK=1", RQ_OPS_ATTN);
     /* the program a plan builds when the register-blocked kernel's shape is configured but its head
      * dims are not multiples of 4: qk_attention_gpu_* in its own shape (src/opencl/attn.c) */
     err |= emit_ex("gpu-attn-dims-fallback", &t, " -DRQ_GA_FALLBACK=1", RQ_OPS_ATTN);
     /* environment-only shapes that tests/clc checks too */
-    rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
+    rq_tuning_defaults(ROPEQK_PROFILE_GPU, &t);
     t.vk = 16;
     err |= emit("gpu-env-vk16", &t, RQ_OPS_SCORES);
-    rq_tuning_defaults(ROPEQK_PROFILE_GPU, false, &t);
+    rq_tuning_defaults(ROPEQK_PROFILE_GPU, &t);
     t.tile = 16, t.rb = 4, t.tk = 4;
     err |= emit("gpu-env-tile16-rb4-tk4", &t, RQ_OPS_SCORES);
 
     /* ---- CPU profile (the reverse check only) ---- */
     for (size_t i = 0; i < sizeof opsv / sizeof opsv[0]; i++) {
-        rq_tuning_defaults(ROPEQK_PROFILE_CPU, false, &t);
+        rq_tuning_defaults(ROPEQK_PROFILE_CPU, &t);
         snprintf(name, sizeof name, "cpu%s", opsv[i].suffix);
         err |= emit(name, &t, opsv[i].ops);
     }
-    rq_tuning_defaults(ROPEQK_PROFILE_CPU, true, &t);
+    rq_tuning_defaults(ROPEQK_PROFILE_CPU, &t);
+    t.vendor_ext = 1; /* pocl's switch (src/opencl/cl_knobs.c) */
     err |= emit("cpu-pocl", &t, 0);
-    rq_tuning_defaults(ROPEQK_PROFILE_CPU, false, &t);
+    rq_tuning_defaults(ROPEQK_PROFILE_CPU, &t);
     t.decode = 0;
     err |= emit("cpu-nodecode", &t, 0);
     for (int vk = 4; vk <= 8; vk += 4) { /* the heuristic on AVX2 (8 lanes) and narrower */
