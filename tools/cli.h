@@ -107,7 +107,7 @@ typedef struct {
     char why[160];   /* why this device was chosen */
 } cli_device;
 
-#define CLI_DEVICE_HELP "P:D (opencl:P:D), vulkan[:N], name substring, or ref = scalar C path (default: $ROPEQK_DEVICE, else first OpenCL)"
+#define CLI_DEVICE_HELP "P:D (opencl:P:D), vulkan[:N], name substring, or ref = scalar C path (default: $ROPEQK_DEVICE, else the first device: `ropeqk devices`)"
 
 int cmd_devices(int argc, char **argv);
 /* diag.c: prints the profile (and why) and build options of a listed device (d->usable); with
