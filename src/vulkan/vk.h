@@ -135,6 +135,11 @@ static inline bool rq_is_vk(const ropeqk_ctx *ctx) { return ctx && ctx->be == &r
 
 /* vk_ctx.c: the table's open and close; whether a device has an extension (1, 0; -1 out of memory). */
 int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name);
+/* An instance of the library's own without validation layers (listing devices, vk_devices.c);
+ * ROPEQK_ERR_NO_DEVICE with a message when there is no Vulkan driver. */
+ropeqk_status rq_vk_plain_instance(VkInstance *out);
+/* The first queue family of a device with compute, or -1 (the queue rq_vk_open takes). */
+int rq_vk_compute_family(VkPhysicalDevice pd);
 ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
 void rq_vk_close(ropeqk_ctx *ctx);
 /* vk_devices.c: the backend's entries of the neutral device listing (backend.h's list_devices and

@@ -25,21 +25,6 @@ static const char *vendor_name(uint32_t id)
     }
 }
 
-/* The first queue family with compute, or -1 (vk_ctx.c's rule). */
-static int compute_family(VkPhysicalDevice pd)
-{
-    uint32_t n = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
-    VkQueueFamilyProperties q[32];
-    if (n > 32)
-        n = 32;
-    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
-    for (uint32_t i = 0; i < n; i++)
-        if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
-            return (int)i;
-    return -1;
-}
-
 /* Physical device pd (index i, -1: no string) of inst into *o. */
 static ropeqk_status describe(VkInstance inst, VkPhysicalDevice pd, int i, ropeqk_device_info *o)
 {
@@ -90,7 +75,7 @@ static ropeqk_status describe(VkInstance inst, VkPhysicalDevice pd, int i, ropeq
         rq_set_error("out of host memory reading the extensions of Vulkan device %s", p.deviceName);
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
-    bool compute = compute_family(pd) >= 0;
+    bool compute = rq_vk_compute_family(pd) >= 0;
     o->usable = push && compute;
     if (!o->usable)
         snprintf(o->unusable, sizeof o->unusable, "%s", !compute ? "no compute queue" : "no " VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
@@ -132,22 +117,13 @@ ropeqk_status rq_vk_list_devices(ropeqk_device_info *infos, uint32_t cap, uint32
 {
     *count = 0;
     *pick = -1;
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "ropeqk",
-                             .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_2};
-    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
     VkInstance inst;
-    VkResult r = vkCreateInstance(&ci, NULL, &inst);
-    if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED) {
-        rq_set_error("no Vulkan driver found (vkCreateInstance: %s; Debian: mesa-vulkan-drivers)",
-                     rq_vk_result_name(r));
-        return ROPEQK_ERR_NO_DEVICE;
-    }
-    if (r != VK_SUCCESS)
-        return rq_vk_fail(NULL, r, "vkCreateInstance");
+    ropeqk_status st = rq_vk_plain_instance(&inst);
+    if (st)
+        return st;
     VkPhysicalDevice pd[MAX_DEVICES];
     uint32_t n = 0;
-    ropeqk_status st = ROPEQK_SUCCESS;
-    r = physical_devices(inst, pd, &n);
+    VkResult r = physical_devices(inst, pd, &n);
     if (r != VK_SUCCESS)
         st = rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
     else if (n == 0) {
