@@ -8,8 +8,9 @@
  * docs/conventions.md; docs/api.md is the reference.
  *
  * This header is backend-neutral: tensors, parameters, statuses, the fp64 scalar reference path,
- * contexts, plans, and running plans on device memory (ropeqk_buffer, ropeqk_event, ropeqk_plan_run:
- * the same code on every backend). The backends' headers (ropeqk_opencl.h, ropeqk_vulkan.h) hold only
+ * every backend's devices (ropeqk_list_devices), contexts, plans, and running plans on device
+ * memory (ropeqk_buffer, ropeqk_event, ropeqk_plan_run: the same code on every backend). The
+ * backends' headers (ropeqk_opencl.h, ropeqk_vulkan.h) hold only
  * interop: contexts on a caller's own objects, wrapping a caller's buffers and events, native handles
  * out, and enqueueing on a caller's queue or recording into a caller's command buffer.
  *
