@@ -8,8 +8,9 @@
  * docs/conventions.md; docs/api.md is the reference.
  *
  * This header is backend-neutral: tensors, parameters, statuses, the fp64 scalar reference path,
- * contexts, plans, and running plans on device memory (ropeqk_buffer, ropeqk_event, ropeqk_plan_run:
- * the same code on every backend). The backends' headers (ropeqk_opencl.h, ropeqk_vulkan.h) hold only
+ * every backend's devices (ropeqk_list_devices), contexts, plans, and running plans on device
+ * memory (ropeqk_buffer, ropeqk_event, ropeqk_plan_run: the same code on every backend). The
+ * backends' headers (ropeqk_opencl.h, ropeqk_vulkan.h) hold only
  * interop: contexts on a caller's own objects, wrapping a caller's buffers and events, native handles
  * out, and enqueueing on a caller's queue or recording into a caller's command buffer.
  *
@@ -427,8 +428,11 @@ ROPEQK_API ropeqk_status ropeqk_tuning_set(ropeqk_tuning *t, const char *name, i
 typedef struct ropeqk_ctx ropeqk_ctx;
 
 typedef struct {
-    /* Device: "P:D" (OpenCL platform:device indices) or a case-insensitive substring of the device
-     * name. NULL/"" = $ROPEQK_DEVICE, else the first device of the first platform. */
+    /* Device: a backend and its device ("opencl:P:D" with OpenCL platform and device indices,
+     * "vulkan:N"; "opencl" / "vulkan" alone: that backend's first usable device), "P:D", or a
+     * case-insensitive substring of the device name (tried on each backend in turn, OpenCL first).
+     * ropeqk_list_devices() gives each device's exact string. NULL/"" = $ROPEQK_DEVICE, else the
+     * first device of the first backend that has one. */
     const char *device;
     /* Kernel configuration; zeroed = the profile's defaults. */
     ropeqk_tuning tuning;
@@ -462,6 +466,66 @@ ROPEQK_API ropeqk_status ropeqk_ctx_knob(const ropeqk_ctx *ctx, const char *name
  * (...)", then "; overrides: ..." for caller or environment values, and a note on a cache file
  * that was ignored (corrupt, stale, foreign). Lives as long as the context. */
 ROPEQK_API const char *ropeqk_ctx_config_source(const ropeqk_ctx *ctx);
+
+/* ---- devices -------------------------------------------------------------------------------- */
+typedef enum {
+    ROPEQK_DEVICE_OTHER = 0,
+    ROPEQK_DEVICE_CPU = 1,
+    ROPEQK_DEVICE_GPU = 2,         /* discrete, integrated or virtual */
+    ROPEQK_DEVICE_ACCELERATOR = 3,
+} ropeqk_device_type;
+
+/* One device of one backend, as `ropeqk devices` prints it. Strings are NUL-terminated, "" where the
+ * backend does not say; numbers 0 where it does not say. */
+typedef struct {
+    char backend[16];   /* "OpenCL", "Vulkan" (ropeqk_ctx_backend_error's name) */
+    /* what ropeqk_ctx_params.device and $ROPEQK_DEVICE take to open exactly this device:
+     * "opencl:P:D", "vulkan:N" */
+    char device[64];
+    char name[256];
+    char vendor[128];   /* OpenCL: CL_DEVICE_VENDOR; Vulkan: the PCI vendor, e.g. "NVIDIA (0x10de)" */
+    /* what the backend groups its devices under: OpenCL "<platform> (<vendor>), <version>";
+     * Vulkan "Vulkan loader, instance version 1.3.275" */
+    char platform[256];
+    char version[128];  /* API version of the device: "OpenCL 3.0 CUDA", "Vulkan 1.4.312" */
+    char driver[128];   /* OpenCL: CL_DRIVER_VERSION; Vulkan: driver name and info */
+    ropeqk_device_type type;
+    uint32_t compute_units;  /* OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS; Vulkan: 0 (not reported) */
+    uint64_t global_mem;     /* bytes: OpenCL global memory; Vulkan: the largest device-local heap */
+    uint64_t max_alloc;      /* bytes: the largest single allocation (Vulkan 1.1's maxMemoryAllocationSize) */
+    /* 1: the library can open a context on it; 0: `unusable` says why (Vulkan: no compute queue or
+     * no VK_KHR_push_descriptor) */
+    int32_t usable;
+    char unusable[128];
+    /* 1 on the device ropeqk_ctx_create() opens without a device parameter ($ROPEQK_DEVICE, else the
+     * first device of the first backend that has one): at most one device of a listing */
+    int32_t is_default;
+    /* the backend's own facts, one per line ('\n'-separated, no trailing newline): OpenCL "fp16
+     * (cl_khr_fp16): no, fp64 (cl_khr_fp64): yes"; Vulkan the cooperative matrices (tensor cores,
+     * docs/tensor-cores.md): whether the device has them, its shapes, whether this build has their
+     * shaders */
+    char details[768];
+} ropeqk_device_info;
+
+/*
+ * Lists the devices of every backend built, in the order a device name or no device parameter tries
+ * them (OpenCL, then Vulkan; within a backend, its index order). Writes up to `cap` entries into
+ * infos (may be NULL when cap is 0) and the total into *count, so a call with cap 0 sizes the array.
+ * Opens no context. ROPEQK_ERR_NO_DEVICE (*count 0) when no backend finds a device, with
+ * ropeqk_last_error() saying why for each (no OpenCL platform, no Vulkan driver); a backend that
+ * fails is otherwise left out of the listing. ROPEQK_ERR_NULL_POINTER: count NULL, or infos NULL
+ * with cap > 0.
+ */
+ROPEQK_API ropeqk_status ropeqk_list_devices(ropeqk_device_info *infos, uint32_t cap, uint32_t *count);
+/* The context's device, as ropeqk_list_devices() describes it (device: the string that opens it,
+ * "" when not found among the backend's devices, e.g. a borrowed device of another instance;
+ * is_default 0). Also for contexts on borrowed objects. */
+ROPEQK_API ropeqk_status ropeqk_ctx_device_info(const ropeqk_ctx *ctx, ropeqk_device_info *out);
+/* The program text the context's kernels are built from, for bug reports (`ropeqk devices
+ * --dump-program`): on OpenCL the OpenCL C program (the same text for every device; the build
+ * options, ropeqk_ctx_build_options(), make the variants); NULL and *len 0 on Vulkan, whose shaders
+ * are embedded SPIR-V, and for a NULL context. Static storage. len may be NULL. */
+ROPEQK_API const char *ropeqk_ctx_program_source(const ropeqk_ctx *ctx, size_t *len);
 
 /* ---- tuner ---------------------------------------------------------------------------------- */
 typedef struct {

@@ -45,7 +45,8 @@ extern "C" {
 /* The device extensions a borrowed VkDevice must have enabled (static storage). */
 ROPEQK_API const char *const *ropeqk_vulkan_device_extensions(uint32_t *count);
 
-/* One Vulkan device, as `ropeqk devices` lists them (index = the N of "vulkan:N"). */
+/* One Vulkan device (index = the N of "vulkan:N"). ropeqk_list_devices() (ropeqk.h) lists the same
+ * devices backend-neutrally, as `ropeqk devices` prints them. */
 typedef struct {
     char name[256];
     char driver[128];        /* driver name and info, e.g. "llvmpipe (Mesa 22.3.6)" */

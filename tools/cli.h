@@ -4,7 +4,9 @@
  *   opts.c     the table-driven option parser and strict number parsing
  *   common.c   messages, number formatting, the default seed (random numbers, clock, f16/bf16
  *              conversion, .npy files, plots, atomic writes: the support library, support/)
- *   device.c   the `devices` subcommand, opening a device (or the scalar path) by spec
+ *   devices.c  the `devices` subcommand (ropeqk_list_devices; diag.c: each device's configuration,
+ *              program dump and test build)
+ *   device.c   opening a device (or the scalar path) by spec, on any backend
  *   qk_inputs.c  what scores and attention share: options, Q/K/V and position files (qk_inputs.h)
  *   scores.c   the `scores` subcommand (inputs from .npy files, output to .npy)
  *   attention.c  the `attention` subcommand (O = softmax(S) V, and LSE, to .npy)
@@ -25,9 +27,6 @@
 
 #include "npy.h"
 #include "ropeqk.h"
-#if RQ_HAVE_OPENCL
-#include "ropeqk_opencl.h"
-#endif
 
 /* ---- exit codes ----------------------------------------------------------------------------- */
 enum {
@@ -104,26 +103,17 @@ int cli_load_npy(const char *cmd, const char *flag, const char *path, npy_array 
 typedef struct {
     bool ref;        /* the scalar C path (ropeqk_scores_ref) */
     ropeqk_ctx *ctx; /* otherwise */
-    char name[640];  /* "0:0 <device name> (<platform>)" or "scalar reference path (host, fp64)" */
+    char name[640];  /* "opencl:0:0 <device description>" or "scalar reference path (host C, fp64)" */
     char why[160];   /* why this device was chosen */
 } cli_device;
 
-#define CLI_DEVICE_HELP "P:D (opencl:P:D), vulkan[:N], name substring, or ref = scalar C path (default: $ROPEQK_DEVICE, else first OpenCL)"
+#define CLI_DEVICE_HELP "P:D (opencl:P:D), vulkan[:N], name substring, or ref = scalar C path (default: $ROPEQK_DEVICE, else the first device: `ropeqk devices`)"
 
 int cmd_devices(int argc, char **argv);
-/* devices_vulkan.c (Vulkan builds): lists the Vulkan devices; returns how many. */
-unsigned cli_list_vulkan(void);
-#if RQ_HAVE_OPENCL
-/* devices_opencl.c: lists the OpenCL platforms and devices and the default one, with diag.c's
- * per-device lines (dump_dir, build as cli_device_diag); nvk Vulkan devices were listed already (no
- * OpenCL platform is then not an error). A CLI_* status. */
-int cli_list_opencl(const char *dump_dir, bool build, unsigned nvk);
-/* The CLI's name of an OpenCL context's device, "P:D <name> (<platform>)"; false for other backends. */
-bool cli_opencl_name(const ropeqk_ctx *ctx, char *buf, size_t len);
-/* diag.c: prints device P:D's profile (and why) and build options; with dump_dir writes its program
- * text and options there; with build, test-builds it. 0 on success, -1 after printing a failure. */
-int cli_device_diag(int p, int d, const char *dump_dir, bool build);
-#endif
+/* diag.c: prints the profile (and why) and build options of a listed device (d->usable); with
+ * dump_dir writes its program text and options there (or says it has none); with build,
+ * test-builds its kernels. 0 on success, -1 after printing a failure. */
+int cli_device_diag(const ropeqk_device_info *d, const char *dump_dir, bool build);
 /* Opens the device named by spec (NULL: $ROPEQK_DEVICE, else the first; "ref": the scalar path).
  * Returns CLI_OK, or CLI_RUNTIME after printing why; with allow_ref false, "ref" is a usage error
  * (CLI_USAGE). */

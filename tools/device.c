@@ -1,59 +1,10 @@
-/* The `devices` subcommand (each backend's listing: devices_opencl.c, devices_vulkan.c), and
- * opening the device a subcommand runs on (or the scalar path). */
+/* Opening the device a subcommand runs on (or the scalar path), on any backend, and running the
+ * scores and attention there. */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-int cmd_devices(int argc, char **argv)
-{
-    const char *dump_dir = NULL;
-    int build = 0;
-    const cli_opt opts[] = {
-        {"--dump-program", OPT_STR, &dump_dir, "DIR",
-         "write each device's exact program text and build options to DIR/<P>-<D>.cl and .options", 0, 0, 0,
-         NULL, NULL},
-        {"--build", OPT_FLAG, &build, NULL, "test-build the program on every device: OK or FAILED with the log",
-         0, 0, 0, NULL, NULL},
-    };
-    const size_t nopts = sizeof opts / sizeof opts[0];
-    bool help = false;
-    int r = cli_parse("devices", opts, nopts, argc, argv, &help);
-    if (r != CLI_OK)
-        return r;
-    if (help) {
-        cli_print_help(stdout, "ropeqk devices",
-                       "Lists the Vulkan devices (vulkan:N for --device and $ROPEQK_DEVICE; `vulkan` = the\n"
-                       "first usable one), then every OpenCL platform and device (P:D, or opencl:P:D), and\n"
-                       "marks with '*' the default OpenCL device: $ROPEQK_DEVICE if set, else the first\n"
-                       "device of the first platform. A name substring selects the first OpenCL device\n"
-                       "with that name, else the first Vulkan one. For each device it prints the kernel profile in\n"
-                       "effect and where it came from ($ROPEQK_PROFILE=cpu|gpu|auto, else the device type)\n"
-                       "and the build options on a line starting with `options:`. Exit status 1 when there\n"
-                       "is no OpenCL platform, or when a --build or --dump-program step failed.",
-                       opts, nopts);
-        return CLI_OK;
-    }
-    unsigned nvk = 0;
-#if RQ_HAVE_VULKAN
-    nvk = cli_list_vulkan();
-#endif
-#if RQ_HAVE_OPENCL
-    return cli_list_opencl(dump_dir, build != 0, nvk);
-#else
-    if (dump_dir || build) {
-        cli_err("devices: --dump-program and --build concern the OpenCL program; this build has no OpenCL backend");
-        return CLI_USAGE;
-    }
-    if (!nvk) {
-        cli_err("devices: no Vulkan device found (is mesa-vulkan-drivers installed?); `--device ref` runs the "
-                "scalar C path");
-        return CLI_RUNTIME;
-    }
-    return CLI_OK;
-#endif
-}
 
 int cli_device_open(const char *cmd, const char *spec, bool allow_ref, cli_device *dev)
 {
@@ -67,7 +18,7 @@ int cli_device_open(const char *cmd, const char *spec, bool allow_ref, cli_devic
     }
     if (spec && strcasecmp(spec, "ref") == 0) {
         if (!allow_ref) {
-            cli_err("%s: %s=ref: this command compares a device with the scalar path; name an OpenCL device",
+            cli_err("%s: %s=ref: this command compares a device with the scalar path; name a device (`ropeqk devices`)",
                     cmd, source);
             return CLI_USAGE;
         }
@@ -96,11 +47,13 @@ int cli_device_open(const char *cmd, const char *spec, bool allow_ref, cli_devic
         ropeqk_ctx_backend_error(dev->ctx, &be);
         snprintf(dev->why, sizeof dev->why, "the first %s device", be);
     }
-#if RQ_HAVE_OPENCL
-    if (cli_opencl_name(dev->ctx, dev->name, sizeof dev->name))
-        return CLI_OK;
-#endif
-    snprintf(dev->name, sizeof dev->name, "%s", ropeqk_ctx_device_description(dev->ctx));
+    /* "<device string> <description>": "opencl:0:0 NVIDIA H200 (NVIDIA CUDA, driver 580.95)" */
+    ropeqk_device_info info;
+    const char *desc = ropeqk_ctx_device_description(dev->ctx);
+    if (ropeqk_ctx_device_info(dev->ctx, &info) == ROPEQK_SUCCESS && info.device[0])
+        snprintf(dev->name, sizeof dev->name, "%s %s", info.device, desc);
+    else
+        snprintf(dev->name, sizeof dev->name, "%s", desc);
     return CLI_OK;
 }
 

@@ -10,7 +10,7 @@ typedef struct {
 } subcommand;
 
 static const subcommand commands[] = {
-    {"devices", cmd_devices, "list Vulkan and OpenCL devices, and the default one"},
+    {"devices", cmd_devices, "list every backend's devices (OpenCL, Vulkan), and the default one"},
     {"scores", cmd_scores, "RoPE + attention scores of Q and K .npy files into a .npy file"},
     {"attention", cmd_attention, "fused attention softmax(S) V of Q, K, V .npy files (and LSE) into .npy files"},
     {"check", cmd_check, "randomized sweep: device against the scalar fp64 path"},
@@ -40,7 +40,8 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].about);
     fprintf(f,
             "\ndevice selection: --device P:D (or opencl:P:D) | vulkan | vulkan:N | name substring\n"
-            "| ref (scalar C path); default $ROPEQK_DEVICE, else the first OpenCL device.\n"
+            "| ref (scalar C path); default $ROPEQK_DEVICE, else the first device (OpenCL before Vulkan;\n"
+            "`ropeqk devices` lists each device's string and marks the default).\n"
             "exit status: 0 ok, 1 runtime error (device, I/O, bad file), 2 usage error, 3 check failed.\n");
 }
 

@@ -98,6 +98,17 @@ typedef struct rq_backend {
     const char *(*error_name)(int32_t code);
     /* Builds every kernel of the context's configuration now (ropeqk_ctx_warmup). */
     ropeqk_status (*warmup)(ropeqk_ctx *ctx);
+    /* Lists the backend's devices into infos[0..cap) (cap may be 0, infos then NULL) in the order of
+     * its device strings ("<prefix>:..."), the total into *count, and into *pick the index of the
+     * device open(spec, explicit_spec) would take (-1: open would find none), all without opening
+     * one. ROPEQK_ERR_NO_DEVICE (message set) when it finds no driver or platform; the core
+     * (devices.c) leaves a backend that fails out of the listing. NULL: the backend lists nothing. */
+    ropeqk_status (*list_devices)(ropeqk_device_info *infos, uint32_t cap, uint32_t *count, const char *spec,
+                                  bool explicit_spec, int32_t *pick);
+    /* The context's device as list_devices describes it (device "" when it is not among them). */
+    ropeqk_status (*ctx_device_info)(const ropeqk_ctx *ctx, ropeqk_device_info *out);
+    /* The program text its kernels are built from (ropeqk_ctx_program_source); NULL: none (SPIR-V). */
+    const char *(*program_source)(size_t *len);
 
     /* ---- configuration (src/core/tuning.c) ---- */
     /* Its knobs (knob.h): name, range, environment variable, defaults per profile, rq_tuning field.

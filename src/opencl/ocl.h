@@ -98,6 +98,12 @@ static inline bool rq_is_cl(const ropeqk_ctx *ctx) { return ctx && ctx->be == &r
  * built now (ops: 0 = the whole program, else RQ_OPS_* bits of the kernels needed; a cached whole
  * program serves too). */
 ropeqk_status rq_cl_describe_device(ropeqk_ctx *ctx);
+
+/* cl_devices.c: the backend's entries of the neutral device listing (backend.h's list_devices and
+ * ctx_device_info). */
+ropeqk_status rq_cl_list_devices(ropeqk_device_info *infos, uint32_t cap, uint32_t *count, const char *spec,
+                                 bool explicit_spec, int32_t *pick);
+ropeqk_status rq_cl_ctx_device_info(const ropeqk_ctx *ctx, ropeqk_device_info *out);
 ropeqk_status rq_get_program(ropeqk_ctx *ctx, cl_device_id device, unsigned ops, cl_program *out);
 /* The same with `extra` appended to the options (a program the whole one does not serve: e.g. the
  * GPU profile's attention fallback, -DRQ_ATTN_FALLBACK=1). */

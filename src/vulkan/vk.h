@@ -135,8 +135,18 @@ static inline bool rq_is_vk(const ropeqk_ctx *ctx) { return ctx && ctx->be == &r
 
 /* vk_ctx.c: the table's open and close; whether a device has an extension (1, 0; -1 out of memory). */
 int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name);
+/* An instance of the library's own without validation layers (listing devices, vk_devices.c);
+ * ROPEQK_ERR_NO_DEVICE with a message when there is no Vulkan driver. */
+ropeqk_status rq_vk_plain_instance(VkInstance *out);
+/* The first queue family of a device with compute, or -1 (the queue rq_vk_open takes). */
+int rq_vk_compute_family(VkPhysicalDevice pd);
 ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
 void rq_vk_close(ropeqk_ctx *ctx);
+/* vk_devices.c: the backend's entries of the neutral device listing (backend.h's list_devices and
+ * ctx_device_info). */
+ropeqk_status rq_vk_list_devices(ropeqk_device_info *infos, uint32_t cap, uint32_t *count, const char *spec,
+                                 bool explicit_spec, int32_t *pick);
+ropeqk_status rq_vk_ctx_device_info(const ropeqk_ctx *ctx, ropeqk_device_info *out);
 /* Records a failing VkResult in the context and the thread's message; returns ROPEQK_ERR_BACKEND. */
 ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what);
 const char *rq_vk_result_name(VkResult r);

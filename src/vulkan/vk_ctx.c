@@ -145,6 +145,13 @@ static ropeqk_status make_instance(struct rq_vk_ctx *vk, int mode, VkInstance *o
     return ROPEQK_SUCCESS;
 }
 
+ropeqk_status rq_vk_plain_instance(VkInstance *out)
+{
+    struct rq_vk_ctx none; /* no messenger: no validation */
+    memset(&none, 0, sizeof none);
+    return make_instance(&none, VAL_OFF, out);
+}
+
 /* 1 when the device has the extension, 0 when not, -1 out of host memory. */
 int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name)
 {
@@ -163,7 +170,7 @@ int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name)
 }
 
 /* The first queue family with compute, or -1. */
-static int compute_family(VkPhysicalDevice pd)
+int rq_vk_compute_family(VkPhysicalDevice pd)
 {
     uint32_t n = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
@@ -185,7 +192,7 @@ static int usable(VkPhysicalDevice pd)
         if (h <= 0)
             return h;
     }
-    return compute_family(pd) >= 0;
+    return rq_vk_compute_family(pd) >= 0;
 }
 
 /* full: also the extension checks (usable, cooperative_matrix), which allocate */
@@ -350,7 +357,7 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
         return ROPEQK_ERR_NO_DEVICE;
     }
     vk->phys = pd[pick];
-    vk->qfam = (uint32_t)compute_family(vk->phys);
+    vk->qfam = (uint32_t)rq_vk_compute_family(vk->phys);
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->qfam,
                                    .queueCount = 1, .pQueuePriorities = &prio};

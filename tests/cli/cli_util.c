@@ -3,9 +3,6 @@
 #include "npy.h"
 #include "ropeqk.h"
 
-#if RQ_HAVE_OPENCL
-#include <CL/cl.h>
-#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -179,15 +176,21 @@ bool write_bytes(const char *path, const void *data, size_t len)
     return fclose(f) == 0 && ok;
 }
 
-bool no_opencl_platform(void)
+bool no_backend_device(const char *backend)
 {
-#if RQ_HAVE_OPENCL
-    cl_uint n = 0;
-    return clGetPlatformIDs(0, NULL, &n) != CL_SUCCESS || n == 0;
-#else
-    return true; /* this build has no OpenCL backend */
-#endif
+    uint32_t n = 0;
+    if (ropeqk_list_devices(NULL, 0, &n) != ROPEQK_SUCCESS)
+        return true;
+    ropeqk_device_info *l = calloc(n, sizeof *l);
+    bool none = true;
+    if (l && ropeqk_list_devices(l, n, &n) == ROPEQK_SUCCESS)
+        for (uint32_t i = 0; i < n && none; i++)
+            none = strcmp(l[i].backend, backend) != 0;
+    free(l);
+    return none;
 }
+
+bool no_opencl_platform(void) { return no_backend_device("OpenCL"); }
 
 bool no_device_for(const char *spec)
 {

@@ -29,7 +29,10 @@ bool file_exists(const char *path);
 int dir_entries(const char *dir);
 bool write_bytes(const char *path, const void *data, size_t len);
 
-/* True when the OpenCL ICD loader finds no platform, or the build has no OpenCL backend. */
+/* True when ropeqk_list_devices() lists no device of that backend ("OpenCL", "Vulkan"): none
+ * found, or the build has no such backend. */
+bool no_backend_device(const char *backend);
+/* no_backend_device("OpenCL"). */
 bool no_opencl_platform(void);
 /* Whether the library finds no device at all (the default device of `ropeqk_ctx_create`: OpenCL
  * first, else Vulkan): the CLI's device runs skip then. */
