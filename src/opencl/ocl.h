@@ -88,7 +88,7 @@ typedef struct rq_cl_plan {
 static inline rq_cl_ctx *rq_cl(const ropeqk_ctx *ctx) { return (rq_cl_ctx *)ctx->impl; }
 static inline rq_cl_plan *rq_clp(const ropeqk_plan *pl) { return (rq_cl_plan *)pl->impl; }
 
-/* Records a failing cl_int in ctx (may be NULL) and the thread's message; ROPEQK_ERR_BACKEND. */
+/* cl_err.c: records a failing cl_int in ctx (may be NULL) and the thread's message; ROPEQK_ERR_BACKEND. */
 ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err);
 /* The context's (ropeqk_opencl_*'s check that the context is OpenCL's, by identity). */
 static inline bool rq_is_cl(const ropeqk_ctx *ctx) { return ctx && ctx->be == &rq_opencl_backend; }
