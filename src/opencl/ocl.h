@@ -88,6 +88,10 @@ typedef struct rq_cl_plan {
 static inline rq_cl_ctx *rq_cl(const ropeqk_ctx *ctx) { return (rq_cl_ctx *)ctx->impl; }
 static inline rq_cl_plan *rq_clp(const ropeqk_plan *pl) { return (rq_cl_plan *)pl->impl; }
 
+/* cl_ctx.c: the table's open (a device the spec names, a context and queue of the library's own)
+ * and close (waits for the queue, then releases everything the context holds). */
+ropeqk_status rq_cl_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
+void rq_cl_close(ropeqk_ctx *ctx);
 /* cl_err.c: records a failing cl_int in ctx (may be NULL) and the thread's message; ROPEQK_ERR_BACKEND. */
 ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err);
 /* The context's (ropeqk_opencl_*'s check that the context is OpenCL's, by identity). */
