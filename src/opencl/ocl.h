@@ -170,7 +170,7 @@ void rq_cl_bury_mem(ropeqk_ctx *ctx, rq_grave *g, cl_mem m, cl_uint nev, const c
 void rq_cl_bury_plan(ropeqk_ctx *ctx, rq_grave *g);
 void rq_cl_graves_free_all(ropeqk_ctx *ctx);
 
-/* paged.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
+/* cl_paged_run.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
  * sequences described by a metadata buffer (contract.h), shared by the paged decode and the dense
  * decode (dense.c). K and V are addressed as pages: page * knb[0] + head * knb[1] + slot * knb[2];
  * out and lse rows of sequence s at (s % nbat) * onb[0] + (s / nbat) * onb[2] (rq_pcomb_args). The
@@ -244,11 +244,11 @@ void rq_cl_plan_free(ropeqk_plan *pl);
 ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog);
 ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog);
 
-/* The buffers of one run as the call checks see them: CL_MEM_SIZE is each buffer's end (a failing
+/* cl_launch.c: the buffers of one run as the call checks see them: CL_MEM_SIZE is each buffer's end (a failing
  * query is the status). */
 ropeqk_status rq_cl_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, rq_mem *r);
 
-/* Shared by the scores and attention enqueues (enqueue.c): the arguments of a rope_rotate_* kernel
+/* cl_launch.c, shared by the scores, attention and paged enqueues: the arguments of a rope_rotate_* kernel
  * for S rows of view t in m, rotated into dst with element strides per head, row and dim (times
  * out_mul), heads in blocks of G, rows grouped in panels of `panel` rows d_panel elements apart (0:
  * no panels; see rq_rotate_args); its launch over S rows. pos_stride: the position array's entries
@@ -306,7 +306,7 @@ static inline size_t rq_ga_local_bytes(const rq_tuning *t)
     return rq_ga_fa2(t) ? RQ_FA_LOCAL_BYTES(bm, bn, tk, dv) : RQ_GA_LOCAL_BYTES(bm, bn, tk, dv);
 }
 
-/* plan.c: whether a compiled kernel runs nt work-items with `local` bytes of local memory on the
+/* cl_launch.c: whether a compiled kernel runs nt work-items with `local` bytes of local memory on the
  * context's device (its CL_KERNEL_WORK_GROUP_SIZE, 48 KiB, the device's local memory). */
 bool rq_kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local);
 

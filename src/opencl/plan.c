@@ -40,21 +40,6 @@ static const char *decode_kernel_name(ropeqk_dtype t, bool gpu)
     return t == ROPEQK_F16 ? "qk_decode_f16" : t == ROPEQK_BF16 ? "qk_decode_bf16" : "qk_decode_f32";
 }
 
-/* Whether a compiled kernel runs nt work-items with `local` bytes of local memory on the device:
- * the kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE: registers per work-item can lower it below the
- * device's), and its local memory against 48 KiB and the device's. A failed query counts as no: the
- * caller then uses a kernel that always works. */
-bool rq_kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local)
-{
-    size_t wg = 0;
-    cl_ulong lm = 0;
-    if (clGetKernelWorkGroupInfo(k, rq_cl(ctx)->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS ||
-        clGetKernelWorkGroupInfo(k, rq_cl(ctx)->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL) != CL_SUCCESS)
-        return false;
-    size_t cap = ctx->dev.local_mem > 0 && ctx->dev.local_mem < RQ_LOCAL_CAP ? ctx->dev.local_mem : RQ_LOCAL_CAP;
-    return wg >= nt && local <= cap && (ctx->dev.local_mem == 0 || lm <= ctx->dev.local_mem);
-}
-
 /* The description's own checks, before the shared validation. */
 
 ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double *inv)
