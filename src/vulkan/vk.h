@@ -133,13 +133,24 @@ static inline float rq_vk_softcap(const rq_problem *pb)
 /* Whether ctx is a Vulkan context (ropeqk_vulkan_*'s check, by identity). */
 static inline bool rq_is_vk(const ropeqk_ctx *ctx) { return ctx && ctx->be == &rq_vulkan_backend; }
 
-/* vk_ctx.c: the table's open and close; whether a device has an extension (1, 0; -1 out of memory). */
-int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name);
+/* vk_ctx.c: the table's open and close. */
 ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
 void rq_vk_close(ropeqk_ctx *ctx);
-/* Records a failing VkResult in the context and the thread's message; returns ROPEQK_ERR_BACKEND. */
+/* vk_err.c: records a failing VkResult in the context and the thread's message; returns
+ * ROPEQK_ERR_BACKEND. A VkResult's name (NULL for one it does not know). */
 ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what);
 const char *rq_vk_result_name(VkResult r);
+/* vk_dev.c: the device extensions the backend requires (ropeqk_vulkan_device_extensions); whether a
+ * device has an extension (1, 0; -1 out of memory); its first compute queue family (-1: none);
+ * whether the backend can use it (1, 0; -1 out of memory); the instance's devices (at most
+ * RQ_VK_MAX_DEVICES). */
+#define RQ_VK_N_REQUIRED 1u
+#define RQ_VK_MAX_DEVICES 16
+extern const char *const rq_vk_required_ext[RQ_VK_N_REQUIRED];
+int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name);
+int rq_vk_compute_family(VkPhysicalDevice pd);
+int rq_vk_usable(VkPhysicalDevice pd);
+VkResult rq_vk_physical_devices(VkInstance inst, VkPhysicalDevice *pd, uint32_t *n);
 
 /* vk_submit.c: Vulkan 1.2's timeline-semaphore feature chained before `next` for vkCreateDevice when
  * the device has it (tl filled; returns &tl), else `next`; and the neutral run API's submission queue
