@@ -183,6 +183,10 @@ bool rq_vk_settle(ropeqk_ctx *ctx);
 /* A barrier making earlier writes (any stage) visible to later compute and transfer commands. */
 void rq_vk_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
                    VkPipelineStageFlags dst, VkAccessFlags dst_access);
+/* The buffers of a recording as the core's call checks see them ({VkBuffer, offset, offset + range}). */
+rq_mem rq_vk_mem(ropeqk_vulkan_mem m);
+/* The bytes a view of `extent` bytes at m.offset reaches: 16-bit views are accessed as whole words. */
+size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent);
 
 /* vk_pipe.c: the pipeline of shader `sh` with these specialization constants, made once per
  * context. */
@@ -219,8 +223,6 @@ void rq_vk_tune_lock(ropeqk_ctx *ctx, bool lock);
 void rq_vk_tune_describe(const rq_tuning *t, char *buf, size_t len);
 ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 ropeqk_status rq_vk_host_run(ropeqk_plan *pl, const rq_host_io *io);
-/* The buffers of a recording as the core's call checks see them ({VkBuffer, offset, offset + range}). */
-rq_mem rq_vk_mem(ropeqk_vulkan_mem m);
 /* The scores.comp shape (register block, staged dims) for head dim D: the context's tuned one where
  * the device allows it, else the default. */
 void rq_vk_scores_shape(const ropeqk_ctx *ctx, int64_t D, int32_t *t, int32_t *tk);
@@ -235,15 +237,13 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
  * for ROPEQK_OP_PAGED_DECODE; rq_vkp(pl) is set before anything can fail), and their release. */
 ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4);
 void rq_vk_paged_free(ropeqk_plan *pl);
-/* vk_plan.c, shared with the other operations' plans: the rotate pipelines, frequency table and
- * Qr/Kr scratch of a plan (vp allocated); and the recording of the leading barrier, both rotations
- * and the barrier that makes the scratch visible to the next shader. */
+/* vk_rope.c, shared by the operations' plans: the rotate pipelines, frequency table and Qr/Kr
+ * scratch of a plan (vp allocated); and the recording of the leading barrier, both rotations and the
+ * barrier that makes the scratch visible to the next shader. */
 ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4);
 /* The plan's frequency table (vk_contract.h: hi, mid, lo, M-RoPE stream per frequency) into vp->freq,
  * and its sink logits (pl->sinks, when the plan has them) into vp->sinks. */
 ropeqk_status rq_vk_tables_upload(ropeqk_plan *pl, const float *vfreq4);
-/* The bytes a view of `extent` bytes at m.offset reaches: 16-bit views are accessed as whole words. */
-size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent);
 /* Rows [0, Sq) of Q and [0, Sk) of K (a plan's Sq, or fewer: the paged chunks' companion plan); cmd
  * VK_NULL_HANDLE: only the checks that recording could fail (binding ranges), nothing recorded. */
 ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sq,
