@@ -234,7 +234,8 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
                                   int64_t q_off, int64_t k_off);
 
 /* vk_paged.c: a paged-decode plan's pipelines, metadata buffer and scratch (rq_vk_plan_init's part
- * for ROPEQK_OP_PAGED_DECODE; rq_vkp(pl) is set before anything can fail), and their release. */
+ * for ROPEQK_OP_PAGED_DECODE; rq_vkp(pl) is set before anything can fail); vk_paged_run.c: their
+ * release (also the dense decode's). */
 ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4);
 void rq_vk_paged_free(ropeqk_plan *pl);
 /* vk_rope.c, shared by the operations' plans: the rotate pipelines, frequency table and Qr/Kr

@@ -24,7 +24,7 @@
  * sequences of up to Sk keys: the split scratch and the metadata buffer; Qr, the frequencies and the
  * sinks are the old path's, shared); where the device cannot run the decode shaders at this shape
  * (the loop budget, shared memory, the storage-buffer range) the old path serves every call. */
-#include "vk_paged.h"
+#include "vk_pg.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -16,7 +16,7 @@
  * for an 8-bit cache, 4x its bytes), and never resized
  * (an earlier recording may still be pending when the next one is made: the record API's rule is
  * only that one plan's commands execute in one queue's order). */
-#include "vk_paged.h"
+#include "vk_pg.h"
 
 #include <stdlib.h>
 

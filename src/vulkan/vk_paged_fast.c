@@ -12,7 +12,7 @@
  * of D dims in the shared memory next to the table (whose delta range drops to 16 where 32 does not
  * fit), no M-RoPE. A call takes it where the caches' views sit at 16-byte multiples (offsets and
  * strides) and the row groups fit the grid's first dimension. */
-#include "vk_paged.h"
+#include "vk_pg.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
