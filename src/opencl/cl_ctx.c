@@ -131,7 +131,7 @@ static ropeqk_status finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
     /* ROPEQK_POOL_BYTES: most bytes of scratch the pool keeps (0 disables it). ROPEQK_MAX_ALLOC: a lower
      * allocation limit than the device's: exercises the split path on small devices' behalf (tests),
      * or keeps the library's scratch small next to an app's own buffers. ROPEQK_ATTN_PASS_BYTES: most
-     * bytes of rotated Q per attention pass (attn.c); small values make every query range run in many
+     * bytes of rotated Q per attention pass (cl_attn.c); small values make every query range run in many
      * passes (tests). (ROPEQK_DENSE_DECODE is a tuning knob now: src/core/tuning.c.) */
     unsigned long long v = 0;
     int r = rq_env_u64("ROPEQK_POOL_BYTES", &v);

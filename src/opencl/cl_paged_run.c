@@ -1,9 +1,9 @@
 /* The paged decode's three kernels on OpenCL (cl/paged.cl): Q rotation (rope.cl's kernel, the
- * sequences as rows), pass 1 over the pages (paged_attn_cpu, paged_attn_gpu, or paged_fast.c's
+ * sequences as rows), pass 1 over the pages (paged_attn_cpu, paged_attn_gpu, or cl_paged_fast.c's
  * paged_attn_fast4/8), the reduction of the splits (paged_combine), over sequences a metadata buffer
  * describes: their shape on this device, the split, the scratch and the launches. Shared by the paged
- * decode (paged.c) and the dense decode (dense.c), which sit above it; it calls only paged_fast.c
- * and the helpers below every operation (cl_launch.c, pool.c, cl_err.c). */
+ * decode (cl_paged.c) and the dense decode (cl_dense.c), which sit above it; it calls only cl_paged_fast.c
+ * and the helpers below every operation (cl_launch.c, cl_pool.c, cl_err.c). */
 #include "ocl.h"
 
 /* Pass 1 in the CPU shape (cl/paged.cl): the CPU profile, for the head dims its vectors cover. */
@@ -106,7 +106,7 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     rq_paged_args a = {0};
     int64_t groups, nsplit, kps;
     size_t g1[3], l1[3];
-    if (L->fast) { /* paged_fast.c */
+    if (L->fast) { /* cl_paged_fast.c */
         kp1 = cp->kfast[L->fast == 8];
         rq_pfast_geometry(pl, L->fast, L->ngroups, cp->cus, L->max_pages, L->page_size, &a, &nsplit, &kps, g1, l1);
     } else {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 /* Sequences run through the chunk path, for the tests (tests/test_tune_paths.c links the library
- * statically), as dense.c counts its calls. */
+ * statically), as cl_dense.c counts its calls. */
 static atomic_llong chunk_runs;
 
 long long rq_paged_chunk_runs(void);

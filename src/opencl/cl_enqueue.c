@@ -90,7 +90,7 @@ ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run 
         return ROPEQK_ERR_TOO_LARGE;
 
     ropeqk_status st = ROPEQK_SUCCESS;
-    rq_scratch *sq = NULL, *sk = NULL; /* pooled Qr and Kt (pool.c) */
+    rq_scratch *sq = NULL, *sk = NULL; /* pooled Qr and Kt (cl_pool.c) */
     if ((st = rq_scratch_get(ctx, qr_n * sizeof(float), &sq)) ||
         (!dec && (st = rq_scratch_get(ctx, kt_n * sizeof(float), &sk)))) {
         rq_scratch_put(ctx, sq, 0, NULL);
@@ -241,7 +241,7 @@ ropeqk_status ropeqk_opencl_plan_enqueue(ropeqk_plan *pl, cl_command_queue queue
         return st;
     if (!queue)
         queue = rq_cl(ctx)->queue;
-    /* the call's last event, also when the caller takes none: the plan's objects outlive it (retire.c) */
+    /* the call's last event, also when the caller takes none: the plan's objects outlive it (cl_retire.c) */
     cl_event own = NULL, *evp = event ? event : &own;
     if (pl->op == ROPEQK_OP_ATTENTION) {
         st = rq_attn_enqueue(pl, queue, args, pl->pb.Sq, x.Sk, x.q_off, x.k_off, num_wait, wait, evp);

@@ -3,7 +3,7 @@
  * and buffers go through the core's paged call checks (src/core/paged_call.c), which pack the batch
  * into one int32 metadata array, then the three kernels of cl_paged_run.c are enqueued (Q rotation,
  * pass 1 over the pages, the reduction of the splits), and a ragged batch's long chunks go through
- * paged_chunk.c. Nothing is enqueued when a check fails. */
+ * cl_paged_chunk.c. Nothing is enqueued when a check fails. */
 #include "ocl.h"
 
 #include <stdio.h>
@@ -77,7 +77,7 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
             free(sub.v);
             break;
         }
-        rq_grave *grave = rq_cl_grave_new(); /* the run's metadata outlives its kernels (retire.c) */
+        rq_grave *grave = rq_cl_grave_new(); /* the run's metadata outlives its kernels (cl_retire.c) */
         if (!grave) {
             free(sub.v);
             st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
@@ -141,7 +141,7 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
     if ((st = rq_paged_call_check(pl, &pm, batch, fn, &meta)))
         return st;
     const int64_t n = meta.rows; /* the query rows are the kernels' sequences (src/core/paged_rows.c) */
-    /* long chunks take the attention kernel after the decode kernels (src/opencl/paged_chunk.c) */
+    /* long chunks take the attention kernel after the decode kernels (src/opencl/cl_paged_chunk.c) */
     const int64_t nchunks = rq_paged_chunk_mark(pl, batch, &meta);
     const ropeqk_tensor *k = &pl->k, *v = &pl->v;
     const int64_t knb[3] = {k->nb[0], k->nb[1], k->nb[2]}, vnb[3] = {v->nb[0], v->nb[1], v->nb[2]};
@@ -150,7 +150,7 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
         free(meta.v);
         return st;
     }
-    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (retire.c) */
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (cl_retire.c) */
     if (!grave) {
         free(meta.v);
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
@@ -234,7 +234,7 @@ static ropeqk_status paged_append(ropeqk_plan *pl, cl_command_queue queue, const
         return st;
     const int64_t n = batch->n_seqs, n_new = k_new->ne[2];
     cl_int err = CL_SUCCESS;
-    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (retire.c) */
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the kernels using it (cl_retire.c) */
     if (!grave) {
         st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
         goto done;
@@ -304,7 +304,7 @@ done:
 }
 
 /* The public entry points: the call's last event is recorded (also when the caller takes none), so
- * that the plan's kernels and buffers outlive its commands (retire.c). */
+ * that the plan's kernels and buffers outlive its commands (cl_retire.c). */
 ropeqk_status ropeqk_opencl_paged_enqueue(ropeqk_plan *pl, cl_command_queue queue,
                                           const ropeqk_opencl_paged_args *args, const ropeqk_paged_batch *batch,
                                           cl_uint num_wait, const cl_event *wait, cl_event *event)

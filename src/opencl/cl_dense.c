@@ -1,6 +1,6 @@
 /* Dense attention with few query rows (decode, a few draft tokens) without the K pre-pass: the paged
  * decode's kernels (cl/paged.cl: Q rotation, pass 1 split over the keys, the reduction of the splits)
- * run on the caller's dense K and V, which rotate each key as they read it. The old path (attn.c)
+ * run on the caller's dense K and V, which rotate each key as they read it. The old path (cl_attn.c)
  * rotates all of K into scratch Kt first: at Sk = 32768 (Hq 32, Hkv 8, D 128, f16, one query row) that
  * pass alone took 36 ms of a 52 ms call on the 2-core Xeon (pocl 3.1), and the kernel after it ran
  * one work-item per KV head, where the paged decode splits the keys over every core.
@@ -106,7 +106,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         return ROPEQK_SUCCESS;
     bool qarr = m->q_pos.buf != NULL;
     /* the GPU profile's fast pass 1 serves a batch entry's rows together: rows b * Sq + i sharing one
-     * page list (paged_fast.c) */
+     * page list (cl_paged_fast.c) */
     ropeqk_tensor kv[2] = {*k, *v};
     kv[0].ne[2] = kv[1].ne[2] = Sk;
     const int64_t knb[3] = {ks, k->nb[1], k->nb[2]}, vnb[3] = {vs, v->nb[1], v->nb[2]};
@@ -124,7 +124,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         return ROPEQK_SUCCESS;
     if (st)
         return st;
-    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the commands using it (retire.c) */
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the commands using it (cl_retire.c) */
     if (!grave) {
         free(meta.v);
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
@@ -169,7 +169,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         L.ra.d_bh = Sq * HD, L.ra.d_panel = pb->D, L.ra.d_row = HD;
     }
     st = rq_paged_run(pl, queue, &L, cp->krq, cp->kx[1], cp->kx[2], num_wait, wait, event);
-    /* once the commands using it have completed (retire.c): the last kernel's event, else the copy's */
+    /* once the commands using it have completed (cl_retire.c): the last kernel's event, else the copy's */
     cl_event last = event && *event ? *event : qcopy;
     rq_cl_bury_mem(ctx, grave, mbuf, last ? 1 : 0, &last);
     if (qcopy)
