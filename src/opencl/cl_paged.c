@@ -14,14 +14,14 @@ _Static_assert(RQ_DT_F32 == ROPEQK_F32 && RQ_DT_F16 == ROPEQK_F16 && RQ_DT_BF16 
                    RQ_DT_I8 == ROPEQK_I8 && RQ_DT_E4M3 == ROPEQK_FP8_E4M3 && RQ_DT_E5M2 == ROPEQK_FP8_E5M2,
                "contract.h's storage-type codes are ropeqk_dtype's");
 
-ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
+ropeqk_status rq_cl_paged_plan_init(ropeqk_plan *pl, cl_program prog)
 {
     ropeqk_ctx *ctx = pl->ctx;
     rq_cl_plan *cp = rq_clp(pl);
     const char *rot = pl->q.dtype == ROPEQK_F16    ? "rope_rotate_f16"
                       : pl->q.dtype == ROPEQK_BF16 ? "rope_rotate_bf16"
                                                    : "rope_rotate_f32";
-    const char *names[7] = {rot, rq_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
+    const char *names[7] = {rot, rq_cl_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", "paged_combine",
                             "paged_append", "paged_append_q8", "paged_gather", "paged_gather_q8"};
     cl_int err = CL_SUCCESS;
     for (int i = 0; i < 7 && !err; i++)
@@ -32,7 +32,7 @@ ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog)
         return rq_cl_fail(ctx, err); /* kernels made so far: ropeqk_plan_destroy */
     if (cp->cus < 1)
         cp->cus = 1;
-    return rq_paged_cpu_shape(pl) ? ROPEQK_SUCCESS : rq_paged_gpu_fit(ctx, &pl->pb, cp);
+    return rq_cl_paged_cpu_shape(pl) ? ROPEQK_SUCCESS : rq_cl_paged_gpu_fit(ctx, &pl->pb, cp);
 }
 
 /* The buffers of a call as the core's checks see them. */
@@ -59,7 +59,7 @@ static ropeqk_status plan_is_cl(const ropeqk_plan *pl, const char *fn)
  * kernels: as placeholders they cost a mixed step (ropeqk-bench --ragged: 4 decodes, 2 chunks of
  * 512 rows, a speculative step of 4; AMD EPYC, 2 cores, pocl) 20 ms of its 176, mostly the Q
  * rotation of 1024 rows x 32 heads with accurate angles. *event: the last run's last command. */
-static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L,
+static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const rq_cl_paged_launch *L,
                                  const rq_paged_meta *meta, const ropeqk_paged_batch *batch, cl_uint num_wait,
                                  const cl_event *wait, cl_event *event)
 {
@@ -73,7 +73,7 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         if ((st = rq_paged_meta_rows(meta, r0, r1, pl->paged.page_size, &sub)))
             break;
         int fast = L->fast;
-        if ((st = rq_paged_cpu_groups(pl, &sub, &fast))) {
+        if ((st = rq_cl_paged_cpu_groups(pl, &sub, &fast))) {
             free(sub.v);
             break;
         }
@@ -84,14 +84,14 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
             break;
         }
         cl_int err = CL_SUCCESS;
-        cl_mem mbuf = rq_paged_meta_upload(ctx, &sub, &err);
+        cl_mem mbuf = rq_cl_paged_meta_upload(ctx, &sub, &err);
         if (err) {
             free(grave);
             free(sub.v);
             st = rq_cl_fail(ctx, err);
             break;
         }
-        rq_paged_launch R = *L;
+        rq_cl_paged_launch R = *L;
         R.meta = R.qpos = mbuf;
         R.lens_off = sub.lens_off, R.qpos_off = sub.qpos_off, R.kpos_off = sub.kpos_off, R.pages_off = sub.pages_off;
         R.n = R.nbat = r1 - r0;
@@ -103,8 +103,8 @@ static ropeqk_status decode_runs(ropeqk_plan *pl, cl_command_queue queue, const 
         if (pl->with_lse)
             R.lse.offset += (size_t)(r0 * pl->lse.nb[0]);
         cl_event ran = NULL;
-        st = rq_paged_run(pl, queue, &R, cp->kx[0], cp->kx[1], cp->kx[2], prev ? 1 : num_wait, prev ? &prev : wait,
-                          &ran);
+        st = rq_cl_paged_run(pl, queue, &R, cp->kx[0], cp->kx[1], cp->kx[2], prev ? 1 : num_wait, prev ? &prev : wait,
+                             &ran);
         rq_cl_bury_mem(ctx, grave, mbuf, ran ? 1 : 0, &ran); /* once the run's kernels have completed */
         free(sub.v);
         if (prev)
@@ -146,7 +146,7 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
     const ropeqk_tensor *k = &pl->k, *v = &pl->v;
     const int64_t knb[3] = {k->nb[0], k->nb[1], k->nb[2]}, vnb[3] = {v->nb[0], v->nb[1], v->nb[2]};
     int fast = rq_pfast_call_ok(pl, args->k_cache.offset, knb, args->v_cache.offset, vnb, pb->k_extent, pb->v_extent);
-    if (nchunks == 0 && (st = rq_paged_cpu_groups(pl, &meta, &fast))) { /* with chunks: decode_runs' own */
+    if (nchunks == 0 && (st = rq_cl_paged_cpu_groups(pl, &meta, &fast))) { /* with chunks: decode_runs' own */
         free(meta.v);
         return st;
     }
@@ -156,7 +156,7 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
     cl_int err = CL_SUCCESS;
-    cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
+    cl_mem mbuf = rq_cl_paged_meta_upload(ctx, &meta, &err);
     if (err) {
         st = rq_cl_fail(ctx, err);
         free(grave);
@@ -166,7 +166,7 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
     if (!queue)
         queue = rq_cl(ctx)->queue;
     const ropeqk_tensor *q = &pl->q, *o = &pl->out, *ls = &pl->lse;
-    rq_paged_launch L = {
+    rq_cl_paged_launch L = {
         .fn = fn, .meta = mbuf, .lens_off = meta.lens_off, .qpos_off = meta.qpos_off, .kpos_off = meta.kpos_off,
         .pages_off = meta.pages_off, .n = n, .max_pages = meta.max_pages, .page_size = pl->paged.page_size,
         .rg_off = meta.groups_off, .ngroups = meta.ngroups, .group_rows = meta.group_rows,
@@ -191,9 +191,9 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
     } else if (nchunks > 0)
         st = decode_runs(pl, queue, &L, &meta, batch, num_wait, wait, &ran);
     else
-        st = rq_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait, &ran);
+        st = rq_cl_paged_run(pl, queue, &L, cp->kx[0], cp->kx[1], cp->kx[2], num_wait, wait, &ran);
     if (!st && nchunks > 0)
-        st = rq_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ran, &chained);
+        st = rq_cl_paged_chunks_enqueue(pl, queue, args, batch, &meta, mbuf, ran, &chained);
     if (chained) {
         clReleaseEvent(ran);
         ran = chained;
@@ -239,7 +239,7 @@ static ropeqk_status paged_append(ropeqk_plan *pl, cl_command_queue queue, const
         st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
         goto done;
     }
-    cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
+    cl_mem mbuf = rq_cl_paged_meta_upload(ctx, &meta, &err);
     if (err) {
         free(grave);
         st = rq_cl_fail(ctx, err);

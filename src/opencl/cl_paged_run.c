@@ -7,7 +7,7 @@
 #include "ocl.h"
 
 /* Pass 1 in the CPU shape (cl/paged.cl): the CPU profile, for the head dims its vectors cover. */
-bool rq_paged_cpu_shape(const ropeqk_plan *pl)
+bool rq_cl_paged_cpu_shape(const ropeqk_plan *pl)
 {
     const rq_problem *pb = &pl->pb;
     return pl->ctx->tune.profile != ROPEQK_PROFILE_GPU && pb->D % 16 == 0 && pb->R % 32 == 0 && pb->rot_off % 16 == 0 &&
@@ -23,7 +23,7 @@ bool rq_paged_cpu_shape(const ropeqk_plan *pl)
  * run 128 still runs every shape. Its local memory (RQ_PAGED_LOCAL_BYTES, whatever D, Dv and the
  * heads) is checked against the device's: ROPEQK_ERR_TOO_LARGE at plan creation where it does not
  * fit (a full-profile OpenCL 1.2 device has at least 32 KiB). */
-ropeqk_status rq_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp)
+ropeqk_status rq_cl_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp)
 {
     size_t kwg = 0;
     cl_ulong lm = 0;
@@ -53,17 +53,17 @@ ropeqk_status rq_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan
 }
 
 /* The call's metadata as a device buffer (copied at creation: the host array may go at once). */
-cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err)
+cl_mem rq_cl_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err)
 {
     return clCreateBuffer(rq_cl(ctx)->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, meta->n * sizeof(int32_t), meta->v,
                           err);
 }
 
-ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast)
+ropeqk_status rq_cl_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast)
 {
     if (*fast)
         return rq_pfast_groups(pl, m, fast);
-    if (!rq_paged_cpu_shape(pl))
+    if (!rq_cl_paged_cpu_shape(pl))
         return ROPEQK_SUCCESS;
     /* a task holds RQ_PCH (row, query head) pairs: all G heads of a KV head for as many rows as fit */
     return rq_paged_meta_groups(m, pl->pb.G <= RQ_PCH ? RQ_PCH / pl->pb.G : 1);
@@ -94,15 +94,15 @@ static void head_groups(const rq_problem *pb, bool gpu, int64_t wg, int64_t rows
     a->ndvc = gpu ? (rq_i32)((pb->Dv + a->dvch - 1) / a->dvch) : 1;
 }
 
-ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L, cl_kernel krot,
-                           cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event)
+ropeqk_status rq_cl_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_cl_paged_launch *L, cl_kernel krot,
+                              cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     rq_cl_plan *cp = rq_clp(pl);
     const int64_t n = L->n;
     /* the split, the scratch: Qr [n][Hq][D], part [n*Hq][nsplit][Dv] then (m, l) per row */
-    bool gpu = !rq_paged_cpu_shape(pl);
+    bool gpu = !rq_cl_paged_cpu_shape(pl);
     rq_paged_args a = {0};
     int64_t groups, nsplit, kps;
     size_t g1[3], l1[3];
@@ -189,7 +189,7 @@ ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_pag
     /* pass 1 waits for Q's rotation, and for the caller's list too: the metadata may be written by
      * commands of that list (the dense decode's position copies) that the rotation does not wait for */
     cl_uint n1 = 1 + L->meta_nwait;
-    cl_event w1[1 + RQ_PAGED_MAX_META_WAIT];
+    cl_event w1[1 + RQ_CL_PAGED_MAX_META_WAIT];
     w1[0] = ev[0];
     for (cl_uint i = 0; i < L->meta_nwait; i++)
         w1[1 + i] = L->meta_wait[i];

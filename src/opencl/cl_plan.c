@@ -142,7 +142,7 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     if (!st && dense) /* from the same program: rq_attn_plan_init may take an attention-only one */
         st = rq_dense_plan_init(pl, prog);
     else if (op == ROPEQK_OP_PAGED_DECODE)
-        st = rq_paged_plan_init(pl, prog);
+        st = rq_cl_paged_plan_init(pl, prog);
     /* the GPU profile's fast pass 1 beside them (cl_paged_fast.c; its table from the frequencies) */
     if (!st && (op == ROPEQK_OP_PAGED_DECODE || cp->dense))
         st = rq_pfast_plan_init(pl, prog, freq4);

@@ -176,13 +176,13 @@ void rq_cl_graves_free_all(ropeqk_ctx *ctx);
  * out and lse rows of sequence s at (s % nbat) * onb[0] + (s / nbat) * onb[2] (rq_pcomb_args). The
  * Q rotation (ra, with q and qpos its source and position buffers) writes Qr [s][Hq][D]. Pass 1
  * also waits for meta_wait (commands writing into the metadata). */
-#define RQ_PAGED_MAX_META_WAIT 4
+#define RQ_CL_PAGED_MAX_META_WAIT 4
 typedef struct {
     const char *fn;                  /* the entry point, for messages */
     cl_mem meta;
     int32_t lens_off, qpos_off, kpos_off, pages_off;
     int64_t n, max_pages, page_size, nbat;
-    int32_t rg_off;                  /* the CPU shape's row groups in meta (rq_paged_cpu_groups) */
+    int32_t rg_off;                  /* the CPU shape's row groups in meta (rq_cl_paged_cpu_groups) */
     int64_t ngroups, group_rows;
     rq_rotate_args ra;
     ropeqk_opencl_mem q, k, v, out, lse;
@@ -193,20 +193,20 @@ typedef struct {
     const cl_event *meta_wait;
     int fast;                        /* pass 1 in paged_attn_fast<fast> (4 or 8; cl_paged_fast.c), its row
                                       * groups at rg_off; 0: paged_attn_gpu or paged_attn_cpu */
-} rq_paged_launch;
-/* The CPU shape (rq_paged_cpu_shape) serves a sequence's consecutive rows in one task: their row
+} rq_cl_paged_launch;
+/* The CPU shape (rq_cl_paged_cpu_shape) serves a sequence's consecutive rows in one task: their row
  * groups appended to m (rq_paged_meta_groups, as many rows as RQ_PCH query heads hold); nothing for
  * the GPU shape. *fast nonzero (a call rq_pfast_call_ok takes): paged_attn_fast's groups instead,
  * *fast then the kernel (4 or 8). */
-ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast);
-ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L, cl_kernel krot,
-                           cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event);
+ropeqk_status rq_cl_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast);
+ropeqk_status rq_cl_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_cl_paged_launch *L, cl_kernel krot,
+                              cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event);
 /* Pass 1 in the CPU shape (paged_attn_cpu) for this plan, else paged_attn_gpu; the GPU shape's
  * work-group size into cp->pwg (ROPEQK_ERR_TOO_LARGE where the device cannot run it); a metadata
  * array as a device buffer (copied: the host array may go at once). */
-bool rq_paged_cpu_shape(const ropeqk_plan *pl);
-ropeqk_status rq_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp);
-cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err);
+bool rq_cl_paged_cpu_shape(const ropeqk_plan *pl);
+ropeqk_status rq_cl_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp);
+cl_mem rq_cl_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err);
 
 /* cl_paged_fast.c: the GPU profile's fast pass 1 (cl/paged_fast.cl). rq_pfast_shape_ok: whether the
  * plan's shape fits it; rq_pfast_plan_init: its kernels and R(delta) table where it does and the device
@@ -242,7 +242,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
 ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double *inv);
 void rq_cl_plan_free(ropeqk_plan *pl);
 ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog);
-ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog);
+ropeqk_status rq_cl_paged_plan_init(ropeqk_plan *pl, cl_program prog);
 
 /* cl_launch.c: the buffers of one run as the call checks see them: CL_MEM_SIZE is each buffer's end (a failing
  * query is the status). */
@@ -277,12 +277,12 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
                               int64_t Sq, int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait,
                               const cl_event *wait, cl_event *event);
 /* cl_paged_chunk.c: a ragged batch's long chunks of query rows, marked by the core's rq_paged_chunk_mark
- * (src/core/call.h): rq_paged_chunks_enqueue gathers each one's K/V and runs its rows through
+ * (src/core/call.h): rq_cl_paged_chunks_enqueue gathers each one's K/V and runs its rows through
  * plan->chunk's attention kernel, after `after` (the combine); *last: the chain's last event
  * (retained). */
-ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
-                                      const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
-                                      cl_event after, cl_event *last);
+ropeqk_status rq_cl_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
+                                         const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
+                                         cl_event after, cl_event *last);
 /* The host-memory path (cl_host.c; backend.h's host_run). */
 ropeqk_status rq_cl_host_run(ropeqk_plan *pl, const rq_host_io *io);
 
