@@ -59,7 +59,7 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
     const rq_tuning *tn = &pl->ctx->tune;
     /* qk_attention_*'s column block of V (cl/attention.cl): larger Dv runs several */
     rq_clp(pl)->acb = tn->profile == ROPEQK_PROFILE_CPU ? RQ_ADVMAX : RQ_ADVMAX_GPU;
-    /* the GPU attention kernel where the context built it (-DRQ_GA_BM, src/opencl/tune.c) and the
+    /* the GPU attention kernel where the context built it (-DRQ_GA_BM, src/opencl/cl_tune.c) and the
      * compiled kernel runs its work-group with its local memory, else qk_attention_* */
     if (tn->ga_bm > 0) {
         ropeqk_status st;

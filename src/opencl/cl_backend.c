@@ -1,5 +1,5 @@
 /* The OpenCL backend's table (src/core/backend.h): how the core reaches everything in src/opencl.
- * The top of the backend: contexts are cl_ctx.c's, plans cl_plan.c's, the tuner tune.c's. */
+ * The top of the backend: contexts are cl_ctx.c's, plans cl_plan.c's, the tuner cl_tune.c's. */
 #include "ocl.h"
 
 static const char *cl_error_name(int32_t code) { return ropeqk_opencl_error_name(code); }

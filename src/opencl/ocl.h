@@ -109,7 +109,7 @@ ropeqk_status rq_get_program_ex(ropeqk_ctx *ctx, cl_device_id device, unsigned o
                                 cl_program *out);
 void rq_free_programs(ropeqk_ctx *ctx);
 
-/* tune.c: the OpenCL side of the configuration (the -D options of a configuration, snprintf's
+/* cl_tune.c: the OpenCL side of the configuration (the -D options of a configuration, snprintf's
  * convention; the backend table's tuning_base, tuning_fit, build_options) and the tuner's hooks;
  * cl_program.c: warmup. */
 int rq_tuning_options(const rq_tuning *t, char *buf, size_t len);
@@ -123,7 +123,7 @@ ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk
 ropeqk_status rq_cl_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
 void rq_cl_tune_describe(const rq_tuning *t, char *buf, size_t len);
-/* tune_paged.c: the crossover families' check and timed shape (backend.h's tune_measure: both;
+/* cl_tune_paged.c: the crossover families' check and timed shape (backend.h's tune_measure: both;
  * apart for the tests). */
 ropeqk_status rq_cl_tune_measure(ropeqk_ctx *c, rq_family f, double *ms);
 ropeqk_status rq_cl_tune_check(ropeqk_ctx *c, rq_family f);
