@@ -84,7 +84,7 @@ int acase_init(benv *e, acase *c, const ashape *s, const bool *want)
                               .v = c->tv[h], .out = c->to};
         if ((err = ropeqk_plan_create(e->rq, &d, &c->plan[h])))
             return err;
-        /* the library's scratch (src/opencl/attn.c): rotated Q (+ one row tile) and transposed rotated K, f32,
+        /* the library's scratch (src/opencl/cl_attn.c): rotated Q (+ one row tile) and transposed rotated K, f32,
          * K rows padded to a multiple of 16 keys; an estimate of the design, not a measurement */
         c->extra_bytes[IMPL_FUSED_F32 + h] =
             4 * ((size_t)s->B * s->Hq * (s->Sq + 8) * s->D + (size_t)s->B * s->Hkv * ((s->Sk + 31) / 16 * 16) * s->D);

@@ -2,7 +2,7 @@
  * D = Dv = 128, f16 Q/K/V, f32 out, causal, the query rows at the last positions) over LEN keys
  * (default 32768), three ways in the same run on the same K and V values:
  *   - dense: the library's default, which runs few-row calls through the paged decode's kernels on
- *     the dense K and V (src/opencl/dense.c: keys rotated as they are read);
+ *     the dense K and V (src/opencl/cl_dense.c: keys rotated as they are read);
  *   - dense-old: the same plan on a second context over the same OpenCL context and queue created
  *     with ROPEQK_DENSE_DECODE=0 (all of K rotated into scratch, then the attention kernel);
  *   - paged: ROPEQK_OP_PAGED_DECODE over a cache of the same values in pages of 16 in order, one

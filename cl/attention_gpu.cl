@@ -66,7 +66,7 @@
  *   RQ_GA_TK  head dims per S step, keys per V step:      a multiple of 4 dividing BN, <= 64 (16)
  *   RQ_GA_RB  query rows per work-item:                   1, 2, 4, 8 dividing BM (default 2)
  *   RQ_GA_DV  V dims per work-group (column block):       a multiple of BN, <= 256 (default 128)
- * Constraints (src/opencl/tune.c, src/opencl/attn.c): the work-group size (BM / RB) * (BN / 4)
+ * Constraints (src/opencl/cl_tune.c, src/opencl/cl_attn.c): the work-group size (BM / RB) * (BN / 4)
  * within CL_DEVICE_MAX_WORK_GROUP_SIZE and the compiled kernel's CL_KERNEL_WORK_GROUP_SIZE; the
  * local memory RQ_GA_LOCAL_BYTES (contract.h), bytes,
  *     16 * max(BM*TK/4 + TK*BN/4, TK*DV/4)   Q and K step tiles, or (aliased) the V step tile

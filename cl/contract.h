@@ -43,7 +43,7 @@ typedef float rq_f32;
 #define RQ_PKB 16    /* paged_attn_cpu_*: keys per block (one float16 across keys) */
 #define RQ_PCH 32    /* paged_attn_cpu_*: query heads per work-item, at most */
 #define RQ_PWG 256   /* paged_attn_gpu: largest work-group size; the host runs 128 work-items, 256 where Dv >
-                      * 128, fewer where the device takes fewer for the kernel (src/opencl/paged.c) */
+                      * 128, fewer where the device takes fewer for the kernel (src/opencl/cl_paged_run.c) */
 #define RQ_PTK 32    /* paged_attn_gpu: keys per tile */
 #define RQ_PDC 64    /* paged_attn_gpu: head dims per stage of the K tile (32 rotation pairs, or 64
                       * pass-through dims), whatever D */
@@ -67,7 +67,7 @@ typedef float rq_f32;
     (4 * (RQ_PTK * RQ_PKS + RQ_PGH * RQ_PQD + 2 * RQ_PGH * RQ_PTK + 3 * RQ_PTK + 4 * RQ_PGH + 2 * 256) + 8 * 2 * RQ_PTK)
 #define RQ_PCWG 64   /* paged_combine and paged_append: work-group size */
 #define RQ_NV_MAXREG 128 /* registers a work-item at most on NVIDIA's OpenCL (-cl-nv-maxrregcount, GPU profile:
-                          * two work-groups of 256 an SM; src/opencl/tune.c) */
+                          * two work-groups of 256 an SM; src/opencl/cl_tune.c) */
 /* paged_attn_fast (cl/paged_fast.cl, GPU profile; docs/paged-decode-gpu.md has the measurements
  * behind each constant): a work-group of RQ_FWG work-items per (split, KV head + query-head chunk,
  * group of a sequence's rows), tiles of RQ_FWG keys (one per work-item when scoring) */
@@ -124,7 +124,7 @@ typedef float rq_f32;
     ((16 * RQ_GA_STAGE4(bm, bn, tk, dv) + 4 * (bm) * ((bn) + 4) + 2 * (bm) * (bn) + 12 * (bm) + 4 * (bn) + 60 + 15) / 16 * 16)
 /* qk_attention_gpu_*'s shape where a plan cannot run qk_attention_fa2_* (D not a multiple of its step, Dv not of 4):
  * rows, keys, step, rows per work-item, V dims (the shape it was the default in; cl/program.cl,
- * src/opencl/attn.c) */
+ * src/opencl/cl_attn.c) */
 #define RQ_GA_FB_BM 32
 #define RQ_GA_FB_BN 64
 #define RQ_GA_FB_TK 16
@@ -299,7 +299,7 @@ RQ_STATIC_ASSERT(RQ_PFAST_TILE == RQ_FWG && RQ_PFAST_R_MAX == RQ_FR_MAX, paged_f
 /* paged_combine: joins the splits of each (sequence, query head) row into out (and lse); with
  * use_sinks, query head h's sinks[h] joins the denominator once, here. Sequence s's rows of out and
  * lse are at (s % nbat) * onb0 + (s / nbat) * onb2: the paged decode sets nbat = n_seqs (s * onb0),
- * the dense decode (src/opencl/dense.c) numbers its sequences s = i * B + b for query row i of batch
+ * the dense decode (src/opencl/cl_dense.c) numbers its sequences s = i * B + b for query row i of batch
  * entry b, so nbat = B. */
 typedef struct {
     rq_i64 out_off, onb0, onb1, onb2, onb3; /* bytes */

@@ -16,10 +16,10 @@
  *     or two Qr rows (broadcast), and store consecutive keys;
  *   - masks as in qk_scores: causal and sliding window write -inf exactly, a masked score skips its
  *     dot product.
- * Qr rows are RQ_DMAXD floats apart (the decode path's scratch layout, enqueue.c). Host
+ * Qr rows are RQ_DMAXD floats apart (the decode path's scratch layout, src/opencl/cl_enqueue.c). Host
  * preconditions: D <= RQ_DMAXD, M <= RQ_DM; the host checks the local memory and the work-group
- * size against the device and the compiled kernel (src/opencl/plan.c). Portable OpenCL C 1.2.
- * Not measured on a GPU: the tuner compares it with the two-pass path (src/opencl/tune.c).
+ * size against the device and the compiled kernel (src/opencl/cl_plan.c). Portable OpenCL C 1.2.
+ * Not measured on a GPU: the tuner compares it with the two-pass path (src/opencl/cl_tune.c).
  * Model-family variants: soft-capping of each unmasked score; the rotary offset (the staging maps
  * units to dims as rope.cl does); M-RoPE (a pair's key position from its frequency's stream of the
  * [3][kpos_stride] arrays; the masks by token order, k_base + j). */

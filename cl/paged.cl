@@ -160,7 +160,7 @@ void paged_append(__global const uchar *src, __global const int *meta, __global 
 }
 
 /* ---- gather: token t of the sequence of metadata row a.row -> dense row (hk, t) at hk * dnb1 + t * dnb2
- * (the host writes BHSD rows, src/opencl/paged_chunk.c), 2-byte
+ * (the host writes BHSD rows, src/opencl/cl_paged_chunk.c), 2-byte
  * units, eight per work-item (vload8: 16 bytes in flight; a work-item per unit made pocl launch a
  * work-group per 64 units, and the gather of a 2.5k-token chunk cost more than its attention) ---- */
 __kernel __attribute__((reqd_work_group_size(RQ_PCWG, 1, 1)))

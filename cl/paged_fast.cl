@@ -1,5 +1,5 @@
 /* Paged decode pass 1 for GPUs at memory speed (paged_attn_fast), included by cl/paged.cl after its
- * helpers. GPU profile only (the host creates it there, src/opencl/paged_fast.c); paged_attn_gpu stays
+ * helpers. GPU profile only (the host creates it there, src/opencl/cl_paged_fast.c); paged_attn_gpu stays
  * the fallback for the shapes this kernel does not take, paged_attn_cpu the CPU profile's kernel.
  * docs/paged-decode-gpu.md has the design, the SASS counts and the measurements behind the constants.
  *
@@ -34,7 +34,7 @@
  * a speculative step or a dense decode's rows, a window's edge) takes a select per product in the
  * tiles where that happens (the `mixed` tiles), so that a masked (row, key) never multiplies P = 0 by a
  * possibly non-finite V. A non-finite K or V that a row sees gives NaN, as the reference.
- * Host preconditions (src/opencl/paged_fast.c): D % 8 == 0, Dv % 4 == 0, R % 16 == 0 and R <= 256,
+ * Host preconditions (src/opencl/cl_paged_fast.c): D % 8 == 0, Dv % 4 == 0, R % 16 == 0 and R <= 256,
  * rot_off % 8 == 0, the rows' M times D within RQ_FQF, K and V rows at 16-byte multiples,
  * their extents under 2^32 units of 16 bytes. */
 #if !RQ_CPU_KERNELS || (defined(RQ_PAGED_FAST) && RQ_PAGED_FAST)

@@ -1,6 +1,6 @@
 /* Paged decode pass 1 in the GPU shape (paged_attn_gpu), included by cl/paged.cl after its helpers. */
 /* ---- pass 1, GPU shape ---------------------------------------------------------------------------
- * A work-group of wg work-items (the host's choice, src/opencl/paged.c: 128, 256 where Dv > 128, fewer
+ * A work-group of wg work-items (the host's choice, src/opencl/cl_paged_run.c: 128, 256 where Dv > 128, fewer
  * where the device runs fewer; any power of two works) per task (split, KV head + chunk of up to
  * RQ_PGH of its query heads, sequence) and chunk of V dims (ndvc chunks of dvch dims; one chunk unless
  * Dv > wg * RQ_PVT). GQA: each K and V element of the split is read once for all the task's query

@@ -12,11 +12,11 @@
 /* The kernels of one profile only: the host creates the CPU profile's one-pass decode kernels
  * (qk_decode_f32/f16/bf16, scores.cl) and paged pass 1 in the CPU shape (paged_attn_cpu, paged.cl)
  * on the CPU profile only, and the GPU profile's qk_scores_tiled and qk_decode_gpu_* on the GPU
- * profile only (src/opencl/plan.c, src/opencl/paged.c). The latter are built only where their options are set
+ * profile only (src/opencl/cl_plan.c, src/opencl/cl_paged.c). The latter are built only where their options are set
  * (-DRQ_TILE, -DRQ_DECODE_GPU: never on the CPU profile, src/core/tuning.c); the former are left out of
  * GPU-profile programs: wide-vector code written for CPUs, which GPU compilers turn into hundreds
  * of registers and kilobytes of stack (tests/gpucc), and a longer first build on a GPU.
- * The host says which (-DRQ_CPU_KERNELS=1 on the CPU profile, 0 on the GPU profile, src/opencl/tune.c);
+ * The host says which (-DRQ_CPU_KERNELS=1 on the CPU profile, 0 on the GPU profile, src/opencl/cl_tune.c);
  * without it (a program built by hand) every kernel is in. */
 #ifndef RQ_CPU_KERNELS
 #define RQ_CPU_KERNELS 1
@@ -36,7 +36,7 @@
 #endif
 /* qk_attention_*: the CPU profile's attention, and the GPU profile's where its own kernel is off or
  * a plan's compiled kernel does not fit the device (the host then builds an attention-only program
- * with -DRQ_ATTN_FALLBACK=1, src/opencl/attn.c): it keeps Dv accumulators per work-item in private
+ * with -DRQ_ATTN_FALLBACK=1, src/opencl/cl_attn.c): it keeps Dv accumulators per work-item in private
  * memory, over the GPU budgets (tests/gpucc), so a GPU program does not carry it otherwise */
 #if (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN)) && \
     (!(defined(RQ_GA_BM) && RQ_GA_BM > 0) || (defined(RQ_ATTN_FALLBACK) && RQ_ATTN_FALLBACK))
@@ -46,7 +46,7 @@
  * qk_attention_fa2_* where the host chose it (-DRQ_GA_FA2=1: shapes of 4 or 8 rows per work-item),
  * else qk_attention_gpu_*. A plan whose head dims the former does not take (D or Dv not a multiple
  * of 4) builds an attention-only program with -DRQ_GA_FALLBACK=1: qk_attention_gpu_* in its own
- * default shape (contract.h's RQ_GA_FB_*), not the configured one (src/opencl/attn.c) */
+ * default shape (contract.h's RQ_GA_FB_*), not the configured one (src/opencl/cl_attn.c) */
 #if defined(RQ_GA_BM) && RQ_GA_BM > 0 && (!defined(RQ_OPS) || (RQ_OPS & RQ_OPS_ATTN))
 #if defined(RQ_GA_FALLBACK) && RQ_GA_FALLBACK
 #undef RQ_GA_BM

@@ -197,7 +197,7 @@ void paged_append_q8(__global const uchar *src, __global const int *meta, __glob
 }
 
 /* paged_gather_q8: paged_gather (cl/paged.cl) for an 8-bit cache: a prefill chunk's K or V as dense
- * f32 rows (BHSD on OpenCL, src/opencl/paged_chunk.c) for the companion attention plan, which takes no 8-bit dtype. Each value is
+ * f32 rows (BHSD on OpenCL, src/opencl/cl_paged_chunk.c) for the companion attention plan, which takes no 8-bit dtype. Each value is
  * (float)code * its row's scale, one f32 multiply: the value the decode kernels use (section 12), so
  * a chunk and its rows on the decode path read the same cache. Eight codes per work-item (vload8 of
  * the codes, vstore8 of the floats: 40 bytes in flight), as paged_gather's eight units. */

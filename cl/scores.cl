@@ -5,7 +5,7 @@
  *     accumulators of type floatRQ_VK. The keys of one d are contiguous in Kt, so each vector is
  *     one load; each query value is broadcast against the RQ_NV vectors (one FMA per row, vector
  *     and d);
- *   - CPU profile layouts (the host decides, enqueue.c): Kt in panels of RQ_KP keys, [bk][ldk /
+ *   - CPU profile layouts (the host decides, src/opencl/cl_enqueue.c): Kt in panels of RQ_KP keys, [bk][ldk /
  *     RQ_KP][D][RQ_KP], so a work-item's keys are one contiguous run (with [bk][D][ldk] each d was
  *     a new cache line ~4 KiB on, a new page); Qr in panels of qpw rows ([bk][Mp / qpw][D][qpw]),
  *     so the RQ_TQ broadcasts of a d come from one base address. GPU profile: Kt [bk][D][ldk], Qr
@@ -25,9 +25,9 @@
  *   - soft-capping (docs/conventions.md section 11) on the accumulators as they are copied out,
  *     before the masks; the rotary offset and M-RoPE are the RoPE pass's (under M-RoPE the masks
  *     follow token order: the host passes the offsets, not the arrays).
- * Tuning knobs (-D, chosen per device type on the host, see program.c for the measurements): RQ_TQ,
+ * Tuning knobs (-D, chosen per device type on the host, see src/opencl/cl_knobs.c for the measurements): RQ_TQ,
  * RQ_VK, RQ_NV, RQ_WG (work-items per group along keys), RQ_KP. Without panels the host pads the Kt
- * row stride ldk to cover every loaded vector and to an odd multiple of 64 bytes (see enqueue.c).
+ * row stride ldk to cover every loaded vector and to an odd multiple of 64 bytes (see src/opencl/cl_enqueue.c).
  * Prefill S=1024 D=128 f32 on the 2-core EPYC: 5.5 GFLOP/s before (RQ_VK = 1, RQ_TQ = 8), ~320
  * GFLOP/s with 16/16/16 (the 2-core Xeon: ~86 with 16/16/16 and row-major Kt, ~180 now). */
 
@@ -171,7 +171,7 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
             }
         } else {
             /* Qr row-major on the CPU profile: only where the padded panels did not fit one
-             * allocation (enqueue.c). A plain loop into res: a second unrolled copy of the loop
+             * allocation (src/opencl/cl_enqueue.c). A plain loop into res: a second unrolled copy of the loop
              * above made pocl's cold first call ~0.5 s longer. */
             __global const float *qp = qr + ((long)bk * M + m0) * D;
             direct = true;
@@ -356,7 +356,7 @@ void qk_scores(__global const float *qr, __global const float *kt, __global cons
 #endif
 
 /* Permutes of 16 lanes, spelled out (OpenCL C 1.2 has no variadic macros). RQ_POCL_EXT is set by the
- * host only when it has identified pocl (src/opencl/tune.c): then Clang's builtins give one permute
+ * host only when it has identified pocl (src/opencl/cl_tune.c): then Clang's builtins give one permute
  * instruction where pocl's shuffle()/shuffle2() are library calls, __builtin_prefetch is honoured, and
  * a loop pragma stops LLVM from turning the score stores into a slow scatter. Every other compiler
  * gets the portable forms (NVIDIA's defines __clang__ but rejects these builtins). */

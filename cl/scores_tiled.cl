@@ -24,8 +24,8 @@
  *     is masked skips the dim loop (the whole work-group agrees, so the barriers stay uniform).
  * Each score is the same chain of fma over d = 0..D-1 as in qk_scores (padding dims and keys are
  * zeros, which add nothing), so both kernels agree to the last bit where the compiler keeps fma.
- * Knobs (-D, chosen by src/core/tuning.c and src/opencl/tune.c; the host checks the work-group size and local memory against
- * the device and the compiled kernel and falls back to qk_scores, see src/opencl/plan.c): RQ_TILE, RQ_RB,
+ * Knobs (-D, chosen by src/core/tuning.c and src/opencl/cl_tune.c; the host checks the work-group size and local memory against
+ * the device and the compiled kernel and falls back to qk_scores, see src/opencl/cl_plan.c): RQ_TILE, RQ_RB,
  * RQ_TK. Portable OpenCL C 1.2: no subgroups, no fp16, no Clang builtins (NVIDIA rejects them). */
 
 #include "contract.h"

@@ -74,7 +74,7 @@ vec2 rq_split12(float x)
  * inv_freq/pi exactly, or to ~2^-72 relative). */
 /* The three exact products p0 h, p1 h, p2 h reduced mod 2 (rq_half_turns_fx's terms of one head or
  * tail h): a function called four times rather than a loop, so that no shader carries a loop here
- * (llvmpipe counts every loop trip of an invocation against its silent limit, vk_paged.c). */
+ * (llvmpipe counts every loop trip of an invocation against its silent limit, vk_paged_run.c). */
 uint rq_fx_mod2_3(float p0, float p1, float p2, float h)
 {
     precise float a = p0 * h;

@@ -41,7 +41,7 @@
  * per tile key next to the row index (kscl, vscl) and applied as K is staged (before the rotation)
  * and as V is accumulated; no loop is added (the host's trip count holds for every dtype).
  * llvmpipe's loop limit: the host bounds a split's keys by its count of this shader's loop trips
- * (vk_paged.c, pg_tile_trips); keep it in step with the loops below. */
+ * (vk_paged_run.c, pg_tile_trips); keep it in step with the loops below. */
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #if RQ_PG_SUBGROUP

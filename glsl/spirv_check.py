@@ -7,7 +7,7 @@
 - every module passes `spirv-val --target-env vulkan1.1` (the Khronos validator, Debian package
   spirv-tools); without spirv-val the test says so loudly and exits 77 (skipped, not passed);
 - --loops: the module keeps exactly N loops (OpLoopMerge in `spirv-dis`): the host's count of an
-  invocation's loop trips (llvmpipe's silent limit: src/vulkan/vk_attn.c, vk_paged.c) assumes the
+  invocation's loop trips (llvmpipe's silent limit: src/vulkan/vk_attn.c, vk_paged_run.c) assumes the
   loops it names, and a loop glslc stops unrolling would break that bound without any other sign;
 - --no-private-arrays: the module has no array in Function storage (register blocks indexed only by
   constants after glslc's unrolling: nothing a driver must keep in addressable local memory);

@@ -4,7 +4,7 @@
  * (e^x - e^-x) / (e^x + e^-x) with exp's 3 + 2|x| ulp: near 0 the difference cancels and the relative
  * error is unbounded), and exp itself only 3 + 2|x| ulp. So, as angle.glsl does for sin/cos, this file
  * evaluates everything with + - * / only (correctly rounded, or 2.5 ulp for the one division) and no
- * loop (llvmpipe counts every loop trip against its silent limit: vk_attn.c, vk_paged.c):
+ * loop (llvmpipe counts every loop trip against its silent limit: vk_attn.c, vk_paged_run.c):
  *   - |x| < 0.75: tanh x = x + x s P(s), s = x^2, P of degree 6: a near-minimax fit (Chebyshev, mpmath,
  *     coefficients rounded to float) of (tanh(x)/x - 1)/s on [0, 0.75^2], fit error 6e-10; x s P(s) is
  *     at most 0.16 |x|, so its roundings count for little: the result is the float of x plus ~1 ulp;

@@ -43,7 +43,7 @@
 /* The frequency table of every shader that rotates (binding *_FREQ): a vec4 per rotary frequency u,
  * (hi, mid, lo, stream): inv_freq/pi as three floats (src/core/plan.c, angle.glsl), and the position
  * stream u rotates by under M-RoPE (0 temporal, 1 height, 2 width: rq_mrope_stream; 0 without it),
- * written by the host (vk_plan.c) so that no shader needs the sections. */
+ * written by the host (vk_rope.c) so that no shader needs the sections. */
 
 /* ---- rotate.comp: rows of Q or K rotated once into packed f32 scratch [bh][row][D] ---------- */
 #define RQ_VK_ROT_SRC 0   /* bindings */
@@ -124,7 +124,7 @@
 #define RQ_VK_PG_WG 64    /* work-group: keys per tile, V dims per pass */
 /* Keys per split, at most: a work-group walks its split's keys in one invocation's loops, and
  * llvmpipe (lavapipe, CI) silently stops an invocation's loops after 65535 iterations in total; the
- * host counts paged.comp's loop trips per tile (vk_paged.c) against RQ_VK_AT_TRIPS and never lets a
+ * host counts paged.comp's loop trips per tile (vk_paged_run.c) against RQ_VK_AT_TRIPS and never lets a
  * split run longer than this. On a GPU more splits only add parallelism (the combine pass is cheap). */
 #define RQ_VK_PG_MAX_KEYS 8192
 #define RQ_VK_PG_GH 8     /* query heads per task, at most */

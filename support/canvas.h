@@ -1,22 +1,19 @@
 /* The drawing surface behind the plots (plot.h): a few primitives that both output formats render,
  * so that each figure is laid out once. Not for callers outside support/: they use plot.h.
  *
- *   canvas.c         choosing the format by extension, dispatch, the colour map, writing the file
+ *   canvas.c         choosing the format by extension, dispatch, writing the file
  *   canvas_svg.c     SVG: each primitive becomes an element (text stays text)
  *   canvas_raster.c  RGB pixels (font.c: the bitmap font of its labels); png.c encodes them
+ *   canvas_format.c  what the formats share with the front (canvas_format.h): the colour map
  *
  * Coordinates are pixels from the top-left corner, y down. */
 #ifndef RQS_CANVAS_H
 #define RQS_CANVAS_H
 
+#include "canvas_format.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-typedef struct {
-    uint8_t r, g, b;
-} rqs_rgb;
-
-typedef enum { RQS_ANCHOR_START, RQS_ANCHOR_MIDDLE, RQS_ANCHOR_END } rqs_anchor;
 
 typedef struct rqs_canvas rqs_canvas;
 
@@ -42,39 +39,7 @@ void rqs_polyline(rqs_canvas *c, const double *x, const double *y, size_t n, rqs
  * rotated by angle degrees clockwise around (x, y). size: the font size in pixels. */
 void rqs_text(rqs_canvas *c, double x, double y, double size, rqs_anchor anchor, double angle, rqs_rgb color,
               const char *s);
-/* A rows x cols grid of colour-mapped values t (row-major, rqs_color_of) filling the box. */
+/* A rows x cols grid of colour-mapped values t (row-major, rqs_color_of: canvas_format.h) filling the box. */
 void rqs_cells(rqs_canvas *c, double x, double y, double w, double h, int rows, int cols, const float *t);
-
-/* The diverging colour map of rqs_cells: blue (-1), light grey (0), red (+1); t outside [-1, 1]
- * clamps; NaN is "masked" (rqs_masked_rgb). */
-rqs_rgb rqs_color_of(double t);
-extern const rqs_rgb rqs_masked_rgb;
-
-/* ---- the formats (canvas_svg.c, canvas_raster.c), called through canvas.c ------------------ */
-typedef struct {
-    void (*rect)(void *impl, double x, double y, double w, double h, const rqs_rgb *fill, const rqs_rgb *stroke,
-                 const char *tip);
-    void (*line)(void *impl, double x0, double y0, double x1, double y1, rqs_rgb color, double width);
-    /* one unbroken run of finite points (canvas.c splits at the others) */
-    void (*polyline)(void *impl, const double *x, const double *y, size_t n, rqs_rgb color, double width);
-    void (*text)(void *impl, double x, double y, double size, rqs_anchor anchor, double angle, rqs_rgb color,
-                 const char *s);
-    void (*cells)(void *impl, double x, double y, double w, double h, int rows, int cols, const float *t);
-    /* The file's bytes in *data (malloc'd, the caller frees) and *len; -1 on failure, with err. */
-    int (*encode)(void *impl, unsigned char **data, size_t *len, char *err, size_t errlen);
-    void (*destroy)(void *impl);
-    int max_cells;
-} rqs_canvas_ops;
-
-extern const rqs_canvas_ops rqs_svg_ops, rqs_raster_ops;
-/* The backends' constructors (NULL: out of memory). */
-void *rqs_svg_new(int W, int H);
-void *rqs_raster_new(int W, int H);
-/* png.c: RGB pixels (W x H, row-major) as a PNG file in memory; -1 with err when it cannot (no
- * libpng in this build, or libpng failed). */
-int rqs_png_encode(const uint8_t *rgb, int W, int H, unsigned char **data, size_t *len, char *err, size_t errlen);
-/* font.c: 9 rows of 5 columns (bit 4 = leftmost; rows 0-6 above the baseline, 7-8 descenders) for
- * printable ASCII; '?' for the rest. */
-const uint8_t *rqs_glyph(char c);
 
 #endif

@@ -1,7 +1,7 @@
 /* The pixel form of the canvas (canvas.h): an RGB raster with rectangles, lines of a square brush
  * and the 5x7 bitmap font of font.c (scaled, any angle), encoded as PNG by png.c. Only rotated text
  * is smoothed: the pictures are charts of flat colours, and this keeps the code short. */
-#include "canvas.h"
+#include "canvas_format.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* The SVG form of the canvas (canvas.h): one element per primitive, appended to a growing buffer;
  * text stays text (selectable, any font the viewer has). */
-#include "canvas.h"
+#include "canvas_format.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* A 5x7 bitmap font (plus two descender rows) for the labels of the raster canvas (canvas_raster.c),
  * classic LCD-style shapes: no font files or font library to depend on. */
-#include "canvas.h"
+#include "canvas_format.h"
 
 typedef struct {
     char c;

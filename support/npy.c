@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,41 +27,6 @@
 #endif
 
 static const unsigned char MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-
-const npyi_dtype_info npyi_dtypes[NPYI_N_DTYPES] = {
-    [NPY_F32] = {"<f4", 4}, [NPY_F16] = {"<f2", 2}, [NPY_F64] = {"<f8", 8},
-    [NPY_I32] = {"<i4", 4}, [NPY_I64] = {"<i8", 8}, [NPY_U16] = {"<u2", 2},
-};
-_Static_assert(NPY_U16 + 1 == NPYI_N_DTYPES, "npyi_dtypes must list every npy_dtype");
-
-size_t npy_dtype_size(npy_dtype t) { return (unsigned)t < NPYI_N_DTYPES ? npyi_dtypes[t].size : 0; }
-
-const char *npy_dtype_descr(npy_dtype t) { return (unsigned)t < NPYI_N_DTYPES ? npyi_dtypes[t].descr : NULL; }
-
-/* ---- errors ---------------------------------------------------------------------------- */
-
-int npyi_vfail(const npyi_ectx *e, const char *fmt, va_list ap)
-{
-    if (!e->err || e->errlen == 0)
-        return -1;
-    int n = snprintf(e->err, e->errlen, "%s: ", e->name);
-    if (n >= 0 && (size_t)n < e->errlen)
-        vsnprintf(e->err + n, e->errlen - (size_t)n, fmt, ap);
-    /* Callers print this as one log line; a path may contain anything. */
-    for (char *p = e->err; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    return -1;
-}
-
-int npyi_fail(const npyi_ectx *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    npyi_vfail(e, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static const char *fmt_shape(char *buf, size_t cap, const int64_t *shape, int ndim)
 {

@@ -1,5 +1,6 @@
-/* Shared between npy.c (file format, loading, saving) and npy_header.c (the header dict parser).
- * Not part of the npy.h API: names carry the npyi_ prefix. */
+/* Shared between npy.c (file format, loading, saving) and npy_header.c (the header dict parser);
+ * the dtype table and the error functions are npy_internal.c's. Not part of the npy.h API: names
+ * carry the npyi_ prefix. */
 #ifndef RQ_NPY_INTERNAL_H
 #define RQ_NPY_INTERNAL_H
 

@@ -1,7 +1,7 @@
 /* PNG encoding of the raster canvas (canvas_raster.c) with libpng, into memory: the file itself is
  * written by canvas.c like any other format (whole or not at all). libpng is optional: without it
  * (ROPEQK_HAVE_PNG unset) rqs_plot_have_png() says so and .png paths are refused up front. */
-#include "canvas.h"
+#include "canvas_format.h"
 #include "plot.h"
 
 #include <stdio.h>

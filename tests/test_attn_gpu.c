@@ -308,7 +308,7 @@ static void run_case(ropeqk_ctx *x, const char *shape, const gcase *c, gdata *g)
  * tiles (32 key float4s a row of work-items) with 8-dim steps (16-dim ones take 49228 bytes, over
  * 48 KiB). Two of qk_attention_gpu_*: its old default (also the
  * fa2 shapes' kernel for head dims they do not take: D 18 or 67, Dv 20 here, D not a multiple of
- * their step, src/opencl/attn.c) and the smallest of everything (64 work-items, 16-dim column
+ * their step, src/opencl/cl_attn.c) and the smallest of everything (64 work-items, 16-dim column
  * blocks). Each is a program build (seconds on pocl; the fa2 kernel's work-group compile there is
  * about as long as the older kernel's since every barrier is unconditional). */
 static const int shapes[][5] = {{64, 64, 16, 4, 128}, {16, 16, 4, 4, 16}, {32, 128, 8, 8, 128},
@@ -346,7 +346,7 @@ Test(attn_gpu, shapes_match_fp64_part1) { run_shapes(0, NCASES / 2); }
 Test(attn_gpu, shapes_match_fp64_part2) { run_shapes(NCASES / 2, NCASES); }
 
 /* A shape the device cannot take steps down at context creation to the largest of the kernel's own
- * shapes that fits (src/opencl/tune.c, gshape), with the reason in the configuration source, and
+ * shapes that fits (src/opencl/cl_tune.c, gshape), with the reason in the configuration source, and
  * attention comes from the GPU kernel still; the kernel switched off (attn_tile -1) runs the
  * fallback qk_attention_*, which a GPU-profile program carries only then (cl/program.cl). Made-up
  * work-group and local-memory limits are checked by test_tiled_fit. */

@@ -254,7 +254,7 @@ Test(attn_sweep, chunk1) { run_chunk(1); }
 Test(attn_sweep, chunk2) { run_chunk(2); }
 Test(attn_sweep, chunk3) { run_chunk(3); }
 
-/* A third of the cases again with the query rows in many passes (src/opencl/attn.c: at most
+/* A third of the cases again with the query rows in many passes (src/opencl/cl_attn.c: at most
  * ROPEQK_ATTN_PASS_BYTES of rotated Q per pass, here 4 KiB: 1 to 64 rows), so each pass's Q
  * rotation reuses the scratch of the previous pass's kernel, and positions, masks, O and LSE rows
  * are offset per pass. */

@@ -21,7 +21,7 @@ static void no_platform_skip(void)
 
 TestSuite(config, .init = no_platform_skip, .fini = th_leak_check);
 
-/* The CPU profile's heuristic (src/opencl/tune.c, rq_cl_tuning_base): one float vector of keys per
+/* The CPU profile's heuristic (src/opencl/cl_tune.c, rq_cl_tuning_base): one float vector of keys per
  * block, so RQ_VK follows the device's CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: 16 where it is 16 or
  * unknown (AVX-512 pocl), 8 where it is 8..15 (AVX2 pocl, "pthread-haswell"), 4 below 8 (an NVIDIA
  * GPU reports 1), with 4 query rows and one vector per work-item below 16. The rule, not one

@@ -1,4 +1,4 @@
-/* The dense attention decode path (src/opencl/dense.c, src/vulkan/vk_dense.c: few-row attention calls
+/* The dense attention decode path (src/opencl/cl_dense.c, src/vulkan/vk_dense.c: few-row attention calls
  * through the paged decode's kernels or shaders on the caller's dense K and V, keys rotated as they
  * are read) against the fp64 path,
  * on awkward shapes: Sq 1..8, B 1..3, GQA/MQA, causal with the queries below, inside and above the
@@ -25,7 +25,7 @@
 
 TestSuite(dense_decode, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 900);
 
-/* src/opencl/dense.c, src/vulkan/vk_dense.c: calls run through the paged kernels so far (not
+/* src/opencl/cl_dense.c, src/vulkan/vk_dense.c: calls run through the paged kernels so far (not
  * exported: linked statically); a test runs on one backend, so the sum counts that backend's */
 #if RQ_HAVE_OPENCL
 long long rq_dense_decode_runs(void);

@@ -1,4 +1,4 @@
-/* The fast paged decode pass 1 (OpenCL's GPU profile: cl/paged_fast.cl, src/opencl/paged_fast.c; Vulkan:
+/* The fast paged decode pass 1 (OpenCL's GPU profile: cl/paged_fast.cl, src/opencl/cl_paged_fast.c; Vulkan:
  * glsl/paged_fast.comp, src/vulkan/vk_paged_fast.c) at its edges,
  * against the fp64 reference (paged_fixture.c: the attention metric, 1e-5): every cache dtype (8-bit
  * codes decoded in registers), both layouts, partial rotary with an offset, R 16 and 256 (the table's

@@ -1,5 +1,5 @@
 /* The host's checks of the tiled score kernel's and the GPU attention kernel's shapes against a
- * device (src/opencl/tune.c, src/core/tuning.c), on made-up device limits: no real device needs to
+ * device (src/opencl/cl_tune.c, src/core/tuning.c), on made-up device limits: no real device needs to
  * have them, so the work-group and local-memory fallbacks are checked whatever this machine's
  * OpenCL reports (pocl allows 4096 work-items, more than any allowed shape uses). Links the
  * library's objects, as tests/clc/clc_variants does. */
@@ -74,7 +74,7 @@ Test(tiled_fit, local_memory_beyond_48k_or_the_device_turns_it_off)
     cr_expect(strstr(t.config_source, "66576 local bytes > 49152"), "%s", t.config_source);
 }
 
-/* The GPU attention kernel's shape against made-up devices (src/opencl/tune.c's rq_cl_tuning_base
+/* The GPU attention kernel's shape against made-up devices (src/opencl/cl_tune.c's rq_cl_tuning_base
  * and fit_gattn): the default, the register-blocked qk_attention_fa2_* (256 work-items, 44112
  * bytes), fits an H100; AMD's and Intel's platforms get qk_attention_gpu_* in its old default shape
  * (21696 bytes) and never an fa2 shape from the ladder; a 512-work-item shape steps down on a device

@@ -1,11 +1,11 @@
-/* The OpenCL backend's two crossovers as tuning knobs (src/core/tuning.c, src/opencl/tune.c,
- * src/opencl/tune_paged.c): a context with chunk_rows = N sends a sequence of N query rows of a
+/* The OpenCL backend's two crossovers as tuning knobs (src/core/tuning.c, src/opencl/cl_tune.c,
+ * src/opencl/cl_tune_paged.c): a context with chunk_rows = N sends a sequence of N query rows of a
  * ragged paged call through the chunk path (K/V gathered, attention kernel) and one of N - 1 rows
  * through the decode kernels, and one with dense_rows = N runs dense attention of N rows through the
  * paged decode kernels and of N + 1 rows through the old path (-1: never), each call against fp64;
  * which path ran is read from the library's internal counters (this test links the library
  * statically, as test_dense_decode does). Then the tuner's two crossover families: their candidate
- * lists, and every candidate's own check against fp64 and its timed shape (src/opencl/tune_paged.c),
+ * lists, and every candidate's own check against fp64 and its timed shape (src/opencl/cl_tune_paged.c),
  * which the tuner test's short budget does not reach. Seed: ROPEQK_TEST_SEED or 20261201 (paged cases:
  * pf_seed), named in every failure message. OpenCL only. */
 #include "ocl.h"
@@ -18,7 +18,7 @@
 
 TestSuite(tune_paths, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 900);
 
-/* src/opencl/paged_chunk.c, src/opencl/dense.c: sequences and calls through each path so far */
+/* src/opencl/cl_paged_chunk.c, src/opencl/cl_dense.c: sequences and calls through each path so far */
 long long rq_paged_chunk_runs(void);
 long long rq_dense_decode_runs(void);
 

@@ -21,7 +21,7 @@ TestSuite(vk_paged, .init = setup, .fini = th_ctx_fini);
 
 /* One long sequence (the bench's shape, shortened to 32k): on a 2-core lavapipe it got one split of
  * 32768 keys, past llvmpipe's loop limit, and came out wrong with no error (LSE off by 0.1); splits
- * now stop at RQ_VK_PG_MAX_KEYS keys, or fewer where vk_paged.c's count of paged.comp's loop trips
+ * now stop at RQ_VK_PG_MAX_KEYS keys, or fewer where vk_paged_run.c's count of paged.comp's loop trips
  * says so (measured: the count is llvmpipe's own to within a trip a tile). */
 Test(vk_paged, one_long_sequence_32k_keys)
 {

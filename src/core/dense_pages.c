@@ -1,4 +1,4 @@
-/* The dense decode's "pages" (both backends: src/opencl/dense.c, src/vulkan/vk_dense.c): few-row
+/* The dense decode's "pages" (both backends: src/opencl/cl_dense.c, src/vulkan/vk_dense.c): few-row
  * dense attention runs the paged decode's kernels over the caller's dense [B, Hkv, Sk, D] K and V,
  * described as pages of RQ_DENSE_PAGE keys. Page (b, c) holds keys c * P .. c * P + P - 1 of batch
  * entry b and is numbered p = b * X + c * Y, so that the kernels' address

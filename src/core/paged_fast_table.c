@@ -1,4 +1,4 @@
-/* The fast paged decode's rotation table (both backends: cl/paged_fast.cl through src/opencl/paged_fast.c,
+/* The fast paged decode's rotation table (both backends: cl/paged_fast.cl through src/opencl/cl_paged_fast.c,
  * glsl/paged_fast.comp through src/vulkan/vk_paged_fast.c): each key of a tile is rotated by
  * R(p) = A_w R(delta), the anchor A_w = R(first key of the tile) R(w dr) formed on the device from the
  * accurate angle of the tile's first position and this table's R(w dr), and R(delta) for the key's

@@ -80,7 +80,7 @@ static ropeqk_status chunk_plan(ropeqk_ctx *ctx, const ropeqk_plan_desc *desc, r
     }
     /* BSHD memory: a token's heads together, so the strides do not depend on the capacity and a
      * sequence's gathered keys fill a prefix of the view (the description validated here; OpenCL
-     * gathers BHSD rows and runs the companion with views to match, src/opencl/paged_chunk.c). An 8-bit cache is gathered as its values,
+     * gathers BHSD rows and runs the companion with views to match, src/opencl/cl_paged_chunk.c). An 8-bit cache is gathered as its values,
      * (float)code * scale in f32 (dense attention takes no 8-bit dtype, and f32 holds every value
      * exactly as the decode kernels compute it) */
     ropeqk_dtype kd = rq_dtype_q8(desc->k.dtype) ? ROPEQK_F32 : desc->k.dtype;

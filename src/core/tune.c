@@ -10,7 +10,7 @@
  * it ran out only checks the knobs in effect). Compiling dominates on CPU OpenCL drivers (~1 s a
  * candidate).
  * Which knobs each family searches, and which shapes a device takes, is each backend's
- * (tune_candidate, tune_fits: src/opencl/tune.c, src/vulkan/vk_tune.c); which knobs exist, its
+ * (tune_candidate, tune_fits: src/opencl/cl_tune.c, src/vulkan/vk_tune.c); which knobs exist, its
  * table (knob.h): the progress lines show the RQ_KNOB_SHOWN ones, and a set environment variable of
  * any cached knob stops the search. */
 #include "backend.h"

@@ -36,10 +36,10 @@
  *          NVIDIA GPUs (its database: tiles of 64-128, 16-32 dims per step, 128-256 work-items, 4-8
  *          results per work-item along each side), at its small end: 256 work-items, 8.5 KiB of
  *          local memory, 16 accumulators. RB is 4 or 8 and TK a multiple of 4 (float4 local reads). Not yet measured on a GPU: the tuner's GPU candidates
- *          sweep tile, block and step (src/opencl/tune.c). The host turns it off when the work-group exceeds
+ *          sweep tile, block and step (src/opencl/cl_tune.c). The host turns it off when the work-group exceeds
  *          the device's limit or the local arrays exceed 48 KiB or the device's local memory (below),
  *          and plan creation falls back to qk_scores when the compiled kernel allows fewer
- *          work-items (src/opencl/plan.c).
+ *          work-items (src/opencl/cl_plan.c).
  *
  *
  * Vendor switch (vendor_ext): on pocl (identified by its platform name) the program is built with
@@ -95,7 +95,7 @@ const rq_knob rq_cl_knobs[] = {
     /* the GPU attention kernel: 64 rows x 64 keys, 4 rows x 4 keys of S and 4 rows x 8 dims of O per
      * work-item, 256 work-items: the register-blocked qk_attention_fa2_* (cl/attention_fa2.cl;
      * docs/prefill-gpu.md has its registers, instruction mix and predicted H200 time, the kernel's
-     * header and src/opencl/tune.c's candidates the other shapes). 1 or 2 rows per work-item run
+     * header and src/opencl/cl_tune.c's candidates the other shapes). 1 or 2 rows per work-item run
      * qk_attention_gpu_* (cl/attention_gpu.cl), whose default was 32/64/16/2/128 */
     {KNOB(attn_tile, ATTN_TILE, 0, 128, tile_ok, "16, 32, 64 or 128; 0 (environment) or -1 (API) off", OFF, C | S), 0,
      64, "GPU attention kernel: query rows per work-group"},
@@ -108,9 +108,9 @@ const rq_knob rq_cl_knobs[] = {
     {KNOB(attn_dv, ATTN_DV, 16, 256, ga_dv_ok, "a multiple of attn_keys", I, C | S), 128, 128,
      "GPU attention kernel: V dims per work-group"},
     /* The two host-side crossovers (the tuner's "chunk" and "dense" families search them per device:
-     * src/opencl/tune_paged.c). Both profiles: not yet measured on a GPU.
+     * src/opencl/cl_tune_paged.c). Both profiles: not yet measured on a GPU.
      * chunk_rows: rows from which a sequence of a ragged paged call takes the chunk path
-     * (src/opencl/paged_chunk.c). Measured on pocl (2 AMD EPYC cores, Hq 32 / Hkv 8 / D 128, f16
+     * (src/opencl/cl_paged_chunk.c). Measured on pocl (2 AMD EPYC cores, Hq 32 / Hkv 8 / D 128, f16
      * cache, `ropeqk-bench --ragged`): a row through the decode kernels costs ~0.4 us per key (it
      * rotates every key), the attention kernel ~0.12 us per key and row plus the gather and the
      * rotation of K once (~1.6 us per key): even at about 6 rows; 16 keeps speculative steps (2-8
@@ -118,7 +118,7 @@ const rq_knob rq_cl_knobs[] = {
     {KNOB(chunk_rows, CHUNK_ROWS, 1, RQ_CHUNK_ROWS_MAX, NULL, "", I, C | RQ_KNOB_CACHE_V4 | S), 16, 16,
      "paged ragged calls: query rows from which a sequence takes the chunk path"},
     /* dense_rows: attention calls with at most this many query rows run through the paged decode's
-     * kernels (src/opencl/dense.c): each row is a sequence of the decode, which reads K and V once
+     * kernels (src/opencl/cl_dense.c): each row is a sequence of the decode, which reads K and V once
      * per row where the old path rotates K once for all rows. Measured (`ropeqk-bench
      * --dense-decode`, 32768 keys, Hkv 8, D 128, f16, causal, 2-core AMD EPYC AVX-512, pocl, shared
      * machine at load 1 to 4: medians of 11 interleaved rounds, three runs), old path time / new

@@ -1,7 +1,7 @@
 /* The neutral run API on OpenCL (src/core/run.h; the table's buffer_*, run_*, event_*, finish):
  * buffers are cl_mem objects of the context's cl_context, events cl_events, and every call goes on
  * the context's command queue. The runs translate the core's {id, offset, end} records back into
- * ropeqk_opencl_mem and call the interop entry points (enqueue.c, paged.c), whose checks are the
+ * ropeqk_opencl_mem and call the interop entry points (cl_enqueue.c, cl_paged.c), whose checks are the
  * core's. Waits are bounded: an event callback signals a condition variable the caller waits on
  * with a deadline (clWaitForEvents has none); no busy polling, so a timed run is not delayed. */
 #include "../core/run.h"

@@ -52,10 +52,10 @@ typedef struct rq_cl_ctx {
     size_t pool_free_bytes;
     size_t pool_budget;        /* most bytes the free list keeps (ROPEQK_POOL_BYTES, default 256 MiB) */
     size_t attn_pass_bytes;    /* most Qr bytes per attention pass (ROPEQK_ATTN_PASS_BYTES, RQ_ATTN_PASS_BYTES) */
-    struct { cl_event ev; uint64_t ticket; } *pend; /* retire.c: calls maybe still running (events retained) */
+    struct { cl_event ev; uint64_t ticket; } *pend; /* cl_retire.c: calls maybe still running (events retained) */
     size_t npend;
-    uint64_t tickets;          /* retire.c: calls recorded so far */
-    struct rq_grave *graves;   /* retire.c: objects released once their commands have completed */
+    uint64_t tickets;          /* cl_retire.c: calls recorded so far */
+    struct rq_grave *graves;   /* cl_retire.c: objects released once their commands have completed */
 } rq_cl_ctx;
 
 /* pl->impl of a plan on an OpenCL context. */
@@ -66,7 +66,7 @@ typedef struct rq_cl_plan {
     bool gattn;                /* attention: kx[0] is qk_attention_gpu_* or _fa2_* (same arguments, their
                                 * own launch: ga_bm rows and ga_dv dims of V a work-group of ga_nt) */
     int ga_bm, ga_dv, ga_nt;
-    bool dense;                /* attention: few-row calls may run the paged kernels kx[1], kx[2] (dense.c) */
+    bool dense;                /* attention: few-row calls may run the paged kernels kx[1], kx[2] (cl_dense.c) */
     int acb;                   /* attention with qk_attention_*: V dims per work-item (its column block) */
     cl_mem vfreq;              /* inv_freq/pi as three floats per frequency, then its M-RoPE position
                                 * stream (float4: x, y, z, stream; the stream 0 without M-RoPE) */
@@ -76,24 +76,28 @@ typedef struct rq_cl_plan {
     cl_kernel kx[7];           /* attention and paged decode kernels (paged: rotate Q, pass 1, combine,
                                 * append, the 8-bit append, gather, the 8-bit gather) */
     cl_uint cus;               /* paged decode: the device's compute units (sizes the split) */
-    cl_uint pwg;               /* paged decode: paged_attn_gpu's work-group size (src/opencl/paged.c) */
-    bool fast;                 /* paged and dense decode: kfast and ftab made (paged_fast.c) */
+    cl_uint pwg;               /* paged decode: paged_attn_gpu's work-group size (cl_paged_run.c) */
+    bool fast;                 /* paged and dense decode: kfast and ftab made (cl_paged_fast.c) */
     cl_kernel kfast[2];        /* paged_attn_fast4, paged_attn_fast8 */
     cl_mem ftab;               /* their R(delta) table */
     pthread_mutex_t lock;      /* clSetKernelArg + enqueue on the kernels above are one step */
     bool lock_ok;
-    struct rq_grave *grave;    /* retire.c: where its objects wait for its calls once destroyed */
+    struct rq_grave *grave;    /* cl_retire.c: where its objects wait for its calls once destroyed */
 } rq_cl_plan;
 
 static inline rq_cl_ctx *rq_cl(const ropeqk_ctx *ctx) { return (rq_cl_ctx *)ctx->impl; }
 static inline rq_cl_plan *rq_clp(const ropeqk_plan *pl) { return (rq_cl_plan *)pl->impl; }
 
-/* Records a failing cl_int in ctx (may be NULL) and the thread's message; ROPEQK_ERR_BACKEND. */
+/* cl_ctx.c: the table's open (a device the spec names, a context and queue of the library's own)
+ * and close (waits for the queue, then releases everything the context holds). */
+ropeqk_status rq_cl_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
+void rq_cl_close(ropeqk_ctx *ctx);
+/* cl_err.c: records a failing cl_int in ctx (may be NULL) and the thread's message; ROPEQK_ERR_BACKEND. */
 ropeqk_status rq_cl_fail(ropeqk_ctx *ctx, cl_int err);
 /* The context's (ropeqk_opencl_*'s check that the context is OpenCL's, by identity). */
 static inline bool rq_is_cl(const ropeqk_ctx *ctx) { return ctx && ctx->be == &rq_opencl_backend; }
 
-/* program.c: the device's properties into ctx->dev, ctx->device_desc and max_alloc, then the core's
+/* cl_program.c: the device's properties into ctx->dev, ctx->device_desc and max_alloc, then the core's
  * configuration; the program for the device built with the context's options, from the cache or
  * built now (ops: 0 = the whole program, else RQ_OPS_* bits of the kernels needed; a cached whole
  * program serves too). */
@@ -119,9 +123,9 @@ extern const rq_knob rq_cl_knobs[];
 bool rq_cl_tuning_check(const rq_tuning *t, char *why, size_t len);
 bool rq_cl_pocl(const rq_devinfo *dev);
 void rq_cl_tuning_shipped(const rq_devinfo *dev, rq_tuning *t);
-/* tune.c: the OpenCL side of the configuration (the -D options of a configuration, snprintf's
+/* cl_tune.c: the OpenCL side of the configuration (the -D options of a configuration, snprintf's
  * convention; the backend table's tuning_base, tuning_fit, build_options) and the tuner's hooks;
- * program.c: warmup. */
+ * cl_program.c: warmup. */
 int rq_tuning_options(const rq_tuning *t, char *buf, size_t len);
 void rq_cl_tuning_fit(const rq_devinfo *dev, rq_tuning *t);
 ropeqk_status rq_cl_warmup(ropeqk_ctx *ctx);
@@ -132,13 +136,13 @@ bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int
 ropeqk_status rq_cl_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk_ctx **out);
 ropeqk_status rq_cl_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 void rq_cl_tune_finish(rq_family f, rq_tuning *best, const rq_tuning *ok, const double *ms, int n);
-/* tune_paged.c: the crossover families' check and timed shape (backend.h's tune_measure: both;
+/* cl_tune_paged.c: the crossover families' check and timed shape (backend.h's tune_measure: both;
  * apart for the tests). */
 ropeqk_status rq_cl_tune_measure(ropeqk_ctx *c, rq_family f, double *ms);
 ropeqk_status rq_cl_tune_check(ropeqk_ctx *c, rq_family f);
 ropeqk_status rq_cl_tune_time(ropeqk_ctx *c, rq_family f, double *ms);
 
-/* pool.c: a scratch buffer of at least `bytes` (CL_MEM_READ_WRITE, contents undefined) from the pool
+/* cl_pool.c: a scratch buffer of at least `bytes` (CL_MEM_READ_WRITE, contents undefined) from the pool
  * or new. On failure returns the status (recorded as the backend error for CL errors) and *out is
  * NULL. rq_scratch_put hands `s` back; it is reused once the nev events (retained here; nev may be
  * 0 when nothing was enqueued on it) have completed; NULL s: nothing. rq_scratch_free_all releases
@@ -148,7 +152,7 @@ ropeqk_status rq_scratch_get(ropeqk_ctx *ctx, size_t bytes, rq_scratch **out);
 void rq_scratch_put(ropeqk_ctx *ctx, rq_scratch *s, cl_uint nev, const cl_event *ev);
 void rq_scratch_free_all(ropeqk_ctx *ctx);
 
-/* retire.c: the library's own objects are released only once the commands that may use them have
+/* cl_retire.c: the library's own objects are released only once the commands that may use them have
  * completed (a command may wait for a caller's user event long after its call returned; NVIDIA's
  * OpenCL crashed there, issue 30). rq_cl_track records a call's last event (the public enqueue entry
  * points). A call's temporary buffer goes into a grave made before anything is enqueued
@@ -157,9 +161,9 @@ void rq_scratch_free_all(ropeqk_ctx *ctx);
  * buried in the grave inside its rq_cl_plan (rq_cl_bury_plan: released, and the plan freed, once
  * every call recorded before has completed). Later calls check without blocking;
  * rq_cl_graves_free_all releases the rest (context teardown, after clFinish). Never waits. */
-#define RQ_GRAVE_MAX 13 /* objects: a plan's 7 + 3 + 2 kernels and 4 buffers share 13 slots (plan.c) */
+#define RQ_GRAVE_MAX 13 /* objects: a plan's 7 + 3 + 2 kernels and 4 buffers share 13 slots (cl_plan.c) */
 #define RQ_GRAVE_EV 2   /* a temporary's events */
-#define RQ_PEND_MAX 256 /* calls recorded at once; more go unrecorded (retire.c) */
+#define RQ_PEND_MAX 256 /* calls recorded at once; more go unrecorded (cl_retire.c) */
 typedef struct {
     cl_kernel kernel;
     cl_mem mem;
@@ -179,19 +183,19 @@ void rq_cl_bury_mem(ropeqk_ctx *ctx, rq_grave *g, cl_mem m, cl_uint nev, const c
 void rq_cl_bury_plan(ropeqk_ctx *ctx, rq_grave *g);
 void rq_cl_graves_free_all(ropeqk_ctx *ctx);
 
-/* paged.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
+/* cl_paged_run.c: the paged decode's three kernels (Q rotation, pass 1, the reduction of the splits) over
  * sequences described by a metadata buffer (contract.h), shared by the paged decode and the dense
- * decode (dense.c). K and V are addressed as pages: page * knb[0] + head * knb[1] + slot * knb[2];
+ * decode (cl_dense.c). K and V are addressed as pages: page * knb[0] + head * knb[1] + slot * knb[2];
  * out and lse rows of sequence s at (s % nbat) * onb[0] + (s / nbat) * onb[2] (rq_pcomb_args). The
  * Q rotation (ra, with q and qpos its source and position buffers) writes Qr [s][Hq][D]. Pass 1
  * also waits for meta_wait (commands writing into the metadata). */
-#define RQ_PAGED_MAX_META_WAIT 4
+#define RQ_CL_PAGED_MAX_META_WAIT 4
 typedef struct {
     const char *fn;                  /* the entry point, for messages */
     cl_mem meta;
     int32_t lens_off, qpos_off, kpos_off, pages_off;
     int64_t n, max_pages, page_size, nbat;
-    int32_t rg_off;                  /* the CPU shape's row groups in meta (rq_paged_cpu_groups) */
+    int32_t rg_off;                  /* the CPU shape's row groups in meta (rq_cl_paged_cpu_groups) */
     int64_t ngroups, group_rows;
     rq_rotate_args ra;
     ropeqk_opencl_mem q, k, v, out, lse;
@@ -200,24 +204,24 @@ typedef struct {
     int64_t knb[3], vnb[3], onb[4], lnb[3];
     cl_uint meta_nwait;
     const cl_event *meta_wait;
-    int fast;                        /* pass 1 in paged_attn_fast<fast> (4 or 8; paged_fast.c), its row
+    int fast;                        /* pass 1 in paged_attn_fast<fast> (4 or 8; cl_paged_fast.c), its row
                                       * groups at rg_off; 0: paged_attn_gpu or paged_attn_cpu */
-} rq_paged_launch;
-/* The CPU shape (rq_paged_cpu_shape) serves a sequence's consecutive rows in one task: their row
+} rq_cl_paged_launch;
+/* The CPU shape (rq_cl_paged_cpu_shape) serves a sequence's consecutive rows in one task: their row
  * groups appended to m (rq_paged_meta_groups, as many rows as RQ_PCH query heads hold); nothing for
  * the GPU shape. *fast nonzero (a call rq_pfast_call_ok takes): paged_attn_fast's groups instead,
  * *fast then the kernel (4 or 8). */
-ropeqk_status rq_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast);
-ropeqk_status rq_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_paged_launch *L, cl_kernel krot,
-                           cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event);
+ropeqk_status rq_cl_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast);
+ropeqk_status rq_cl_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_cl_paged_launch *L, cl_kernel krot,
+                              cl_kernel kp1, cl_kernel kcomb, cl_uint num_wait, const cl_event *wait, cl_event *event);
 /* Pass 1 in the CPU shape (paged_attn_cpu) for this plan, else paged_attn_gpu; the GPU shape's
  * work-group size into cp->pwg (ROPEQK_ERR_TOO_LARGE where the device cannot run it); a metadata
  * array as a device buffer (copied: the host array may go at once). */
-bool rq_paged_cpu_shape(const ropeqk_plan *pl);
-ropeqk_status rq_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp);
-cl_mem rq_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err);
+bool rq_cl_paged_cpu_shape(const ropeqk_plan *pl);
+ropeqk_status rq_cl_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp);
+cl_mem rq_cl_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err);
 
-/* paged_fast.c: the GPU profile's fast pass 1 (cl/paged_fast.cl). rq_pfast_shape_ok: whether the
+/* cl_paged_fast.c: the GPU profile's fast pass 1 (cl/paged_fast.cl). rq_pfast_shape_ok: whether the
  * plan's shape fits it; rq_pfast_plan_init: its kernels and R(delta) table where it does and the device
  * runs them (cp->fast; freq4: the plan's frequencies as the kernels get them); rq_pfast_call_ok: whether a call's cache views
  * do (16-byte offsets and strides, extents within 2^32 16-byte units); rq_pfast_rows: rows per group
@@ -233,7 +237,7 @@ ropeqk_status rq_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm);
 void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t cus, int64_t max_pages,
                        int64_t page_size, rq_paged_args *a, int64_t *nsplit, int64_t *kps, size_t g[3], size_t l[3]);
 
-/* dense.c: few-row dense attention through the paged decode's kernels, reading and rotating K as it
+/* cl_dense.c: few-row dense attention through the paged decode's kernels, reading and rotating K as it
  * goes (no K pre-pass). rq_dense_plan_wants: whether a plan may take it (op, M-RoPE, query rows
  * against the context's dense_rows: ROPEQK_DENSE_DECODE, its default and measurement in
  * src/core/tuning.c), decided before its program is built (the program then holds the
@@ -247,17 +251,17 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
                                int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait, cl_event *event,
                                bool *taken);
 
-/* plan.c, attn.c, paged.c: the op-specific parts of plan creation (the program, scratch-free). */
+/* cl_plan.c, cl_attn.c, cl_paged.c: the op-specific parts of plan creation (the program, scratch-free). */
 ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double *inv);
 void rq_cl_plan_free(ropeqk_plan *pl);
 ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog);
-ropeqk_status rq_paged_plan_init(ropeqk_plan *pl, cl_program prog);
+ropeqk_status rq_cl_paged_plan_init(ropeqk_plan *pl, cl_program prog);
 
-/* The buffers of one run as the call checks see them: CL_MEM_SIZE is each buffer's end (a failing
+/* cl_launch.c: the buffers of one run as the call checks see them: CL_MEM_SIZE is each buffer's end (a failing
  * query is the status). */
 ropeqk_status rq_cl_mem(ropeqk_ctx *ctx, ropeqk_opencl_mem m, rq_mem *r);
 
-/* Shared by the scores and attention enqueues (enqueue.c): the arguments of a rope_rotate_* kernel
+/* cl_launch.c, shared by the scores, attention and paged enqueues: the arguments of a rope_rotate_* kernel
  * for S rows of view t in m, rotated into dst with element strides per head, row and dim (times
  * out_mul), heads in blocks of G, rows grouped in panels of `panel` rows d_panel elements apart (0:
  * no panels; see rq_rotate_args); its launch over S rows. pos_stride: the position array's entries
@@ -277,22 +281,22 @@ typedef struct {
                                  * call's Sq and Sk, which a part's halves keep) */
     ropeqk_opencl_args m;   /* buffers with their byte offsets, shifted for a part */
 } rq_run;
-/* Enqueues a checked run of a scores plan (enqueue.c): scratch, arguments, kernels; splits a run
+/* Enqueues a checked run of a scores plan (cl_enqueue.c): scratch, arguments, kernels; splits a run
  * whose scratch exceeds the allocation limit. */
 ropeqk_status rq_plan_run(ropeqk_plan *pl, cl_command_queue queue, const rq_run *r, cl_uint num_wait,
                           const cl_event *wait, cl_event *event);
-/* A checked run of an attention plan (attn.c). */
+/* A checked run of an attention plan (cl_attn.c). */
 ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *args,
                               int64_t Sq, int64_t Sk, int64_t q_off, int64_t k_off, cl_uint num_wait,
                               const cl_event *wait, cl_event *event);
-/* paged_chunk.c: a ragged batch's long chunks of query rows, marked by the core's rq_paged_chunk_mark
- * (src/core/call.h): rq_paged_chunks_enqueue gathers each one's K/V and runs its rows through
+/* cl_paged_chunk.c: a ragged batch's long chunks of query rows, marked by the core's rq_paged_chunk_mark
+ * (src/core/call.h): rq_cl_paged_chunks_enqueue gathers each one's K/V and runs its rows through
  * plan->chunk's attention kernel, after `after` (the combine); *last: the chain's last event
  * (retained). */
-ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
-                                      const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
-                                      cl_event after, cl_event *last);
-/* The host-memory path (host.c; backend.h's host_run). */
+ropeqk_status rq_cl_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
+                                         const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
+                                         cl_event after, cl_event *last);
+/* The host-memory path (cl_host.c; backend.h's host_run). */
 ropeqk_status rq_cl_host_run(ropeqk_plan *pl, const rq_host_io *io);
 
 /* Work-items of a GPU attention work-group (cl/attention_gpu.cl, cl/attention_fa2.cl): rows / rows
@@ -315,7 +319,7 @@ static inline size_t rq_ga_local_bytes(const rq_tuning *t)
     return rq_ga_fa2(t) ? RQ_FA_LOCAL_BYTES(bm, bn, tk, dv) : RQ_GA_LOCAL_BYTES(bm, bn, tk, dv);
 }
 
-/* plan.c: whether a compiled kernel runs nt work-items with `local` bytes of local memory on the
+/* cl_launch.c: whether a compiled kernel runs nt work-items with `local` bytes of local memory on the
  * context's device (its CL_KERNEL_WORK_GROUP_SIZE, 48 KiB, the device's local memory). */
 bool rq_kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local);
 

@@ -133,23 +133,31 @@ static inline float rq_vk_softcap(const rq_problem *pb)
 /* Whether ctx is a Vulkan context (ropeqk_vulkan_*'s check, by identity). */
 static inline bool rq_is_vk(const ropeqk_ctx *ctx) { return ctx && ctx->be == &rq_vulkan_backend; }
 
-/* vk_ctx.c: the table's open and close; whether a device has an extension (1, 0; -1 out of memory). */
-int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name);
-/* An instance of the library's own without validation layers (listing devices, vk_devices.c);
- * ROPEQK_ERR_NO_DEVICE with a message when there is no Vulkan driver. */
-ropeqk_status rq_vk_plain_instance(VkInstance *out);
-/* The first queue family of a device with compute, or -1 (the queue rq_vk_open takes). */
-int rq_vk_compute_family(VkPhysicalDevice pd);
+/* vk_ctx.c: the table's open and close; an instance of the library's own without validation layers
+ * (listing devices, vk_devices.c; ROPEQK_ERR_NO_DEVICE with a message when there is no Vulkan driver). */
 ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, const ropeqk_tuning *tuning);
 void rq_vk_close(ropeqk_ctx *ctx);
+ropeqk_status rq_vk_plain_instance(VkInstance *out);
 /* vk_devices.c: the backend's entries of the neutral device listing (backend.h's list_devices and
  * ctx_device_info). */
 ropeqk_status rq_vk_list_devices(ropeqk_device_info *infos, uint32_t cap, uint32_t *count, const char *spec,
                                  bool explicit_spec, int32_t *pick);
 ropeqk_status rq_vk_ctx_device_info(const ropeqk_ctx *ctx, ropeqk_device_info *out);
-/* Records a failing VkResult in the context and the thread's message; returns ROPEQK_ERR_BACKEND. */
+/* vk_err.c: records a failing VkResult in the context and the thread's message; returns
+ * ROPEQK_ERR_BACKEND. A VkResult's name (NULL for one it does not know). */
 ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what);
 const char *rq_vk_result_name(VkResult r);
+/* vk_dev.c: the device extensions the backend requires (ropeqk_vulkan_device_extensions); whether a
+ * device has an extension (1, 0; -1 out of memory); its first compute queue family (-1: none);
+ * whether the backend can use it (1, 0; -1 out of memory); the instance's devices (at most
+ * RQ_VK_MAX_DEVICES). */
+#define RQ_VK_N_REQUIRED 1u
+#define RQ_VK_MAX_DEVICES 16
+extern const char *const rq_vk_required_ext[RQ_VK_N_REQUIRED];
+int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name);
+int rq_vk_compute_family(VkPhysicalDevice pd);
+int rq_vk_usable(VkPhysicalDevice pd);
+VkResult rq_vk_physical_devices(VkInstance inst, VkPhysicalDevice *pd, uint32_t *n);
 
 /* vk_submit.c: Vulkan 1.2's timeline-semaphore feature chained before `next` for vkCreateDevice when
  * the device has it (tl filled; returns &tl), else `next`; and the neutral run API's submission queue
@@ -182,6 +190,10 @@ bool rq_vk_settle(ropeqk_ctx *ctx);
 /* A barrier making earlier writes (any stage) visible to later compute and transfer commands. */
 void rq_vk_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
                    VkPipelineStageFlags dst, VkAccessFlags dst_access);
+/* The buffers of a recording as the core's call checks see them ({VkBuffer, offset, offset + range}). */
+rq_mem rq_vk_mem(ropeqk_vulkan_mem m);
+/* The bytes a view of `extent` bytes at m.offset reaches: 16-bit views are accessed as whole words. */
+size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent);
 
 /* vk_pipe.c: the pipeline of shader `sh` with these specialization constants, made once per
  * context. */
@@ -220,8 +232,6 @@ ropeqk_status rq_vk_tune_clone(const ropeqk_ctx *ctx, const rq_tuning *t, ropeqk
 void rq_vk_tune_lock(ropeqk_ctx *ctx, bool lock);
 ropeqk_status rq_vk_time_plan(ropeqk_plan *pl, int runs, double *seconds);
 ropeqk_status rq_vk_host_run(ropeqk_plan *pl, const rq_host_io *io);
-/* The buffers of a recording as the core's call checks see them ({VkBuffer, offset, offset + range}). */
-rq_mem rq_vk_mem(ropeqk_vulkan_mem m);
 /* The scores.comp shape (register block, staged dims) for head dim D: the context's tuned one where
  * the device allows it, else the default. */
 void rq_vk_scores_shape(const ropeqk_ctx *ctx, int64_t D, int32_t *t, int32_t *tk);
@@ -233,18 +243,17 @@ ropeqk_status rq_vk_record_scores(ropeqk_plan *pl, VkCommandBuffer cmd, const ro
                                   int64_t q_off, int64_t k_off);
 
 /* vk_paged.c: a paged-decode plan's pipelines, metadata buffer and scratch (rq_vk_plan_init's part
- * for ROPEQK_OP_PAGED_DECODE; rq_vkp(pl) is set before anything can fail), and their release. */
+ * for ROPEQK_OP_PAGED_DECODE; rq_vkp(pl) is set before anything can fail); vk_paged_run.c: their
+ * release (also the dense decode's). */
 ropeqk_status rq_vk_paged_init(ropeqk_plan *pl, const float *vfreq4);
 void rq_vk_paged_free(ropeqk_plan *pl);
-/* vk_plan.c, shared with the other operations' plans: the rotate pipelines, frequency table and
- * Qr/Kr scratch of a plan (vp allocated); and the recording of the leading barrier, both rotations
- * and the barrier that makes the scratch visible to the next shader. */
+/* vk_rope.c, shared by the operations' plans: the rotate pipelines, frequency table and Qr/Kr
+ * scratch of a plan (vp allocated); and the recording of the leading barrier, both rotations and the
+ * barrier that makes the scratch visible to the next shader. */
 ropeqk_status rq_vk_rope_init(ropeqk_plan *pl, const float *vfreq4);
 /* The plan's frequency table (vk_contract.h: hi, mid, lo, M-RoPE stream per frequency) into vp->freq,
  * and its sink logits (pl->sinks, when the plan has them) into vp->sinks. */
 ropeqk_status rq_vk_tables_upload(ropeqk_plan *pl, const float *vfreq4);
-/* The bytes a view of `extent` bytes at m.offset reaches: 16-bit views are accessed as whole words. */
-size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent);
 /* Rows [0, Sq) of Q and [0, Sk) of K (a plan's Sq, or fewer: the paged chunks' companion plan); cmd
  * VK_NULL_HANDLE: only the checks that recording could fail (binding ranges), nothing recorded. */
 ropeqk_status rq_vk_record_rope(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk_vulkan_args *a, int64_t Sq,

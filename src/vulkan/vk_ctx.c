@@ -7,38 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RQ_VK_MAX_DEVICES 16
-
-static const char *const required_ext[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
-#define N_REQUIRED (uint32_t)(sizeof required_ext / sizeof required_ext[0])
-
-const char *const *ropeqk_vulkan_device_extensions(uint32_t *count)
-{
-    if (count)
-        *count = N_REQUIRED;
-    return required_ext;
-}
-
-const char *rq_vk_result_name(VkResult r)
-{
-    switch (r) {
-#define N(x) case x: return #x;
-    N(VK_SUCCESS) N(VK_NOT_READY) N(VK_TIMEOUT) N(VK_INCOMPLETE) N(VK_ERROR_OUT_OF_HOST_MEMORY)
-    N(VK_ERROR_OUT_OF_DEVICE_MEMORY) N(VK_ERROR_INITIALIZATION_FAILED) N(VK_ERROR_DEVICE_LOST)
-    N(VK_ERROR_MEMORY_MAP_FAILED) N(VK_ERROR_LAYER_NOT_PRESENT) N(VK_ERROR_EXTENSION_NOT_PRESENT)
-    N(VK_ERROR_FEATURE_NOT_PRESENT) N(VK_ERROR_INCOMPATIBLE_DRIVER) N(VK_ERROR_TOO_MANY_OBJECTS)
-    N(VK_ERROR_FORMAT_NOT_SUPPORTED) N(VK_ERROR_FRAGMENTED_POOL) N(VK_ERROR_UNKNOWN)
-    N(VK_ERROR_OUT_OF_POOL_MEMORY) N(VK_ERROR_INVALID_SHADER_NV)
-#undef N
-    default: return NULL;
-    }
-}
-
-ropeqk_status rq_vk_fail(ropeqk_ctx *ctx, VkResult r, const char *what)
-{
-    return rq_backend_fail(&rq_vulkan_backend, ctx, (int32_t)r, what);
-}
-
 /* ---- validation messages (ROPEQK_VULKAN_VALIDATION=1) ------------------------------------------ */
 /* process-wide too, so a test can check every context it made, destroyed or not */
 static atomic_uint total_msgs;
@@ -152,49 +120,6 @@ ropeqk_status rq_vk_plain_instance(VkInstance *out)
     return make_instance(&none, VAL_OFF, out);
 }
 
-/* 1 when the device has the extension, 0 when not, -1 out of host memory. */
-int rq_vk_has_device_ext(VkPhysicalDevice pd, const char *name)
-{
-    uint32_t n = 0;
-    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
-        return 0;
-    VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
-    if (!e)
-        return -1;
-    int found = 0;
-    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n && !found; i++)
-            found = strcmp(e[i].extensionName, name) == 0;
-    free(e);
-    return found;
-}
-
-/* The first queue family with compute, or -1. */
-int rq_vk_compute_family(VkPhysicalDevice pd)
-{
-    uint32_t n = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
-    VkQueueFamilyProperties q[32];
-    if (n > 32)
-        n = 32;
-    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
-    for (uint32_t i = 0; i < n; i++)
-        if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
-            return (int)i;
-    return -1;
-}
-
-/* 1: a compute queue and the required extensions; 0: not; -1: out of host memory. */
-static int usable(VkPhysicalDevice pd)
-{
-    for (uint32_t i = 0; i < N_REQUIRED; i++) {
-        int h = rq_vk_has_device_ext(pd, required_ext[i]);
-        if (h <= 0)
-            return h;
-    }
-    return rq_vk_compute_family(pd) >= 0;
-}
-
 /* full: also the extension checks (usable, cooperative_matrix), which allocate */
 static void fill_info(VkInstance inst, VkPhysicalDevice pd, ropeqk_vulkan_device_info *d, bool full)
 {
@@ -213,18 +138,11 @@ static void fill_info(VkInstance inst, VkPhysicalDevice pd, ropeqk_vulkan_device
         snprintf(d->driver, sizeof d->driver, "driver %u", p.driverVersion);
     d->api_version = p.apiVersion;
     d->cpu = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    d->usable = full && usable(pd) > 0;
+    d->usable = full && rq_vk_usable(pd) > 0;
     d->cooperative_matrix = full && rq_vk_has_device_ext(pd, "VK_KHR_cooperative_matrix") > 0;
     if (full) /* the tensor-core path (vk_cm_dev.c) */
         rq_vk_cm_describe(inst, pd, d->cooperative_matrix_shapes, sizeof d->cooperative_matrix_shapes);
     d->coopmat_shaders = rq_vk_cm_built();
-}
-
-static VkResult physical_devices(VkInstance inst, VkPhysicalDevice *pd, uint32_t *n)
-{
-    *n = RQ_VK_MAX_DEVICES;
-    VkResult r = vkEnumeratePhysicalDevices(inst, n, pd);
-    return r == VK_INCOMPLETE ? VK_SUCCESS : r;
 }
 
 ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint32_t cap, uint32_t *count)
@@ -240,7 +158,7 @@ ropeqk_status ropeqk_vulkan_list_devices(ropeqk_vulkan_device_info *infos, uint3
         return st;
     VkPhysicalDevice pd[RQ_VK_MAX_DEVICES];
     uint32_t n = 0;
-    VkResult r = physical_devices(inst, pd, &n);
+    VkResult r = rq_vk_physical_devices(inst, pd, &n);
     if (r != VK_SUCCESS)
         st = rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
     for (uint32_t i = 0; !st && i < n && i < cap; i++)
@@ -330,7 +248,7 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
         return st;
     VkPhysicalDevice pd[RQ_VK_MAX_DEVICES];
     uint32_t n = 0;
-    VkResult r = physical_devices(vk->instance, pd, &n);
+    VkResult r = rq_vk_physical_devices(vk->instance, pd, &n);
     if (r != VK_SUCCESS)
         return rq_vk_fail(NULL, r, "vkEnumeratePhysicalDevices");
     int pick = -1, ok = 0;
@@ -338,18 +256,18 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
     for (uint32_t i = 0; i < n && pick < 0 && !oom; i++) {
         VkPhysicalDeviceProperties p;
         vkGetPhysicalDeviceProperties(pd[i], &p);
-        int u = index >= 0 || name ? 1 : usable(pd[i]);
+        int u = index >= 0 || name ? 1 : rq_vk_usable(pd[i]);
         oom = u < 0;
         if (!oom && (index >= 0 ? (int)i == index : name ? rq_name_contains(p.deviceName, name) : u))
             pick = (int)i;
     }
-    if (pick >= 0 && (ok = usable(pd[pick])) < 0)
+    if (pick >= 0 && (ok = rq_vk_usable(pd[pick])) < 0)
         oom = true;
     if (oom)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     if (pick < 0 || !ok) {
         if (pick >= 0)
-            rq_set_error("Vulkan device %d has no compute queue or lacks %s", pick, required_ext[0]);
+            rq_set_error("Vulkan device %d has no compute queue or lacks %s", pick, rq_vk_required_ext[0]);
         else if (index >= 0)
             rq_set_error("no Vulkan device vulkan:%d (%u found)", index, n);
         else
@@ -374,13 +292,13 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
         cms.f12.timelineSemaphore = vk->timeline ? VK_TRUE : VK_FALSE;
         chain = &cms.f11;
     }
-    const char *ext[N_REQUIRED + 2];
-    memcpy(ext, required_ext, sizeof required_ext);
+    const char *ext[RQ_VK_N_REQUIRED + 2];
+    memcpy(ext, rq_vk_required_ext, sizeof rq_vk_required_ext);
     for (uint32_t i = 0; cms.enable && i < cms.n_ext; i++)
-        ext[N_REQUIRED + i] = cms.ext[i];
+        ext[RQ_VK_N_REQUIRED + i] = cms.ext[i];
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = chain,
                               .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
-                              .enabledExtensionCount = N_REQUIRED + (cms.enable ? cms.n_ext : 0),
+                              .enabledExtensionCount = RQ_VK_N_REQUIRED + (cms.enable ? cms.n_ext : 0),
                               .ppEnabledExtensionNames = ext};
     r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
     if (r != VK_SUCCESS && cms.enable) {
@@ -388,7 +306,7 @@ ropeqk_status rq_vk_open(ropeqk_ctx *ctx, const char *spec, bool explicit_spec, 
                  rq_vk_result_name(r) ? rq_vk_result_name(r) : "?");
         cms.enable = false;
         dci.pNext = vk->timeline ? (void *)&tl : NULL;
-        dci.enabledExtensionCount = N_REQUIRED;
+        dci.enabledExtensionCount = RQ_VK_N_REQUIRED;
         r = vkCreateDevice(vk->phys, &dci, NULL, &vk->device);
     }
     if (r != VK_SUCCESS)

@@ -6,7 +6,7 @@
  * decode splits the keys over every core (lavapipe, 32k keys, Hq 32, Hkv 8, D 128, f16, one row:
  * 1.42 s against 0.59 s; `ropeqk-bench --vulkan --dense-decode`). But each row of the decode reads
  * and rotates all of K again, so on lavapipe 4 rows already take longer than the old path, hence
- * a Vulkan CPU device's default limit of 2 rows (vk_tune.c). The OpenCL backend's src/opencl/dense.c
+ * a Vulkan CPU device's default limit of 2 rows (vk_tune.c). The OpenCL backend's src/opencl/cl_dense.c
  * is the model; both describe the dense K as pages and cut each row's page list by its masks in
  * src/core/dense_pages.c.
  *
@@ -24,7 +24,7 @@
  * sequences of up to Sk keys: the split scratch and the metadata buffer; Qr, the frequencies and the
  * sinks are the old path's, shared); where the device cannot run the decode shaders at this shape
  * (the loop budget, shared memory, the storage-buffer range) the old path serves every call. */
-#include "vk_paged.h"
+#include "vk_pg.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -216,3 +216,18 @@ ropeqk_status rq_vk_buf_upload(ropeqk_ctx *ctx, const void *data, VkDeviceSize b
         rq_vk_buf_free(ctx, b);
     return st;
 }
+
+/* 16-bit views are read and written as whole 32-bit words: the bytes from m.offset to the end of
+ * the word holding the last element (the core's rq_view_bytes with this backend's access unit) */
+size_t rq_vk_word_bytes(ropeqk_vulkan_mem m, size_t es, size_t extent)
+{
+    return (size_t)rq_view_bytes(&rq_vulkan_backend, m.offset, es, extent);
+}
+
+rq_mem rq_vk_mem(ropeqk_vulkan_mem m)
+{
+    rq_mem r = {(uintptr_t)m.buf, m.offset, m.offset + m.range};
+    if (r.end < m.offset) /* a range past 2^64: as large as can be */
+        r.end = UINT64_MAX;
+    return r;
+}

@@ -1,50 +1,10 @@
 /* The paged cache's append on Vulkan (ropeqk_vulkan_paged_append): the batch checked by the core
  * (paged.c), the metadata recorded into the caller's command buffer, then paged_append.comp (a copy in
  * 32-bit words or 16-bit halves) or paged_append_q8.comp (quantizing into an 8-bit cache) for K and
- * for V; and the helpers the paged recordings share. */
-#include "vk_paged.h"
+ * for V (the plan check and the metadata's recording: vk_paged_run.c). */
+#include "vk_pg.h"
 
 #include <stdlib.h>
-
-/* ---- checks ------------------------------------------------------------------------------------ */
-
-ropeqk_status rq_vkpg_plan_ok(const ropeqk_plan *pl, const char *fn)
-{
-    if (!rq_is_vk(pl->ctx)) {
-        rq_set_error("%s: the plan belongs to a %s context, not a Vulkan one", fn, pl->ctx->be->name);
-        return ROPEQK_ERR_BAD_PARAM;
-    }
-    return ROPEQK_SUCCESS;
-}
-
-/* The leading barrier, the metadata (vkCmdUpdateBuffer takes at most 65536 bytes a call), and the
- * barrier that makes it visible to the shaders. */
-void rq_vkpg_record_meta(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_paged_meta *meta)
-{
-    /* every earlier write in the queue (inputs), and earlier runs of this plan reading its metadata
-     * and scratch, before the transfer and the shaders */
-    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
-                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                  VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
-    VkDeviceSize bytes = (VkDeviceSize)meta->n * 4;
-    for (VkDeviceSize o = 0; o < bytes; o += 65536) {
-        VkDeviceSize c = bytes - o < 65536 ? bytes - o : 65536;
-        vkCmdUpdateBuffer(cmd, rq_vkp(pl)->pg->meta.buf, o, c, (const char *)meta->v + o);
-    }
-    /* (and written: the dense decode's rotate.comp copies a q position array in, vk_dense.c) */
-    rq_vk_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-}
-
-ropeqk_status rq_vkpg_meta_fits(const ropeqk_plan *pl, const rq_paged_meta *meta, const char *fn)
-{
-    if ((VkDeviceSize)meta->n * 4 > rq_vkp(pl)->pg->meta.size) {
-        rq_set_error("%s: the batch's metadata (%zu bytes) exceeds the plan's buffer (%llu bytes)", fn, meta->n * 4,
-                     (unsigned long long)rq_vkp(pl)->pg->meta.size);
-        return ROPEQK_ERR_TOO_LARGE;
-    }
-    return ROPEQK_SUCCESS;
-}
 
 /* ---- append ------------------------------------------------------------------------------------ */
 

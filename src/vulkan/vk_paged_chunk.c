@@ -1,4 +1,4 @@
-/* Prefill chunks over the paged cache on Vulkan (src/opencl/paged_chunk.c's design): a sequence with
+/* Prefill chunks over the paged cache on Vulkan (src/opencl/cl_paged_chunk.c's design): a sequence with
  * rq_paged_chunk_rows (the context's chunk_rows) query rows or more in a ragged batch does not go through paged.comp row by
  * row, each row reading and rotating every key again; its K and V are gathered from the pages into
  * dense scratch (paged_gather.comp) and its rows run through attention.comp as the plan's companion
@@ -16,7 +16,7 @@
  * for an 8-bit cache, 4x its bytes), and never resized
  * (an earlier recording may still be pending when the next one is made: the record API's rule is
  * only that one plan's commands execute in one queue's order). */
-#include "vk_paged.h"
+#include "vk_pg.h"
 
 #include <stdlib.h>
 

@@ -2,7 +2,7 @@
  * paged_fast8.spv), for the paged decode (vk_paged.c) and the dense decode (vk_dense.c): which plans
  * and calls take it, its pipelines, R(delta) table (src/core/paged_fast_table.c) and loop budget, and
  * its dispatch. paged.comp stays the fallback for everything else. The OpenCL side is
- * src/opencl/paged_fast.c; docs/paged-decode-gpu.md has the design and figures.
+ * src/opencl/cl_paged_fast.c; docs/paged-decode-gpu.md has the design and figures.
  *
  * A plan takes it on a GPU (on a CPU device such as lavapipe only with ROPEQK_PAGED_FAST=1: there it costs
  * more than paged.comp saves; the suite's paged_fast_vulkan sets it) unless ROPEQK_PAGED_FAST=0, where
@@ -12,7 +12,7 @@
  * of D dims in the shared memory next to the table (whose delta range drops to 16 where 32 does not
  * fit), no M-RoPE. A call takes it where the caches' views sit at 16-byte multiples (offsets and
  * strides) and the row groups fit the grid's first dimension. */
-#include "vk_paged.h"
+#include "vk_pg.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

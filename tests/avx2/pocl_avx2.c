@@ -1,7 +1,7 @@
 /* LD_PRELOAD shim that makes pocl 3.x (LLVM 15) present an AVX-512 host as an AVX2 one: device
  * "pthread-haswell-...", CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT 8, kernels compiled for -mcpu=haswell
  * with the avx2 kernel library. The suite uses it to run its host-dependent tests (the CPU profile's
- * heuristic follows the native width: src/opencl/tune.c) as a fresh AVX2 CI host would, on the
+ * heuristic follows the native width: src/opencl/cl_tune.c) as a fresh AVX2 CI host would, on the
  * AVX-512 development machine. Test-only: never linked into anything.
  *
  * How (pocl 3.1, lib/CL/pocl_llvm_utils.cc): the device's vector widths come from

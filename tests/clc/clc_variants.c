@@ -2,7 +2,7 @@
  * it can choose (each profile, with and without the pocl vendor switch, each allowed vector width,
  * tiled score kernel shapes and the tiled kernel off, GPU attention kernel shapes),
  * as DIR/<variant>.cl and DIR/<variant>.options, for check_clc.sh to compile with a strict
- * compiler. Needs no OpenCL device: it uses the library's own option formatter (src/opencl/tune.c). */
+ * compiler. Needs no OpenCL device: it uses the library's own option formatter (src/opencl/cl_tune.c). */
 #include "ocl.h"
 
 #include <stdio.h>
@@ -43,7 +43,7 @@ int main(int argc, char **argv)
         {"cpu-scores", ROPEQK_PROFILE_CPU, false, 0, RQ_OPS_SCORES, 0, 0, 0},
         {"gpu-attn", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_ATTN, 0, 0, 0},
         {"cpu-paged", ROPEQK_PROFILE_CPU, true, 0, RQ_OPS_PAGED, 0, 0, 0},
-        /* few-row attention plans carry the paged kernels too (src/opencl/dense.c) */
+        /* few-row attention plans carry the paged kernels too (src/opencl/cl_dense.c) */
         {"cpu-attn-paged", ROPEQK_PROFILE_CPU, true, 0, RQ_OPS_ATTN | RQ_OPS_PAGED, 0, 0, 0},
         {"gpu-attn-paged", ROPEQK_PROFILE_GPU, false, 0, RQ_OPS_ATTN | RQ_OPS_PAGED, 0, 0, 0},
         {"gpu-untiled", ROPEQK_PROFILE_GPU, false, 0, 0, -1, 0, 0},

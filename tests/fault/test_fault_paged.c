@@ -16,7 +16,7 @@
 
 TestSuite(fault_paged, .fini = th_leak_check);
 
-/* src/opencl/paged_chunk.c: sequences through the chunk path (the library is linked statically) */
+/* src/opencl/cl_paged_chunk.c: sequences through the chunk path (the library is linked statically) */
 long long rq_paged_chunk_runs(void);
 
 /* CH: the ragged step's chunk (>= the default chunk_rows, 16), beside one row of sequence 1; MAXQ

@@ -45,7 +45,7 @@ LIBCLC_NV = '/usr/lib/clc/nvptx64--nvidiacl.bc'  # libclc-15
 ROCM_DIRS = ['/usr/lib/x86_64-linux-gnu/amdgcn/bitcode', '/usr/lib/amdgcn/bitcode',
              '/opt/rocm/amdgcn/bitcode']  # rocm-device-libs
 
-# Kernels the host creates on one profile only (src/opencl/plan.c, src/opencl/paged.c, src/opencl/attn.c): the CPU
+# Kernels the host creates on one profile only (src/opencl/cl_plan.c, src/opencl/cl_paged.c, src/opencl/cl_attn.c): the CPU
 # profile's decode kernels and paged pass 1, the GPU profile's tiled score and decode kernels.
 # paged_attn_gpu is both's (the CPU profile runs it for head dims its vectors do not cover).
 CPU_ONLY = ['qk_decode_f32', 'qk_decode_f16', 'qk_decode_bf16', 'paged_attn_cpu']
@@ -67,7 +67,7 @@ KNOBS = {
 
 REG_BUDGET = 128
 # The library builds with -cl-nv-maxrregcount=128 on NVIDIA devices (cl_nv_compiler_options: the GPU
-# profile, src/opencl/tune.c rq_cl_build_options, contract.h RQ_NV_MAXREG), so ptxas gets the same
+# profile, src/opencl/cl_tune.c rq_cl_build_options, contract.h RQ_NV_MAXREG), so ptxas gets the same
 # cap here: on sm_90/sm_80 the register budget holds by construction and the meaningful check is
 # that the cap costs no spill (qk_attention_fa2_*: 134 registers without it, 128 and no spill with)
 NV_MAXREG = 128
@@ -101,7 +101,7 @@ TARGETS = ['sm_90', 'sm_80', 'gfx90a', 'gfx1030', 'dg2']
 # Kernels the library chooses on some of the targets only: their budgets are checked there (the other
 # targets' figures stay in the table). qk_attention_fa2_*: the GPU profile's default attention kernel,
 # but on AMD's and Intel's OpenCL platforms the host keeps qk_attention_gpu_* in its own shape and the
-# tuner does not offer fa2 shapes (src/opencl/tune.c rq_cl_tuning_base, rq_cl_tune_fits; variants
+# tuner does not offer fa2 shapes (src/opencl/cl_tune.c rq_cl_tuning_base, rq_cl_tune_fits; variants
 # gpu-amd, gpu-intel): its default shape took gfx90a 150 VGPRs and dg2 224 B of private memory.
 CHOSEN_ON = {'qk_attention_fa2_*': ['sm_90', 'sm_80']}
 LEGS = ['nvidia', 'gfx90a', 'gfx1030', 'dg2']

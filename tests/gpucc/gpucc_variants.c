@@ -1,14 +1,14 @@
 /* Writes the exact program text the library builds and the build options of the configurations it
  * can choose, for gpucc.py to compile with the compilers of GPU drivers (tests/gpucc):
  *   DIR/<variant>.cl, DIR/<variant>.options (one line) and DIR/<variant>.profile ("gpu" or "cpu").
- * As tests/clc/clc_variants.c does (same program text, same option formatter: src/opencl/tune.c),
+ * As tests/clc/clc_variants.c does (same program text, same option formatter: src/opencl/cl_tune.c),
  * but every GPU-profile configuration the library itself can pick:
  *   - the profile's defaults (the heuristic), as the whole program and per operation (-DRQ_OPS: a
  *     plan builds the kernels of its operation only, ropeqk_ctx_warmup the whole program);
  *   - the decode kernel on (ROPEQK_DECODE=1 or the tuner's choice: -DRQ_DECODE_GPU=1) and the tiled
  *     kernel off;
  *   - the shipped H100 entry of src/core/tuning.c, resolved for a made-up NVIDIA H100;
- *   - every GPU candidate of the tuner (src/opencl/tune.c, rq_cl_tune_candidate, called here): the
+ *   - every GPU candidate of the tuner (src/opencl/cl_tune.c, rq_cl_tune_candidate, called here): the
  *     tiled kernel's shapes, the qk_scores knobs with the tiled kernel off, the attention knobs;
  *   - the shapes tests/clc also checks that only an environment override picks (VK 16, tile 16);
  * and the CPU-profile configurations (defaults per operation, decode off, the narrower vectors of
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
         const char *suffix;
         int ops;
     } opsv[] = {{"", 0}, {"-scores", RQ_OPS_SCORES}, {"-attn", RQ_OPS_ATTN}, {"-paged", RQ_OPS_PAGED},
-                {"-attn-paged", RQ_OPS_ATTN | RQ_OPS_PAGED}}; /* few-row attention plans: src/opencl/dense.c */
+                {"-attn-paged", RQ_OPS_ATTN | RQ_OPS_PAGED}}; /* few-row attention plans: src/opencl/cl_dense.c */
     char name[128];
     rq_tuning t;
     int err = 0;
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     err |= emit("gpu-untiled", &t, 0);
     t = resolved(ROPEQK_PROFILE_GPU, "NVIDIA CUDA", "NVIDIA H100 80GB HBM3", 1); /* the shipped entry */
     err |= emit("gpu-shipped-h100", &t, 0);
-    /* AMD's and Intel's GPUs: qk_attention_gpu_* in its own shape (src/opencl/tune.c rq_cl_tuning_base) */
+    /* AMD's and Intel's GPUs: qk_attention_gpu_* in its own shape (src/opencl/cl_tune.c rq_cl_tuning_base) */
     t = resolved(ROPEQK_PROFILE_GPU, "AMD Accelerated Parallel Processing", "gfx90a:sramecc+:xnack-", 1);
     err |= emit("gpu-amd", &t, RQ_OPS_ATTN);
     t = resolved(ROPEQK_PROFILE_GPU, "Intel(R) OpenCL Graphics", "Intel(R) Arc(TM) A770 Graphics", 1);
@@ -138,11 +138,11 @@ int main(int argc, char **argv)
             err |= emit(name, &t, fams[f].ops);
         }
     /* the attention-only program a plan builds when the compiled GPU attention kernel does not fit
-     * the device (src/opencl/attn.c): qk_attention_* as the fallback */
+     * the device (src/opencl/cl_attn.c): qk_attention_* as the fallback */
     rq_tuning_defaults(ROPEQK_PROFILE_GPU, &t);
     err |= emit_ex("gpu-attn-fallback", &t, " -DRQ_ATTN_FALLBACK=1", RQ_OPS_ATTN);
     /* the program a plan builds when the register-blocked kernel's shape is configured but its head
-     * dims are not multiples of 4: qk_attention_gpu_* in its own shape (src/opencl/attn.c) */
+     * dims are not multiples of 4: qk_attention_gpu_* in its own shape (src/opencl/cl_attn.c) */
     err |= emit_ex("gpu-attn-dims-fallback", &t, " -DRQ_GA_FALLBACK=1", RQ_OPS_ATTN);
     /* environment-only shapes that tests/clc checks too */
     rq_tuning_defaults(ROPEQK_PROFILE_GPU, &t);

@@ -40,7 +40,7 @@ def cdiv(a, b):
 # ---- RoPE pass (cl/rope_gpu.cl, RQ_RUB 1: the GPU profile) ----------------------------------------
 
 def rope(c, dtype, rows, bh, D, R=None, what='RoPE pass', tpose=False):
-    """rope_rotate_<dtype> over `rows` rows of `bh` heads (src/opencl/enqueue.c rq_rotate_grid, GPU
+    """rope_rotate_<dtype> over `rows` rows of `bh` heads (src/opencl/cl_launch.c rq_rotate_grid, GPU
     form): work-groups of RQ_RGX x RQ_RGY work-items, each a tile of RQ_RGX units x RQ_RTR rows for
     RQ_RHC heads. tpose: the output is Kt ([d][key], through the local-memory transpose)."""
     R = D if R is None else R
@@ -57,7 +57,7 @@ def rope(c, dtype, rows, bh, D, R=None, what='RoPE pass', tpose=False):
 # ---- paged decode before issue 29 (cl/paged_gpu.cl paged_attn_gpu: today the fallback of fast_decode) --
 
 def paged_split(tasks, longest_pages, page_size, min_keys=256):
-    """src/core/paged_call.c rq_paged_pages_per_split with src/opencl/paged.c's GPU arguments."""
+    """src/core/paged_call.c rq_paged_pages_per_split with src/opencl/cl_paged_run.c's GPU arguments."""
     target = SMS * 8
     want = cdiv(target, tasks)
     pps = max(cdiv(longest_pages, want), cdiv(min_keys, page_size))
@@ -78,9 +78,9 @@ def decode_call(c, p1, n, hq, D, nsplit, part, dense):
 
 def paged_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=False):
     """A decode call over `n` sequences (or dense rows) of `tokens` keys each: Q's rotation,
-    paged_attn_gpu, paged_combine (src/opencl/paged.c rq_paged_run, GPU shape)."""
+    paged_attn_gpu, paged_combine (src/opencl/cl_paged_run.c rq_cl_paged_run, GPU shape)."""
     G = hq // hkv
-    wg = 128  # rq_paged_gpu_fit: 128 work-items for Dv <= 128 * RQ_PVT
+    wg = 128  # rq_cl_paged_gpu_fit: 128 work-items for Dv <= 128 * RQ_PVT
     warps = wg // 32
     ngc, gpg = cdiv(G, c['RQ_PGH']), min(G, c['RQ_PGH'])
     groups = hkv * ngc
@@ -146,9 +146,9 @@ def fast_dtype(dt):
 def fast_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=False):
     """A decode call as the GPU profile makes it where the fast pass 1 takes the shape (D = Dv = R, full
     interleaved rotary, no soft-capping, no window): Q's rotation, paged_attn_fast4 or _fast8,
-    paged_combine (src/opencl/paged.c rq_paged_run with src/opencl/paged_fast.c rq_pfast_geometry).
+    paged_combine (src/opencl/cl_paged_run.c rq_cl_paged_run with src/opencl/cl_paged_fast.c rq_pfast_geometry).
     Paged: `n` sequences of one row and `tokens` keys each (pages of `page`); dense: one batch entry
-    of Sq = `n` rows at the end of `tokens` keys (src/opencl/dense.c: pages of RQ_DENSE_PAGE 64, the
+    of Sq = `n` rows at the end of `tokens` keys (src/opencl/cl_dense.c: pages of RQ_DENSE_PAGE 64, the
     rows sharing one page list, grouped: rq_pfast_groups)."""
     G = hq // hkv
     wg, warps = c['RQ_FWG'], c['RQ_FWG'] // 32
@@ -222,7 +222,7 @@ def fast_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=Fals
 
 def attention_fa2(c, dtype, prog, q0, n, S, H, D):
     """qk_attention_fa2_<dtype> over query rows q0 .. q0+n-1 (positions = rows) of a causal call with
-    S keys, Hq = Hkv = H, D = Dv (src/opencl/attn.c: a work-group per RQ_GA_BM rows and KV head)."""
+    S keys, Hq = Hkv = H, D = Dv (src/opencl/cl_attn.c: a work-group per RQ_GA_BM rows and KV head)."""
     bm, bn, tk, rb = c['RQ_GA_BM'], c['RQ_GA_BN'], c['RQ_GA_TK'], c['RQ_GA_RB']
     nt = (bm // rb) * (bn // 4)
     warps = nt // 32
@@ -270,7 +270,7 @@ def attention_fa2(c, dtype, prog, q0, n, S, H, D):
 
 
 def attention(c, dtype, S, H, D, pass_bytes=64 << 20, prog='gpu'):
-    """Causal prefill attention, Hq = Hkv = H (src/opencl/attn.c rq_attn_enqueue): K's rotation into
+    """Causal prefill attention, Hq = Hkv = H (src/opencl/cl_attn.c rq_attn_enqueue): K's rotation into
     Kt, then per pass of query rows (attn_pass_rows: 64 MiB of Qr) Q's rotation and the kernel: the
     register-blocked one where the program has it (RQ_GA_FA2), else qk_attention_gpu_*."""
     bm, bn, tk, rb = c['RQ_GA_BM'], c['RQ_GA_BN'], c['RQ_GA_TK'], c['RQ_GA_RB']
@@ -314,7 +314,7 @@ def attention(c, dtype, S, H, D, pass_bytes=64 << 20, prog='gpu'):
 
 def scores(c, S, H, D):
     """Scores S = Q K^T, B 1, Hq = Hkv = H, not causal (bench/scores_bench.c prefill shapes):
-    the RoPE pass over Q and K, then qk_scores_tiled (src/opencl/enqueue.c)."""
+    the RoPE pass over Q and K, then qk_scores_tiled (src/opencl/cl_enqueue.c)."""
     tile, tk = c['RQ_TILE'], c['RQ_TK']
     tw = tile // c['RQ_RB']
     wgs = cdiv(S, tile) ** 2 * H
@@ -389,7 +389,7 @@ def cases(cs):
 
 # Parts of a case measured on their own: (case, 'last' or 'rest') -> ms. The attention call's split
 # (kernel_ms 8.0 ms of the second query pass, 4.3 ms before it) was measured with two query passes,
-# which today's code no longer makes (src/opencl/attn.c attn_pass_rows): none today.
+# which today's code no longer makes (src/opencl/cl_attn.c attn_pass_rows): none today.
 PARTS = {}
 PART_NAMES = {'last': 'its last kernel: the bench\'s kernel_ms', 'rest': 'the launches before it: "RoPE pass"'}
 

@@ -149,7 +149,7 @@ static void set_gshape(rq_tuning *t, int k)
 
 /* Why the device cannot run the GPU attention kernel's shape (more work-items than
  * CL_DEVICE_MAX_WORK_GROUP_SIZE, local memory beyond 48 KiB or CL_DEVICE_LOCAL_MEM_SIZE) into why,
- * "" when it can. Plan creation checks the compiled kernel too (src/opencl/attn.c). */
+ * "" when it can. Plan creation checks the compiled kernel too (src/opencl/cl_attn.c). */
 static void gattn_misfit(const rq_devinfo *dev, const rq_tuning *t, char *why, size_t len)
 {
     size_t nt = rq_gattn_items(t), local = rq_ga_local_bytes(t);
@@ -226,7 +226,7 @@ bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
     k--; /* k = 0 is the configuration in effect: the core never asks for it */
     if (f == RQ_FAM_CHUNK || f == RQ_FAM_DENSE) {
         /* the crossovers, the same on both profiles: around the default of 16 by factors of 2 (the
-         * timed shapes have a sequence or call between each two: src/opencl/tune_paged.c); dense 0
+         * timed shapes have a sequence or call between each two: src/opencl/cl_tune_paged.c); dense 0
          * is the old path for every row count */
         static const int chunk[] = {4, 8, 16, 32, 64}, dense[] = {0, 4, 8, 16, 32};
         int v = f == RQ_FAM_CHUNK ? other_value(chunk, 5, t->chunk_rows, k) : other_value(dense, 5, t->dense_rows, k);
@@ -294,7 +294,7 @@ bool rq_cl_tune_candidate(rq_family f, bool cpu, int k, rq_tuning *t)
 
 bool rq_cl_tune_fits(const ropeqk_ctx *ctx, rq_family f, const rq_tuning *t, int64_t D)
 {
-    (void)D; /* plans fall back by themselves (rq_kernel_fits: plan.c, attn.c) */
+    (void)D; /* plans fall back by themselves (rq_kernel_fits: cl_plan.c, cl_attn.c) */
     if (f != RQ_FAM_ATTN || t->attn_tile <= 0)
         return true;
     if (rq_ga_fa2(t) && gattn_vendor_limited(&ctx->dev)) /* over those compilers' budgets (tuning_base) */

@@ -1,6 +1,6 @@
 /* Plans on an OpenCL context: after the core validated the description and computed the
  * frequencies, the plan's program, kernels and tables (the frequency table, the decode kernel's
- * R(t) table). Enqueueing (enqueue.c, attn.c, paged.c) then only checks buffers, takes scratch, sets
+ * R(t) table). Enqueueing (cl_enqueue.c, cl_attn.c, cl_paged.c) then only checks buffers, takes scratch, sets
  * arguments and enqueues. */
 #include "ocl.h"
 
@@ -40,21 +40,6 @@ static const char *decode_kernel_name(ropeqk_dtype t, bool gpu)
     return t == ROPEQK_F16 ? "qk_decode_f16" : t == ROPEQK_BF16 ? "qk_decode_bf16" : "qk_decode_f32";
 }
 
-/* Whether a compiled kernel runs nt work-items with `local` bytes of local memory on the device:
- * the kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE: registers per work-item can lower it below the
- * device's), and its local memory against 48 KiB and the device's. A failed query counts as no: the
- * caller then uses a kernel that always works. */
-bool rq_kernel_fits(const ropeqk_ctx *ctx, cl_kernel k, size_t nt, size_t local)
-{
-    size_t wg = 0;
-    cl_ulong lm = 0;
-    if (clGetKernelWorkGroupInfo(k, rq_cl(ctx)->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS ||
-        clGetKernelWorkGroupInfo(k, rq_cl(ctx)->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL) != CL_SUCCESS)
-        return false;
-    size_t cap = ctx->dev.local_mem > 0 && ctx->dev.local_mem < RQ_LOCAL_CAP ? ctx->dev.local_mem : RQ_LOCAL_CAP;
-    return wg >= nt && local <= cap && (ctx->dev.local_mem == 0 || lm <= ctx->dev.local_mem);
-}
-
 /* The description's own checks, before the shared validation. */
 
 ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double *inv)
@@ -69,7 +54,7 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     if (pthread_mutex_init(&cp->lock, NULL) != 0)
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     cp->lock_ok = true;
-    if (!(cp->grave = rq_cl_grave_new())) /* made now: destroying the plan allocates nothing (retire.c) */
+    if (!(cp->grave = rq_cl_grave_new())) /* made now: destroying the plan allocates nothing (cl_retire.c) */
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     ropeqk_op op = pl->op;
     int64_t M = pb->G * pb->Sq;
@@ -89,7 +74,7 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     cl_int err = CL_SUCCESS;
     cl_program prog;
     unsigned ops = op == ROPEQK_OP_SCORES ? RQ_OPS_SCORES : op == ROPEQK_OP_ATTENTION ? RQ_OPS_ATTN : RQ_OPS_PAGED;
-    /* few-row attention plans may run the paged kernels (dense.c): their program holds both */
+    /* few-row attention plans may run the paged kernels (cl_dense.c): their program holds both */
     bool dense = rq_dense_plan_wants(pl);
     if (dense)
         ops |= RQ_OPS_PAGED;
@@ -157,8 +142,8 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     if (!st && dense) /* from the same program: rq_attn_plan_init may take an attention-only one */
         st = rq_dense_plan_init(pl, prog);
     else if (op == ROPEQK_OP_PAGED_DECODE)
-        st = rq_paged_plan_init(pl, prog);
-    /* the GPU profile's fast pass 1 beside them (paged_fast.c; its table from the frequencies) */
+        st = rq_cl_paged_plan_init(pl, prog);
+    /* the GPU profile's fast pass 1 beside them (cl_paged_fast.c; its table from the frequencies) */
     if (!st && (op == ROPEQK_OP_PAGED_DECODE || cp->dense))
         st = rq_pfast_plan_init(pl, prog, freq4);
 done:
@@ -172,7 +157,7 @@ void rq_cl_plan_free(ropeqk_plan *pl)
     if (!cp)
         return;
     /* with work in flight: the kernels and buffers go once every call of the context recorded so far
-     * has completed (retire.c: a command may still wait for a caller's user event) */
+     * has completed (cl_retire.c: a command may still wait for a caller's user event) */
     rq_grave *g = cp->grave, own;
     if (!g) { /* its creation failed before the grave was made: nothing was enqueued */
         memset(&own, 0, sizeof own);

@@ -1,5 +1,5 @@
 /* The GPU profile's pass 1 of the paged decode at memory speed (cl/paged_fast.cl: paged_attn_fast4 and
- * paged_attn_fast8), for the paged decode (paged.c) and the dense decode (dense.c): which plans and calls
+ * paged_attn_fast8), for the paged decode (cl_paged.c) and the dense decode (cl_dense.c): which plans and calls
  * take it, its R(delta) table, its launch geometry. paged_attn_gpu stays the fallback for everything
  * else (the CPU profile keeps paged_attn_cpu); docs/paged-decode-gpu.md has the design and figures.
  *

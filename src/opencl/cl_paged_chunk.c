@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 /* Sequences run through the chunk path, for the tests (tests/test_tune_paths.c links the library
- * statically), as dense.c counts its calls. */
+ * statically), as cl_dense.c counts its calls. */
 static atomic_llong chunk_runs;
 
 long long rq_paged_chunk_runs(void);
@@ -72,9 +72,9 @@ static void dense_view(ropeqk_tensor *t, int64_t len)
     t->nb[3] = es, t->nb[2] = t->ne[3] * es, t->nb[1] = len * t->nb[2], t->nb[0] = t->ne[1] * t->nb[1];
 }
 
-ropeqk_status rq_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
-                                      const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
-                                      cl_event after, cl_event *last)
+ropeqk_status rq_cl_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_paged_args *args,
+                                         const ropeqk_paged_batch *b, const rq_paged_meta *meta, cl_mem mbuf,
+                                         cl_event after, cl_event *last)
 {
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;

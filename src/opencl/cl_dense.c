@@ -1,6 +1,6 @@
 /* Dense attention with few query rows (decode, a few draft tokens) without the K pre-pass: the paged
  * decode's kernels (cl/paged.cl: Q rotation, pass 1 split over the keys, the reduction of the splits)
- * run on the caller's dense K and V, which rotate each key as they read it. The old path (attn.c)
+ * run on the caller's dense K and V, which rotate each key as they read it. The old path (cl_attn.c)
  * rotates all of K into scratch Kt first: at Sk = 32768 (Hq 32, Hkv 8, D 128, f16, one query row) that
  * pass alone took 36 ms of a 52 ms call on the 2-core Xeon (pocl 3.1), and the kernel after it ran
  * one work-item per KV head, where the paged decode splits the keys over every core.
@@ -44,7 +44,7 @@ ropeqk_status rq_dense_plan_init(ropeqk_plan *pl, cl_program prog)
     ropeqk_ctx *ctx = pl->ctx;
     rq_cl_plan *cp = rq_clp(pl);
     cl_int err = CL_SUCCESS;
-    cp->kx[1] = clCreateKernel(prog, rq_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", &err);
+    cp->kx[1] = clCreateKernel(prog, rq_cl_paged_cpu_shape(pl) ? "paged_attn_cpu" : "paged_attn_gpu", &err);
     if (!err)
         cp->kx[2] = clCreateKernel(prog, "paged_combine", &err);
     if (!err)
@@ -53,7 +53,7 @@ ropeqk_status rq_dense_plan_init(ropeqk_plan *pl, cl_program prog)
         return rq_cl_fail(ctx, err); /* kernels made so far: ropeqk_plan_destroy */
     if (cp->cus < 1)
         cp->cus = 1;
-    ropeqk_status st = rq_paged_cpu_shape(pl) ? ROPEQK_SUCCESS : rq_paged_gpu_fit(ctx, &pl->pb, cp);
+    ropeqk_status st = rq_cl_paged_cpu_shape(pl) ? ROPEQK_SUCCESS : rq_cl_paged_gpu_fit(ctx, &pl->pb, cp);
     if (st == ROPEQK_ERR_TOO_LARGE) /* the device cannot run paged_attn_gpu: the old path serves */
         return ROPEQK_SUCCESS;
     cp->dense = st == ROPEQK_SUCCESS;
@@ -106,7 +106,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         return ROPEQK_SUCCESS;
     bool qarr = m->q_pos.buf != NULL;
     /* the GPU profile's fast pass 1 serves a batch entry's rows together: rows b * Sq + i sharing one
-     * page list (paged_fast.c) */
+     * page list (cl_paged_fast.c) */
     ropeqk_tensor kv[2] = {*k, *v};
     kv[0].ne[2] = kv[1].ne[2] = Sk;
     const int64_t knb[3] = {ks, k->nb[1], k->nb[2]}, vnb[3] = {vs, v->nb[1], v->nb[2]};
@@ -117,20 +117,20 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
                             : rq_dense_meta(pl, Sk, q_off, k_off, qarr, X, Y, &meta);
     /* pass 1's CPU shape reads row groups: one row each here (every row has its own page list, an empty
      * one for a masked row, which the grouping by shared lists would take for its neighbour's) */
-    if (!st && (fast || rq_paged_cpu_shape(pl)) &&
+    if (!st && (fast || rq_cl_paged_cpu_shape(pl)) &&
         (st = fast ? rq_pfast_groups(pl, &meta, &fast) : rq_paged_meta_groups(&meta, 1)))
         free(meta.v);
     if (st == ROPEQK_ERR_TOO_LARGE)
         return ROPEQK_SUCCESS;
     if (st)
         return st;
-    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the commands using it (retire.c) */
+    rq_grave *grave = rq_cl_grave_new(); /* the metadata outlives the commands using it (cl_retire.c) */
     if (!grave) {
         free(meta.v);
         return ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     }
     cl_int err = CL_SUCCESS;
-    cl_mem mbuf = rq_paged_meta_upload(ctx, &meta, &err);
+    cl_mem mbuf = rq_cl_paged_meta_upload(ctx, &meta, &err);
     cl_event qcopy = NULL;
     if (!err && qarr)
         err = copy_qpos(pl, queue, m->q_pos, mbuf, meta.qpos_off, fast, num_wait, wait, &qcopy);
@@ -142,7 +142,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         return rq_cl_fail(ctx, err);
     }
     const int64_t Sq = pb->Sq, HD = pb->Hq * pb->D;
-    rq_paged_launch L = {
+    rq_cl_paged_launch L = {
         .fn = "ropeqk_opencl_plan_enqueue (dense decode)", .meta = mbuf, .lens_off = meta.lens_off,
         .qpos_off = meta.qpos_off, .kpos_off = meta.kpos_off, .pages_off = meta.pages_off, .n = B * pb->Sq,
         .max_pages = meta.max_pages, .page_size = P, .nbat = fast ? Sq : B, .fast = fast,
@@ -168,8 +168,8 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         L.ra.G = (rq_i32)pb->Hq, L.ra.panel = (rq_i32)Sq;
         L.ra.d_bh = Sq * HD, L.ra.d_panel = pb->D, L.ra.d_row = HD;
     }
-    st = rq_paged_run(pl, queue, &L, cp->krq, cp->kx[1], cp->kx[2], num_wait, wait, event);
-    /* once the commands using it have completed (retire.c): the last kernel's event, else the copy's */
+    st = rq_cl_paged_run(pl, queue, &L, cp->krq, cp->kx[1], cp->kx[2], num_wait, wait, event);
+    /* once the commands using it have completed (cl_retire.c): the last kernel's event, else the copy's */
     cl_event last = event && *event ? *event : qcopy;
     rq_cl_bury_mem(ctx, grave, mbuf, last ? 1 : 0, &last);
     if (qcopy)

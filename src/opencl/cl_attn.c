@@ -1,6 +1,6 @@
 /* Fused attention (ROPEQK_OP_ATTENTION) on OpenCL: the plan's kernel and the enqueue (rotate Q,
  * rotate K, then qk_attention_gpu_* (cl/attention_gpu.cl, GPU profile) or qk_attention_* reading V
- * from the caller's buffer; S never written). Calls with few query rows go to dense.c instead (the
+ * from the caller's buffer; S never written). Calls with few query rows go to cl_dense.c instead (the
  * paged decode's kernels, keys rotated as they are read) where it takes them. Shares the RoPE pass and the scratch pool with the
  * scores path; both kernels read the same scratch layouts (Qr [bk][M][D], Kt [bk][D][ldk]). */
 #include "ocl.h"
@@ -59,7 +59,7 @@ ropeqk_status rq_attn_plan_init(ropeqk_plan *pl, cl_program prog)
     const rq_tuning *tn = &pl->ctx->tune;
     /* qk_attention_*'s column block of V (cl/attention.cl): larger Dv runs several */
     rq_clp(pl)->acb = tn->profile == ROPEQK_PROFILE_CPU ? RQ_ADVMAX : RQ_ADVMAX_GPU;
-    /* the GPU attention kernel where the context built it (-DRQ_GA_BM, src/opencl/tune.c) and the
+    /* the GPU attention kernel where the context built it (-DRQ_GA_BM, src/opencl/cl_tune.c) and the
      * compiled kernel runs its work-group with its local memory, else qk_attention_* */
     if (tn->attn_tile > 0) {
         ropeqk_status st;
@@ -100,14 +100,14 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     ropeqk_ctx *ctx = pl->ctx;
     const rq_problem *pb = &pl->pb;
     const rq_tuning *tn = &ctx->tune;
-    /* few query rows: the paged decode's kernels on the dense K and V, no K pre-pass (dense.c); a call
-     * on fewer rows than the plan's (a paged plan's chunk, paged_chunk.c) takes the kernel below */
+    /* few query rows: the paged decode's kernels on the dense K and V, no K pre-pass (cl_dense.c); a call
+     * on fewer rows than the plan's (a paged plan's chunk, cl_paged_chunk.c) takes the kernel below */
     bool taken = false;
     ropeqk_status dst = Sq == pb->Sq ? rq_dense_enqueue(pl, queue, m, Sk, q_off, k_off, num_wait, wait, event, &taken)
                                      : ROPEQK_SUCCESS;
     if (dst || taken)
         return dst;
-    /* Sq: the plan's rows, or fewer (a paged plan's chunk of one sequence, src/opencl/paged_chunk.c) */
+    /* Sq: the plan's rows, or fewer (a paged plan's chunk of one sequence, src/opencl/cl_paged_chunk.c) */
     int64_t rows = attn_pass_rows(ctx, pb, Sq), M = pb->G * rows;
     size_t avk = (size_t)tn->avk, atq = (size_t)tn->atq, sk_pad = rq_kt_stride((size_t)Sk, avk);
     size_t qr_n, kt_n, tmp;

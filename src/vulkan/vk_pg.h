@@ -1,7 +1,10 @@
-/* The Vulkan paged plan's parts shared by its files: vk_paged.c (plan, decode), vk_paged_append.c
- * (the append), vk_paged_chunk.c (prefill chunks through the companion attention plan). */
-#ifndef ROPEQK_VK_PAGED_H
-#define ROPEQK_VK_PAGED_H
+/* The Vulkan paged plan's internals (rq_vk_paged, rq_vkpg_*, rq_vkpf_*), shared by its files:
+ * vk_paged.c (plan, decode), vk_paged_append.c (the append), vk_paged_chunk.c (prefill chunks
+ * through the companion attention plan), vk_paged_run.c (the run the paged and dense decodes
+ * record), vk_paged_fast.c (the fast pass 1), vk_dense.c. Named after none of them, as vk.h is:
+ * every one of them stands on it. */
+#ifndef ROPEQK_VK_PG_H
+#define ROPEQK_VK_PG_H
 
 #include "vk.h"
 
@@ -79,7 +82,7 @@ bool rq_vkpf_call_ok(const ropeqk_plan *pl, VkDeviceSize k_off, const uint32_t k
 ropeqk_status rq_vkpf_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm);
 ropeqk_status rq_vkpf_prepare(ropeqk_plan *pl, const rq_vkpg_launch *L, const rq_paged_meta *meta, rq_vkpf_run *r);
 
-/* The shared part of a decode plan's creation (vk_paged.c): the split shape, the loop budget, pass 1
+/* vk_paged_run.c: the shared part of a decode plan's creation: the split shape, the loop budget, pass 1
  * and the combine's pipelines, the split scratch and a metadata buffer of meta_ints (and the fast
  * pass 1's row groups), for up to max_seqs sequences of up to maxp pages of ps keys; the fast pass 1
  * (rq_vkpf_setup, from vfreq4). fn names the caller in messages. */
@@ -90,6 +93,8 @@ ropeqk_status rq_vkpg_setup(ropeqk_plan *pl, struct rq_vk_paged *pg, int64_t ps,
 ropeqk_status rq_vkpg_record_run(ropeqk_plan *pl, VkCommandBuffer cmd, const rq_vkpg_launch *L,
                                  const rq_paged_meta *meta, const char *fn);
 
+/* ROPEQK_ERR_TOO_LARGE with the message "fn: what of bytes exceeds this device's limit (lim)". */
+ropeqk_status rq_vkpg_too_large(const char *fn, const char *what, uint64_t bytes, uint64_t lim);
 /* ropeqk_vulkan_paged_*'s plan check: a plan of a Vulkan context. */
 ropeqk_status rq_vkpg_plan_ok(const ropeqk_plan *pl, const char *fn);
 /* The leading barrier, the batch's metadata into the plan's buffer, and the barrier to the shaders. */

@@ -1,5 +1,5 @@
 /* The tuner's two crossover families on OpenCL (backend.h's tune_measure; src/core/tune.c drives
- * them, src/opencl/tune.c lists the candidates). Both knobs are decided on the host per call, so a
+ * them, src/opencl/cl_tune.c lists the candidates). Both knobs are decided on the host per call, so a
  * candidate changes which path each call takes, never a kernel:
  *   chunk (chunk_rows): checked on a small ragged paged batch with one sequence at the threshold
  *     (chunk path) and one a row short of it (decode kernels) against fp64 per sequence; timed on a
