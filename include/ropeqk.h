@@ -397,7 +397,7 @@ typedef struct {
 } ropeqk_tuning;
 
 /*
- * The knobs as keys and values (issue 27): each backend publishes a table of the knobs its kernels
+ * The knobs as keys and values: each backend publishes a table of the knobs its kernels
  * and host read. `backend` is a backend's name or device-spec prefix, either case ("opencl",
  * "OpenCL", "vulkan"; ropeqk_ctx_backend_error gives a context's); a backend not in this build has
  * count -1 and get_info ROPEQK_ERR_BAD_PARAM. Knobs two backends read (chunk_rows, dense_rows,
