@@ -1,21 +1,21 @@
 /* `ropeqk-bench --vulkan`: one plan description per shape, made into a plan on the OpenCL context
  * and one on a Vulkan context ("vulkan", or $ROPEQK_DEVICE when it names a Vulkan device), run on
- * device-resident buffers holding the same inputs, in one process. Both backends go through the
- * support library's device buffers and runs (support/devbuf.h), the same calls for each:
- *   opencl   rqs_plan_run / rqs_paged_run on the context's queue: ropeqk_opencl_plan_enqueue /
- *            _paged_enqueue, then a wait for the returned event;
- *   vulkan   the same calls on a stream (command pool and fence) of the bench's: per run a command
- *            buffer is allocated, recorded (plan record + the caller's barrier), submitted and waited
- *            for with the fence; buffers are RQS_DEVBUF_DEVICE_LOCAL (filled and read back through
- *            a staging buffer). Recording per run costs ~1 us of host time on lavapipe (measured:
- *            allocate + record + end + free of the decode plan's command buffer; a 4-byte copy's
+ * device-resident buffers holding the same inputs, in one process. Both backends go through
+ * ropeqk.h's run API on device-local buffers (ropeqk_buffer_create without
+ * ROPEQK_BUFFER_HOST_VISIBLE: filled and read back through a staging buffer), the same calls for each
+ * (support/runwait.h: ropeqk_plan_run / ropeqk_paged_run on the context's queue, then a wait for the
+ * returned event):
+ *   opencl   the OpenCL context's command queue;
+ *   vulkan   the library's own command buffers, recorded per run and submitted to the context's
+ *            queue. Recording per run costs ~1 us of host time on lavapipe (measured: allocate +
+ *            record + end + free of the decode plan's command buffer; a 4-byte copy's
  *            submit-and-wait took 13.6 us recorded per run against 12.9 us recorded once), far
- *            below the runs' noise, so no command buffer is kept across runs (rec_ms is "-");
+ *            below the runs' noise (rec_ms is "-");
  *            plan creation (Vulkan: pipeline creation on the first shape) and the first call are
  *            reported apart;
  *   cblas    the existing host baseline (host RoPE + OpenBLAS, attention: + host softmax), on the
  *            scores and attention shapes;
- *   *-copy   rqs_copy_run over K (paged: K and V): clEnqueueCopyBuffer / vkCmdCopyBuffer, each
+ *   *-copy   ropeqk_buffer_copy over K (paged: K and V): clEnqueueCopyBuffer / vkCmdCopyBuffer, each
  *            backend's own bandwidth yardstick, on the decode shapes.
  * Before timing, both backends' outputs (initialised to NaN) are read back and compared: a
  * max |vulkan - opencl| above TOL leaves the shape untimed and the exit status 3, so a broken backend
@@ -29,7 +29,7 @@
 #include "attn_impl.h"
 #include "clock.h"
 #include "cpu.h"
-#include "devbuf.h"
+#include "runwait.h"
 #include "scores_impl.h"
 #include "values.h"
 
@@ -74,27 +74,25 @@ typedef struct {
     ropeqk_paged_batch batch;
     /* per backend (B_CL, B_VK): */
     ropeqk_plan *plan[2];
-    rqs_devbuf *buf[2][4]; /* Q, K, V (NULL for scores), out */
-    rqs_devbuf *dst[2][2]; /* the copy yardsticks' destinations */
+    ropeqk_buffer *buf[2][4]; /* Q, K, V (NULL for scores), out */
+    ropeqk_buffer *dst[2][2]; /* the copy yardsticks' destinations */
     int ncopy;
     bool has[V_N];
     double plan_ms[2], first_ms[2];
 } vstate;
 
 enum { B_CL, B_VK };
-/* The backends' contexts and streams (OpenCL: NULL, the context's queue; Vulkan: the bench's pool
- * and fence). */
+/* The backends' contexts (each runs on its own queue). */
 typedef struct {
     ropeqk_ctx *ctx[2];
-    rqs_stream *stream[2];
 } vbackends;
 
-/* A failed call's message: the library's, and devbuf's for a backend call of its own. */
+/* A failed call's message (RQS_ERR_STRAY_EVENT: a refused run handed back an event). */
 static void print_fail(const char *shape, const char *what, int err)
 {
-    printf("%-28s %s failed: %d (%s) %s%s%s\n", shape, what, err, ropeqk_status_string(err), ropeqk_last_error(),
-           err == ROPEQK_ERR_BACKEND || err == RQS_ERR_STRAY_EVENT ? "; " : "",
-           err == ROPEQK_ERR_BACKEND || err == RQS_ERR_STRAY_EVENT ? rqs_devbuf_error() : "");
+    printf("%-28s %s failed: %d (%s) %s\n", shape, what, err,
+           err == RQS_ERR_STRAY_EVENT ? "a refused run handed back an event" : ropeqk_status_string(err),
+           ropeqk_last_error());
 }
 
 static double t_ms(void) { return rqs_now() * 1e3; }
@@ -181,30 +179,30 @@ static double copy_bytes(const vstate *v)
     return 2.0 * (double)(v->bytes[1] + (v->ncopy > 1 ? v->bytes[2] : 0));
 }
 
-static int run_impl(benv *e, const vbackends *bk, vstate *v, int i)
+static int run_impl(benv *e, vstate *v, int i)
 {
     int b = i == V_CL || i == V_CLCOPY ? B_CL : B_VK;
     switch (i) {
     case V_CL:
     case V_VK:
         if (v->s->kind == K_PAGED) {
-            rqs_paged_args a = {.q = rqs_whole(v->buf[b][0]), .k_cache = rqs_whole(v->buf[b][1]),
-                                .v_cache = rqs_whole(v->buf[b][2]), .out = rqs_whole(v->buf[b][3])};
-            return rqs_paged_run(bk->ctx[b], bk->stream[b], v->plan[b], &a, &v->batch);
+            ropeqk_paged_args a = {.q = {v->buf[b][0], 0}, .k_cache = {v->buf[b][1], 0},
+                                   .v_cache = {v->buf[b][2], 0}, .out = {v->buf[b][3], 0}};
+            return rqs_paged_run_wait(v->plan[b], &a, &v->batch);
         } else {
-            rqs_args a = {.q = rqs_whole(v->buf[b][0]), .k = rqs_whole(v->buf[b][1]), .out = rqs_whole(v->buf[b][3])};
+            ropeqk_args a = {.q = {v->buf[b][0], 0}, .k = {v->buf[b][1], 0}, .out = {v->buf[b][3], 0}};
             if (v->buf[b][2])
-                a.v = rqs_whole(v->buf[b][2]);
-            return rqs_plan_run(bk->ctx[b], bk->stream[b], v->plan[b], &a, NULL);
+                a.v = (ropeqk_mem){v->buf[b][2], 0};
+            return rqs_plan_run_wait(v->plan[b], &a, NULL);
         }
     case V_CBLAS:
         return v->s->kind == K_ATTN ? aimpl_run(e, &v->ac, IMPL_CBLAS) : bimpl_run(e, &v->bc, IMPL_CBLAS);
     case V_CLCOPY:
     case V_VKCOPY: {
-        rqs_copy c[2];
+        ropeqk_copy c[2];
         for (int j = 0; j < v->ncopy; j++)
-            c[j] = (rqs_copy){v->dst[b][j], 0, v->buf[b][1 + j], 0, v->bytes[1 + j]};
-        return rqs_copy_run(bk->ctx[b], bk->stream[b], c, (size_t)v->ncopy);
+            c[j] = (ropeqk_copy){v->dst[b][j], 0, v->buf[b][1 + j], 0, v->bytes[1 + j]};
+        return rqs_copy_wait(c, (uint32_t)v->ncopy);
     }
     }
     return -1;
@@ -214,20 +212,19 @@ static int run_impl(benv *e, const vbackends *bk, vstate *v, int i)
 static int setup(benv *e, const vbackends *bk, vstate *v, int b)
 {
     double t0 = t_ms();
-    int err = rqs_plan_create(bk->ctx[b], &v->d, &v->plan[b]);
+    int err = ropeqk_plan_create(bk->ctx[b], &v->d, &v->plan[b]);
     if (err)
         return err;
     v->plan_ms[b] = t_ms() - t0;
     for (int j = 0; j < 4 && !err; j++) /* out (j = 3) starts as NaN */
         if (j == 3 || v->host[j])
-            err = rqs_devbuf_create_ex(bk->ctx[b], v->bytes[j], j < 3 ? v->host[j] : NULL, RQS_DEVBUF_DEVICE_LOCAL,
-                                       &v->buf[b][j]);
+            err = rqs_buffer_make(bk->ctx[b], v->bytes[j], j < 3 ? v->host[j] : NULL, 0, &v->buf[b][j]);
     for (int j = 0; j < v->ncopy && !err; j++)
-        err = rqs_devbuf_create_ex(bk->ctx[b], v->bytes[1 + j], NULL, RQS_DEVBUF_DEVICE_LOCAL, &v->dst[b][j]);
+        err = rqs_buffer_make(bk->ctx[b], v->bytes[1 + j], NULL, 0, &v->dst[b][j]);
     if (err)
         return err;
     t0 = t_ms();
-    if ((err = run_impl(e, bk, v, b == B_CL ? V_CL : V_VK)))
+    if ((err = run_impl(e, v, b == B_CL ? V_CL : V_VK)))
         return err;
     v->first_ms[b] = t_ms() - t0;
     v->has[b == B_CL ? V_CL : V_VK] = true;
@@ -239,9 +236,9 @@ static void state_free(vstate *v)
 {
     for (int b = 0; b < 2; b++) {
         for (int j = 0; j < 4; j++)
-            rqs_devbuf_free(v->buf[b][j]);
+            ropeqk_buffer_destroy(v->buf[b][j]);
         for (int j = 0; j < 2; j++)
-            rqs_devbuf_free(v->dst[b][j]);
+            ropeqk_buffer_destroy(v->dst[b][j]);
         ropeqk_plan_destroy(v->plan[b]);
     }
     if (v->s && v->s->kind == K_SCORES)
@@ -276,13 +273,13 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
     bool have_cl = e->rq != NULL, bad = false, failed = false; /* exit 3, exit 1 */
     char tag[V_N][32] = {"", "", "host", "", ""}, cl_why[256];
     snprintf(cl_why, sizeof cl_why, "%s", ropeqk_last_error()); /* before Vulkan's failures replace it */
-    vbackends bk = {{e->rq, NULL}, {NULL, NULL}};
+    vbackends bk = {{e->rq, NULL}};
     double t0 = t_ms(), vk_ctx_ms, vk_warm_ms = NAN;
     ropeqk_ctx_params cp = {.device = vk_spec};
     int st = ropeqk_ctx_create(&cp, &bk.ctx[B_VK]);
     vk_ctx_ms = t_ms() - t0;
     const char *vk_why = NULL; /* the failure's message, when not the library's */
-    if (!st && rqs_ctx_backend(bk.ctx[B_VK]) != RQS_BACKEND_VULKAN) {
+    if (!st && ropeqk_ctx_backend(bk.ctx[B_VK]) != ROPEQK_BACKEND_VULKAN) {
         st = ROPEQK_ERR_NO_DEVICE;
         vk_why = "not a Vulkan context";
     }
@@ -291,8 +288,6 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
         st = ropeqk_ctx_warmup(bk.ctx[B_VK]); /* the common pipelines, as main's OpenCL warm-up builds the program */
         vk_warm_ms = t_ms() - t0;
     }
-    if (!st && (st = rqs_stream_create(bk.ctx[B_VK], &bk.stream[B_VK])))
-        vk_why = rqs_devbuf_error();
     bool have_vk = st == 0;
     printf("ropeqk-bench --vulkan: the same plan on both backends, device-resident buffers; median of %d runs after "
            "%d warm-ups, in rounds; wall time = enqueue/submit .. clFinish/fence\n", runs, warmup);
@@ -306,7 +301,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
     }
     if (have_vk) {
         printf("vulkan: %s (context: %.0f ms, pipelines: %.0f ms); device-local buffers; each run records, "
-               "submits and waits (support/devbuf)\n", ropeqk_ctx_device_description(bk.ctx[B_VK]), vk_ctx_ms,
+               "submits and waits (ropeqk_plan_run + ropeqk_event_wait)\n", ropeqk_ctx_device_description(bk.ctx[B_VK]), vk_ctx_ms,
                vk_warm_ms);
         printf("  config: %s\n  options: %s\n", ropeqk_ctx_config_source(bk.ctx[B_VK]),
                ropeqk_ctx_build_options(bk.ctx[B_VK]));
@@ -352,7 +347,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
             break;
         }
         for (int b = B_CL; b <= B_VK; b++) /* V_CL == B_CL, V_VK == B_VK */
-            if (v.has[b] && (err = rqs_devbuf_read(v.buf[b][3], out[b]))) {
+            if (v.has[b] && (err = ropeqk_buffer_read(v.buf[b][3], 0, out[b], n * 4))) {
                 print_fail(s->name, b == B_CL ? "opencl read-back" : "vulkan read-back", err);
                 v.has[b] = false;
                 failed = true;
@@ -363,7 +358,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
             bad = true;
         }
         if (v.has[V_CBLAS] && (v.has[V_CL] || v.has[V_VK])) {
-            if (run_impl(e, &bk, &v, V_CBLAS) || (s->kind == K_ATTN ? aimpl_fetch(e, &v.ac, IMPL_CBLAS, out[2])
+            if (run_impl(e, &v, V_CBLAS) || (s->kind == K_ATTN ? aimpl_fetch(e, &v.ac, IMPL_CBLAS, out[2])
                                                                      : bimpl_fetch(e, &v.bc, IMPL_CBLAS, out[2])))
                 v.has[V_CBLAS] = false;
             else
@@ -377,7 +372,7 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
                 if (!v.has[i])
                     continue;
                 t0 = t_ms();
-                if ((err = run_impl(e, &bk, &v, i))) {
+                if ((err = run_impl(e, &v, i))) {
                     print_fail(s->name, vname[i], err);
                     v.has[i] = false;
                     failed = true;
@@ -431,11 +426,10 @@ int bench_vulkan(benv *e, const char *vk_spec, int runs, int warmup, const char 
         state_free(&v);
     }
     if (have_vk) {
-        char msg[256] = "";
-        if (rqs_validation_messages(msg, sizeof msg))
-            printf("Vulkan validation messages; the first: %s\n", msg);
+        ropeqk_diagnostics d;
+        if (!ropeqk_ctx_diagnostics(NULL, &d) && d.messages)
+            printf("Vulkan validation messages: %u; the first: %s\n", d.messages, d.first);
     }
-    rqs_stream_destroy(bk.stream[B_VK]);
     ropeqk_ctx_destroy(bk.ctx[B_VK]);
     return failed ? 1 : bad ? 3 : 0;
 }

@@ -5,8 +5,8 @@
  *   simt                  the same plans on a context with vk_coopmat -1 (today's f32 shaders)
  * on the shapes of issue 26 (GPU: attention f16 causal B 1 H 32 S 4096 D 128 with f32 O, scores f16
  * B 1 H 32 S 2048 D 128; a CPU device gets small ones, its emulated path only with
- * ROPEQK_VK_COOPMAT=1, which the simt context does not see). Device buffers through the support
- * library (a command buffer per run, submit, fence wait). Before timing each output is read back and
+ * ROPEQK_VK_COOPMAT=1, which the simt context does not see). Device-local buffers, each run
+ * ropeqk_plan_run and a wait for its event. Before timing each output is read back and
  * compared with simt's (attention: max |O - O_simt| over max |V|; scores: max |S - S_simt| over
  * max |S_simt|): above 5e-5 (accurate) or 5e-3 (fast) the shape is reported and not timed, exit 3.
  * Timing: warm-ups, then rounds of one run of each impl; medians. TFLOP/s count 4 H S^2 D / 2
@@ -14,10 +14,11 @@
 #include "vk_cm_bench.h"
 
 #include "clock.h"
-#include "devbuf.h"
+#include "runwait.h"
 #include "values.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ static ropeqk_ctx *open_ctx(const char *spec, int mode)
 }
 
 /* One shape: plans, buffers, the check, the timed rounds. 0 ok, 3 disagreement, 1 error. */
-static int one_shape(ropeqk_ctx *ctx[2], rqs_stream *str[2], const tshape *s, int runs, int warmup, FILE *csv)
+static int one_shape(ropeqk_ctx *ctx[2], const tshape *s, int runs, int warmup, FILE *csv)
 {
     ropeqk_plan_desc d = {.op = s->attn ? ROPEQK_OP_ATTENTION : ROPEQK_OP_SCORES};
     ropeqk_default_params(&d.params);
@@ -72,15 +73,14 @@ static int one_shape(ropeqk_ctx *ctx[2], rqs_stream *str[2], const tshape *s, in
         h[i] = malloc(n * 2);
         bench_fill(&rng, f, h[i], n);
     }
-    rqs_devbuf *buf[2][4] = {{NULL}};
+    ropeqk_buffer *buf[2][4] = {{NULL}};
     ropeqk_plan *pl[I_N] = {NULL};
     int rc = 0;
     ropeqk_status st = ROPEQK_SUCCESS;
     for (int b = 0; b < 2 && !st; b++)
         for (int i = 0; i < 4 && !st; i++)
             if (i != 2 || s->attn)
-                st = rqs_devbuf_create_ex(ctx[b], i == 3 ? no * 4 : n * 2, i == 3 ? NULL : h[i], RQS_DEVBUF_DEVICE_LOCAL,
-                                          &buf[b][i]);
+                st = rqs_buffer_make(ctx[b], i == 3 ? no * 4 : n * 2, i == 3 ? NULL : h[i], 0, &buf[b][i]);
     for (int i = 0; i < I_N && !st; i++) {
         ropeqk_plan_desc di = d;
         di.params.math = i == I_FAST ? ROPEQK_MATH_FAST : ROPEQK_MATH_ACCURATE;
@@ -90,18 +90,18 @@ static int one_shape(ropeqk_ctx *ctx[2], rqs_stream *str[2], const tshape *s, in
     int nt = runs < 64 ? runs : 64;
     for (int i = 0; i < I_N && !st; i++) { /* the check run */
         int b = i == I_SIMT;
-        rqs_args a = {.q = rqs_whole(buf[b][0]), .k = rqs_whole(buf[b][1]), .out = rqs_whole(buf[b][3])};
+        ropeqk_args a = {.q = {buf[b][0], 0}, .k = {buf[b][1], 0}, .out = {buf[b][3], 0}};
         if (s->attn)
-            a.v = rqs_whole(buf[b][2]);
+            a.v = (ropeqk_mem){buf[b][2], 0};
         if (!(out[i] = malloc(no * 4)))
             st = ROPEQK_ERR_OUT_OF_HOST_MEMORY;
         if (!st)
-            st = rqs_plan_run(ctx[b], str[b], pl[i], &a, NULL);
+            st = rqs_plan_run_wait(pl[i], &a, NULL);
         if (!st)
-            st = rqs_devbuf_read(buf[b][3], out[i]);
+            st = ropeqk_buffer_read(buf[b][3], 0, out[i], no * 4);
     }
     if (st) {
-        printf("%-34s failed: %s (%s; %s)\n", s->name, ropeqk_status_string(st), ropeqk_last_error(), rqs_devbuf_error());
+        printf("%-34s failed: %s (%s)\n", s->name, ropeqk_status_string(st), ropeqk_last_error());
         rc = 1;
         goto done;
     }
@@ -125,11 +125,11 @@ static int one_shape(ropeqk_ctx *ctx[2], rqs_stream *str[2], const tshape *s, in
     for (int r = -warmup; r < nt; r++)
         for (int i = 0; i < I_N; i++) {
             int b = i == I_SIMT;
-            rqs_args a = {.q = rqs_whole(buf[b][0]), .k = rqs_whole(buf[b][1]), .out = rqs_whole(buf[b][3])};
+            ropeqk_args a = {.q = {buf[b][0], 0}, .k = {buf[b][1], 0}, .out = {buf[b][3], 0}};
             if (s->attn)
-                a.v = rqs_whole(buf[b][2]);
+                a.v = (ropeqk_mem){buf[b][2], 0};
             double t0 = rqs_now();
-            if ((st = rqs_plan_run(ctx[b], str[b], pl[i], &a, NULL))) {
+            if ((st = rqs_plan_run_wait(pl[i], &a, NULL))) {
                 printf("%-34s %s failed: %s (%s)\n", s->name, iname[i], ropeqk_status_string(st), ropeqk_last_error());
                 rc = 1;
                 goto done;
@@ -156,7 +156,7 @@ done:
     }
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < 4; i++)
-            rqs_devbuf_free(buf[b][i]);
+            ropeqk_buffer_destroy(buf[b][i]);
     for (int i = 0; i < 3; i++)
         free(h[i]);
     free(f);
@@ -175,9 +175,8 @@ int bench_tensor_cores(const char *vk_spec, int runs, int warmup, const char *sh
     ctx[1] = open_ctx(vk_spec, -1);
     if (env)
         setenv("ROPEQK_VK_COOPMAT", saved, 1);
-    rqs_stream *str[2] = {NULL, NULL};
     int rc = 0;
-    if (!ctx[0] || !ctx[1] || rqs_stream_create(ctx[0], &str[0]) || rqs_stream_create(ctx[1], &str[1])) {
+    if (!ctx[0] || !ctx[1]) {
         rc = 1;
         goto done;
     }
@@ -192,12 +191,10 @@ int bench_tensor_cores(const char *vk_spec, int runs, int warmup, const char *sh
     for (int i = 0; i < 2; i++) {
         if (shape_filter && !strstr(sh[i].name, shape_filter))
             continue;
-        int r = one_shape(ctx, str, &sh[i], runs, warmup, csv);
+        int r = one_shape(ctx, &sh[i], runs, warmup, csv);
         rc = r > rc ? r : rc;
     }
 done:
-    rqs_stream_destroy(str[0]);
-    rqs_stream_destroy(str[1]);
     ropeqk_ctx_destroy(ctx[0]);
     ropeqk_ctx_destroy(ctx[1]);
     return rc;

@@ -1,12 +1,12 @@
 /* `ropeqk-bench --vulkan --dense-decode [LEN]`: the Vulkan twin of --dense-decode (dense_decode.c):
  * dense attention decode (ROPEQK_OP_ATTENTION, B 1, Hq 32, Hkv 8, D = Dv = 128, f16 Q/K/V, f32 out,
  * causal, the query rows at the last positions) over LEN keys (default 32768), three ways in the same
- * rounds on the same values, device-local buffers, each call recorded, submitted and waited for
- * (the support library's runs):
+ * rounds on the same values, device-local buffers, each call run and waited for (ropeqk_plan_run /
+ * ropeqk_paged_run and the event's wait):
  *   - dense: few-row calls through the paged decode's shaders on the dense K and V
  *     (src/vulkan/vk_dense.c: keys rotated as they are read), on a context with dense_rows 16 (the
  *     shared default; a Vulkan CPU device's own is 2, from these figures);
- *   - dense-old: the same plan on a second context over the same device with dense_rows off (the
+ *   - dense-old: the same plan on a second context on the same device spec with dense_rows off (the
  *     tuning's -1, ROPEQK_DENSE_DECODE=0: all of K rotated into f32 scratch, then attention.comp);
  *   - paged: ROPEQK_OP_PAGED_DECODE over a cache of the same values in pages of 16 in order, the
  *     query rows one sequence's (q_indptr).
@@ -19,10 +19,8 @@
 
 #include "clock.h"
 #include "cpu.h"
-#include "devbuf.h"
+#include "runwait.h"
 #include "values.h"
-
-#include "ropeqk_vulkan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,20 +30,17 @@ enum { HQ = 32, HKV = 8, D = 128, PS = 16, RUNS = 5, WARMUP = 1, NIMPL = 3 };
 
 typedef struct {
     ropeqk_ctx *ctx[2]; /* default, ROPEQK_DENSE_DECODE=0 */
-    rqs_stream *st[2];
-    rqs_devbuf *q[2], *kd[2], *vd[2], *kp, *vp, *out[NIMPL]; /* q, kd, vd: a copy per context (device) */
+    ropeqk_buffer *q[2], *kd[2], *vd[2], *kp, *vp, *out[NIMPL]; /* q, kd, vd: a copy per context (device) */
 } venv;
 
 static int run_impl(venv *v, int i, ropeqk_plan *const pl[NIMPL], const ropeqk_paged_batch *batch)
 {
     if (i < 2) {
-        rqs_args a = {.q = rqs_whole(v->q[i]), .k = rqs_whole(v->kd[i]), .v = rqs_whole(v->vd[i]),
-                      .out = rqs_whole(v->out[i])};
-        return rqs_plan_run(v->ctx[i], v->st[i], pl[i], &a, NULL);
+        ropeqk_args a = {.q = {v->q[i], 0}, .k = {v->kd[i], 0}, .v = {v->vd[i], 0}, .out = {v->out[i], 0}};
+        return rqs_plan_run_wait(pl[i], &a, NULL);
     }
-    rqs_paged_args pa = {.q = rqs_whole(v->q[0]), .k_cache = rqs_whole(v->kp), .v_cache = rqs_whole(v->vp),
-                         .out = rqs_whole(v->out[2])};
-    return rqs_paged_run(v->ctx[0], v->st[0], pl[2], &pa, batch);
+    ropeqk_paged_args pa = {.q = {v->q[0], 0}, .k_cache = {v->kp, 0}, .v_cache = {v->vp, 0}, .out = {v->out[2], 0}};
+    return rqs_paged_run_wait(pl[2], &pa, batch);
 }
 
 static int one_shape(venv *v, int64_t len, int64_t Sq)
@@ -72,9 +67,9 @@ static int one_shape(venv *v, int64_t len, int64_t Sq)
     int32_t ind[2] = {0, (int32_t)Sq};
     int err = !out[0] || !out[1] || !out[2] || !table ? ROPEQK_ERR_OUT_OF_HOST_MEMORY : 0;
     for (int i = 0; i < 2 && !err; i++)
-        err = rqs_plan_create(v->ctx[i], &d, &pl[i]);
+        err = ropeqk_plan_create(v->ctx[i], &d, &pl[i]);
     if (!err)
-        err = rqs_plan_create(v->ctx[0], &p, &pl[2]);
+        err = ropeqk_plan_create(v->ctx[0], &p, &pl[2]);
     if (err) {
         fprintf(stderr, "vulkan dense decode plans: %s: %s\n", ropeqk_status_string(err), ropeqk_last_error());
         goto done;
@@ -84,10 +79,10 @@ static int one_shape(venv *v, int64_t len, int64_t Sq)
     ropeqk_paged_batch batch = {.n_seqs = 1, .page_table = table, .seq_lens = &slen, .q_pos = &qpos, .q_indptr = ind};
     for (int i = 0; i < NIMPL && !err; i++)
         if (!(err = run_impl(v, i, pl, &batch)))
-            err = rqs_devbuf_read_part(v->out[i], 0, on * 4, out[i]); /* the buffers hold 16 rows */
+            err = ropeqk_buffer_read(v->out[i], 0, out[i], on * 4); /* the buffers hold 16 rows */
     if (err) {
-        fprintf(stderr, "vulkan dense decode Sq %lld: %s: %s %s\n", (long long)Sq, ropeqk_status_string(err),
-                ropeqk_last_error(), rqs_devbuf_error());
+        fprintf(stderr, "vulkan dense decode Sq %lld: %s: %s\n", (long long)Sq, ropeqk_status_string(err),
+                ropeqk_last_error());
         goto done;
     }
     double d01 = bench_max_abs_diff(out[0], out[1], on), d02 = bench_max_abs_diff(out[0], out[2], on);
@@ -125,11 +120,11 @@ done:
     return err;
 }
 
-static rqs_devbuf *mk(ropeqk_ctx *ctx, size_t bytes, const void *init, int *err)
+static ropeqk_buffer *mk(ropeqk_ctx *ctx, size_t bytes, const void *init, int *err)
 {
-    rqs_devbuf *b = NULL;
+    ropeqk_buffer *b = NULL;
     if (!*err)
-        *err = rqs_devbuf_create_ex(ctx, bytes, init, RQS_DEVBUF_DEVICE_LOCAL, &b);
+        *err = rqs_buffer_make(ctx, bytes, init, 0, &b);
     return b;
 }
 
@@ -151,32 +146,23 @@ int bench_vk_dense_decode(const char *vk_spec, long long len_in)
     ropeqk_ctx_params cp = {.device = vk_spec, .tuning = {.dense_rows = 16}};
     int err = 0;
     for (int i = 0; i < 2 && !err; i++) {
-        if (i == 0) {
-            err = ropeqk_ctx_create(&cp, &v.ctx[0]);
-        } else { /* the same device, borrowed (a second lavapipe device would compile beside the first), with
-                  * the dense decode off (dense_rows -1: ROPEQK_DENSE_DECODE=0) */
-            ropeqk_vulkan_ctx_params vp = {.instance = ropeqk_vulkan_instance(v.ctx[0]),
-                                           .physical_device = ropeqk_vulkan_physical_device(v.ctx[0]),
-                                           .device = ropeqk_vulkan_device(v.ctx[0])};
-            vp.queue = ropeqk_vulkan_queue(v.ctx[0], &vp.queue_family);
-            vp.tuning.dense_rows = -1;
-            err = ropeqk_vulkan_ctx_create(&vp, &v.ctx[1]);
-        }
-        if (!err && rqs_ctx_backend(v.ctx[i]) != RQS_BACKEND_VULKAN)
+        /* the second: the same device spec with the dense decode off (dense_rows -1: ROPEQK_DENSE_DECODE=0);
+         * a device of its own (its pipelines compile beside the first's: setup time, not timed) */
+        if (i == 1)
+            cp.tuning.dense_rows = -1;
+        err = ropeqk_ctx_create(&cp, &v.ctx[i]);
+        if (!err && ropeqk_ctx_backend(v.ctx[i]) != ROPEQK_BACKEND_VULKAN)
             err = ROPEQK_ERR_NO_DEVICE;
-        if (!err)
-            err = rqs_stream_create(v.ctx[i], &v.st[i]);
     }
     if (err) {
-        fprintf(stderr, "ropeqk-bench --vulkan --dense-decode: no Vulkan context (%s %s)\n", ropeqk_last_error(),
-                rqs_devbuf_error());
+        fprintf(stderr, "ropeqk-bench --vulkan --dense-decode: no Vulkan context (%s)\n", ropeqk_last_error());
         goto done;
     }
     bench_print_cpu();
     printf("vulkan dense attention decode on %s: B 1, Hq %d, Hkv %d, D = Dv = %d, f16 Q/K/V, f32 out, causal, %lld "
            "keys; dense (dense_rows 16), dense-old (ROPEQK_DENSE_DECODE=0: K rotated into scratch first), paged decode over "
-           "the same values in pages of %d in order; medians of %d interleaved rounds after %d warm-up (record + "
-           "submit + fence wait)\n",
+           "the same values in pages of %d in order; medians of %d interleaved rounds after %d warm-up (run + "
+           "event wait)\n",
            ropeqk_ctx_device_description(v.ctx[0]), HQ, HKV, D, (long long)len, PS, RUNS, WARMUP);
     size_t n = (size_t)(HKV * len * D), qn = (size_t)(16 * HQ * D);
     float *f = malloc(n * sizeof *f);
@@ -191,7 +177,7 @@ int bench_vk_dense_decode(const char *vk_spec, long long len_in)
         to_pages(kh, kpg, len);
         to_pages(vh, vpg, len);
     }
-    /* the dense inputs once per context (each its own stream and buffers), the same values */
+    /* the dense inputs once per context (each its own buffers), the same values */
     for (int i = 0; i < 2; i++) {
         v.q[i] = mk(v.ctx[i], qn * 2, qh, &err);
         v.kd[i] = mk(v.ctx[i], n * 2, kh, &err);
@@ -201,7 +187,7 @@ int bench_vk_dense_decode(const char *vk_spec, long long len_in)
     v.vp = mk(v.ctx[0], n * 2, vpg, &err);
     for (int i = 0; i < NIMPL; i++) /* host-visible: read back for the comparison */
         if (!err)
-            err = rqs_devbuf_create(v.ctx[i == 1], qn * 4, NULL, false, &v.out[i]);
+            err = rqs_buffer_make(v.ctx[i == 1], qn * 4, NULL, ROPEQK_BUFFER_HOST_VISIBLE, &v.out[i]);
     free(f), free(kh), free(vh), free(kpg), free(vpg), free(qh);
     static const int64_t rows[] = {1, 2, 4, 16};
     for (int i = 0; i < 4 && !err; i++)
@@ -209,14 +195,12 @@ int bench_vk_dense_decode(const char *vk_spec, long long len_in)
     if (err && err != 3)
         fprintf(stderr, "vulkan dense decode: %s: %s\n", ropeqk_status_string(err), ropeqk_last_error());
 done:;
-    rqs_devbuf *b[8] = {v.q[0], v.q[1], v.kd[0], v.kd[1], v.vd[0], v.vd[1], v.kp, v.vp};
+    ropeqk_buffer *b[8] = {v.q[0], v.q[1], v.kd[0], v.kd[1], v.vd[0], v.vd[1], v.kp, v.vp};
     for (int i = 0; i < 8; i++)
-        rqs_devbuf_free(b[i]);
+        ropeqk_buffer_destroy(b[i]);
     for (int i = 0; i < NIMPL; i++)
-        rqs_devbuf_free(v.out[i]);
-    for (int i = 1; i >= 0; i--) { /* the borrowing context first */
-        rqs_stream_destroy(v.st[i]);
+        ropeqk_buffer_destroy(v.out[i]);
+    for (int i = 1; i >= 0; i--)
         ropeqk_ctx_destroy(v.ctx[i]);
-    }
     return err == 3 ? 3 : err ? 1 : 0;
 }

@@ -1,8 +1,8 @@
 /* `ropeqk-bench --vulkan --ragged` and `ropeqk-bench --vulkan --paged [LEN]`: the paged cache's
  * serving paths on the Vulkan backend alone (vk_bench.c compares the backends on fixed shapes), Hq 32
  * / Hkv 8 / D = Dv = 128, pages of 16 tokens (shuffled), f32 Q and output, causal, base 500000,
- * device-local buffers, through the support library's runs (record, submit, fence wait: the wall time
- * of each call). Median of RUNS after WARMUP.
+ * device-local buffers, through ropeqk.h's runs (ropeqk_paged_run / ropeqk_plan_run /
+ * ropeqk_buffer_copy, each waited for: the wall time of each call). Median of RUNS after WARMUP.
  *   --ragged  a prefill chunk of 512 query rows over 4096 cached tokens (4608 keys, f16 caches)
  *             through the ragged paged call (q_indptr: vk_paged_chunk.c gathers the pages and runs the
  *             companion attention plan), against the dense Vulkan attention plan on the same shape
@@ -17,8 +17,8 @@
 
 #include "clock.h"
 #include "cpu.h"
-#include "devbuf.h"
 #include "quant.h"
+#include "runwait.h"
 #include "values.h"
 
 #include <stdio.h>
@@ -29,7 +29,6 @@ enum { HQ = 32, HKV = 8, D = 128, PS = 16, RUNS = 5, WARMUP = 1 };
 
 typedef struct {
     ropeqk_ctx *ctx;
-    rqs_stream *st;
 } vks;
 
 static ropeqk_params params(void)
@@ -45,24 +44,24 @@ static ropeqk_params params(void)
 typedef struct {
     int kind; /* 0 paged, 1 dense plan, 2 copy */
     ropeqk_plan *plan;
-    rqs_paged_args pa;
+    ropeqk_paged_args pa;
     ropeqk_paged_batch batch;
-    rqs_args da;
-    rqs_copy cp[2];
+    ropeqk_args da;
+    ropeqk_copy cp[2];
 } vrun;
 
 /* n runs timed in rounds (one of each per round: load drift on a shared machine hits all alike) */
-static int time_all(vks *v, vrun *r, int n, double *median)
+static int time_all(vrun *r, int n, double *median)
 {
     double t[5][RUNS];
     for (int i = 0; i < WARMUP + RUNS; i++)
         for (int k = 0; k < n; k++) {
             double t0 = rqs_now();
-            int err = r[k].kind == 0   ? rqs_paged_run(v->ctx, v->st, r[k].plan, &r[k].pa, &r[k].batch)
-                      : r[k].kind == 1 ? rqs_plan_run(v->ctx, v->st, r[k].plan, &r[k].da, NULL)
-                                       : rqs_copy_run(v->ctx, v->st, r[k].cp, 2);
+            int err = r[k].kind == 0   ? rqs_paged_run_wait(r[k].plan, &r[k].pa, &r[k].batch)
+                      : r[k].kind == 1 ? rqs_plan_run_wait(r[k].plan, &r[k].da, NULL)
+                                       : rqs_copy_wait(r[k].cp, 2);
             if (err) {
-                fprintf(stderr, "vulkan run: %s %s\n", ropeqk_last_error(), rqs_devbuf_error());
+                fprintf(stderr, "vulkan run: %s %s\n", ropeqk_last_error(), ropeqk_last_error());
                 return err;
             }
             if (i >= WARMUP)
@@ -75,11 +74,11 @@ static int time_all(vks *v, vrun *r, int n, double *median)
     return 0;
 }
 
-static rqs_devbuf *mk(vks *v, size_t bytes, const void *init, int *err)
+static ropeqk_buffer *mk(vks *v, size_t bytes, const void *init, int *err)
 {
-    rqs_devbuf *b = NULL;
+    ropeqk_buffer *b = NULL;
     if (!*err)
-        *err = rqs_devbuf_create_ex(v->ctx, bytes, init, RQS_DEVBUF_DEVICE_LOCAL, &b);
+        *err = rqs_buffer_make(v->ctx, bytes, init, 0, &b);
     return b;
 }
 
@@ -87,7 +86,7 @@ static rqs_devbuf *mk(vks *v, size_t bytes, const void *init, int *err)
  * paged plan over caches of dtype kdt (8-bit: quantized rows with scales) and its Vulkan buffers. */
 typedef struct {
     ropeqk_plan *plan;
-    rqs_devbuf *q, *out, *kc, *vc, *ks, *vs;
+    ropeqk_buffer *q, *out, *kc, *vc, *ks, *vs;
     int32_t *table, len, qpos, ind[2];
     size_t cache_bytes; /* K + V + scales */
 } pseq;
@@ -124,7 +123,7 @@ static int pseq_make(vks *v, int64_t len, int64_t rows, ropeqk_dtype kdt, const 
     d.q = d.out = ropeqk_tensor_bhsd(ROPEQK_F32, rows, HQ, 1, D);
     d.k = d.v = ropeqk_tensor_bhsd(kdt, np, HKV, PS, D);
     d.paged = (ropeqk_paged_desc){.page_size = PS, .max_pages_per_seq = np, .max_seqs = 1, .max_q_rows = rows};
-    if (!err && (err = rqs_plan_create(v->ctx, &d, &s->plan)))
+    if (!err && (err = ropeqk_plan_create(v->ctx, &d, &s->plan)))
         fprintf(stderr, "paged plan: %s\n", ropeqk_last_error());
     free(hq), free(sc), free(q8);
     return err;
@@ -133,19 +132,18 @@ static int pseq_make(vks *v, int64_t len, int64_t rows, ropeqk_dtype kdt, const 
 static void pseq_free(pseq *s)
 {
     ropeqk_plan_destroy(s->plan);
-    rqs_devbuf *b[6] = {s->q, s->out, s->kc, s->vc, s->ks, s->vs};
+    ropeqk_buffer *b[6] = {s->q, s->out, s->kc, s->vc, s->ks, s->vs};
     for (int i = 0; i < 6; i++)
-        rqs_devbuf_free(b[i]);
+        ropeqk_buffer_destroy(b[i]);
     free(s->table);
 }
 
 static vrun paged_run(pseq *s)
 {
     vrun r = {.kind = 0, .plan = s->plan};
-    r.pa = (rqs_paged_args){.q = rqs_whole(s->q), .k_cache = rqs_whole(s->kc), .v_cache = rqs_whole(s->vc),
-                            .out = rqs_whole(s->out)};
+    r.pa = (ropeqk_paged_args){.q = {s->q, 0}, .k_cache = {s->kc, 0}, .v_cache = {s->vc, 0}, .out = {s->out, 0}};
     if (s->ks)
-        r.pa.k_scale = rqs_whole(s->ks), r.pa.v_scale = rqs_whole(s->vs);
+        r.pa.k_scale = (ropeqk_mem){s->ks, 0}, r.pa.v_scale = (ropeqk_mem){s->vs, 0};
     r.batch = (ropeqk_paged_batch){.n_seqs = 1, .page_table = s->table, .seq_lens = &s->len, .q_pos = &s->qpos,
                                    .q_indptr = s->ind};
     return r;
@@ -174,20 +172,20 @@ static int prefill(vks *v)
         err = pseq_make(v, len, rows, ROPEQK_F16, h16, f, &s);
     /* the dense plan: the chunk's rows as [1, Hq, 512, D] at positions 4096.., dense K/V [1, Hkv, len, D] */
     ropeqk_plan *dense = NULL;
-    rqs_devbuf *kd = NULL, *vd = NULL;
+    ropeqk_buffer *kd = NULL, *vd = NULL;
     ropeqk_plan_desc a = {.op = ROPEQK_OP_ATTENTION, .params = params()};
     a.params.q_pos_offset = cached;
     a.q = a.out = ropeqk_tensor_bshd(ROPEQK_F32, 1, rows, HQ, D);
     a.k = a.v = ropeqk_tensor_bhsd(ROPEQK_F16, 1, HKV, len, D);
     kd = mk(v, (size_t)len * HKV * D * 2, h16, &err);
     vd = mk(v, (size_t)len * HKV * D * 2, h16, &err);
-    if (!err && (err = rqs_plan_create(v->ctx, &a, &dense)))
+    if (!err && (err = ropeqk_plan_create(v->ctx, &a, &dense)))
         fprintf(stderr, "dense plan: %s\n", ropeqk_last_error());
     double tm[2] = {0, 0}, tr, td;
     if (!err) {
         vrun r[2] = {paged_run(&s), {.kind = 1, .plan = dense}};
-        r[1].da = (rqs_args){.q = rqs_whole(s.q), .k = rqs_whole(kd), .v = rqs_whole(vd), .out = rqs_whole(s.out)};
-        err = time_all(v, r, 2, tm);
+        r[1].da = (ropeqk_args){.q = {s.q, 0}, .k = {kd, 0}, .v = {vd, 0}, .out = {s.out, 0}};
+        err = time_all(r, 2, tm);
     }
     tr = tm[0], td = tm[1];
     if (!err)
@@ -195,7 +193,7 @@ static int prefill(vks *v)
                "attention plan median %.1f ms; ratio %.2fx (target >= 0.8x)\n",
                (long long)rows, (long long)cached, tr, td, td / tr);
     ropeqk_plan_destroy(dense);
-    rqs_devbuf_free(kd), rqs_devbuf_free(vd);
+    ropeqk_buffer_destroy(kd), ropeqk_buffer_destroy(vd);
     pseq_free(&s);
     free(f), free(h16);
     return err;
@@ -211,7 +209,7 @@ static int decode(vks *v, int64_t len)
     pseq s[4] = {{0}};
     vrun r[5];
     double tm[5];
-    rqs_devbuf *dk = NULL, *dv = NULL;
+    ropeqk_buffer *dk = NULL, *dv = NULL;
     int err = host_values(n, &f, &h16);
     for (int i = 0; i < 4 && !err; i++)
         if (!(err = pseq_make(v, len, 1, dts[i], h16, f, &s[i])))
@@ -221,9 +219,9 @@ static int decode(vks *v, int64_t len)
     dv = mk(v, n * 2, NULL, &err);
     if (!err) {
         r[4] = (vrun){.kind = 2};
-        r[4].cp[0] = (rqs_copy){dk, 0, s[0].kc, 0, n * 2};
-        r[4].cp[1] = (rqs_copy){dv, 0, s[0].vc, 0, n * 2};
-        err = time_all(v, r, 5, tm);
+        r[4].cp[0] = (ropeqk_copy){dk, 0, s[0].kc, 0, n * 2};
+        r[4].cp[1] = (ropeqk_copy){dv, 0, s[0].vc, 0, n * 2};
+        err = time_all(r, 5, tm);
     }
     if (!err)
         printf("decode    vulkan copy of the f16 K + V (%.1f MiB): median %.2f ms, %.2f GB/s (read + write)\n",
@@ -232,7 +230,7 @@ static int decode(vks *v, int64_t len)
         printf("decode    %-8s cache, %lld tokens: median %.2f ms, %.2f GB/s read, %.0f tokens/s, %.2fx the f16 "
                "cache's tokens/s\n", names[i], (long long)len, tm[i], (double)s[i].cache_bytes / (tm[i] * 1e6),
                (double)len / (tm[i] * 1e-3), tm[0] / tm[i]);
-    rqs_devbuf_free(dk), rqs_devbuf_free(dv);
+    ropeqk_buffer_destroy(dk), ropeqk_buffer_destroy(dv);
     for (int i = 0; i < 4; i++)
         pseq_free(&s[i]);
     free(f), free(h16);
@@ -241,27 +239,24 @@ static int decode(vks *v, int64_t len)
 
 int bench_vk_serving(const char *vk_spec, bool ragged, long long paged_len)
 {
-    vks v = {NULL, NULL};
+    vks v = {NULL};
     ropeqk_ctx_params cp = {.device = vk_spec};
     int err = ropeqk_ctx_create(&cp, &v.ctx);
-    if (!err && rqs_ctx_backend(v.ctx) != RQS_BACKEND_VULKAN)
+    if (!err && ropeqk_ctx_backend(v.ctx) != ROPEQK_BACKEND_VULKAN)
         err = ROPEQK_ERR_NO_DEVICE;
-    if (!err)
-        err = rqs_stream_create(v.ctx, &v.st);
     if (err) {
-        fprintf(stderr, "ropeqk-bench --vulkan: no Vulkan context (%s %s)\n", ropeqk_last_error(), rqs_devbuf_error());
+        fprintf(stderr, "ropeqk-bench --vulkan: no Vulkan context (%s)\n", ropeqk_last_error());
         ropeqk_ctx_destroy(v.ctx);
         return 1;
     }
     bench_print_cpu();
     printf("vulkan paged serving paths on %s: Hq %d, Hkv %d, D = Dv = %d, pages of %d (shuffled), f32 Q/out, causal, "
-           "device-local buffers, median of %d runs after %d warm-ups (record + submit + fence wait)\n",
+           "device-local buffers, median of %d runs after %d warm-ups (run + event wait)\n",
            ropeqk_ctx_device_description(v.ctx), HQ, HKV, D, PS, RUNS, WARMUP);
     if (ragged)
         err = prefill(&v);
     if (!err && paged_len > 0)
         err = decode(&v, paged_len);
-    rqs_stream_destroy(v.st);
     ropeqk_ctx_destroy(v.ctx);
     return err ? 1 : 0;
 }

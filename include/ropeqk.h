@@ -449,6 +449,27 @@ ROPEQK_API int32_t ropeqk_ctx_backend_error(const ropeqk_ctx *ctx, const char **
 /* Copies the log of the latest failed program build ("" if none) into buf (len bytes, always
  * NUL-terminated when len > 0) and returns its full length: call with len 0 to size a buffer. */
 ROPEQK_API size_t ropeqk_ctx_build_log(const ropeqk_ctx *ctx, char *buf, size_t len);
+/* The backend a context runs on: for code that must tell them apart without a backend header (a
+ * test's expectation, a bench's row label). NONE for NULL. */
+typedef enum { ROPEQK_BACKEND_NONE = 0, ROPEQK_BACKEND_OPENCL = 1, ROPEQK_BACKEND_VULKAN = 2 } ropeqk_backend;
+ROPEQK_API ropeqk_backend ropeqk_ctx_backend(const ropeqk_ctx *ctx);
+
+/* What a backend's debugging layers reported (Vulkan: the Khronos validation layer, see
+ * ropeqk_vulkan_validation_messages for ROPEQK_VULKAN_VALIDATION; OpenCL: none, always OFF and 0). */
+typedef enum {
+    ROPEQK_VALIDATION_OFF = 0,         /* not asked for (or the backend has none) */
+    ROPEQK_VALIDATION_ON = 1,          /* enabled: messages are counted */
+    ROPEQK_VALIDATION_UNAVAILABLE = 2, /* asked for where installed ("auto"), and not installed */
+} ropeqk_validation;
+typedef struct {
+    ropeqk_validation validation;
+    uint32_t messages; /* validation messages (warnings, errors) seen so far */
+    char first[512];   /* the first of them ("" if none) */
+} ropeqk_diagnostics;
+/* Fills *out for ctx, or (ctx NULL) for the whole process: every context made so far, destroyed
+ * ones included, and the validation a new context would get from the environment.
+ * ROPEQK_ERR_NULL_POINTER when out is NULL. */
+ROPEQK_API ropeqk_status ropeqk_ctx_diagnostics(const ropeqk_ctx *ctx, ropeqk_diagnostics *out);
 /* The device, its platform and driver version, e.g. "NVIDIA H100 (NVIDIA CUDA, driver 580.159)".
  * Lives as long as the context. */
 ROPEQK_API const char *ropeqk_ctx_device_description(const ropeqk_ctx *ctx);

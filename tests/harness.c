@@ -126,35 +126,34 @@ void th_describe(const th_case *c, char *buf, size_t len)
 
 /* The device-buffer path: every buffer (Q, K, positions, scores) sits between NaN canaries, at an
  * offset into its backend buffer; inputs must come back unchanged, canaries intact. */
-static ropeqk_status run_devbuf(ropeqk_ctx *ctx, const th_case *c, th_buf *q, th_buf *k, const int32_t *qp,
+static ropeqk_status run_devmem(ropeqk_ctx *ctx, const th_case *c, th_buf *q, th_buf *k, const int32_t *qp,
                                 const int32_t *kp, th_buf *o, bool *guards_ok)
 {
-    rqs_devbuf *g[5] = {NULL, NULL, NULL, NULL, NULL};
+    dm_buf *g[5] = {NULL, NULL, NULL, NULL, NULL};
     const void *src[5] = {q->data, k->data, o->data, qp, kp};
     const size_t n[5] = {q->bytes, k->bytes, o->bytes, (size_t)c->Sq * 4, (size_t)c->Sk * 4};
     ropeqk_status st = ROPEQK_SUCCESS;
     for (int i = 0; i < 5 && !st; i++)
         if (src[i])
-            st = rqs_devbuf_create(ctx, n[i], src[i], true, &g[i]);
+            st = dm_create(ctx, n[i], src[i], true, &g[i]);
     if (!st) {
-        rqs_args a = {.q = rqs_whole(g[0]), .k = rqs_whole(g[1]), .out = rqs_whole(g[2]), .q_pos = rqs_whole(g[3]),
-                      .k_pos = rqs_whole(g[4])};
-        st = rqs_scores_oneshot(ctx, NULL, &c->p, &q->t, &k->t, &o->t, &a);
+        ropeqk_args a = {.q = dm_whole(g[0]), .k = dm_whole(g[1]), .out = dm_whole(g[2]), .q_pos = dm_whole(g[3]),
+                      .k_pos = dm_whole(g[4])};
+        st = dm_scores_oneshot(ctx, &c->p, &q->t, &k->t, &o->t, &a);
     }
     if (st)
-        fprintf(stderr, "th_run: device-buffer path: %s (%s%s%s)\n", ropeqk_status_string(st), ropeqk_last_error(),
-                rqs_devbuf_error()[0] ? "; " : "", rqs_devbuf_error());
+        fprintf(stderr, "th_run: device-buffer path: %s (%s)\n", ropeqk_status_string(st), ropeqk_last_error());
     *guards_ok = true;
     const void *expect[5] = {q->data, k->data, NULL, qp, kp};
     for (int i = 0; i < 5; i++) {
         if (!g[i])
             continue;
         bool intact = false;
-        if (i == 2 && rqs_devbuf_read(g[i], o->data))
+        if (i == 2 && dm_read(g[i], o->data))
             *guards_ok = false;
-        if (rqs_devbuf_check(g[i], expect[i], &intact) || !intact)
+        if (dm_check(g[i], expect[i], &intact) || !intact)
             *guards_ok = false;
-        rqs_devbuf_free(g[i]);
+        dm_free(g[i]);
     }
     return st;
 }
@@ -190,7 +189,7 @@ th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed)
     memcpy(k_copy, k.data, k.bytes);
     bool device_guards = true;
     if (c->enqueue)
-        r.status = run_devbuf(ctx, c, &q, &k, qp, kp, &o, &device_guards);
+        r.status = run_devmem(ctx, c, &q, &k, qp, kp, &o, &device_guards);
     else
         r.status = ropeqk_scores(ctx, &c->p, &q.t, q.data, &k.t, k.data, qp, kp, &o.t, (float *)(void *)o.data);
     if (r.status)
@@ -228,7 +227,10 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
     /* anything else is a failure, not a skip: a malformed ROPEQK_* variable, or validation required
      * (ROPEQK_VULKAN_VALIDATION=1) without the layer must not pass as "nothing to test" */
     cr_assert_eq(st, ROPEQK_SUCCESS, "ropeqk_ctx_create: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
-    if (th_is_vulkan(ctx) && rqs_validation_unavailable(why, len)) {
+    ropeqk_diagnostics d;
+    if (!ropeqk_ctx_diagnostics(ctx, &d) && d.validation == ROPEQK_VALIDATION_UNAVAILABLE) {
+        snprintf(why, len, "ROPEQK_VULKAN_VALIDATION=auto and VK_LAYER_KHRONOS_validation is not installed: this "
+                           "suite runs under the validation layer only (Debian: vulkan-validationlayers)");
         ropeqk_ctx_destroy(ctx);
         return NULL;
     }
@@ -240,7 +242,7 @@ ropeqk_ctx *th_ctx_or_skip_reason(char *why, size_t len)
 
 typedef struct {
     ropeqk_ctx *ctx;
-    rqs_devbuf *out;
+    dm_buf *out;
     int iters;
     th_loop_fn run;
     void *user;
@@ -251,13 +253,9 @@ typedef struct {
 static void *loop_thread(void *v)
 {
     loop_arg *a = v;
-    rqs_stream *s = NULL;
-    a->st = rqs_stream_create(a->ctx, &s);
-    if (!a->st)
-        a->st = a->run(s, a->out, a->iters, a->user);
+    a->st = a->run(a->out, a->iters, a->user);
     if (a->st)
-        snprintf(a->why, sizeof a->why, "%s %s", ropeqk_last_error(), rqs_devbuf_error());
-    rqs_stream_destroy(s);
+        snprintf(a->why, sizeof a->why, "%s", ropeqk_last_error());
     return NULL;
 }
 
@@ -266,15 +264,15 @@ void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int ite
     unsigned char *expect = malloc(out_bytes), *got = malloc(out_bytes);
     cr_assert(expect && got);
     loop_arg one = {.ctx = ctx, .iters = 1, .run = run, .user = user};
-    cr_assert_eq(rqs_devbuf_create(ctx, out_bytes, NULL, true, &one.out), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+    cr_assert_eq(dm_create(ctx, out_bytes, NULL, true, &one.out), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     loop_thread(&one);
     cr_assert_eq(one.st, ROPEQK_SUCCESS, "a lone run: %s: %s", ropeqk_status_string(one.st), one.why);
-    cr_assert_eq(rqs_devbuf_read(one.out, expect), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(one.out, expect), ROPEQK_SUCCESS);
     pthread_t th[4];
     loop_arg args[4];
     for (int i = 0; i < 4; i++) {
         args[i] = (loop_arg){.ctx = ctx, .iters = iters, .run = run, .user = user};
-        cr_assert_eq(rqs_devbuf_create(ctx, out_bytes, NULL, true, &args[i].out), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(ctx, out_bytes, NULL, true, &args[i].out), ROPEQK_SUCCESS);
         cr_assert_eq(pthread_create(&th[i], NULL, loop_thread, &args[i]), 0);
     }
     for (int i = 0; i < 4; i++)
@@ -282,14 +280,14 @@ void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int ite
     for (int i = 0; i < 4; i++) {
         cr_expect_eq(args[i].st, ROPEQK_SUCCESS, "thread %d: %s: %s", i, ropeqk_status_string(args[i].st),
                      args[i].why);
-        cr_assert_eq(rqs_devbuf_read(args[i].out, got), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_read(args[i].out, got), ROPEQK_SUCCESS);
         cr_expect(memcmp(got, expect, out_bytes) == 0, "thread %d: last result differs from a lone run", i);
         bool intact = false;
-        cr_expect(rqs_devbuf_check(args[i].out, NULL, &intact) == ROPEQK_SUCCESS && intact,
+        cr_expect(dm_check(args[i].out, NULL, &intact) == ROPEQK_SUCCESS && intact,
                   "thread %d: a canary around the output changed", i);
-        rqs_devbuf_free(args[i].out);
+        dm_free(args[i].out);
     }
-    rqs_devbuf_free(one.out);
+    dm_free(one.out);
     free(expect);
     free(got);
 }
@@ -345,14 +343,19 @@ void th_skip_without_device(const char *opencl_only)
         cr_skip_test("%s", opencl_only);
 }
 
-bool th_is_vulkan(const ropeqk_ctx *ctx) { return rqs_ctx_backend(ctx) == RQS_BACKEND_VULKAN; }
+bool th_is_vulkan(const ropeqk_ctx *ctx) { return ropeqk_ctx_backend(ctx) == ROPEQK_BACKEND_VULKAN; }
+
+const char *th_backend_name(const ropeqk_ctx *ctx)
+{
+    ropeqk_backend b = ropeqk_ctx_backend(ctx);
+    return b == ROPEQK_BACKEND_OPENCL ? "OpenCL" : b == ROPEQK_BACKEND_VULKAN ? "Vulkan" : "none";
+}
 
 void th_leak_check(void)
 {
-    char first[512];
-    uint32_t n = rqs_validation_messages(first, sizeof first);
-    if (n) {
-        fprintf(stderr, "Khronos validation layer: %u message(s) in this test, the first: %s\n", n, first);
+    ropeqk_diagnostics d;
+    if (!ropeqk_ctx_diagnostics(NULL, &d) && d.messages) {
+        fprintf(stderr, "Khronos validation layer: %u message(s) in this test, the first: %s\n", d.messages, d.first);
         abort();
     }
 #ifdef TH_LSAN
@@ -372,9 +375,10 @@ int th_stride(void)
 
 void th_skip_without_validation(void)
 {
-    char why[256];
-    if (rqs_validation_unavailable(why, sizeof why))
-        cr_skip_test("%s", why);
+    ropeqk_diagnostics d;
+    if (!ropeqk_ctx_diagnostics(NULL, &d) && d.validation == ROPEQK_VALIDATION_UNAVAILABLE)
+        cr_skip_test("ROPEQK_VULKAN_VALIDATION=auto and VK_LAYER_KHRONOS_validation is not installed: this suite "
+                     "runs under the validation layer only (Debian: vulkan-validationlayers)");
 }
 
 bool th_cache_home_make(char *dir, size_t len)

@@ -1,9 +1,9 @@
 /* Test harness: strided views with guard bytes, seeded random data, device-vs-reference runs on
- * either backend (device buffers through support/devbuf.h). Backend-neutral: only ropeqk.h. */
+ * either backend (device buffers with canaries through tests/devmem.h). Backend-neutral: only ropeqk.h. */
 #ifndef ROPEQK_TEST_HARNESS_H
 #define ROPEQK_TEST_HARNESS_H
 
-#include "devbuf.h"
+#include "devmem.h"
 #include "half.h"
 #include "rng.h"
 #include "ropeqk.h"
@@ -46,9 +46,8 @@ typedef struct {
     ropeqk_dtype dtype;
     th_layout in_layout, out_layout;
     bool per_token_pos;   /* random int32 positions instead of offsets */
-    bool enqueue;         /* device buffers with NaN canaries through a one-shot plan (rqs_scores_oneshot:
-                           * ropeqk_opencl_enqueue, or a plan recorded with ropeqk_vulkan_plan_record),
-                           * not ropeqk_scores */
+    bool enqueue;         /* device buffers with NaN canaries through a one-shot plan (dm_scores_oneshot:
+                           * ropeqk_plan_create + ropeqk_plan_run), not ropeqk_scores */
     int64_t pos_max;      /* per-token positions drawn from [0, pos_max] */
 } th_case;
 
@@ -67,11 +66,11 @@ th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed);
 /* One line describing a case, for failure messages. */
 void th_describe(const th_case *c, char *buf, size_t len);
 
-/* One plan run from four threads at once, each on a stream and an output buffer of its own
- * (support/devbuf.h), against a lone run: run(stream, out, iters, user) runs the plan iters times
- * into out, the full problem last; every thread's status must be success, its output bitwise equal
- * to the lone run's (iters 1) and the canaries around it intact. */
-typedef ropeqk_status (*th_loop_fn)(rqs_stream *stream, rqs_devbuf *out, int iters, void *user);
+/* One plan run from four threads at once on ctx (its queue, through the neutral run calls), each
+ * into an output buffer of its own (tests/devmem.h), against a lone run: run(out, iters, user) runs
+ * the plan iters times into out, the full problem last; every thread's status must be success, its
+ * output bitwise equal to the lone run's (iters 1) and the canaries around it intact. */
+typedef ropeqk_status (*th_loop_fn)(dm_buf *out, int iters, void *user);
 void th_expect_threads_match_lone_run(ropeqk_ctx *ctx, size_t out_bytes, int iters, th_loop_fn run, void *user);
 
 /* In a sanitizer build: run LeakSanitizer now and abort the test worker if anything leaked (Criterion
@@ -105,6 +104,8 @@ void th_skip_without_device(const char *opencl_only);
 
 /* Whether ctx is a Vulkan context (ROPEQK_DEVICE=vulkan). */
 bool th_is_vulkan(const ropeqk_ctx *ctx);
+/* "OpenCL", "Vulkan" or "none": ctx's backend, for messages. */
+const char *th_backend_name(const ropeqk_ctx *ctx);
 /* In a test of an OpenCL-only concept: on a Vulkan context, destroy it and skip. */
 #define TH_SKIP_IF_VULKAN(ctx)                                                                     \
     do {                                                                                           \

@@ -154,32 +154,32 @@ void pbufs_make(const pdata *d, pbufs *b, bool canaries)
     memset(b, 0, sizeof *b);
     const void *init[5] = {d->q, d->k, d->v, NULL, NULL};
     const size_t bytes[5] = {d->qb, d->kb, d->vb, d->ob, d->lb};
-    rqs_devbuf **out[5] = {&b->q, &b->k, &b->v, &b->o, &b->l};
+    dm_buf **out[5] = {&b->q, &b->k, &b->v, &b->o, &b->l};
     for (int i = 0; i < 5; i++) {
-        ropeqk_status st = rqs_devbuf_create(th_ctx, bytes[i], init[i], canaries, out[i]);
+        ropeqk_status st = dm_create(th_ctx, bytes[i], init[i], canaries, out[i]);
         cr_assert_eq(st, ROPEQK_SUCCESS, "device buffer of %zu bytes: %s: %s", bytes[i], ropeqk_status_string(st),
-                     rqs_devbuf_error());
+                     ropeqk_last_error());
     }
-    cr_assert_eq(rqs_devbuf_fill(b->o, 0x5A), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_fill(b->l, 0x5A), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(b->o, 0x5A), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(b->l, 0x5A), ROPEQK_SUCCESS);
     if (d->ks)
-        cr_assert_eq(rqs_devbuf_create(th_ctx, d->ksb, d->ks, canaries, &b->ks), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+        cr_assert_eq(dm_create(th_ctx, d->ksb, d->ks, canaries, &b->ks), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     if (d->vs)
-        cr_assert_eq(rqs_devbuf_create(th_ctx, d->vsb, d->vs, canaries, &b->vs), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+        cr_assert_eq(dm_create(th_ctx, d->vsb, d->vs, canaries, &b->vs), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
 }
 
 void pbufs_free(pbufs *b)
 {
-    rqs_devbuf_free(b->q), rqs_devbuf_free(b->k), rqs_devbuf_free(b->v);
-    rqs_devbuf_free(b->o), rqs_devbuf_free(b->l), rqs_devbuf_free(b->ks), rqs_devbuf_free(b->vs);
+    dm_free(b->q), dm_free(b->k), dm_free(b->v);
+    dm_free(b->o), dm_free(b->l), dm_free(b->ks), dm_free(b->vs);
     memset(b, 0, sizeof *b);
 }
 
-rqs_paged_args args_of(const pcase *c, const pbufs *b)
+ropeqk_paged_args args_of(const pcase *c, const pbufs *b)
 {
-    return (rqs_paged_args){.q = rqs_whole(b->q), .k_cache = rqs_whole(b->k), .v_cache = rqs_whole(b->v),
-                            .out = rqs_whole(b->o), .lse = rqs_whole(c->with_lse ? b->l : NULL),
-                            .k_scale = rqs_whole(b->ks), .v_scale = rqs_whole(b->vs)};
+    return (ropeqk_paged_args){.q = dm_whole(b->q), .k_cache = dm_whole(b->k), .v_cache = dm_whole(b->v),
+                            .out = dm_whole(b->o), .lse = dm_whole(c->with_lse ? b->l : NULL),
+                            .k_scale = dm_whole(b->ks), .v_scale = dm_whole(b->vs)};
 }
 
 /* ---- the fp64 reference ------------------------------------------------------------------------ */
@@ -309,15 +309,15 @@ void run_case(const pcase *c, uint64_t seed)
     pbufs b;
     pbufs_make(&d, &b, true);
     ropeqk_paged_batch batch = batch_of(c, &d);
-    rqs_paged_args a = args_of(c, &b);
-    st = rqs_paged_run(th_ctx, NULL, pl, &a, &batch);
+    ropeqk_paged_args a = args_of(c, &b);
+    st = rqs_paged_run_wait(pl, &a, &batch);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s %s", c->name, (unsigned long long)seed,
-                 ropeqk_status_string(st), ropeqk_last_error(), rqs_devbuf_error());
+                 ropeqk_status_string(st), ropeqk_last_error(), ropeqk_last_error());
     unsigned char *out = malloc(d.ob);
     float *lse = malloc(d.lb);
     cr_assert(out && lse);
-    cr_assert_eq(rqs_devbuf_read(b.o, out), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_read(b.l, lse), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(b.o, out), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(b.l, lse), ROPEQK_SUCCESS);
     pf_check(c, &d, out, c->with_lse ? lse : NULL, seed);
     /* rows past the batch's, and the LSE without with_lse, are never written */
     size_t row_bytes = (size_t)d.to.nb[0];
@@ -326,14 +326,14 @@ void run_case(const pcase *c, uint64_t seed)
     if (!c->with_lse)
         for (size_t i = 0; i < d.lb; i++)
             cr_assert_eq(((unsigned char *)lse)[i], 0x5A, "%s: LSE written without with_lse", c->name);
-    const rqs_devbuf *bufs[7] = {b.q, b.k, b.v, b.o, b.l, b.ks, b.vs};
+    const dm_buf *bufs[7] = {b.q, b.k, b.v, b.o, b.l, b.ks, b.vs};
     const void *expect[7] = {d.q, d.k, d.v, NULL, NULL, d.ks, d.vs};
     static const char *const names[7] = {"Q", "K cache", "V cache", "output", "LSE", "K scales", "V scales"};
     for (int i = 0; i < 7; i++) {
         if (!bufs[i])
             continue;
         bool intact = false;
-        cr_expect(rqs_devbuf_check(bufs[i], expect[i], &intact) == ROPEQK_SUCCESS && intact,
+        cr_expect(dm_check(bufs[i], expect[i], &intact) == ROPEQK_SUCCESS && intact,
                   "%s (seed %llu): %s: a canary%s changed", c->name, (unsigned long long)seed, names[i],
                   expect[i] ? " or the input" : "");
     }

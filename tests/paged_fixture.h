@@ -44,8 +44,8 @@ typedef struct {
 
 /* A problem's device buffers (support/devbuf.h) on th_ctx. */
 typedef struct {
-    rqs_devbuf *q, *k, *v, *o, *l;
-    rqs_devbuf *ks, *vs; /* 8-bit caches' scales, else NULL */
+    dm_buf *q, *k, *v, *o, *l;
+    dm_buf *ks, *vs; /* 8-bit caches' scales, else NULL */
 } pbufs;
 
 /* ROPEQK_TEST_SEED, else 20261201: print it with every failure. */
@@ -67,7 +67,7 @@ ropeqk_plan_desc desc_of(const pcase *c, const pdata *d);
 /* Device copies of q, k, v (between canaries when `canaries`), out and lse filled with 0x5A. */
 void pbufs_make(const pdata *d, pbufs *b, bool canaries);
 void pbufs_free(pbufs *b);
-rqs_paged_args args_of(const pcase *c, const pbufs *b);
+ropeqk_paged_args args_of(const pcase *c, const pbufs *b);
 /* The fp64 reference of sequence s (ropeqk_attention_ref on its keys and values gathered from the
  * pages into dense [1, Hkv, len, D] views, 8-bit caches as their f32 values): ro [Hq][q_len][Dv] and
  * rl [Hq][q_len] (views o64, l64); to, tl: the sequence's rows of the plan's out and lse views, from

@@ -12,6 +12,7 @@
  * see docs/api.md, Tuning), not how fast. Each Criterion test runs in its own process, so
  * setenv() here touches no other test. */
 #include "harness.h"
+#include "ropeqk_opencl.h"
 #include "rng.h"
 
 #include <criterion/criterion.h>

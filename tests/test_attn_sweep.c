@@ -191,32 +191,32 @@ static void run_case(int idx, uint64_t seed)
         const size_t bytes[7] = {ropeqk_tensor_extent(&q), ropeqk_tensor_extent(&k), ropeqk_tensor_extent(&v), ob,
                                  (size_t)c.Sq * 4, (size_t)c.Sk * 4, lb};
         const bool used[7] = {true, true, true, true, c.per_token, c.per_token, c.lse};
-        rqs_devbuf *m[7] = {NULL};
+        dm_buf *m[7] = {NULL};
         for (int i = 0; i < 7; i++)
             if (used[i])
-                cr_assert_eq(rqs_devbuf_create(th_ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s: %s",
-                             rqs_devbuf_error(), d);
+                cr_assert_eq(dm_create(th_ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s: %s",
+                             ropeqk_last_error(), d);
         ropeqk_plan_desc pd = {.op = ROPEQK_OP_ATTENTION, .params = c.p, .q = q, .k = k, .v = v, .out = o,
                                .lse = l, .with_lse = c.lse,
                                .positions = c.per_token ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
         ropeqk_plan *pl = NULL;
         st = ropeqk_plan_create(th_ctx, &pd, &pl);
         cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
-        rqs_args a = {.q = rqs_whole(m[0]), .k = rqs_whole(m[1]), .v = rqs_whole(m[2]), .out = rqs_whole(m[3]),
-                      .q_pos = rqs_whole(m[4]), .k_pos = rqs_whole(m[5]), .lse = rqs_whole(m[6])};
-        st = rqs_plan_run(th_ctx, NULL, pl, &a, NULL);
+        ropeqk_args a = {.q = dm_whole(m[0]), .k = dm_whole(m[1]), .v = dm_whole(m[2]), .out = dm_whole(m[3]),
+                      .q_pos = dm_whole(m[4]), .k_pos = dm_whole(m[5]), .lse = dm_whole(m[6])};
+        st = rqs_plan_run_wait(pl, &a, NULL);
         cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
-                     rqs_devbuf_error(), d);
-        cr_assert_eq(rqs_devbuf_read(m[3], od), ROPEQK_SUCCESS);
+                     ropeqk_last_error(), d);
+        cr_assert_eq(dm_read(m[3], od), ROPEQK_SUCCESS);
         if (c.lse)
-            cr_assert_eq(rqs_devbuf_read(m[6], ld), ROPEQK_SUCCESS);
+            cr_assert_eq(dm_read(m[6], ld), ROPEQK_SUCCESS);
         static const char *const name[7] = {"Q", "K", "V", "output", "q positions", "k positions", "LSE"};
         for (int i = 0; i < 7; i++) {
             bool intact = false;
             if (m[i])
-                cr_assert(rqs_devbuf_check(m[i], host[i], &intact) == ROPEQK_SUCCESS && intact,
+                cr_assert(dm_check(m[i], host[i], &intact) == ROPEQK_SUCCESS && intact,
                           "%s: a canary%s changed: %s", name[i], host[i] ? " or the input" : "", d);
-            rqs_devbuf_free(m[i]);
+            dm_free(m[i]);
         }
         ropeqk_plan_destroy(pl);
     }

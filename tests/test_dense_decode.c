@@ -170,10 +170,10 @@ static long long run_case(ropeqk_ctx *ctx, const dcase *c, const th_buf *q, cons
         const void *host[7] = {q->data, k->data, v->data, o.data, qp, kp, c->lse ? l.data : NULL};
         const size_t bytes[7] = {q->bytes, k->bytes, v->bytes, o.bytes, (size_t)c->Sq * 4, (size_t)nk * 4, l.bytes};
         const bool used[7] = {true, true, true, true, c->qarr, c->karr, c->lse};
-        rqs_devbuf *m[7] = {NULL};
+        dm_buf *m[7] = {NULL};
         for (int i = 0; i < 7; i++)
             if (used[i])
-                cr_assert_eq(rqs_devbuf_create(ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s", d);
+                cr_assert_eq(dm_create(ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s", d);
         ropeqk_plan *own = NULL;
         if (!pl) {
             ropeqk_plan_desc pd = {.op = ROPEQK_OP_ATTENTION, .params = *p, .q = q->t, .k = k->t, .v = v->t,
@@ -183,20 +183,20 @@ static long long run_case(ropeqk_ctx *ctx, const dcase *c, const th_buf *q, cons
             cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
             before = dense_runs();
         }
-        rqs_args a = {.q = rqs_whole(m[0]), .k = rqs_whole(m[1]), .v = rqs_whole(m[2]), .out = rqs_whole(m[3]),
-                      .q_pos = rqs_whole(m[4]), .k_pos = rqs_whole(m[5]), .lse = rqs_whole(m[6])};
+        ropeqk_args a = {.q = dm_whole(m[0]), .k = dm_whole(m[1]), .v = dm_whole(m[2]), .out = dm_whole(m[3]),
+                      .q_pos = dm_whole(m[4]), .k_pos = dm_whole(m[5]), .lse = dm_whole(m[6])};
         ropeqk_step step = {.n_keys = nk, .q_pos_offset = p->q_pos_offset, .k_pos_offset = p->k_pos_offset};
-        st = rqs_plan_run(ctx, NULL, pl ? pl : own, &a, max_keys > 0 ? &step : NULL);
+        st = rqs_plan_run_wait(pl ? pl : own, &a, max_keys > 0 ? &step : NULL);
         cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
-        cr_assert_eq(rqs_devbuf_read(m[3], o.data), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_read(m[3], o.data), ROPEQK_SUCCESS);
         if (c->lse)
-            cr_assert_eq(rqs_devbuf_read(m[6], l.data), ROPEQK_SUCCESS);
+            cr_assert_eq(dm_read(m[6], l.data), ROPEQK_SUCCESS);
         for (int i = 0; i < 7; i++) {
             bool intact = false;
             if (m[i])
-                cr_expect(rqs_devbuf_check(m[i], i == 3 || i == 6 ? NULL : host[i], &intact) == ROPEQK_SUCCESS && intact,
+                cr_expect(dm_check(m[i], i == 3 || i == 6 ? NULL : host[i], &intact) == ROPEQK_SUCCESS && intact,
                           "buffer %d: a canary or an input changed: %s", i, d);
-            rqs_devbuf_free(m[i]);
+            dm_free(m[i]);
         }
         ropeqk_plan_destroy(own);
     } else {

@@ -311,12 +311,12 @@ static void paged_outputs(const pcase *c, pdata *d, ropeqk_plan *pl, unsigned ch
     pbufs b;
     pbufs_make(d, &b, false);
     ropeqk_paged_batch batch = batch_of(c, d);
-    rqs_paged_args a = args_of(c, &b);
-    ropeqk_status st = rqs_paged_run(th_ctx, NULL, pl, &a, &batch);
+    ropeqk_paged_args a = args_of(c, &b);
+    ropeqk_status st = rqs_paged_run_wait(pl, &a, &batch);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s %s", c->name, (unsigned long long)seed,
-                 ropeqk_status_string(st), ropeqk_last_error(), rqs_devbuf_error());
-    cr_assert_eq(rqs_devbuf_read(b.o, out), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_read(b.l, lse), ROPEQK_SUCCESS);
+                 ropeqk_status_string(st), ropeqk_last_error(), ropeqk_last_error());
+    cr_assert_eq(dm_read(b.o, out), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(b.l, lse), ROPEQK_SUCCESS);
     pbufs_free(&b);
     for (int64_t s = 0; s < c->n_seqs; s++) { /* packed as the device's rows: [row][Hq][Dv], [row][Hq] */
         pf_seqref r;

@@ -172,8 +172,8 @@ static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, int64_t d
     pbufs direct, app;
     pbufs_make(&d, &direct, true);
     pbufs_make(&d, &app, true);
-    cr_assert_eq(rqs_devbuf_fill(app.k, 0xFF), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_fill(app.v, 0xFF), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(app.k, 0xFF), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(app.v, 0xFF), ROPEQK_SUCCESS);
     static const int64_t chunks[] = {37, 1, 1, 1, 1, 1, 20};
     int32_t cur[3] = {0, 0, 0};
     for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++) {
@@ -192,34 +192,34 @@ static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, int64_t d
                     memcpy(kn + new_off + off4(&tkn, s, h, t, 0), d.k + off4(&d.tk, page, h, slot, 0), (size_t)c.D * kes);
                     memcpy(vn + new_off + off4(&tvn, s, h, t, 0), d.v + off4(&d.tv, page, h, slot, 0), (size_t)c.Dv * ves);
                 }
-        rqs_devbuf *bkn = NULL, *bvn = NULL;
-        cr_assert_eq(rqs_devbuf_create(th_ctx, new_off + kbn, kn, true, &bkn), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, new_off + vbn, vn, true, &bvn), ROPEQK_SUCCESS);
+        dm_buf *bkn = NULL, *bvn = NULL;
+        cr_assert_eq(dm_create(th_ctx, new_off + kbn, kn, true, &bkn), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, new_off + vbn, vn, true, &bvn), ROPEQK_SUCCESS);
         ropeqk_paged_batch b = {.n_seqs = 3, .page_table = d.table, .seq_lens = cur};
-        rqs_view knv = {bkn, new_off, 0}, vnv = {bvn, new_off, 0};
-        rqs_paged_cache cache = {rqs_whole(app.k), rqs_whole(app.v), {0}, {0}};
-        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, pl, &tkn, knv, &tvn, vnv, &cache, &b);
+        ropeqk_mem knv = dm_at(bkn, new_off), vnv = dm_at(bvn, new_off);
+        ropeqk_paged_cache cache = {dm_whole(app.k), dm_whole(app.v), {0}, {0}};
+        ropeqk_status st = rqs_paged_append_wait(pl, &tkn, knv, &tvn, vnv, &cache, &b);
         cr_assert_eq(st, ROPEQK_SUCCESS, "append chunk %zu (seed %llu): %s: %s %s", ci, (unsigned long long)seed,
-                     ropeqk_status_string(st), ropeqk_last_error(), rqs_devbuf_error());
+                     ropeqk_status_string(st), ropeqk_last_error(), ropeqk_last_error());
         bool ki = false, vi = false;
-        cr_assert_eq(rqs_devbuf_check(bkn, kn, &ki), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_check(bvn, vn, &vi), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_check(bkn, kn, &ki), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_check(bvn, vn, &vi), ROPEQK_SUCCESS);
         cr_expect(ki && vi, "append chunk %zu: the new rows or their canaries changed", ci);
-        rqs_devbuf_free(bkn), rqs_devbuf_free(bvn);
+        dm_free(bkn), dm_free(bvn);
         free(kn), free(vn);
         for (int s = 0; s < 3; s++)
             cur[s] += (int32_t)nn;
     }
     unsigned char *kc = malloc(d.kb), *vc = malloc(d.vb);
     cr_assert(kc && vc);
-    cr_assert_eq(rqs_devbuf_read(app.k, kc), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_read(app.v, vc), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(app.k, kc), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(app.v, vc), ROPEQK_SUCCESS);
     cr_expect(memcmp(kc, d.k, d.kb) == 0, "appended K cache differs from the directly written one (seed %llu)",
               (unsigned long long)seed);
     cr_expect(memcmp(vc, d.v, d.vb) == 0, "appended V cache differs from the directly written one (seed %llu)",
               (unsigned long long)seed);
     bool ki = false, vi = false;
-    cr_expect(rqs_devbuf_check(app.k, NULL, &ki) == ROPEQK_SUCCESS && ki && rqs_devbuf_check(app.v, NULL, &vi) == 0 &&
+    cr_expect(dm_check(app.k, NULL, &ki) == ROPEQK_SUCCESS && ki && dm_check(app.v, NULL, &vi) == 0 &&
                   vi,
               "a canary around a cache changed (seed %llu)", (unsigned long long)seed);
     free(kc), free(vc);
@@ -229,10 +229,10 @@ static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, int64_t d
     pbufs *bs[2] = {&direct, &app};
     unsigned char *os[2] = {o1, o2};
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(rqs_devbuf_fill(bs[i]->o, 0), ROPEQK_SUCCESS);
-        rqs_paged_args a = args_of(&c, bs[i]);
-        cr_assert_eq(rqs_paged_run(th_ctx, NULL, pl, &a, &batch), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-        cr_assert_eq(rqs_devbuf_read(bs[i]->o, os[i]), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_fill(bs[i]->o, 0), ROPEQK_SUCCESS);
+        ropeqk_paged_args a = args_of(&c, bs[i]);
+        cr_assert_eq(rqs_paged_run_wait(pl, &a, &batch), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        cr_assert_eq(dm_read(bs[i]->o, os[i]), ROPEQK_SUCCESS);
     }
     cr_expect(memcmp(o1, o2, d.ob) == 0, "decode after append differs from decode of the direct cache (seed %llu)",
               (unsigned long long)seed);

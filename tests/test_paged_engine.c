@@ -34,7 +34,7 @@ typedef struct {
 typedef struct {
     pcase c;
     pdata d;              /* the step's batch over the caches read back (pf_check's input) */
-    rqs_devbuf *kc, *vc, *ks, *vs, *q, *o, *l;
+    dm_buf *kc, *vc, *ks, *vs, *q, *o, *l;
     ropeqk_plan *pl;
     int refs[ENP];        /* sequences holding each page (a shared prefix: several) */
     unsigned char *mk, *mv; /* the host mirror of the caches (d's layouts) */
@@ -149,23 +149,23 @@ static void append(engine *e, eseq *q, int64_t n)
         th_put_random(hv + i * ropeqk_dtype_size(vin), vin, &e->rng);
     mirror(e, q, n, &tk, hk, &e->d.tk, e->mk, e->mks);
     mirror(e, q, n, &tv, hv, &e->d.tv, e->mv, e->mvs);
-    rqs_devbuf *bk = NULL, *bv = NULL;
-    cr_assert_eq(rqs_devbuf_create(th_ctx, kb, hk, false, &bk), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, vb, hv, false, &bv), ROPEQK_SUCCESS);
+    dm_buf *bk = NULL, *bv = NULL;
+    cr_assert_eq(dm_create(th_ctx, kb, hk, false, &bk), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_create(th_ctx, vb, hv, false, &bv), ROPEQK_SUCCESS);
     int32_t len = (int32_t)q->len, zero = 0;
     ropeqk_paged_batch b = {.n_seqs = 1, .page_table = q->pages, .seq_lens = &len, .q_pos = &zero};
-    rqs_paged_cache cache = {rqs_whole(e->kc), rqs_whole(e->vc), rqs_whole(e->ks), rqs_whole(e->vs)};
-    ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, e->pl, &tk, rqs_whole(bk), &tv, rqs_whole(bv), &cache, &b);
+    ropeqk_paged_cache cache = {dm_whole(e->kc), dm_whole(e->vc), dm_whole(e->ks), dm_whole(e->vs)};
+    ropeqk_status st = rqs_paged_append_wait(e->pl, &tk, dm_whole(bk), &tv, dm_whole(bv), &cache, &b);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s: append of %lld tokens at %lld: %s", c->name, (long long)n,
                  (long long)q->len, ropeqk_last_error());
-    rqs_devbuf_free(bk), rqs_devbuf_free(bv);
+    dm_free(bk), dm_free(bv);
     free(hk), free(hv);
 }
 
-static void read_back(rqs_devbuf *b, void *dst)
+static void read_back(dm_buf *b, void *dst)
 {
     if (b)
-        cr_assert_eq(rqs_devbuf_read(b, dst), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+        cr_assert_eq(dm_read(b, dst), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
 }
 
 /* One step: new tokens for every active sequence that has pages for them, one ragged call, the
@@ -213,12 +213,12 @@ static void step(engine *e, int t, uint64_t seed)
     size_t qes = ropeqk_dtype_size(c->qdt);
     for (size_t i = 0; i < (size_t)rows * EH * ED; i++)
         th_put_random(d->q + i * qes, c->qdt, &e->rng);
-    cr_assert_eq(rqs_devbuf_write(e->q, 0, d->q, (size_t)rows * EH * ED * qes), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_write(e->q, 0, d->q, (size_t)rows * EH * ED * qes), ROPEQK_SUCCESS);
     ropeqk_paged_batch b = batch_of(c, d);
-    rqs_paged_args a = {.q = rqs_whole(e->q), .k_cache = rqs_whole(e->kc), .v_cache = rqs_whole(e->vc),
-                        .out = rqs_whole(e->o), .lse = rqs_whole(e->l), .k_scale = rqs_whole(e->ks),
-                        .v_scale = rqs_whole(e->vs)};
-    ropeqk_status st = rqs_paged_run(th_ctx, NULL, e->pl, &a, &b);
+    ropeqk_paged_args a = {.q = dm_whole(e->q), .k_cache = dm_whole(e->kc), .v_cache = dm_whole(e->vc),
+                        .out = dm_whole(e->o), .lse = dm_whole(e->l), .k_scale = dm_whole(e->ks),
+                        .v_scale = dm_whole(e->vs)};
+    ropeqk_status st = rqs_paged_run_wait(e->pl, &a, &b);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu) step %d: %s", c->name, (unsigned long long)seed, t,
                  ropeqk_last_error());
     /* the truth from what the caches hold now */
@@ -277,17 +277,17 @@ static void run_engine(ropeqk_dtype kdt, ropeqk_dtype vdt, const char *name, uin
     e.mks = e.d.ksb ? malloc(e.d.ksb) : NULL, e.mvs = e.d.vsb ? malloc(e.d.vsb) : NULL;
     cr_assert(e.mk && e.mv && (!e.d.ksb || e.mks) && (!e.d.vsb || e.mvs));
     ropeqk_plan_desc desc = desc_of(c, &e.d);
-    cr_assert_eq(rqs_plan_create(th_ctx, &desc, &e.pl), ROPEQK_SUCCESS, "%s: plan: %s", name, ropeqk_last_error());
+    cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &e.pl), ROPEQK_SUCCESS, "%s: plan: %s", name, ropeqk_last_error());
     struct {
-        rqs_devbuf **b;
+        dm_buf **b;
         size_t n;
         const void *init;
     } bufs[] = {{&e.kc, e.d.kb, e.d.k}, {&e.vc, e.d.vb, e.d.v}, {&e.ks, e.d.ksb, e.d.ks}, {&e.vs, e.d.vsb, e.d.vs},
                 {&e.q, e.d.qb, NULL},   {&e.o, e.d.ob, NULL},   {&e.l, e.d.lb, NULL}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i].n)
-            cr_assert_eq(rqs_devbuf_create(th_ctx, bufs[i].n, bufs[i].init, false, bufs[i].b), ROPEQK_SUCCESS, "%s",
-                         rqs_devbuf_error());
+            cr_assert_eq(dm_create(th_ctx, bufs[i].n, bufs[i].init, false, bufs[i].b), ROPEQK_SUCCESS, "%s",
+                         ropeqk_last_error());
     for (int t = 0; t < ESTEPS; t++) {
         for (int i = 0; i < ESEQ; i++) /* arrivals: a free slot fills now and then */
             if (!e.s[i].live && rnd(&e, 0, 2) == 0)
@@ -302,9 +302,9 @@ static void run_engine(ropeqk_dtype kdt, ropeqk_dtype vdt, const char *name, uin
               "%s (seed %llu): the run lacked a phase (chunk rows %lld, speculative %lld, finished %lld, shared %lld)",
               name, (unsigned long long)seed, (long long)e.chunk_rows, (long long)e.spec_steps,
               (long long)e.finished, (long long)e.shared);
-    rqs_devbuf *all[] = {e.kc, e.vc, e.ks, e.vs, e.q, e.o, e.l};
+    dm_buf *all[] = {e.kc, e.vc, e.ks, e.vs, e.q, e.o, e.l};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        rqs_devbuf_free(all[i]);
+        dm_free(all[i]);
     ropeqk_plan_destroy(e.pl);
     pdata_free(&e.d);
     free(e.mk), free(e.mv), free(e.mks), free(e.mvs);

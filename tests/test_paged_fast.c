@@ -208,11 +208,11 @@ Test(paged_fast, masked_keys_weigh_nothing_in_mixed_tiles)
             }
             pbufs b;
             pbufs_make(&d, &b, false);
-            rqs_paged_args a = args_of(&c, &b);
+            ropeqk_paged_args a = args_of(&c, &b);
             long long before = fast_runs();
-            cr_assert_eq(rqs_paged_run(th_ctx, NULL, pl, &a, &batch), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+            cr_assert_eq(rqs_paged_run_wait(pl, &a, &batch), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
             cr_expect(fast_runs() > before, "the fast kernel did not run");
-            cr_assert_eq(rqs_devbuf_read(b.o, out[run]), ROPEQK_SUCCESS);
+            cr_assert_eq(dm_read(b.o, out[run]), ROPEQK_SUCCESS);
             pbufs_free(&b);
         }
         size_t row = (size_t)d.to.nb[0];

@@ -1,7 +1,7 @@
 /* Paged KV cache refusals, on either backend: every invalid description, batch and append is refused
  * with its status and nothing written (a refused call's command buffer is still submitted, so
- * anything recorded before the refusal would show; OpenCL: no event comes back); one plan run from
- * four threads, each on its own stream, gives a lone run's bits. Fixture: paged_fixture.c. The seed
+ * anything recorded before the refusal would show; no event comes back); one plan run from four
+ * threads on the context's queue gives a lone run's bits. Fixture: paged_fixture.c. The seed
  * is ROPEQK_TEST_SEED (default 20261201). */
 #include "paged_fixture.h"
 
@@ -108,12 +108,12 @@ static void pfix_free(pfix *f)
     pdata_free(&f->d);
 }
 
-static void expect_untouched(const rqs_devbuf *m, unsigned char byte, const char *what)
+static void expect_untouched(const dm_buf *m, unsigned char byte, const char *what)
 {
-    size_t bytes = rqs_devbuf_bytes(m);
+    size_t bytes = dm_bytes(m);
     unsigned char *h = malloc(bytes);
     cr_assert(h);
-    cr_assert_eq(rqs_devbuf_read(m, h), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(m, h), ROPEQK_SUCCESS);
     for (size_t i = 0; i < bytes; i++)
         if (h[i] != byte) {
             cr_expect_fail("%s: byte %zu changed by a refused call", what, i);
@@ -128,14 +128,14 @@ Test(paged, invalid_batches_write_nothing)
     pfix_make(&f);
     pdata *d = &f.d;
     ropeqk_paged_batch good = batch_of(&f.c, d);
-    rqs_paged_args ga = args_of(&f.c, &f.b);
-    rqs_devbuf *small = NULL;
-    cr_assert_eq(rqs_devbuf_create(th_ctx, 16, NULL, false, &small), ROPEQK_SUCCESS);
+    ropeqk_paged_args ga = args_of(&f.c, &f.b);
+    dm_buf *small = NULL;
+    cr_assert_eq(dm_create(th_ctx, 16, NULL, false, &small), ROPEQK_SUCCESS);
     int32_t tab[IS * IMAXP], lens[IS], qpos[IS], kpos[IS];
     enum { N = 32 };
     struct {
         ropeqk_paged_batch b;
-        rqs_paged_args a;
+        ropeqk_paged_args a;
         ropeqk_status want;
         char what[80];
         int32_t tab[IS * IMAXP], lens[IS], kpos[IS];
@@ -154,7 +154,7 @@ Test(paged, invalid_batches_write_nothing)
         cs[n].a = ga;                                                                              \
         int32_t *T = cs[n].tab, *L = cs[n].lens, *K = cs[n].kpos;                                  \
         ropeqk_paged_batch *B = &cs[n].b;                                                          \
-        rqs_paged_args *A = &cs[n].a;                                                              \
+        ropeqk_paged_args *A = &cs[n].a;                                                              \
         (void)T, (void)L, (void)K, (void)B, (void)A;                                               \
         EDIT;                                                                                      \
         cs[n].want = (WANT);                                                                       \
@@ -174,58 +174,39 @@ Test(paged, invalid_batches_write_nothing)
     CASE(ROPEQK_ERR_POSITION_RANGE, "last key position past INT32_MAX", (K[1] = INT32_MAX - L[1] + 2));
     CASE(ROPEQK_ERR_NULL_POINTER, "no q buffer", A->q.buf = NULL);
     CASE(ROPEQK_ERR_NULL_POINTER, "no lse buffer with with_lse", A->lse.buf = NULL);
-    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "q buffer too small", A->q.buf = small);
-    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "K cache too small", A->k_cache.buf = small);
-    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "V cache too small", A->v_cache.buf = small);
-    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "lse too small", A->lse.buf = small);
+    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "q buffer too small", A->q.buf = dm_buffer(small));
+    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "K cache too small", A->k_cache.buf = dm_buffer(small));
+    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "V cache too small", A->v_cache.buf = dm_buffer(small));
+    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "lse too small", A->lse.buf = dm_buffer(small));
     CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "V cache at an offset", A->v_cache.offset = 64);
     CASE(ROPEQK_ERR_BAD_STRIDES, "misaligned q offset", A->q.offset = 2);
-    CASE(ROPEQK_ERR_OVERLAP, "out over Q", (A->out.buf = f.b.q));
-    CASE(ROPEQK_ERR_OVERLAP, "lse over the V cache", (A->lse.buf = f.b.v));
+    CASE(ROPEQK_ERR_OVERLAP, "out over Q", (A->out.buf = dm_buffer(f.b.q)));
+    CASE(ROPEQK_ERR_OVERLAP, "lse over the V cache", (A->lse.buf = dm_buffer(f.b.v)));
 #undef CASE
-    /* a refused call: its status; OpenCL hands back no event (devbuf: RQS_ERR_STRAY_EVENT otherwise) */
+    /* a refused call: its status, and no event (devmem.c: RQS_ERR_STRAY_EVENT otherwise) */
     for (int i = 0; i < n; i++) {
-        ropeqk_status st = rqs_paged_run(th_ctx, NULL, f.pl, &cs[i].a, &cs[i].b);
-        cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s%s)", cs[i].what, st, ropeqk_status_string(st),
-                     ropeqk_last_error(), rqs_devbuf_error());
+        ropeqk_status st = rqs_paged_run_wait(f.pl, &cs[i].a, &cs[i].b);
+        cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s)", cs[i].what, st, ropeqk_status_string(st),
+                     ropeqk_last_error());
     }
     /* n_seqs past max_seqs, where the output buffer is big enough only for the plan: covered above;
      * the output too small for the batch */
-    rqs_paged_args a = ga;
-    a.out.buf = small;
-    cr_expect_eq(rqs_paged_run(th_ctx, NULL, f.pl, &a, &good), ROPEQK_ERR_BUFFER_TOO_SMALL);
-    cr_expect_eq(rqs_paged_run(th_ctx, NULL, NULL, &ga, &good), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(rqs_paged_run(th_ctx, NULL, f.pl, &ga, NULL), ROPEQK_ERR_NULL_POINTER);
-    /* each backend's entry point with no arguments at all (and OpenCL's with a wait list missing) */
-#if RQ_HAVE_OPENCL
-    if (!th_is_vulkan(th_ctx)) {
-        ropeqk_opencl_paged_args oa = {.q = rqs_view_opencl(ga.q), .k_cache = rqs_view_opencl(ga.k_cache),
-                                       .v_cache = rqs_view_opencl(ga.v_cache), .out = rqs_view_opencl(ga.out),
-                                       .lse = rqs_view_opencl(ga.lse)};
-        cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, NULL, &good, 0, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
-        cr_expect_eq(ropeqk_opencl_paged_enqueue(f.pl, NULL, &oa, &good, 1, NULL, NULL), ROPEQK_ERR_NULL_POINTER);
-    }
-#endif
-#if RQ_HAVE_VULKAN
-    if (th_is_vulkan(th_ctx)) { /* refused before the command buffer is touched: a fake handle is enough */
-        ropeqk_vulkan_paged_args va = {.q = rqs_view_vulkan(ga.q), .k_cache = rqs_view_vulkan(ga.k_cache),
-                                       .v_cache = rqs_view_vulkan(ga.v_cache), .out = rqs_view_vulkan(ga.out),
-                                       .lse = rqs_view_vulkan(ga.lse)};
-        VkCommandBuffer fake = (VkCommandBuffer)(uintptr_t)0x3000;
-        cr_expect_eq(ropeqk_vulkan_paged_record(f.pl, fake, NULL, &good), ROPEQK_ERR_NULL_POINTER);
-        cr_expect_eq(ropeqk_vulkan_paged_record(f.pl, VK_NULL_HANDLE, &va, &good), ROPEQK_ERR_NULL_POINTER);
-    }
-#endif
+    ropeqk_paged_args a = ga;
+    a.out.buf = dm_buffer(small);
+    cr_expect_eq(rqs_paged_run_wait(f.pl, &a, &good), ROPEQK_ERR_BUFFER_TOO_SMALL);
+    cr_expect_eq(rqs_paged_run_wait(NULL, &ga, &good), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(rqs_paged_run_wait(f.pl, &ga, NULL), ROPEQK_ERR_NULL_POINTER);
+    /* each backend's own entry point with no arguments: tests/test_run_interop.c (paged_entry_points) */
     /* a paged plan through the generic run, and a scores plan through the paged one */
-    rqs_args sa = {.q = rqs_whole(f.b.q), .k = rqs_whole(f.b.k), .out = rqs_whole(f.b.o)};
-    cr_expect_eq(rqs_plan_run(th_ctx, NULL, f.pl, &sa, NULL), ROPEQK_ERR_BAD_PARAM);
+    ropeqk_args sa = {.q = dm_whole(f.b.q), .k = dm_whole(f.b.k), .out = dm_whole(f.b.o)};
+    cr_expect_eq(rqs_plan_run_wait(f.pl, &sa, NULL), ROPEQK_ERR_BAD_PARAM);
     ropeqk_plan_desc sd = {.op = ROPEQK_OP_SCORES, .q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, ID),
                            .k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 4, ID),
                            .out = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 1, 4)};
     ropeqk_default_params(&sd.params);
     ropeqk_plan *scores = NULL;
     cr_assert_eq(ropeqk_plan_create(th_ctx, &sd, &scores), ROPEQK_SUCCESS);
-    cr_expect_eq(rqs_paged_run(th_ctx, NULL, scores, &ga, &good), ROPEQK_ERR_BAD_PARAM);
+    cr_expect_eq(rqs_paged_run_wait(scores, &ga, &good), ROPEQK_ERR_BAD_PARAM);
     ropeqk_plan_destroy(scores);
     expect_untouched(f.b.o, 0x5A, "out");
     expect_untouched(f.b.l, 0x5A, "lse");
@@ -243,12 +224,12 @@ Test(paged, invalid_batches_write_nothing)
     tab[IMAXP + 2] = INT32_MAX;
     tab[2 * IMAXP] = tab[IMAXP];
     ropeqk_paged_batch edge = {.n_seqs = IS, .page_table = tab, .seq_lens = lens, .q_pos = qpos, .k_pos0 = kpos};
-    ropeqk_status st = rqs_paged_run(th_ctx, NULL, f.pl, &ga, &edge);
+    ropeqk_status st = rqs_paged_run_wait(f.pl, &ga, &edge);
     cr_expect_eq(st, ROPEQK_SUCCESS, "legal edges: %s: %s", ropeqk_status_string(st), ropeqk_last_error());
     edge.k_pos0 = NULL; /* NULL k_pos0: every sequence starts at position 0 */
-    cr_expect_eq(rqs_paged_run(th_ctx, NULL, f.pl, &ga, &edge), ROPEQK_SUCCESS);
+    cr_expect_eq(rqs_paged_run_wait(f.pl, &ga, &edge), ROPEQK_SUCCESS);
     free(cs);
-    rqs_devbuf_free(small);
+    dm_free(small);
     pfix_free(&f);
 }
 
@@ -258,24 +239,24 @@ Test(paged, invalid_appends_write_nothing)
     pfix_make(&f);
     pdata *d = &f.d;
     const pcase *c = &f.c;
-    cr_assert_eq(rqs_devbuf_fill(f.b.k, 0xA5), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_fill(f.b.v, 0xA5), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(f.b.k, 0xA5), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(f.b.v, 0xA5), ROPEQK_SUCCESS);
     int64_t nn = 3;
     ropeqk_tensor tkn = ropeqk_tensor_bhsd(c->kdt, IS, IHKV, nn, ID), tvn = ropeqk_tensor_bhsd(c->vdt, IS, IHKV, nn, ID);
-    rqs_devbuf *bkn = NULL, *bvn = NULL, *small = NULL;
-    cr_assert_eq(rqs_devbuf_create(th_ctx, ropeqk_tensor_extent(&tkn), NULL, false, &bkn), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, ropeqk_tensor_extent(&tvn), NULL, false, &bvn), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, 16, NULL, false, &small), ROPEQK_SUCCESS);
+    dm_buf *bkn = NULL, *bvn = NULL, *small = NULL;
+    cr_assert_eq(dm_create(th_ctx, ropeqk_tensor_extent(&tkn), NULL, false, &bkn), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_create(th_ctx, ropeqk_tensor_extent(&tvn), NULL, false, &bvn), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_create(th_ctx, 16, NULL, false, &small), ROPEQK_SUCCESS);
     int32_t lens[IS] = {0, IPS - 1, 5}, tab[IS * IMAXP];
     memcpy(tab, d->table, sizeof tab);
     ropeqk_paged_batch good = {.n_seqs = IS, .page_table = tab, .seq_lens = lens};
-    rqs_view kn = rqs_whole(bkn), vn = rqs_whole(bvn), kc = rqs_whole(f.b.k), vc = rqs_whole(f.b.v);
+    ropeqk_mem kn = dm_whole(bkn), vn = dm_whole(bvn), kc = dm_whole(f.b.k), vc = dm_whole(f.b.v);
     struct {
         ropeqk_status want;
         const char *what;
         int32_t l[IS], t[IS * IMAXP];
         ropeqk_tensor tk, tv;
-        rqs_view kn, vn, kc, vc;
+        ropeqk_mem kn, vn, kc, vc;
         int64_t n_seqs;
     } cs[16];
     int n = 0;
@@ -297,10 +278,10 @@ Test(paged, invalid_appends_write_nothing)
     CASE(ROPEQK_ERR_BAD_SHAPE, "k_new for another batch size", cs[n].n_seqs = 2);
     CASE(ROPEQK_ERR_BAD_SHAPE, "v_new with another n_new", cs[n].tv = ropeqk_tensor_bhsd(c->vdt, IS, IHKV, 2, ID));
     CASE(ROPEQK_ERR_BAD_SHAPE, "k_new with another head dim", cs[n].tk = ropeqk_tensor_bhsd(c->kdt, IS, IHKV, nn, 16));
-    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "k_new buffer too small", cs[n].kn.buf = small);
-    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "V cache too small", cs[n].vc.buf = small);
-    CASE(ROPEQK_ERR_OVERLAP, "K cache over the V cache", cs[n].kc.buf = f.b.v);
-    CASE(ROPEQK_ERR_OVERLAP, "new rows inside the K cache", (cs[n].kn.buf = f.b.k, cs[n].vn.buf = f.b.k));
+    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "k_new buffer too small", cs[n].kn.buf = dm_buffer(small));
+    CASE(ROPEQK_ERR_BUFFER_TOO_SMALL, "V cache too small", cs[n].vc.buf = dm_buffer(small));
+    CASE(ROPEQK_ERR_OVERLAP, "K cache over the V cache", cs[n].kc.buf = dm_buffer(f.b.v));
+    CASE(ROPEQK_ERR_OVERLAP, "new rows inside the K cache", (cs[n].kn.buf = dm_buffer(f.b.k), cs[n].vn.buf = dm_buffer(f.b.k)));
     CASE(ROPEQK_ERR_NULL_POINTER, "no v_new buffer", cs[n].vn.buf = NULL);
 #undef CASE
     for (int i = 0; i < n; i++) {
@@ -308,37 +289,38 @@ Test(paged, invalid_appends_write_nothing)
         b.page_table = cs[i].t;
         b.seq_lens = cs[i].l;
         b.n_seqs = cs[i].n_seqs;
-        rqs_paged_cache cc = {cs[i].kc, cs[i].vc, {0}, {0}};
-        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, f.pl, &cs[i].tk, cs[i].kn, &cs[i].tv, cs[i].vn, &cc, &b);
-        cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s%s)", cs[i].what, st, ropeqk_status_string(st),
-                     ropeqk_last_error(), rqs_devbuf_error());
+        ropeqk_paged_cache cc = {cs[i].kc, cs[i].vc, {0}, {0}};
+        ropeqk_status st = rqs_paged_append_wait(f.pl, &cs[i].tk, cs[i].kn, &cs[i].tv, cs[i].vn, &cc, &b);
+        cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s)", cs[i].what, st, ropeqk_status_string(st),
+                     ropeqk_last_error());
     }
-    rqs_paged_cache gc = {kc, vc, {0}, {0}};
-    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, &gc, NULL), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, NULL, &tkn, kn, &tvn, vn, &gc, &good), ROPEQK_ERR_NULL_POINTER);
-    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, NULL, &good), ROPEQK_ERR_NULL_POINTER);
+    ropeqk_paged_cache gc = {kc, vc, {0}, {0}};
+    cr_expect_eq(rqs_paged_append_wait(f.pl, &tkn, kn, &tvn, vn, &gc, NULL), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(rqs_paged_append_wait(NULL, &tkn, kn, &tvn, vn, &gc, &good), ROPEQK_ERR_NULL_POINTER);
+    cr_expect_eq(rqs_paged_append_wait(f.pl, &tkn, kn, &tvn, vn, NULL, &good), ROPEQK_ERR_NULL_POINTER);
     expect_untouched(f.b.k, 0xA5, "K cache");
     expect_untouched(f.b.v, 0xA5, "V cache");
     /* and the good one goes through */
-    cr_expect_eq(rqs_paged_append_run(th_ctx, NULL, f.pl, &tkn, kn, &tvn, vn, &gc, &good), ROPEQK_SUCCESS, "%s",
+    cr_expect_eq(rqs_paged_append_wait(f.pl, &tkn, kn, &tvn, vn, &gc, &good), ROPEQK_SUCCESS, "%s",
                  ropeqk_last_error());
-    rqs_devbuf_free(bkn), rqs_devbuf_free(bvn), rqs_devbuf_free(small);
+    dm_free(bkn), dm_free(bvn), dm_free(small);
     pfix_free(&f);
 }
 
 /* ---- one plan, several threads ----------------------------------------------------------------- */
-/* Runs the plan on the thread's stream with batches of 1..IS sequences (the kernels' arguments and,
- * on Vulkan, the recorded metadata change every call), the full batch last. */
-static ropeqk_status paged_loop(rqs_stream *stream, rqs_devbuf *out, int iters, void *user)
+/* Runs the plan (on the context's queue, from the calling thread) with batches of 1..IS sequences
+ * (the kernels' arguments and, on Vulkan, the recorded metadata change every call), the full batch
+ * last. */
+static ropeqk_status paged_loop(dm_buf *out, int iters, void *user)
 {
     pfix *f = user;
     ropeqk_paged_batch b = batch_of(&f->c, &f->d);
-    rqs_paged_args a = args_of(&f->c, &f->b); /* a plan without LSE: no lse */
-    a.out = rqs_whole(out);
+    ropeqk_paged_args a = args_of(&f->c, &f->b); /* a plan without LSE: no lse */
+    a.out = dm_whole(out);
     ropeqk_status st = ROPEQK_SUCCESS;
     for (int i = 0; i < iters && !st; i++) {
         b.n_seqs = i == iters - 1 ? IS : 1 + i % IS;
-        st = rqs_paged_run(th_ctx, stream, f->pl, &a, &b);
+        st = rqs_paged_run_wait(f->pl, &a, &b);
     }
     return st;
 }

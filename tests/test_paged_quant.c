@@ -107,21 +107,21 @@ Test(paged_quant, every_code_decodes_to_its_value)
             vc[(j / ED) * EPS * ED + j % ED] = (unsigned char)j, q[j] = (float)(j % 7) - 3.0f;
         for (int j = 0; j < 2 * EPS; j++)
             sc[j] = 0.5f;
-        rqs_devbuf *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bks = NULL, *bvs = NULL;
+        dm_buf *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bks = NULL, *bvs = NULL;
         ropeqk_plan *pl = NULL;
-        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof q, q, false, &bq), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof kc, kc, false, &bk), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof vc, vc, false, &bv), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof o, NULL, false, &bo), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof sc, sc, false, &bks), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof sc, sc, false, &bvs), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_plan_create(th_ctx, &d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        cr_assert_eq(dm_create(th_ctx, sizeof q, q, false, &bq), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, sizeof kc, kc, false, &bk), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, sizeof vc, vc, false, &bv), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, sizeof o, NULL, false, &bo), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, sizeof sc, sc, false, &bks), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, sizeof sc, sc, false, &bvs), ROPEQK_SUCCESS);
+        cr_assert_eq(ropeqk_plan_create(th_ctx, &d, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
         int32_t table[2] = {0, 1}, lens[2] = {1, 1}, qpos[2] = {0, 0};
         ropeqk_paged_batch b = {.n_seqs = 2, .page_table = table, .seq_lens = lens, .q_pos = qpos};
-        rqs_paged_args a = {.q = rqs_whole(bq), .k_cache = rqs_whole(bk), .v_cache = rqs_whole(bv),
-                            .out = rqs_whole(bo), .k_scale = rqs_whole(bks), .v_scale = rqs_whole(bvs)};
-        cr_assert_eq(rqs_paged_run(th_ctx, NULL, pl, &a, &b), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-        cr_assert_eq(rqs_devbuf_read(bo, o), ROPEQK_SUCCESS);
+        ropeqk_paged_args a = {.q = dm_whole(bq), .k_cache = dm_whole(bk), .v_cache = dm_whole(bv),
+                            .out = dm_whole(bo), .k_scale = dm_whole(bks), .v_scale = dm_whole(bvs)};
+        cr_assert_eq(rqs_paged_run_wait(pl, &a, &b), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        cr_assert_eq(dm_read(bo, o), ROPEQK_SUCCESS);
         int bad = 0;
         for (int j = 0; j < 2 * ED; j++) {
             float want = rqs_q8_value((uint8_t)j, dt) * 0.5f;
@@ -131,8 +131,8 @@ Test(paged_quant, every_code_decodes_to_its_value)
         }
         cr_expect_eq(bad, 0, "dtype %d: %d of 256 codes decoded wrong", (int)dt, bad);
         ropeqk_plan_destroy(pl);
-        rqs_devbuf_free(bq), rqs_devbuf_free(bk), rqs_devbuf_free(bv), rqs_devbuf_free(bo);
-        rqs_devbuf_free(bks), rqs_devbuf_free(bvs);
+        dm_free(bq), dm_free(bk), dm_free(bv), dm_free(bo);
+        dm_free(bks), dm_free(bvs);
     }
 }
 
@@ -243,26 +243,26 @@ static void append_case(int AD, size_t off)
                     rqs_q8_quantize(xr, AD, dt, (kv ? vexp : kexp) + off + off4(tc, page, h, slot, 0));
             }
         }
-        rqs_devbuf *bkn, *bvn, *bk, *bv, *bks, *bvs;
-        cr_assert_eq(rqs_devbuf_create(th_ctx, ropeqk_tensor_extent(&tkn), kn, true, &bkn), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, ropeqk_tensor_extent(&tvn), vn, true, &bvn), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, kb, NULL, true, &bk), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, kb, NULL, true, &bv), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, sb, NULL, true, &bks), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_create(th_ctx, sb, NULL, true, &bvs), ROPEQK_SUCCESS);
-        rqs_devbuf *all[4] = {bk, bv, bks, bvs};
+        dm_buf *bkn, *bvn, *bk, *bv, *bks, *bvs;
+        cr_assert_eq(dm_create(th_ctx, ropeqk_tensor_extent(&tkn), kn, true, &bkn), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, ropeqk_tensor_extent(&tvn), vn, true, &bvn), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, kb, NULL, true, &bk), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, kb, NULL, true, &bv), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, sb, NULL, true, &bks), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, sb, NULL, true, &bvs), ROPEQK_SUCCESS);
+        dm_buf *all[4] = {bk, bv, bks, bvs};
         for (int b = 0; b < 4; b++)
-            cr_assert_eq(rqs_devbuf_fill(all[b], 0xA5), ROPEQK_SUCCESS);
+            cr_assert_eq(dm_fill(all[b], 0xA5), ROPEQK_SUCCESS);
         ropeqk_paged_batch batch = {.n_seqs = AS, .page_table = table, .seq_lens = lens};
-        rqs_paged_cache cache = {{bk, off, 0}, {bv, off, 0}, rqs_whole(bks), rqs_whole(bvs)};
-        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, pl, &tkn, rqs_whole(bkn), &tvn, rqs_whole(bvn), &cache,
+        ropeqk_paged_cache cache = {dm_at(bk, off), dm_at(bv, off), dm_whole(bks), dm_whole(bvs)};
+        ropeqk_status st = rqs_paged_append_wait(pl, &tkn, dm_whole(bkn), &tvn, dm_whole(bvn), &cache,
                                                 &batch);
         cr_assert_eq(st, ROPEQK_SUCCESS, "seed %llu: %s: %s", (unsigned long long)seed, ropeqk_status_string(st),
                      ropeqk_last_error());
-        cr_assert_eq(rqs_devbuf_read(bk, kgot), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_read(bv, vgot), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_read(bks, ksgot), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_read(bvs, vsgot), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_read(bk, kgot), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_read(bv, vgot), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_read(bks, ksgot), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_read(bvs, vsgot), ROPEQK_SUCCESS);
         size_t bad = 0, bads = 0;
         for (size_t b = 0; b < kb; b++) {
             if (kgot[b] != kexp[b] && bad++ < 5)
@@ -277,10 +277,10 @@ static void append_case(int AD, size_t off)
                      (unsigned long long)seed);
         for (int b = 0; b < 4; b++) {
             bool intact = false;
-            cr_expect(rqs_devbuf_check(all[b], NULL, &intact) == ROPEQK_SUCCESS && intact, "a canary changed");
+            cr_expect(dm_check(all[b], NULL, &intact) == ROPEQK_SUCCESS && intact, "a canary changed");
         }
-        rqs_devbuf_free(bkn), rqs_devbuf_free(bvn), rqs_devbuf_free(bk), rqs_devbuf_free(bv);
-        rqs_devbuf_free(bks), rqs_devbuf_free(bvs);
+        dm_free(bkn), dm_free(bvn), dm_free(bk), dm_free(bv);
+        dm_free(bks), dm_free(bvs);
         free(kexp), free(vexp), free(kgot), free(vgot), free(ksexp), free(vsexp), free(ksgot), free(vsgot);
         ropeqk_plan_destroy(pl);
     }

@@ -18,7 +18,7 @@ enum { IS = 3, IHQ = 4, IHKV = 2, ID = 32, IPS = 16, IMAXP = 4, INP = 12 };
  * must refuse the plan by name, which the other branch below checks). */
 static bool backend_reads_q8(void)
 {
-    return rqs_ctx_backend(th_ctx) == RQS_BACKEND_OPENCL || rqs_ctx_backend(th_ctx) == RQS_BACKEND_VULKAN;
+    return ropeqk_ctx_backend(th_ctx) == ROPEQK_BACKEND_OPENCL || ropeqk_ctx_backend(th_ctx) == ROPEQK_BACKEND_VULKAN;
 }
 
 Test(paged_quant, dtype_size_and_dense_refusals)
@@ -106,12 +106,12 @@ Test(paged_quant, paged_descriptions)
 }
 
 /* ---- the scale buffers at the calls ------------------------------------------------------------- */
-static void expect_canary(const rqs_devbuf *m, unsigned char byte, const char *what)
+static void expect_canary(const dm_buf *m, unsigned char byte, const char *what)
 {
-    size_t bytes = rqs_devbuf_bytes(m);
+    size_t bytes = dm_bytes(m);
     unsigned char *h = malloc(bytes);
     cr_assert(h);
-    cr_assert_eq(rqs_devbuf_read(m, h), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(m, h), ROPEQK_SUCCESS);
     size_t i = 0;
     while (i < bytes && h[i] == byte)
         i++;
@@ -133,14 +133,14 @@ Test(paged_quant, scale_buffers_checked_and_nothing_written)
     cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     pbufs b;
     pbufs_make(&d, &b, false);
-    rqs_devbuf *small = NULL, *big = NULL;
-    cr_assert_eq(rqs_devbuf_create(th_ctx, d.ksb - 4, NULL, false, &small), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, 4 * (d.ksb + d.ob), NULL, false, &big), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_fill(big, 0x5A), ROPEQK_SUCCESS);
+    dm_buf *small = NULL, *big = NULL;
+    cr_assert_eq(dm_create(th_ctx, d.ksb - 4, NULL, false, &small), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_create(th_ctx, 4 * (d.ksb + d.ob), NULL, false, &big), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(big, 0x5A), ROPEQK_SUCCESS);
     ropeqk_paged_batch batch = batch_of(&c, &d);
-    const rqs_paged_args good = args_of(&c, &b);
+    const ropeqk_paged_args good = args_of(&c, &b);
     struct {
-        rqs_paged_args a;
+        ropeqk_paged_args a;
         ropeqk_status want;
         const char *what;
     } cs[6];
@@ -148,13 +148,13 @@ Test(paged_quant, scale_buffers_checked_and_nothing_written)
         cs[i].a = good;
     cs[0].a.k_scale.buf = NULL, cs[0].want = ROPEQK_ERR_NULL_POINTER, cs[0].what = "no k_scale";
     cs[1].a.v_scale.buf = NULL, cs[1].want = ROPEQK_ERR_NULL_POINTER, cs[1].what = "no v_scale";
-    cs[2].a.v_scale.buf = small, cs[2].want = ROPEQK_ERR_BUFFER_TOO_SMALL, cs[2].what = "v_scale too small";
-    cs[3].a.k_scale = (rqs_view){big, 2, 0}, cs[3].want = ROPEQK_ERR_BAD_STRIDES, cs[3].what = "k_scale offset 2";
-    cs[4].a.k_scale = (rqs_view){big, 0, 0}, cs[4].a.out = (rqs_view){big, 8, 0};
+    cs[2].a.v_scale.buf = dm_buffer(small), cs[2].want = ROPEQK_ERR_BUFFER_TOO_SMALL, cs[2].what = "v_scale too small";
+    cs[3].a.k_scale = dm_at(big, 2), cs[3].want = ROPEQK_ERR_BAD_STRIDES, cs[3].what = "k_scale offset 2";
+    cs[4].a.k_scale = dm_at(big, 0), cs[4].a.out = dm_at(big, 8);
     cs[4].want = ROPEQK_ERR_OVERLAP, cs[4].what = "out over k_scale";
-    cs[5].a.lse = (rqs_view){b.vs, 0, 0}, cs[5].want = ROPEQK_ERR_OVERLAP, cs[5].what = "lse over v_scale";
+    cs[5].a.lse = dm_at(b.vs, 0), cs[5].want = ROPEQK_ERR_OVERLAP, cs[5].what = "lse over v_scale";
     for (int i = 0; i < 6; i++) {
-        ropeqk_status st = rqs_paged_run(th_ctx, NULL, pl, &cs[i].a, &batch);
+        ropeqk_status st = rqs_paged_run_wait(pl, &cs[i].a, &batch);
         cr_expect_eq(st, cs[i].want, "%s: got %s (%s)", cs[i].what, ropeqk_status_string(st), ropeqk_last_error());
     }
     expect_canary(b.o, 0x5A, "out");
@@ -163,28 +163,28 @@ Test(paged_quant, scale_buffers_checked_and_nothing_written)
     /* the append: scales required, sized, apart from the caches; new rows unquantized */
     ropeqk_tensor tkn = ropeqk_tensor_bhsd(ROPEQK_F32, IS, IHKV, 1, ID), tvn = ropeqk_tensor_bhsd(ROPEQK_BF16, IS, IHKV, 1, ID);
     ropeqk_tensor tkn8 = ropeqk_tensor_bhsd(ROPEQK_I8, IS, IHKV, 1, ID);
-    rqs_devbuf *kn = NULL;
-    cr_assert_eq(rqs_devbuf_create(th_ctx, ropeqk_tensor_extent(&tkn), NULL, false, &kn), ROPEQK_SUCCESS);
+    dm_buf *kn = NULL;
+    cr_assert_eq(dm_create(th_ctx, ropeqk_tensor_extent(&tkn), NULL, false, &kn), ROPEQK_SUCCESS);
     int32_t lens[IS] = {0, 0, 0};
     ropeqk_paged_batch ab = {.n_seqs = IS, .page_table = d.table, .seq_lens = lens};
-    rqs_paged_cache gc = {rqs_whole(b.k), rqs_whole(b.v), rqs_whole(b.ks), rqs_whole(b.vs)}, cc[4];
+    ropeqk_paged_cache gc = {dm_whole(b.k), dm_whole(b.v), dm_whole(b.ks), dm_whole(b.vs)}, cc[4];
     for (int i = 0; i < 4; i++)
         cc[i] = gc;
     cc[0].k_scale.buf = NULL;
-    cc[1].v_scale.buf = small;
-    cc[2].k_scale = rqs_whole(b.v); /* K's scales over the V cache */
+    cc[1].v_scale.buf = dm_buffer(small);
+    cc[2].k_scale = dm_whole(b.v); /* K's scales over the V cache */
     const ropeqk_status want[4] = {ROPEQK_ERR_NULL_POINTER, ROPEQK_ERR_BUFFER_TOO_SMALL, ROPEQK_ERR_OVERLAP,
                                    ROPEQK_ERR_BAD_DTYPE};
     for (int i = 0; i < 4; i++) {
-        ropeqk_status st = rqs_paged_append_run(th_ctx, NULL, pl, i == 3 ? &tkn8 : &tkn, rqs_whole(kn), &tvn,
-                                                rqs_whole(kn), &cc[i], &ab);
+        ropeqk_status st = rqs_paged_append_wait(pl, i == 3 ? &tkn8 : &tkn, dm_whole(kn), &tvn,
+                                                dm_whole(kn), &cc[i], &ab);
         cr_expect_eq(st, want[i], "append case %d: got %s (%s)", i, ropeqk_status_string(st), ropeqk_last_error());
     }
     bool intact = false;
-    cr_expect(rqs_devbuf_check(b.k, d.k, &intact) == ROPEQK_SUCCESS && intact, "K cache written by a refused append");
-    cr_expect(rqs_devbuf_check(b.ks, d.ks, &intact) == ROPEQK_SUCCESS && intact, "K scales written by a refused append");
-    cr_expect(rqs_devbuf_check(b.vs, d.vs, &intact) == ROPEQK_SUCCESS && intact, "V scales written by a refused append");
-    rqs_devbuf_free(kn), rqs_devbuf_free(small), rqs_devbuf_free(big);
+    cr_expect(dm_check(b.k, d.k, &intact) == ROPEQK_SUCCESS && intact, "K cache written by a refused append");
+    cr_expect(dm_check(b.ks, d.ks, &intact) == ROPEQK_SUCCESS && intact, "K scales written by a refused append");
+    cr_expect(dm_check(b.vs, d.vs, &intact) == ROPEQK_SUCCESS && intact, "V scales written by a refused append");
+    dm_free(kn), dm_free(small), dm_free(big);
     pbufs_free(&b);
     ropeqk_plan_destroy(pl);
     /* a scale buffer beside a 16-bit cache */
@@ -195,10 +195,10 @@ Test(paged_quant, scale_buffers_checked_and_nothing_written)
     desc = desc_of(&c, &d2);
     cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     pbufs_make(&d2, &b, false);
-    rqs_paged_args a = args_of(&c, &b);
+    ropeqk_paged_args a = args_of(&c, &b);
     a.v_scale = a.k_scale;
     ropeqk_paged_batch b2 = batch_of(&c, &d2);
-    ropeqk_status st = rqs_paged_run(th_ctx, NULL, pl, &a, &b2);
+    ropeqk_status st = rqs_paged_run_wait(pl, &a, &b2);
     cr_expect_eq(st, ROPEQK_ERR_BAD_PARAM, "v_scale for an f16 V cache: got %s", ropeqk_status_string(st));
     pbufs_free(&b);
     ropeqk_plan_destroy(pl);

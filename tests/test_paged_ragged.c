@@ -177,7 +177,7 @@ Test(paged_ragged, invalid_offsets_write_nothing)
     cr_assert_eq(ropeqk_plan_create(th_ctx, &desc, &pl), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
     pbufs b;
     pbufs_make(&d, &b, false);
-    rqs_paged_args a = args_of(&c, &b);
+    ropeqk_paged_args a = args_of(&c, &b);
     ropeqk_paged_batch good = batch_of(&c, &d);
     struct {
         int32_t ind[4], lens[3], qpos[3];
@@ -197,17 +197,17 @@ Test(paged_ragged, invalid_offsets_write_nothing)
         for (int s = 0; s < 3; s++)
             cs[i].qpos[s] = cs[i].qpos[s] ? cs[i].qpos[s] : d.qpos[s];
         bt.q_indptr = cs[i].ind, bt.seq_lens = cs[i].lens, bt.q_pos = cs[i].qpos;
-        ropeqk_status st = rqs_paged_run(th_ctx, NULL, pl, &a, &bt);
+        ropeqk_status st = rqs_paged_run_wait(pl, &a, &bt);
         cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s%s)", cs[i].what, st, ropeqk_status_string(st),
-                     ropeqk_last_error(), rqs_devbuf_error());
+                     ropeqk_last_error(), ropeqk_last_error());
     }
     /* out and lse hold the fill of pbufs_make: nothing was written */
     size_t nb[2] = {d.ob, d.lb};
-    const rqs_devbuf *outs[2] = {b.o, b.l};
+    const dm_buf *outs[2] = {b.o, b.l};
     for (int i = 0; i < 2; i++) {
         unsigned char *h = malloc(nb[i]);
         cr_assert(h);
-        cr_assert_eq(rqs_devbuf_read(outs[i], h), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_read(outs[i], h), ROPEQK_SUCCESS);
         for (size_t j = 0; j < nb[i]; j++)
             if (h[j] != 0x5A) {
                 cr_expect_fail("%s: byte %zu changed by a refused call", i ? "lse" : "out", j);
@@ -217,12 +217,12 @@ Test(paged_ragged, invalid_offsets_write_nothing)
     }
     /* the output buffer sized for the plan's rows but the view asks for them all: a smaller buffer
      * than the batch's rows need is refused */
-    rqs_devbuf *small = NULL;
-    cr_assert_eq(rqs_devbuf_create(th_ctx, (size_t)d.to.nb[0] * 5, NULL, false, &small), ROPEQK_SUCCESS);
-    rqs_paged_args sa = a;
-    sa.out.buf = small;
-    cr_expect_eq(rqs_paged_run(th_ctx, NULL, pl, &sa, &good), ROPEQK_ERR_BUFFER_TOO_SMALL, "%s", ropeqk_last_error());
-    rqs_devbuf_free(small);
+    dm_buf *small = NULL;
+    cr_assert_eq(dm_create(th_ctx, (size_t)d.to.nb[0] * 5, NULL, false, &small), ROPEQK_SUCCESS);
+    ropeqk_paged_args sa = a;
+    sa.out.buf = dm_buffer(small);
+    cr_expect_eq(rqs_paged_run_wait(pl, &sa, &good), ROPEQK_ERR_BUFFER_TOO_SMALL, "%s", ropeqk_last_error());
+    dm_free(small);
     pbufs_free(&b);
     ropeqk_plan_destroy(pl);
 

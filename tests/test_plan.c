@@ -26,7 +26,7 @@ enum { B = 2, HQ = 8, HKV = 2, D = 64, MAXK = 300 };
 typedef struct {
     float q[B * HQ * D], k[B * HKV * MAXK * D];
     ropeqk_tensor tq, tk, to;
-    rqs_devbuf *bq, *bk, *bo;
+    dm_buf *bq, *bk, *bo;
 } dproblem;
 
 static void dproblem_make(dproblem *p, uint64_t seed)
@@ -37,40 +37,40 @@ static void dproblem_make(dproblem *p, uint64_t seed)
     p->tq = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, 1, D);
     p->tk = ropeqk_tensor_bhsd(ROPEQK_F32, B, HKV, MAXK, D);
     p->to = ropeqk_tensor_bhsd(ROPEQK_F32, B, HQ, 1, MAXK);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof p->q, p->q, true, &p->bq), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
-    cr_assert_eq(rqs_devbuf_create(th_ctx, sizeof p->k, p->k, true, &p->bk), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
-    cr_assert_eq(rqs_devbuf_create(th_ctx, (size_t)B * HQ * MAXK * 4, NULL, true, &p->bo), ROPEQK_SUCCESS, "%s",
-                 rqs_devbuf_error());
+    cr_assert_eq(dm_create(th_ctx, sizeof p->q, p->q, true, &p->bq), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_assert_eq(dm_create(th_ctx, sizeof p->k, p->k, true, &p->bk), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    cr_assert_eq(dm_create(th_ctx, (size_t)B * HQ * MAXK * 4, NULL, true, &p->bo), ROPEQK_SUCCESS, "%s",
+                 ropeqk_last_error());
 }
 
 static void dproblem_free(dproblem *p)
 {
-    rqs_devbuf_free(p->bq);
-    rqs_devbuf_free(p->bk);
-    rqs_devbuf_free(p->bo);
+    dm_free(p->bq);
+    dm_free(p->bk);
+    dm_free(p->bo);
 }
 
-static rqs_args dargs(const dproblem *p) { return (rqs_args){.q = rqs_whole(p->bq), .k = rqs_whole(p->bk), .out = rqs_whole(p->bo)}; }
+static ropeqk_args dargs(const dproblem *p) { return (ropeqk_args){.q = dm_whole(p->bq), .k = dm_whole(p->bk), .out = dm_whole(p->bo)}; }
 
 /* Runs one step and checks its n keys against the fp64 path on views of the same memory; keys past
  * n stay NaN, the inputs and every canary unchanged. */
 static void check_step(ropeqk_plan *pl, dproblem *p, const ropeqk_params *par, int64_t n, int64_t qoff, int64_t koff)
 {
-    cr_assert_eq(rqs_devbuf_fill(p->bo, 0xFF), ROPEQK_SUCCESS); /* NaN */
-    rqs_args a = dargs(p);
+    cr_assert_eq(dm_fill(p->bo, 0xFF), ROPEQK_SUCCESS); /* NaN */
+    ropeqk_args a = dargs(p);
     ropeqk_step s = {.n_keys = n, .q_pos_offset = qoff, .k_pos_offset = koff};
-    ropeqk_status st = rqs_plan_run(th_ctx, NULL, pl, &a, &s);
+    ropeqk_status st = rqs_plan_run_wait(pl, &a, &s);
     cr_assert_eq(st, ROPEQK_SUCCESS, "n %lld: %s: %s %s", (long long)n, ropeqk_status_string(st), ropeqk_last_error(),
-                 rqs_devbuf_error());
+                 ropeqk_last_error());
     static float out[B * HQ * MAXK];
     static double ref[B * HQ * MAXK];
-    cr_assert_eq(rqs_devbuf_read(p->bo, out), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(p->bo, out), ROPEQK_SUCCESS);
     bool intact = false;
-    cr_assert_eq(rqs_devbuf_check(p->bq, p->q, &intact), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_check(p->bq, p->q, &intact), ROPEQK_SUCCESS);
     cr_expect(intact, "n %lld: Q or its canaries changed", (long long)n);
-    cr_assert_eq(rqs_devbuf_check(p->bk, p->k, &intact), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_check(p->bk, p->k, &intact), ROPEQK_SUCCESS);
     cr_expect(intact, "n %lld: K or its canaries changed", (long long)n);
-    cr_assert_eq(rqs_devbuf_check(p->bo, NULL, &intact), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_check(p->bo, NULL, &intact), ROPEQK_SUCCESS);
     cr_expect(intact, "n %lld: a canary around the output changed", (long long)n);
     ropeqk_params rp = *par;
     rp.q_pos_offset = qoff;
@@ -167,15 +167,15 @@ Test(plan, invalid_descriptions_and_steps)
     static float canary[B * HQ * MAXK];
     for (size_t i = 0; i < sizeof canary / 4; i++)
         canary[i] = 12345.0f;
-    cr_assert_eq(rqs_devbuf_write(p.bo, 0, canary, sizeof canary), ROPEQK_SUCCESS);
-    rqs_devbuf *small = NULL, *pos = NULL;
-    cr_assert_eq(rqs_devbuf_create(th_ctx, (size_t)B * HKV * 100 * D * 4, NULL, false, &small), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, 4 * MAXK, NULL, false, &pos), ROPEQK_SUCCESS);
-    rqs_args a = dargs(&p);
+    cr_assert_eq(dm_write(p.bo, 0, canary, sizeof canary), ROPEQK_SUCCESS);
+    dm_buf *small = NULL, *pos = NULL;
+    cr_assert_eq(dm_create(th_ctx, (size_t)B * HKV * 100 * D * 4, NULL, false, &small), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_create(th_ctx, 4 * MAXK, NULL, false, &pos), ROPEQK_SUCCESS);
+    ropeqk_args a = dargs(&p);
     ropeqk_step s = {.n_keys = 10, .q_pos_offset = 9, .k_pos_offset = 0};
     struct {
         ropeqk_plan *pl;
-        rqs_args a;
+        ropeqk_args a;
         ropeqk_step s;
         bool has_step;
         ropeqk_status want;
@@ -188,31 +188,31 @@ Test(plan, invalid_descriptions_and_steps)
         {pl, a, {10, INT32_MAX, 0}, true, ROPEQK_SUCCESS, "q offset at INT32_MAX (legal)"},
         {pl, a, {10, (int64_t)INT32_MAX + 1, 0}, true, ROPEQK_ERR_POSITION_RANGE, "q offset past int32"},
         {pl, a, {10, 0, (int64_t)INT32_MAX - 8}, true, ROPEQK_ERR_POSITION_RANGE, "last key position past int32"},
-        {pl, {.q = a.q, .k = rqs_whole(small), .out = a.out}, {101, 200, 100}, true, ROPEQK_ERR_BUFFER_TOO_SMALL,
+        {pl, {.q = a.q, .k = dm_whole(small), .out = a.out}, {101, 200, 100}, true, ROPEQK_ERR_BUFFER_TOO_SMALL,
          "K cache shorter than n_keys"},
-        {pl, {.q = a.q, .k = a.k, .k_pos = rqs_whole(pos), .out = a.out}, s, true, ROPEQK_ERR_BAD_PARAM,
+        {pl, {.q = a.q, .k = a.k, .k_pos = dm_whole(pos), .out = a.out}, s, true, ROPEQK_ERR_BAD_PARAM,
          "positions to an offsets plan"},
         {pl, {.q = a.q, .k = a.k}, s, true, ROPEQK_ERR_NULL_POINTER, "no output buffer"},
-        {pl, {.q = a.q, .k = a.k, .out = rqs_whole(p.bk)}, s, true, ROPEQK_ERR_OVERLAP, "output over K"},
+        {pl, {.q = a.q, .k = a.k, .out = dm_whole(p.bk)}, s, true, ROPEQK_ERR_OVERLAP, "output over K"},
         {NULL, a, s, true, ROPEQK_ERR_NULL_POINTER, "no plan"},
     };
     /* a refused call still submits (OpenCL: finishes the queue), and on OpenCL hands back no event */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ropeqk_status st = rqs_plan_run(th_ctx, NULL, cases[i].pl, &cases[i].a, cases[i].has_step ? &cases[i].s : NULL);
+        ropeqk_status st = rqs_plan_run_wait(cases[i].pl, &cases[i].a, cases[i].has_step ? &cases[i].s : NULL);
         cr_expect_eq(st, cases[i].want, "%s: %d (%s) %s", cases[i].what, st, ropeqk_status_string(st),
-                     rqs_devbuf_error());
+                     ropeqk_last_error());
         if (st == ROPEQK_SUCCESS) /* rewrite the canary the legal call overwrote */
-            cr_assert_eq(rqs_devbuf_write(p.bo, 0, canary, sizeof canary), ROPEQK_SUCCESS);
+            cr_assert_eq(dm_write(p.bo, 0, canary, sizeof canary), ROPEQK_SUCCESS);
     }
     static float out[B * HQ * MAXK];
-    cr_assert_eq(rqs_devbuf_read(p.bo, out), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(p.bo, out), ROPEQK_SUCCESS);
     for (size_t i = 0; i < sizeof out / 4; i++)
         cr_assert_eq(out[i], canary[i], "output element %zu changed by a refused call", i);
     ropeqk_plan_destroy(NULL);
     ropeqk_plan_destroy(pl);
     ropeqk_plan_destroy(fixed);
-    rqs_devbuf_free(small);
-    rqs_devbuf_free(pos);
+    dm_free(small);
+    dm_free(pos);
     dproblem_free(&p);
 }
 
@@ -264,19 +264,19 @@ typedef struct {
     dproblem *p;
 } tharg;
 
-/* Runs the plan on the thread's stream (OpenCL: its own queue; Vulkan: its own command buffers),
- * with key counts changing every call, the full MAXK last. */
-static ropeqk_status enqueue_loop(rqs_stream *stream, rqs_devbuf *out, int iters, void *user)
+/* Runs the plan (on the context's queue, from the calling thread) with key counts changing every
+ * call, the full MAXK last. */
+static ropeqk_status enqueue_loop(dm_buf *out, int iters, void *user)
 {
     tharg *t = user;
-    rqs_args a = dargs(t->p);
-    a.out = rqs_whole(out);
+    ropeqk_args a = dargs(t->p);
+    a.out = dm_whole(out);
     ropeqk_status st = ROPEQK_SUCCESS;
     for (int i = 0; i < iters && !st; i++) {
         ropeqk_step s = {.n_keys = 1 + (i * 37) % MAXK, .q_pos_offset = 5000, .k_pos_offset = 4800};
         if (i == iters - 1)
             s.n_keys = MAXK;
-        st = rqs_plan_run(th_ctx, stream, t->pl, &a, &s);
+        st = rqs_plan_run_wait(t->pl, &a, &s);
     }
     return st;
 }

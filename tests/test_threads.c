@@ -1,10 +1,9 @@
-/* Concurrency (issue 6), on either backend: one context shared by 2, 4 and 8 threads, each with its
- * own stream (OpenCL: a command queue; Vulkan: a command pool and fence on the context's queue, the
- * submissions serialised by support/devbuf.c as Vulkan requires), mixed shapes and layouts, one-shot
- * calls on device buffers (ropeqk_opencl_enqueue; on Vulkan a plan made, recorded and destroyed per
- * call), every result bitwise equal to the single-threaded one; concurrent first-time program builds
- * on a second context borrowing the first's objects; host calls (ropeqk_scores) from four threads
- * against fp64; destroy after the threads are done. */
+/* Concurrency (issue 6), on either backend: one context shared by 2, 4 and 8 threads, all running
+ * on the context's queue through ropeqk.h's run calls (what users do; the library serialises
+ * Vulkan submissions itself), mixed shapes and layouts, one-shot calls on device buffers (a plan
+ * made, run with ropeqk_plan_run, waited for and destroyed per call), every result bitwise equal to
+ * the single-threaded one; concurrent first-time program builds on a second, fresh context; host
+ * calls (ropeqk_scores) from four threads against fp64; destroy after the threads are done. */
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -21,7 +20,7 @@ TestSuite(threads, .fini = th_leak_check);
 typedef struct {
     ropeqk_params p;
     ropeqk_tensor q, k, o;
-    rqs_devbuf *bq, *bk;
+    dm_buf *bq, *bk;
     size_t out_bytes;
     float *expect;
 } problem;
@@ -29,7 +28,9 @@ typedef struct {
 static problem probs[N_PROBLEMS];
 static ropeqk_ctx *ctx;
 
-static void make_problems(void)
+/* The problems' expected scores computed on ctx (building its programs), their inputs uploaded to
+ * buffers of `on` (ctx itself, or a fresh context whose programs are not built yet). */
+static void make_problems_on(ropeqk_ctx *on)
 {
     static const struct { int Hq, Hkv, Sq, Sk, D, lay, causal, f16; } shapes[N_PROBLEMS] = {
         {4, 2, 7, 33, 64, 0, 1, 0}, {8, 1, 1, 127, 128, 1, 1, 0}, {2, 2, 33, 7, 8, 0, 0, 1},
@@ -52,8 +53,8 @@ static void make_problems(void)
         pr->k = k.t;
         pr->o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, shapes[i].Hq, shapes[i].Sq, shapes[i].Sk);
         pr->out_bytes = ropeqk_tensor_extent(&pr->o);
-        cr_assert_eq(rqs_devbuf_create(ctx, q.bytes, q.data, false, &pr->bq), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
-        cr_assert_eq(rqs_devbuf_create(ctx, k.bytes, k.data, false, &pr->bk), ROPEQK_SUCCESS, "%s", rqs_devbuf_error());
+        cr_assert_eq(dm_create(on, q.bytes, q.data, false, &pr->bq), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+        cr_assert_eq(dm_create(on, k.bytes, k.data, false, &pr->bk), ROPEQK_SUCCESS, "%s", ropeqk_last_error());
         pr->expect = malloc(pr->out_bytes);
         cr_assert_eq(ropeqk_scores(ctx, &pr->p, &q.t, q.data, &k.t, k.data, NULL, NULL, &pr->o, pr->expect), 0);
         th_free(&q);
@@ -61,11 +62,13 @@ static void make_problems(void)
     }
 }
 
+static void make_problems(void) { make_problems_on(ctx); }
+
 static void free_problems(void)
 {
     for (int i = 0; i < N_PROBLEMS; i++) {
-        rqs_devbuf_free(probs[i].bq);
-        rqs_devbuf_free(probs[i].bk);
+        dm_free(probs[i].bq);
+        dm_free(probs[i].bk);
         free(probs[i].expect);
     }
 }
@@ -81,40 +84,36 @@ typedef struct {
 static void *work(void *arg)
 {
     worker *w = arg;
-    rqs_stream *stream = NULL;
-    rqs_devbuf *out = NULL;
-    ropeqk_status setup = rqs_stream_create(ctx, &stream);
-    if (!setup)
-        setup = rqs_devbuf_create(ctx, 1 << 20, NULL, true, &out);
+    dm_buf *out = NULL;
+    ropeqk_status setup = dm_create(ctx, 1 << 20, NULL, true, &out);
     float *host = malloc(1 << 20);
     if (setup || !host) {
         w->failures = -1;
         w->first_error = setup;
-        snprintf(w->message, sizeof w->message, "setup: %s", rqs_devbuf_error());
+        snprintf(w->message, sizeof w->message, "setup: %s", ropeqk_last_error());
     }
     pthread_barrier_wait(w->start);
     for (int i = 0; i < w->calls && w->failures >= 0; i++) {
         problem *pr = &probs[(w->tid * 7 + i) % N_PROBLEMS];
-        rqs_args a = {.q = rqs_whole(pr->bq), .k = rqs_whole(pr->bk), .out = rqs_whole(out)};
-        ropeqk_status st = rqs_scores_oneshot(ctx, stream, &pr->p, &pr->q, &pr->k, &pr->o, &a);
+        ropeqk_args a = {.q = dm_whole(pr->bq), .k = dm_whole(pr->bk), .out = dm_whole(out)};
+        ropeqk_status st = dm_scores_oneshot(ctx, &pr->p, &pr->q, &pr->k, &pr->o, &a);
         if (!st)
-            st = rqs_devbuf_read_part(out, 0, pr->out_bytes, host);
+            st = dm_read_part(out, 0, pr->out_bytes, host);
         if (st || memcmp(host, pr->expect, pr->out_bytes) != 0) {
             if (!w->failures) {
                 w->first_error = st;
-                snprintf(w->message, sizeof w->message, "call %d: %s %s", i, ropeqk_last_error(), rqs_devbuf_error());
+                snprintf(w->message, sizeof w->message, "call %d: %s", i, ropeqk_last_error());
             }
             w->failures++;
         }
     }
     bool intact = false;
-    if (out && w->failures == 0 && (rqs_devbuf_check(out, NULL, &intact) || !intact)) {
+    if (out && w->failures == 0 && (dm_check(out, NULL, &intact) || !intact)) {
         w->failures++;
         snprintf(w->message, sizeof w->message, "the output buffer's canaries changed");
     }
     free(host);
-    rqs_devbuf_free(out);
-    rqs_stream_destroy(stream);
+    dm_free(out);
     return NULL;
 }
 
@@ -146,7 +145,7 @@ static void shared_context(int n)
     ctx = th_ctx_or_skip_reason(why, sizeof why);
     if (!ctx)
         cr_skip_test("%s", why);
-    cr_log_info("%s context, %d threads, %d calls each", rqs_backend_name(rqs_ctx_backend(ctx)), n,
+    cr_log_info("%s context, %d threads, %d calls each", th_backend_name(ctx), n,
                 calls_per_thread());
     make_problems();
     run_threads(n, calls_per_thread());
@@ -164,13 +163,15 @@ Test(threads, concurrent_first_builds)
     ctx = th_ctx_or_skip_reason(why, sizeof why);
     if (!ctx)
         cr_skip_test("%s", why);
-    make_problems(); /* builds on this context: expectations */
     ropeqk_ctx *built = ctx;
-    /* a second library context on the same backend objects: its program (pipeline) cache is empty,
-     * so 8 threads race to build it */
-    ropeqk_status st = rqs_ctx_borrow(built, NULL, &ctx);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s: %s", ropeqk_last_error(), rqs_devbuf_error());
-    ropeqk_ctx *fresh = ctx;
+    /* a second context on the same device: its program (pipeline) cache is empty, so 8 threads race
+     * to build it; the expectations come from the first (which builds there), the inputs live on the
+     * second (buffers belong to their context) */
+    ropeqk_ctx *fresh = NULL;
+    ropeqk_status st = ropeqk_ctx_create(NULL, &fresh);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    make_problems_on(fresh);
+    ctx = fresh;
     run_threads(8, 3);
     ctx = built;
     free_problems();

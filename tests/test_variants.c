@@ -42,7 +42,7 @@ static double worst_o, worst_lse, worst_s; /* the test's largest errors (f32 out
 static bool variant_refused(ropeqk_ctx *ctx, ropeqk_status st, const char *what)
 {
     if (st != ROPEQK_ERR_BAD_PARAM || !strstr(ropeqk_last_error(), "is not implemented by") ||
-        rqs_ctx_backend(ctx) == RQS_BACKEND_OPENCL)
+        ropeqk_ctx_backend(ctx) == ROPEQK_BACKEND_OPENCL)
         return false;
     cr_log_info("%s: skipped (%s)", what, ropeqk_last_error()); /* info: a warning fails Criterion's exit status */
     n_skip++;
@@ -55,7 +55,7 @@ static void finish_test(const char *what)
     cr_log_info("%s: %d cases run, %d skipped (variants the backend does not implement); largest errors: O %.3g, "
                 "LSE %.3g, scores %.3g (f32 outputs)", what, n_run, n_skip, worst_o, worst_lse, worst_s);
     if (n_run == 0 && n_skip > 0) {
-        const char *be = rqs_backend_name(rqs_ctx_backend(th_ctx));
+        const char *be = th_backend_name(th_ctx);
         ropeqk_ctx_destroy(th_ctx); /* a skipped test's .fini does not run (harness.h) */
         th_ctx = NULL;
         cr_skip_test("%s: every case asks for a variant the %s backend does not implement yet", what, be);
@@ -299,43 +299,43 @@ static bool run_dense(ropeqk_ctx *ctx, const vcase *c0, uint64_t seed, const cha
         const void *host[7] = {q.data, k.data, c->attn && !c->v_alias ? v.data : NULL, o.data, qp, kp, c->lse ? l.data : NULL};
         const size_t bytes[7] = {q.bytes, k.bytes, v.bytes, o.bytes, qpb, kpb, l.bytes};
         const bool used[7] = {true, true, c->attn && !c->v_alias, true, c->arrays, c->arrays, c->lse};
-        rqs_devbuf *m[7] = {NULL};
+        dm_buf *m[7] = {NULL};
         for (int i = 0; i < 7; i++)
             if (used[i])
-                cr_assert_eq(rqs_devbuf_create(ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s: %s",
-                             rqs_devbuf_error(), d);
+                cr_assert_eq(dm_create(ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s: %s",
+                             ropeqk_last_error(), d);
         ropeqk_plan_desc pd = {.op = c->attn ? ROPEQK_OP_ATTENTION : ROPEQK_OP_SCORES, .params = *p, .q = q.t,
                                .k = k.t, .v = tv, .out = o.t, .lse = l.t, .with_lse = c->lse,
                                .positions = c->arrays ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS,
                                .max_keys = c->n_keys > 0 ? c->Sk : 0};
         ropeqk_plan *pl = NULL;
-        st = rqs_plan_create(ctx, &pd, &pl);
+        st = ropeqk_plan_create(ctx, &pd, &pl);
         if (st && variant_refused(ctx, st, d)) {
             refused = true;
         } else {
             cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
-            rqs_args a = {.q = rqs_whole(m[0]), .k = rqs_whole(m[1]), .v = rqs_whole(c->v_alias ? m[1] : m[2]),
-                          .out = rqs_whole(m[3]), .q_pos = rqs_whole(m[4]), .k_pos = rqs_whole(m[5]),
-                          .lse = rqs_whole(m[6])};
+            ropeqk_args a = {.q = dm_whole(m[0]), .k = dm_whole(m[1]), .v = dm_whole(c->v_alias ? m[1] : m[2]),
+                          .out = dm_whole(m[3]), .q_pos = dm_whole(m[4]), .k_pos = dm_whole(m[5]),
+                          .lse = dm_whole(m[6])};
             ropeqk_step step = {.n_keys = nk, .q_pos_offset = p->q_pos_offset, .k_pos_offset = p->k_pos_offset};
-            st = rqs_plan_run(ctx, NULL, pl, &a, c->n_keys > 0 ? &step : NULL);
+            st = rqs_plan_run_wait(pl, &a, c->n_keys > 0 ? &step : NULL);
             cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
-                         rqs_devbuf_error(), d);
-            cr_assert_eq(rqs_devbuf_read(m[3], o.data), ROPEQK_SUCCESS);
+                         ropeqk_last_error(), d);
+            cr_assert_eq(dm_read(m[3], o.data), ROPEQK_SUCCESS);
             if (c->lse)
-                cr_assert_eq(rqs_devbuf_read(m[6], l.data), ROPEQK_SUCCESS);
+                cr_assert_eq(dm_read(m[6], l.data), ROPEQK_SUCCESS);
             static const char *const name[7] = {"Q", "K", "V", "output", "q positions", "k positions", "LSE"};
             for (int i = 0; i < 7; i++) {
                 bool intact = false;
                 if (m[i])
-                    cr_expect(rqs_devbuf_check(m[i], i == 3 || i == 6 ? NULL : host[i], &intact) == ROPEQK_SUCCESS &&
+                    cr_expect(dm_check(m[i], i == 3 || i == 6 ? NULL : host[i], &intact) == ROPEQK_SUCCESS &&
                                   intact,
                               "%s: a canary%s changed: %s", name[i], i == 3 || i == 6 ? "" : " or the input", d);
             }
             ropeqk_plan_destroy(pl);
         }
         for (int i = 0; i < 7; i++)
-            rqs_devbuf_free(m[i]);
+            dm_free(m[i]);
     } else {
         st = c->attn ? ropeqk_attention(ctx, p, &q.t, q.data, &k.t, k.data, &tv, vd, qp, kp, &o.t, o.data,
                                         c->lse ? &l.t : NULL, c->lse ? (float *)l.data : NULL)
@@ -474,7 +474,7 @@ Test(variants, mla)
 /* Dv beyond one column block of every kernel (several blocks, scores computed again in each) */
 Test(variants, wide_values)
 {
-    if (rqs_ctx_backend(th_ctx) != RQS_BACKEND_OPENCL) { /* the promise is Dv <= 512 (MLA) */
+    if (ropeqk_ctx_backend(th_ctx) != ROPEQK_BACKEND_OPENCL) { /* the promise is Dv <= 512 (MLA) */
         ropeqk_ctx_destroy(th_ctx);
         th_ctx = NULL;
         cr_skip_test("Dv 1040: the OpenCL kernels' column blocks of V");
@@ -656,39 +656,39 @@ static void run_paged(const pvcase *c, uint64_t seed)
                            .lse = tl, .with_lse = 1,
                            .paged = {.page_size = c->ps, .max_pages_per_seq = c->maxp, .max_seqs = ms}};
     ropeqk_plan *pl = NULL;
-    ropeqk_status st = rqs_plan_create(th_ctx, &pd, &pl);
+    ropeqk_status st = ropeqk_plan_create(th_ctx, &pd, &pl);
     if (st && variant_refused(th_ctx, st, d))
         goto done;
     cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
     n_run++;
-    rqs_devbuf *bq, *bk, *bv = NULL, *bo, *bl;
-    cr_assert_eq(rqs_devbuf_create(th_ctx, qb, q, true, &bq), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, kb, k, true, &bk), ROPEQK_SUCCESS);
+    dm_buf *bq, *bk, *bv = NULL, *bo, *bl;
+    cr_assert_eq(dm_create(th_ctx, qb, q, true, &bq), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_create(th_ctx, kb, k, true, &bk), ROPEQK_SUCCESS);
     if (!c->alias)
-        cr_assert_eq(rqs_devbuf_create(th_ctx, vb, v, true, &bv), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, ob, NULL, true, &bo), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_create(th_ctx, lb, NULL, true, &bl), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_fill(bo, 0x5A), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_fill(bl, 0x5A), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_create(th_ctx, vb, v, true, &bv), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_create(th_ctx, ob, NULL, true, &bo), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_create(th_ctx, lb, NULL, true, &bl), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(bo, 0x5A), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_fill(bl, 0x5A), ROPEQK_SUCCESS);
     ropeqk_paged_batch batch = {.n_seqs = c->n, .page_table = table, .seq_lens = lens, .q_pos = qpos, .k_pos0 = kpos0};
-    rqs_paged_args a = {.q = rqs_whole(bq), .k_cache = rqs_whole(bk), .v_cache = rqs_whole(c->alias ? bk : bv),
-                        .out = rqs_whole(bo), .lse = rqs_whole(bl)};
-    st = rqs_paged_run(th_ctx, NULL, pl, &a, &batch);
+    ropeqk_paged_args a = {.q = dm_whole(bq), .k_cache = dm_whole(bk), .v_cache = dm_whole(c->alias ? bk : bv),
+                        .out = dm_whole(bo), .lse = dm_whole(bl)};
+    st = rqs_paged_run_wait(pl, &a, &batch);
     cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
-                 rqs_devbuf_error(), d);
-    cr_assert_eq(rqs_devbuf_read(bo, out), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_read(bl, lse), ROPEQK_SUCCESS);
-    const rqs_devbuf *bufs[3] = {bq, bk, bv};
+                 ropeqk_last_error(), d);
+    cr_assert_eq(dm_read(bo, out), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(bl, lse), ROPEQK_SUCCESS);
+    const dm_buf *bufs[3] = {bq, bk, bv};
     const void *expect[3] = {q, k, v};
     for (int i = 0; i < 3; i++) {
         bool intact = false;
         if (bufs[i])
-            cr_expect(rqs_devbuf_check(bufs[i], expect[i], &intact) == ROPEQK_SUCCESS && intact,
+            cr_expect(dm_check(bufs[i], expect[i], &intact) == ROPEQK_SUCCESS && intact,
                       "input %d or its canaries changed: %s", i, d);
     }
     for (size_t i = (size_t)c->n * (size_t)to.nb[0]; i < ob; i++)
         cr_assert_eq(out[i], 0x5A, "output byte %zu past the batch written: %s", i, d);
-    rqs_devbuf_free(bq), rqs_devbuf_free(bk), rqs_devbuf_free(bv), rqs_devbuf_free(bo), rqs_devbuf_free(bl);
+    dm_free(bq), dm_free(bk), dm_free(bv), dm_free(bo), dm_free(bl);
     ropeqk_plan_destroy(pl);
 
     /* per sequence against ropeqk_attention_ref on its pages gathered into dense K and V */

@@ -186,25 +186,25 @@ static void run_attn(ropeqk_ctx *ctx, const acase *c, ropeqk_math math, uint64_t
         const size_t bytes[7] = {ropeqk_tensor_extent(&q), ropeqk_tensor_extent(&k), ropeqk_tensor_extent(&v),
                                  ropeqk_tensor_extent(&o), (size_t)(streams * c->Sq) * 4,
                                  (size_t)(streams * c->Sk) * 4, ropeqk_tensor_extent(&l)};
-        rqs_devbuf *m[7] = {NULL};
+        dm_buf *m[7] = {NULL};
         for (int i = 0; i < 7; i++)
             if (i < 4 || i == 6 || c->per_token)
-                cr_assert_eq(rqs_devbuf_create(ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s", d);
+                cr_assert_eq(dm_create(ctx, bytes[i], host[i], true, &m[i]), ROPEQK_SUCCESS, "%s", d);
         ropeqk_plan_desc pd = {.op = ROPEQK_OP_ATTENTION, .params = p, .q = q, .k = k, .v = v, .out = o, .lse = l,
                                .with_lse = 1, .positions = c->per_token ? ROPEQK_POS_ARRAYS : ROPEQK_POS_OFFSETS};
         ropeqk_plan *pl = NULL;
         cr_assert_eq(ropeqk_plan_create(ctx, &pd, &pl), ROPEQK_SUCCESS, "plan: %s: %s", ropeqk_last_error(), d);
-        rqs_args a = {.q = rqs_whole(m[0]), .k = rqs_whole(m[1]), .v = rqs_whole(m[2]), .out = rqs_whole(m[3]),
-                      .q_pos = rqs_whole(m[4]), .k_pos = rqs_whole(m[5]), .lse = rqs_whole(m[6])};
-        cr_assert_eq(rqs_plan_run(ctx, NULL, pl, &a, NULL), ROPEQK_SUCCESS, "run: %s: %s", ropeqk_last_error(), d);
-        cr_assert_eq(rqs_devbuf_read(m[3], od), ROPEQK_SUCCESS);
-        cr_assert_eq(rqs_devbuf_read(m[6], ld), ROPEQK_SUCCESS);
+        ropeqk_args a = {.q = dm_whole(m[0]), .k = dm_whole(m[1]), .v = dm_whole(m[2]), .out = dm_whole(m[3]),
+                      .q_pos = dm_whole(m[4]), .k_pos = dm_whole(m[5]), .lse = dm_whole(m[6])};
+        cr_assert_eq(rqs_plan_run_wait(pl, &a, NULL), ROPEQK_SUCCESS, "run: %s: %s", ropeqk_last_error(), d);
+        cr_assert_eq(dm_read(m[3], od), ROPEQK_SUCCESS);
+        cr_assert_eq(dm_read(m[6], ld), ROPEQK_SUCCESS);
         for (int i = 0; i < 7; i++) {
             bool intact = false;
             if (m[i])
-                cr_assert(rqs_devbuf_check(m[i], host[i], &intact) == ROPEQK_SUCCESS && intact,
+                cr_assert(dm_check(m[i], host[i], &intact) == ROPEQK_SUCCESS && intact,
                           "buffer %d: a canary or an input changed: %s", i, d);
-            rqs_devbuf_free(m[i]);
+            dm_free(m[i]);
         }
         ropeqk_plan_destroy(pl);
     }

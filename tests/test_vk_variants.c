@@ -103,12 +103,12 @@ static bool masked(const vcase *c, int64_t pq, int64_t pk)
     return (c->causal && pk > pq) || (c->window > 0 && pq - pk >= c->window);
 }
 
-static rqs_devbuf *upload(const void *data, size_t bytes)
+static dm_buf *upload(const void *data, size_t bytes)
 {
-    rqs_devbuf *b = NULL;
-    ropeqk_status st = rqs_devbuf_create(th_ctx, bytes, data, true, &b);
+    dm_buf *b = NULL;
+    ropeqk_status st = dm_create(th_ctx, bytes, data, true, &b);
     cr_assert_eq(st, ROPEQK_SUCCESS, "device buffer of %zu bytes: %s: %s", bytes, ropeqk_status_string(st),
-                 rqs_devbuf_error());
+                 ropeqk_last_error());
     return b;
 }
 
@@ -198,7 +198,7 @@ static void run_dense(const vcase *c, uint64_t seed)
     }
     ropeqk_plan *pl = NULL;
     ropeqk_status st;
-    rqs_devbuf *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL, *bqp = NULL, *bkp = NULL;
+    dm_buf *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL, *bl = NULL, *bqp = NULL, *bkp = NULL;
     if (c->host) { /* the host-memory calls (a plan made and run inside) */
         cr_assert(c->max_keys == 0 && !c->mla);
         st = attn ? ropeqk_attention(th_ctx, &p, &tq, q, &tk, k, &tv, v, qp, kp, &to, o, &tl, l)
@@ -206,7 +206,7 @@ static void run_dense(const vcase *c, uint64_t seed)
         cr_assert_eq(st, ROPEQK_SUCCESS, "host call: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
         goto reference;
     }
-    st = rqs_plan_create(th_ctx, &desc, &pl);
+    st = ropeqk_plan_create(th_ctx, &desc, &pl);
     cr_assert_eq(st, ROPEQK_SUCCESS, "plan: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
     float keep0 = sinks ? sinks[0] : 0.0f;
     if (sinks) /* the plan keeps its own copy: the caller's array may change after creation */
@@ -217,33 +217,33 @@ static void run_dense(const vcase *c, uint64_t seed)
         bqp = upload(qp, (size_t)(ns * c->Sq) * 4);
     if (kp)
         bkp = upload(kp, (size_t)(ns * c->Sk) * 4);
-    rqs_args a = {.q = rqs_whole(bq), .k = rqs_whole(bk), .out = rqs_whole(bo), .q_pos = rqs_whole(bqp),
-                  .k_pos = rqs_whole(bkp)};
+    ropeqk_args a = {.q = dm_whole(bq), .k = dm_whole(bk), .out = dm_whole(bo), .q_pos = dm_whole(bqp),
+                  .k_pos = dm_whole(bkp)};
     if (attn) {
-        a.v = rqs_whole(c->mla ? bk : bv);
-        a.lse = rqs_whole(bl);
+        a.v = dm_whole(c->mla ? bk : bv);
+        a.lse = dm_whole(bl);
     }
     ropeqk_step step = {.n_keys = c->Sk, .q_pos_offset = c->q_off, .k_pos_offset = c->k_off};
-    st = rqs_plan_run(th_ctx, NULL, pl, &a, c->max_keys > 0 ? &step : NULL);
+    st = rqs_plan_run_wait(pl, &a, c->max_keys > 0 ? &step : NULL);
     cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
-                 rqs_devbuf_error(), d);
+                 ropeqk_last_error(), d);
     if (sinks)
         sinks[0] = keep0;
-    cr_assert_eq(rqs_devbuf_read(bo, o), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(bo, o), ROPEQK_SUCCESS);
     if (attn)
-        cr_assert_eq(rqs_devbuf_read(bl, l), ROPEQK_SUCCESS);
-    const rqs_devbuf *ins[5] = {bq, bk, bv, bqp, bkp}, *outs[2] = {bo, bl};
+        cr_assert_eq(dm_read(bl, l), ROPEQK_SUCCESS);
+    const dm_buf *ins[5] = {bq, bk, bv, bqp, bkp}, *outs[2] = {bo, bl};
     const void *want[5] = {q, k, v, qp, kp};
     for (int i = 0; i < 5; i++) {
         bool intact = false;
         if (ins[i])
-            cr_expect(rqs_devbuf_check(ins[i], want[i], &intact) == ROPEQK_SUCCESS && intact,
+            cr_expect(dm_check(ins[i], want[i], &intact) == ROPEQK_SUCCESS && intact,
                       "input %d or a canary around it changed: %s", i, d);
     }
     for (int i = 0; i < 2; i++) {
         bool intact = false;
         if (outs[i])
-            cr_expect(rqs_devbuf_check(outs[i], NULL, &intact) == ROPEQK_SUCCESS && intact,
+            cr_expect(dm_check(outs[i], NULL, &intact) == ROPEQK_SUCCESS && intact,
                       "a canary around output %d changed: %s", i, d);
     }
 
@@ -307,8 +307,8 @@ reference:
         free(ro64), free(rl64);
     }
     ropeqk_plan_destroy(pl);
-    rqs_devbuf_free(bq), rqs_devbuf_free(bk), rqs_devbuf_free(bv), rqs_devbuf_free(bo), rqs_devbuf_free(bl);
-    rqs_devbuf_free(bqp), rqs_devbuf_free(bkp);
+    dm_free(bq), dm_free(bk), dm_free(bv), dm_free(bo), dm_free(bl);
+    dm_free(bqp), dm_free(bkp);
     if (v != k)
         free(v);
     free(q), free(k), free(o), free(l), free(qp), free(kp), free(sinks);
@@ -416,7 +416,7 @@ static void run_paged(const pcase *c0, uint64_t seed, bool alias)
     }
     ropeqk_plan_desc desc = desc_of(&c, &d);
     ropeqk_plan *pl = NULL;
-    ropeqk_status st = rqs_plan_create(th_ctx, &desc, &pl);
+    ropeqk_status st = ropeqk_plan_create(th_ctx, &desc, &pl);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): plan: %s: %s", c.name, (unsigned long long)seed,
                  ropeqk_status_string(st), ropeqk_last_error());
     pbufs b;
@@ -427,17 +427,17 @@ static void run_paged(const pcase *c0, uint64_t seed, bool alias)
     b.o = upload(NULL, d.ob);
     b.l = upload(NULL, d.lb);
     ropeqk_paged_batch batch = batch_of(&c, &d);
-    rqs_paged_args a = args_of(&c, &b);
+    ropeqk_paged_args a = args_of(&c, &b);
     if (alias)
-        a.v_cache = rqs_whole(b.k);
-    st = rqs_paged_run(th_ctx, NULL, pl, &a, &batch);
+        a.v_cache = dm_whole(b.k);
+    st = rqs_paged_run_wait(pl, &a, &batch);
     cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s %s", c.name, (unsigned long long)seed,
-                 ropeqk_status_string(st), ropeqk_last_error(), rqs_devbuf_error());
+                 ropeqk_status_string(st), ropeqk_last_error(), ropeqk_last_error());
     unsigned char *out = malloc(d.ob);
     float *lse = malloc(d.lb);
     cr_assert(out && lse);
-    cr_assert_eq(rqs_devbuf_read(b.o, out), ROPEQK_SUCCESS);
-    cr_assert_eq(rqs_devbuf_read(b.l, lse), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(b.o, out), ROPEQK_SUCCESS);
+    cr_assert_eq(dm_read(b.l, lse), ROPEQK_SUCCESS);
     pf_check(&c, &d, out, c.with_lse ? lse : NULL, seed);
     int64_t dead = 0, bad = 0;
     for (int64_t s = 0; s < c.n_seqs && c.p.sinks; s++) {
@@ -455,12 +455,12 @@ static void run_paged(const pcase *c0, uint64_t seed, bool alias)
                  (unsigned long long)seed, (long long)bad, (long long)dead);
     if (c.p.sinks)
         cr_log_info("%s (seed %llu): %lld rows see no key", c.name, (unsigned long long)seed, (long long)dead);
-    const rqs_devbuf *ins[3] = {b.q, b.k, b.v};
+    const dm_buf *ins[3] = {b.q, b.k, b.v};
     const void *want[3] = {d.q, d.k, d.v};
     for (int i = 0; i < 3; i++) {
         bool intact = false;
         if (ins[i])
-            cr_expect(rqs_devbuf_check(ins[i], want[i], &intact) == ROPEQK_SUCCESS && intact,
+            cr_expect(dm_check(ins[i], want[i], &intact) == ROPEQK_SUCCESS && intact,
                       "%s: input %d or a canary changed", c.name, i);
     }
     free(out), free(lse);

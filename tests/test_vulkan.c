@@ -7,6 +7,10 @@
  * over a generation loop and their refused steps are test_plan.c's, one context from several threads
  * test_threads.c's. */
 #include "harness.h"
+#include "ropeqk_vulkan.h"
+#if RQ_HAVE_OPENCL
+#include "ropeqk_opencl.h"
+#endif
 
 #include <criterion/criterion.h>
 #include <math.h>

@@ -4,7 +4,7 @@
 #include "cli.h"
 #include "plot.h"
 #include "clock.h"
-#include "devbuf.h"
+#include "runwait.h"
 #include "rng.h"
 
 #include <inttypes.h>
@@ -22,46 +22,41 @@ typedef struct {
     int64_t tokens, runs, seed, attn_tokens, check_rows;
 } demo_args;
 
-/* Median wall time of `runs` device-resident calls on either backend (support/devbuf): one scores plan
- * made once, inputs uploaded once to device-local buffers, then per call rqs_plan_run (OpenCL:
- * ropeqk_opencl_plan_enqueue + a wait for its event; Vulkan: record, submit, fence wait), no host
- * transfers. */
+/* Median wall time of `runs` device-resident calls on either backend (ropeqk.h's run API): one scores
+ * plan made once, inputs uploaded once to device-local buffers, then per call ropeqk_plan_run and a
+ * wait for its event (support/runwait.h), no host transfers. */
 static ropeqk_status time_resident(cli_device *dev, const ropeqk_params *p, const ropeqk_tensor *qt, const float *q,
                                    const ropeqk_tensor *kt, const float *k, const ropeqk_tensor *ot, int64_t runs,
                                    double *median)
 {
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = *p, .q = *qt, .k = *kt, .out = *ot};
     ropeqk_plan *plan = NULL;
-    rqs_devbuf *qm = NULL, *km = NULL, *om = NULL;
-    rqs_stream *str = NULL; /* OpenCL: NULL, the context's queue; Vulkan: a pool and fence for all runs */
+    ropeqk_buffer *qm = NULL, *km = NULL, *om = NULL;
     double *t = calloc((size_t)runs, sizeof *t);
     ropeqk_status st = t ? ROPEQK_SUCCESS : ROPEQK_ERR_OUT_OF_HOST_MEMORY;
     if (!st)
-        st = rqs_plan_create(dev->ctx, &d, &plan);
+        st = ropeqk_plan_create(dev->ctx, &d, &plan);
     if (!st)
-        st = rqs_devbuf_create_ex(dev->ctx, ropeqk_tensor_extent(qt), q, RQS_DEVBUF_DEVICE_LOCAL, &qm);
+        st = rqs_buffer_make(dev->ctx, ropeqk_tensor_extent(qt), q, 0, &qm);
     if (!st)
-        st = rqs_devbuf_create_ex(dev->ctx, ropeqk_tensor_extent(kt), k, RQS_DEVBUF_DEVICE_LOCAL, &km);
+        st = rqs_buffer_make(dev->ctx, ropeqk_tensor_extent(kt), k, 0, &km);
     if (!st)
-        st = rqs_devbuf_create_ex(dev->ctx, ropeqk_tensor_extent(ot), NULL, RQS_DEVBUF_DEVICE_LOCAL, &om);
-    if (!st && rqs_ctx_backend(dev->ctx) == RQS_BACKEND_VULKAN)
-        st = rqs_stream_create(dev->ctx, &str);
-    rqs_args a = {.q = rqs_whole(qm), .k = rqs_whole(km), .out = rqs_whole(om)};
+        st = rqs_buffer_make(dev->ctx, ropeqk_tensor_extent(ot), NULL, 0, &om);
+    ropeqk_args a = {.q = {qm, 0}, .k = {km, 0}, .out = {om, 0}};
     for (int64_t r = 0; r < runs && st == ROPEQK_SUCCESS; r++) {
         double t0 = rqs_now();
-        st = rqs_plan_run(dev->ctx, str, plan, &a, NULL);
+        st = rqs_plan_run_wait(plan, &a, NULL);
         t[r] = rqs_now() - t0;
     }
     if (st == ROPEQK_SUCCESS)
         *median = rqs_median(t, (size_t)runs);
-    else if (st == ROPEQK_ERR_BACKEND || st == RQS_ERR_STRAY_EVENT) /* a backend call of devbuf's own */
-        cli_err("demo: on device: %s", rqs_devbuf_error());
-    if (st == RQS_ERR_STRAY_EVENT)
+    if (st == RQS_ERR_STRAY_EVENT) { /* a refused run handed back an event: the library's contract broken */
+        cli_err("demo: on device: a refused run handed back an event (%s)", ropeqk_last_error());
         st = ROPEQK_ERR_BACKEND;
-    rqs_stream_destroy(str);
-    rqs_devbuf_free(qm);
-    rqs_devbuf_free(km);
-    rqs_devbuf_free(om);
+    }
+    ropeqk_buffer_destroy(qm);
+    ropeqk_buffer_destroy(km);
+    ropeqk_buffer_destroy(om);
     ropeqk_plan_destroy(plan);
     free(t);
     return st;
@@ -253,8 +248,8 @@ int cmd_demo(int argc, char **argv)
     double t_warm = rqs_median(t, (size_t)a.runs);
     free(t);
     double t_res = 0.0;
-    rqs_backend be = dev.ref ? RQS_BACKEND_NONE : rqs_ctx_backend(dev.ctx);
-    bool resident = be != RQS_BACKEND_NONE; /* device-resident timing: either backend */
+    ropeqk_backend be = dev.ref ? ROPEQK_BACKEND_NONE : ropeqk_ctx_backend(dev.ctx);
+    bool resident = be != ROPEQK_BACKEND_NONE; /* device-resident timing: either backend */
     if (st == ROPEQK_SUCCESS && resident)
         st = time_resident(&dev, &p, &qt, q, &kt, k, &ot, a.runs, &t_res);
     if (st != ROPEQK_SUCCESS) {
@@ -266,7 +261,7 @@ int cmd_demo(int argc, char **argv)
            flop / t_warm * 1e-9);
     if (resident)
         printf("on device   : %.1f ms median of %" PRId64 " (data resident, a plan run per call, %s), %.1f GFLOP/s\n",
-               1e3 * t_res, a.runs, rqs_backend_name(be), flop / t_res * 1e-9);
+               1e3 * t_res, a.runs, be == ROPEQK_BACKEND_VULKAN ? "Vulkan" : "OpenCL", flop / t_res * 1e-9);
     printf("              (GFLOP/s = 2*B*Hq*Sq*Sk*D / time, masked half included)\n");
     fflush(stdout);
 

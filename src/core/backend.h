@@ -71,6 +71,7 @@ typedef struct rq_run_ops {
 typedef struct rq_backend {
     const char *name;   /* "OpenCL": ropeqk_ctx_backend_error's name, and messages */
     const char *prefix; /* "opencl": device specs "opencl" and "opencl:<rest>" name this backend */
+    ropeqk_backend id;  /* ropeqk_ctx_backend's answer */
     /* Bytes the kernels read and write at a time: a 16-bit view's last element is touched as a whole
      * unit (Vulkan reads 32-bit words: 4; OpenCL: 1), so a view needs that much of its buffer. */
     uint32_t access_unit;
@@ -109,6 +110,9 @@ typedef struct rq_backend {
     ropeqk_status (*ctx_device_info)(const ropeqk_ctx *ctx, ropeqk_device_info *out);
     /* The program text its kernels are built from (ropeqk_ctx_program_source); NULL: none (SPIR-V). */
     const char *(*program_source)(size_t *len);
+    /* ropeqk_ctx_diagnostics for ctx, or (ctx NULL) for the process; out arrives zeroed. NULL: the
+     * backend has no debugging layers (OFF, 0). */
+    void (*diagnostics)(const ropeqk_ctx *ctx, ropeqk_diagnostics *out);
 
     /* ---- configuration (src/core/tuning.c) ---- */
     /* Its knobs (knob.h): name, range, environment variable, defaults per profile, rq_tuning field.

@@ -134,6 +134,37 @@ int32_t ropeqk_ctx_backend_error(const ropeqk_ctx *ctx, const char **backend)
     return ctx ? atomic_load(&((ropeqk_ctx *)ctx)->last_err) : 0;
 }
 
+ropeqk_backend ropeqk_ctx_backend(const ropeqk_ctx *ctx) { return ctx ? ctx->be->id : ROPEQK_BACKEND_NONE; }
+
+ropeqk_status ropeqk_ctx_diagnostics(const ropeqk_ctx *ctx, ropeqk_diagnostics *out)
+{
+    if (!out) {
+        rq_set_error("ropeqk_ctx_diagnostics: NULL out");
+        return ROPEQK_ERR_NULL_POINTER;
+    }
+    memset(out, 0, sizeof *out);
+    if (ctx) {
+        if (ctx->be->diagnostics)
+            ctx->be->diagnostics(ctx, out);
+        return ROPEQK_SUCCESS;
+    }
+    /* the process: every backend's messages; the strongest validation state of any (UNAVAILABLE
+     * outranks ON: a suite that asks for it must learn that one backend runs without it) */
+    for (size_t i = 0; i < rq_backend_count; i++) {
+        ropeqk_diagnostics d;
+        memset(&d, 0, sizeof d);
+        if (!rq_backends[i]->diagnostics)
+            continue;
+        rq_backends[i]->diagnostics(NULL, &d);
+        if (d.messages && !out->messages)
+            memcpy(out->first, d.first, sizeof out->first);
+        out->messages += d.messages;
+        if (d.validation > out->validation)
+            out->validation = d.validation;
+    }
+    return ROPEQK_SUCCESS;
+}
+
 size_t ropeqk_ctx_build_log(const ropeqk_ctx *cctx, char *buf, size_t len)
 {
     if (buf && len)

@@ -7,6 +7,7 @@ static const char *cl_error_name(int32_t code) { return ropeqk_opencl_error_name
 const rq_backend rq_opencl_backend = {
     .name = "OpenCL",
     .prefix = "opencl",
+    .id = ROPEQK_BACKEND_OPENCL,
     .access_unit = 1,
     /* every variant of docs/conventions.md section 11, fused into the kernels (cl/contract.h) */
     .variants = RQ_VAR_SOFTCAP | RQ_VAR_ROT_OFFSET | RQ_VAR_MROPE | RQ_VAR_SINKS,

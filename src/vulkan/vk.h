@@ -80,6 +80,7 @@ struct rq_vk_ctx {
     bool own;                        /* instance and device were created here */
     VkDebugUtilsMessengerEXT messenger;
     atomic_uint vmsg;                /* validation messages seen */
+    ropeqk_validation validation;    /* its instance's (ropeqk_ctx_diagnostics); OFF when borrowed */
     char first_msg[512];
     PFN_vkCmdPushDescriptorSetKHR push_desc;
     VkPhysicalDeviceProperties props;
@@ -326,5 +327,7 @@ bool rq_vk_cm_active(const ropeqk_ctx *ctx, bool *emulated);
 
 /* Makes the pipelines of every operation now (ropeqk_ctx_warmup). */
 ropeqk_status rq_vk_warmup(ropeqk_ctx *ctx);
+/* ropeqk_ctx_diagnostics: ctx's validation layer, or (NULL) the process's (vk_ctx.c). */
+void rq_vk_diagnostics(const ropeqk_ctx *ctx, ropeqk_diagnostics *out);
 
 #endif

@@ -6,6 +6,7 @@ static const char *vk_error_name(int32_t code) { return rq_vk_result_name((VkRes
 const rq_backend rq_vulkan_backend = {
     .name = "Vulkan",
     .prefix = "vulkan",
+    .id = ROPEQK_BACKEND_VULKAN,
     .access_unit = 4, /* 16-bit views are read and written as 32-bit words (no 16-bit storage needed) */
     /* docs/conventions.md section 11, in the shaders: soft-capping (scores, scores_few, attention,
      * paged), the rotary offset (rotate, paged), M-RoPE (rotate; the masks by token order), sinks
@@ -22,6 +23,7 @@ const rq_backend rq_vulkan_backend = {
     .list_devices = rq_vk_list_devices, /* vk_devices.c */
     .ctx_device_info = rq_vk_ctx_device_info,
     .program_source = NULL, /* embedded SPIR-V, no program text */
+    .diagnostics = rq_vk_diagnostics, /* vk_ctx.c: the validation layer */
     .tuning_base = rq_vk_tuning_base,
     .tuning_fit = rq_vk_tuning_fit,
     .build_options = rq_vk_build_options,

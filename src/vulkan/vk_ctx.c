@@ -80,6 +80,8 @@ static ropeqk_status make_instance(struct rq_vk_ctx *vk, int mode, VkInstance *o
         return ROPEQK_ERR_BAD_CONFIG;
     }
     bool validation = mode != VAL_OFF && have;
+    vk->validation = validation ? ROPEQK_VALIDATION_ON
+                     : mode == VAL_AUTO ? ROPEQK_VALIDATION_UNAVAILABLE : ROPEQK_VALIDATION_OFF;
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "ropeqk",
                              .pEngineName = "ropeqk", .apiVersion = VK_API_VERSION_1_2};
     const char *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
@@ -410,6 +412,22 @@ VkQueue ropeqk_vulkan_queue(const ropeqk_ctx *ctx, uint32_t *queue_family)
     if (queue_family)
         *queue_family = rq_is_vk(ctx) ? rq_vk(ctx)->qfam : 0;
     return rq_is_vk(ctx) ? rq_vk(ctx)->queue : VK_NULL_HANDLE;
+}
+
+void rq_vk_diagnostics(const ropeqk_ctx *ctx, ropeqk_diagnostics *out)
+{
+    out->messages = ropeqk_vulkan_validation_messages(ctx, out->first, sizeof out->first);
+    if (ctx) {
+        out->validation = rq_vk(ctx)->validation;
+        return;
+    }
+    /* what a new context would get: the environment's mode and whether the layer is installed */
+    int mode = env_validation();
+    if (mode == VAL_REQUIRED)
+        out->validation = ROPEQK_VALIDATION_ON;
+    else if (mode == VAL_AUTO)
+        out->validation = has_layer("VK_LAYER_KHRONOS_validation") > 0 ? ROPEQK_VALIDATION_ON
+                                                                        : ROPEQK_VALIDATION_UNAVAILABLE;
 }
 
 uint32_t ropeqk_vulkan_validation_messages(const ropeqk_ctx *ctx, char *buf, size_t len)

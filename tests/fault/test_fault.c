@@ -3,6 +3,7 @@
  * (nothing else), nothing leaks (run under ASan/LSan in the sanitizer build), and the next call on
  * the same context succeeds with bit-identical results. */
 #include "harness.h"
+#include "ropeqk_opencl.h"
 #include "shim.h"
 
 #include <criterion/criterion.h>

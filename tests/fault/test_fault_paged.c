@@ -8,6 +8,7 @@
  * injected status; nothing leaks (run under ASan/LSan in the sanitizer build); and a rerun on the same
  * context gives the baseline's bits. */
 #include "harness.h"
+#include "ropeqk_opencl.h"
 #include "shim.h"
 
 #include <criterion/criterion.h>

@@ -132,7 +132,7 @@ static ropeqk_status run_paged(pproblem *pr)
     ropeqk_ctx_params cp = {.device = "vulkan"};
     ropeqk_ctx *ctx = NULL;
     ropeqk_plan *pl = NULL, *p8 = NULL;
-    rqs_devbuf *bq = NULL, *bk = NULL, *bo = NULL, *b8 = NULL, *bs = NULL, *bo8 = NULL;
+    dm_buf *bq = NULL, *bk = NULL, *bo = NULL, *b8 = NULL, *bs = NULL, *bo8 = NULL;
     ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_PAGED_DECODE, .paged = {PPS, PMAXP, 2, PROWS}};
     ropeqk_default_params(&d.params);
@@ -141,47 +141,47 @@ static ropeqk_status run_paged(pproblem *pr)
     d.k = d.v = ropeqk_tensor_bhsd(ROPEQK_F32, 2 * PMAXP, HKV, PPS, D);
     size_t cb = sizeof pr->kv;
     if (!st)
-        st = rqs_plan_create(ctx, &d, &pl);
+        st = ropeqk_plan_create(ctx, &d, &pl);
     if (!st)
-        st = rqs_devbuf_create(ctx, sizeof pr->q, pr->q, false, &bq);
+        st = dm_create(ctx, sizeof pr->q, pr->q, false, &bq);
     if (!st)
-        st = rqs_devbuf_create(ctx, cb, pr->kv, false, &bk);
+        st = dm_create(ctx, cb, pr->kv, false, &bk);
     if (!st)
-        st = rqs_devbuf_create(ctx, sizeof pr->out, NULL, false, &bo);
+        st = dm_create(ctx, sizeof pr->out, NULL, false, &bo);
     int32_t table[2 * PMAXP] = {5, 1, 6, 0, 2, 7, 3, 4}, lens[2] = {PLEN0, PLEN1}, qpos[2] = {PLEN0 - 20, PLEN1 - 1};
     int32_t ind[3] = {0, 20, PROWS};
     ropeqk_paged_batch b = {.n_seqs = 2, .page_table = table, .seq_lens = lens, .q_pos = qpos, .q_indptr = ind};
-    rqs_paged_args a = {.q = rqs_whole(bq), .k_cache = rqs_whole(bk), .v_cache = rqs_whole(bk), .out = rqs_whole(bo)};
+    ropeqk_paged_args a = {.q = dm_whole(bq), .k_cache = dm_whole(bk), .v_cache = dm_whole(bk), .out = dm_whole(bo)};
     if (!st)
-        st = rqs_paged_run(ctx, NULL, pl, &a, &b);
+        st = rqs_paged_run_wait(pl, &a, &b);
     if (!st)
-        st = rqs_devbuf_read(bo, pr->out[0]);
+        st = dm_read(bo, pr->out[0]);
     /* the quantizing append: the plan's pipeline, its record */
     d.k = d.v = ropeqk_tensor_bhsd(ROPEQK_I8, 2 * PMAXP, HKV, PPS, D);
     ropeqk_tensor kn = ropeqk_tensor_bhsd(ROPEQK_F32, 2, HKV, 1, D);
     if (!st)
-        st = rqs_plan_create(ctx, &d, &p8);
+        st = ropeqk_plan_create(ctx, &d, &p8);
     const size_t c8 = cb / 4, sb = 2 * PMAXP * HKV * PPS * 4; /* one int8 cache, one scale buffer */
     if (!st)
-        st = rqs_devbuf_create(ctx, 2 * c8, pr->kv, false, &b8);
+        st = dm_create(ctx, 2 * c8, pr->kv, false, &b8);
     if (!st)
-        st = rqs_devbuf_create(ctx, 2 * sb, pr->sc, false, &bs);
+        st = dm_create(ctx, 2 * sb, pr->sc, false, &bs);
     if (!st)
-        st = rqs_devbuf_create(ctx, sizeof pr->out[1], NULL, false, &bo8);
+        st = dm_create(ctx, sizeof pr->out[1], NULL, false, &bo8);
     int32_t alens[2] = {3, 0};
     ropeqk_paged_batch ab = {.n_seqs = 2, .page_table = table, .seq_lens = alens};
-    rqs_paged_cache c = {{b8, 0, c8}, {b8, c8, 0}, {bs, 0, sb}, {bs, sb, 0}};
+    ropeqk_paged_cache c = {dm_at(b8, 0), dm_at(b8, c8), dm_at(bs, 0), dm_at(bs, sb)};
     if (!st)
-        st = rqs_paged_append_run(ctx, NULL, p8, &kn, rqs_whole(bq), &kn, rqs_whole(bq), &c, &ab);
-    rqs_paged_args a8 = {.q = rqs_whole(bq), .k_cache = c.k_cache, .v_cache = c.v_cache, .out = rqs_whole(bo8),
+        st = rqs_paged_append_wait(p8, &kn, dm_whole(bq), &kn, dm_whole(bq), &c, &ab);
+    ropeqk_paged_args a8 = {.q = dm_whole(bq), .k_cache = c.k_cache, .v_cache = c.v_cache, .out = dm_whole(bo8),
                          .k_scale = c.k_scale, .v_scale = c.v_scale};
     if (!st)
-        st = rqs_paged_run(ctx, NULL, p8, &a8, &b);
+        st = rqs_paged_run_wait(p8, &a8, &b);
     if (!st)
-        st = rqs_devbuf_read(bo8, pr->out[1]);
-    rqs_devbuf *all[6] = {bq, bk, bo, b8, bs, bo8};
+        st = dm_read(bo8, pr->out[1]);
+    dm_buf *all[6] = {bq, bk, bo, b8, bs, bo8};
     for (int i = 0; i < 6; i++)
-        rqs_devbuf_free(all[i]);
+        dm_free(all[i]);
     ropeqk_plan_destroy(pl);
     ropeqk_plan_destroy(p8);
     ropeqk_ctx_destroy(ctx);
@@ -200,7 +200,7 @@ static bool sweep_runs(fault_fn f, const char *what, ropeqk_status (*run)(void *
         free(want);
         return false;
     }
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s %s", ropeqk_last_error(), rqs_devbuf_error());
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s %s", ropeqk_last_error(), ropeqk_last_error());
     memcpy(want, out, bytes);
     fault_arm(f, 0);
     cr_assert_eq(run(pr), ROPEQK_SUCCESS);
@@ -264,7 +264,7 @@ static ropeqk_status run_dense(dproblem *pr)
     ropeqk_ctx_params cp = {.device = "vulkan", .tuning = {.dense_rows = 8}};
     ropeqk_ctx *ctx = NULL;
     ropeqk_plan *pl = NULL;
-    rqs_devbuf *bq = NULL, *bk = NULL, *bo = NULL, *bp = NULL;
+    dm_buf *bq = NULL, *bk = NULL, *bo = NULL, *bp = NULL;
     ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_ATTENTION, .positions = ROPEQK_POS_ARRAYS};
     ropeqk_default_params(&d.params);
@@ -272,24 +272,24 @@ static ropeqk_status run_dense(dproblem *pr)
     d.q = d.out = ropeqk_tensor_bhsd(ROPEQK_F32, DB, HQ, DSQ, D);
     d.k = d.v = ropeqk_tensor_bhsd(ROPEQK_F32, DB, HKV, DSK, D);
     if (!st)
-        st = rqs_plan_create(ctx, &d, &pl);
+        st = ropeqk_plan_create(ctx, &d, &pl);
     if (!st)
-        st = rqs_devbuf_create(ctx, sizeof pr->q, pr->q, false, &bq);
+        st = dm_create(ctx, sizeof pr->q, pr->q, false, &bq);
     if (!st)
-        st = rqs_devbuf_create(ctx, sizeof pr->k, pr->k, false, &bk);
+        st = dm_create(ctx, sizeof pr->k, pr->k, false, &bk);
     if (!st)
-        st = rqs_devbuf_create(ctx, sizeof pr->out, NULL, false, &bo);
+        st = dm_create(ctx, sizeof pr->out, NULL, false, &bo);
     if (!st)
-        st = rqs_devbuf_create(ctx, sizeof pr->qpos, pr->qpos, false, &bp);
-    rqs_args a = {.q = rqs_whole(bq), .k = rqs_whole(bk), .v = rqs_whole(bk), .out = rqs_whole(bo),
-                  .q_pos = rqs_whole(bp)};
+        st = dm_create(ctx, sizeof pr->qpos, pr->qpos, false, &bp);
+    ropeqk_args a = {.q = dm_whole(bq), .k = dm_whole(bk), .v = dm_whole(bk), .out = dm_whole(bo),
+                  .q_pos = dm_whole(bp)};
     if (!st)
-        st = rqs_plan_run(ctx, NULL, pl, &a, NULL);
+        st = rqs_plan_run_wait(pl, &a, NULL);
     if (!st)
-        st = rqs_devbuf_read(bo, pr->out);
-    rqs_devbuf *all[4] = {bq, bk, bo, bp};
+        st = dm_read(bo, pr->out);
+    dm_buf *all[4] = {bq, bk, bo, bp};
     for (int i = 0; i < 4; i++)
-        rqs_devbuf_free(all[i]);
+        dm_free(all[i]);
     ropeqk_plan_destroy(pl);
     ropeqk_ctx_destroy(ctx);
     return st;
