@@ -61,7 +61,7 @@ static int time_all(vrun *r, int n, double *median)
                       : r[k].kind == 1 ? rqs_plan_run_wait(r[k].plan, &r[k].da, NULL)
                                        : rqs_copy_wait(r[k].cp, 2);
             if (err) {
-                fprintf(stderr, "vulkan run: %s %s\n", ropeqk_last_error(), ropeqk_last_error());
+                fprintf(stderr, "vulkan run: %s\n", ropeqk_last_error());
                 return err;
             }
             if (i >= WARMUP)

@@ -311,8 +311,8 @@ void run_case(const pcase *c, uint64_t seed)
     ropeqk_paged_batch batch = batch_of(c, &d);
     ropeqk_paged_args a = args_of(c, &b);
     st = rqs_paged_run_wait(pl, &a, &batch);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s %s", c->name, (unsigned long long)seed,
-                 ropeqk_status_string(st), ropeqk_last_error(), ropeqk_last_error());
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s", c->name, (unsigned long long)seed,
+                 ropeqk_status_string(st), ropeqk_last_error());
     unsigned char *out = malloc(d.ob);
     float *lse = malloc(d.lb);
     cr_assert(out && lse);

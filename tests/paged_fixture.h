@@ -42,7 +42,7 @@ typedef struct {
     int64_t rows, max_rows;    /* query rows of the batch, and of the plan (q.ne[0]) */
 } pdata;
 
-/* A problem's device buffers (support/devbuf.h) on th_ctx. */
+/* A problem's device buffers (tests/devmem.h) on th_ctx. */
 typedef struct {
     dm_buf *q, *k, *v, *o, *l;
     dm_buf *ks, *vs; /* 8-bit caches' scales, else NULL */

@@ -2,8 +2,8 @@
  * rotary, GQA/MQA, Dv != D, causal with offsets, sliding windows, fully masked rows, positions up to
  * 2^20 (offsets and per-token arrays), every frequency-scaling variant, f32/f16/bf16 inputs and
  * outputs, scores of magnitude near 100, Sk up to 4096. Half of it runs through an attention plan on
- * device buffers with NaN canaries around every view (support/devbuf.c: ropeqk_opencl_plan_enqueue or
- * ropeqk_vulkan_plan_record), half through ropeqk_attention(). O within
+ * device buffers with NaN canaries around every view (tests/devmem.h: ropeqk_plan_run
+ * on either backend), half through ropeqk_attention(). O within
  * 1e-5 of the fp64 path by the attention metric (plus the rounding of an f16/bf16 output), LSE within
  * 1e-5 relative, -inf LSE exactly where the reference has it.
  * Seed: ROPEQK_TEST_SEED or 20261123, named in every failure message. */

@@ -313,8 +313,8 @@ static void paged_outputs(const pcase *c, pdata *d, ropeqk_plan *pl, unsigned ch
     ropeqk_paged_batch batch = batch_of(c, d);
     ropeqk_paged_args a = args_of(c, &b);
     ropeqk_status st = rqs_paged_run_wait(pl, &a, &batch);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s %s", c->name, (unsigned long long)seed,
-                 ropeqk_status_string(st), ropeqk_last_error(), ropeqk_last_error());
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s", c->name, (unsigned long long)seed,
+                 ropeqk_status_string(st), ropeqk_last_error());
     cr_assert_eq(dm_read(b.o, out), ROPEQK_SUCCESS);
     cr_assert_eq(dm_read(b.l, lse), ROPEQK_SUCCESS);
     pbufs_free(&b);

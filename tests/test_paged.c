@@ -199,8 +199,8 @@ static void append_case(ropeqk_dtype kdt, ropeqk_dtype vdt, bool bshd, int64_t d
         ropeqk_mem knv = dm_at(bkn, new_off), vnv = dm_at(bvn, new_off);
         ropeqk_paged_cache cache = {dm_whole(app.k), dm_whole(app.v), {0}, {0}};
         ropeqk_status st = rqs_paged_append_wait(pl, &tkn, knv, &tvn, vnv, &cache, &b);
-        cr_assert_eq(st, ROPEQK_SUCCESS, "append chunk %zu (seed %llu): %s: %s %s", ci, (unsigned long long)seed,
-                     ropeqk_status_string(st), ropeqk_last_error(), ropeqk_last_error());
+        cr_assert_eq(st, ROPEQK_SUCCESS, "append chunk %zu (seed %llu): %s: %s", ci, (unsigned long long)seed,
+                     ropeqk_status_string(st), ropeqk_last_error());
         bool ki = false, vi = false;
         cr_assert_eq(dm_check(bkn, kn, &ki), ROPEQK_SUCCESS);
         cr_assert_eq(dm_check(bvn, vn, &vi), ROPEQK_SUCCESS);

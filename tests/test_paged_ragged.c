@@ -198,8 +198,8 @@ Test(paged_ragged, invalid_offsets_write_nothing)
             cs[i].qpos[s] = cs[i].qpos[s] ? cs[i].qpos[s] : d.qpos[s];
         bt.q_indptr = cs[i].ind, bt.seq_lens = cs[i].lens, bt.q_pos = cs[i].qpos;
         ropeqk_status st = rqs_paged_run_wait(pl, &a, &bt);
-        cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s%s)", cs[i].what, st, ropeqk_status_string(st),
-                     ropeqk_last_error(), ropeqk_last_error());
+        cr_expect_eq(st, cs[i].want, "%s: got %d %s (%s)", cs[i].what, st, ropeqk_status_string(st),
+                     ropeqk_last_error());
     }
     /* out and lse hold the fill of pbufs_make: nothing was written */
     size_t nb[2] = {d.ob, d.lb};

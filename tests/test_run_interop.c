@@ -369,3 +369,52 @@ Test(run_interop, paged_entry_points)
     if (!checked)
         cr_skip_test("no backend of this build runs the context");
 }
+
+/* ---- which backend, and its validation state, without a backend header ----------------------- */
+/* ropeqk_ctx_backend and ropeqk_ctx_diagnostics against what the backend headers say. */
+Test(run_interop, backend_and_diagnostics)
+{
+    cr_expect_eq(ropeqk_ctx_backend(NULL), ROPEQK_BACKEND_NONE);
+    cr_expect_eq(ropeqk_ctx_diagnostics(th_ctx, NULL), ROPEQK_ERR_NULL_POINTER);
+    ropeqk_diagnostics d, all;
+    memset(&d, 0xAB, sizeof d);
+    TH_OK(ropeqk_ctx_diagnostics(th_ctx, &d));
+    TH_OK(ropeqk_ctx_diagnostics(NULL, &all));
+    ropeqk_backend be = ropeqk_ctx_backend(th_ctx);
+    cr_expect_eq(be, th_is_vulkan(th_ctx) ? ROPEQK_BACKEND_VULKAN : ROPEQK_BACKEND_OPENCL);
+#if RQ_HAVE_OPENCL
+    cr_expect_eq(ropeqk_opencl_context(th_ctx) != NULL, be == ROPEQK_BACKEND_OPENCL);
+    if (be == ROPEQK_BACKEND_OPENCL) { /* OpenCL has no validation layer */
+        cr_expect_eq(d.validation, ROPEQK_VALIDATION_OFF);
+        cr_expect_eq(d.messages, 0u);
+        cr_expect_str_empty(d.first);
+    }
+#endif
+#if RQ_HAVE_VULKAN
+    cr_expect_eq(ropeqk_vulkan_device(th_ctx) != VK_NULL_HANDLE, be == ROPEQK_BACKEND_VULKAN);
+    char first[512];
+    cr_expect_eq(all.messages, ropeqk_vulkan_validation_messages(NULL, first, sizeof first));
+    if (be == ROPEQK_BACKEND_VULKAN) {
+        const char *v = getenv("ROPEQK_VULKAN_VALIDATION");
+        bool asked = v && (!strcmp(v, "1") || !strcmp(v, "required") || !strcmp(v, "auto"));
+        /* the suite's context was made (th_ctx_init skips where "auto" found no layer): on when asked */
+        cr_expect_eq(d.validation, asked ? ROPEQK_VALIDATION_ON : ROPEQK_VALIDATION_OFF, "%s: %d", v ? v : "unset",
+                     (int)d.validation);
+        cr_expect_eq(all.validation, d.validation);
+        cr_expect_eq(d.messages, ropeqk_vulkan_validation_messages(th_ctx, first, sizeof first));
+        /* a context on the caller's objects: the caller's instance, not validated by the library */
+        uint32_t fam = 0;
+        ropeqk_vulkan_ctx_params p = {.instance = ropeqk_vulkan_instance(th_ctx),
+                                      .physical_device = ropeqk_vulkan_physical_device(th_ctx),
+                                      .device = ropeqk_vulkan_device(th_ctx)};
+        p.queue = ropeqk_vulkan_queue(th_ctx, &fam);
+        p.queue_family = fam;
+        ropeqk_ctx *b = NULL;
+        TH_OK(ropeqk_vulkan_ctx_create(&p, &b));
+        cr_expect_eq(ropeqk_ctx_backend(b), ROPEQK_BACKEND_VULKAN);
+        TH_OK(ropeqk_ctx_diagnostics(b, &d));
+        cr_expect_eq(d.validation, ROPEQK_VALIDATION_OFF);
+        ropeqk_ctx_destroy(b);
+    }
+#endif
+}

@@ -6,7 +6,7 @@
  * GQA/MQA, causal masks with offsets (rows fully masked included), sliding windows, partial rotary,
  * both layouts, f16/bf16 inputs and outputs, decode (Sq 1, few rows per KV head) and prefill shapes,
  * strided views (BSHD, padded), per-token positions, decode plans (max_keys and a step), and half the
- * cases through plans on device buffers with NaN canaries around every view (support/devbuf: the
+ * cases through plans on device buffers with NaN canaries around every view (tests/devmem.h: the
  * outputs' gaps and the inputs must come back unchanged), half through ropeqk_scores /
  * ropeqk_attention. The paged decode with soft-capping, sinks (fully masked sequences, several splits
  * joined) and rotary offsets, MLA's paged decode with V aliasing the K cache; the split paths (scratch
@@ -16,7 +16,7 @@
  * Exact where the masks define it: masked scores are -inf (mask mismatches 0), a fully masked
  * attention row is O = 0 exactly with LSE = -inf, or s_h with a sink.
  *
- * Neutral (tests/harness.h, support/devbuf.h): also runs on Vulkan (variants_vulkan), where a variant
+ * Neutral (tests/harness.h, tests/devmem.h): also runs on Vulkan (variants_vulkan), where a variant
  * the backend's kernels do not implement yet is refused at plan creation (ROPEQK_ERR_BAD_PARAM, a
  * message naming it): those cases are skipped with a message, and only there; everything else fails.
  * Seed: ROPEQK_TEST_SEED or 20261130, named in every failure message. */

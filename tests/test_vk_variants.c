@@ -7,7 +7,7 @@
  * outputs, prefill and decode (a decode plan's step), long rows over several key chunks, and the paged
  * decode (several splits, fully masked sequences, the V cache aliasing the K cache).
  *
- * Every plan runs on device buffers with NaN canaries (support/devbuf: ropeqk_vulkan_plan_record),
+ * Every plan runs on device buffers with NaN canaries (tests/devmem.h: ropeqk_plan_run),
  * inputs must come back unchanged. Bounds: scores 1e-5 by ropeqk_max_error with no mask mismatch;
  * attention O 1e-5 of max |V| (plus half an ulp of an f16/bf16 output) and LSE 1e-5 relative by
  * ropeqk_attention_max_error; a row that sees no key gives O = 0 exactly and LSE = -inf, or exactly
@@ -431,8 +431,8 @@ static void run_paged(const pcase *c0, uint64_t seed, bool alias)
     if (alias)
         a.v_cache = dm_whole(b.k);
     st = rqs_paged_run_wait(pl, &a, &batch);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s %s", c.name, (unsigned long long)seed,
-                 ropeqk_status_string(st), ropeqk_last_error(), ropeqk_last_error());
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s (seed %llu): run: %s: %s", c.name, (unsigned long long)seed,
+                 ropeqk_status_string(st), ropeqk_last_error());
     unsigned char *out = malloc(d.ob);
     float *lse = malloc(d.lb);
     cr_assert(out && lse);
