@@ -205,8 +205,7 @@ static void run_case(int idx, uint64_t seed)
         ropeqk_args a = {.q = dm_whole(m[0]), .k = dm_whole(m[1]), .v = dm_whole(m[2]), .out = dm_whole(m[3]),
                       .q_pos = dm_whole(m[4]), .k_pos = dm_whole(m[5]), .lse = dm_whole(m[6])};
         st = rqs_plan_run_wait(pl, &a, NULL);
-        cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
-                     ropeqk_last_error(), d);
+        cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(), d);
         cr_assert_eq(dm_read(m[3], od), ROPEQK_SUCCESS);
         if (c.lse)
             cr_assert_eq(dm_read(m[6], ld), ROPEQK_SUCCESS);

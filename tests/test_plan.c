@@ -60,7 +60,7 @@ static void check_step(ropeqk_plan *pl, dproblem *p, const ropeqk_params *par, i
     ropeqk_args a = dargs(p);
     ropeqk_step s = {.n_keys = n, .q_pos_offset = qoff, .k_pos_offset = koff};
     ropeqk_status st = rqs_plan_run_wait(pl, &a, &s);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "n %lld: %s: %s %s", (long long)n, ropeqk_status_string(st), ropeqk_last_error(),
+    cr_assert_eq(st, ROPEQK_SUCCESS, "n %lld: %s: %s", (long long)n, ropeqk_status_string(st),
                  ropeqk_last_error());
     static float out[B * HQ * MAXK];
     static double ref[B * HQ * MAXK];

@@ -319,8 +319,8 @@ static bool run_dense(ropeqk_ctx *ctx, const vcase *c0, uint64_t seed, const cha
                           .lse = dm_whole(m[6])};
             ropeqk_step step = {.n_keys = nk, .q_pos_offset = p->q_pos_offset, .k_pos_offset = p->k_pos_offset};
             st = rqs_plan_run_wait(pl, &a, c->n_keys > 0 ? &step : NULL);
-            cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
-                         ropeqk_last_error(), d);
+            cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
+                         d);
             cr_assert_eq(dm_read(m[3], o.data), ROPEQK_SUCCESS);
             if (c->lse)
                 cr_assert_eq(dm_read(m[6], l.data), ROPEQK_SUCCESS);
@@ -674,8 +674,8 @@ static void run_paged(const pvcase *c, uint64_t seed)
     ropeqk_paged_args a = {.q = dm_whole(bq), .k_cache = dm_whole(bk), .v_cache = dm_whole(c->alias ? bk : bv),
                         .out = dm_whole(bo), .lse = dm_whole(bl)};
     st = rqs_paged_run_wait(pl, &a, &batch);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
-                 ropeqk_last_error(), d);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
+                 d);
     cr_assert_eq(dm_read(bo, out), ROPEQK_SUCCESS);
     cr_assert_eq(dm_read(bl, lse), ROPEQK_SUCCESS);
     const dm_buf *bufs[3] = {bq, bk, bv};

@@ -225,8 +225,8 @@ static void run_dense(const vcase *c, uint64_t seed)
     }
     ropeqk_step step = {.n_keys = c->Sk, .q_pos_offset = c->q_off, .k_pos_offset = c->k_off};
     st = rqs_plan_run_wait(pl, &a, c->max_keys > 0 ? &step : NULL);
-    cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
-                 ropeqk_last_error(), d);
+    cr_assert_eq(st, ROPEQK_SUCCESS, "run: %s: %s: %s", ropeqk_status_string(st), ropeqk_last_error(),
+                 d);
     if (sinks)
         sinks[0] = keep0;
     cr_assert_eq(dm_read(bo, o), ROPEQK_SUCCESS);
