@@ -137,6 +137,7 @@ static ropeqk_status finish(ropeqk_ctx *ctx, const ropeqk_tuning *tuning)
     int r = rq_env_u64("ROPEQK_POOL_BYTES", &v);
     if (r > 0)
         c->pool_budget = (size_t)v;
+    c->dev_max_alloc = c->max_alloc; /* the caller's buffers: the device's limit, not the knob's */
     if (r >= 0)
         r = rq_env_u64("ROPEQK_MAX_ALLOC", &v);
     if (r > 0 && v > 0 && v < c->max_alloc)

@@ -158,9 +158,10 @@ static const cl_event *wait_list(const rq_waits *w, cl_event *buf, size_t cap, c
 static ropeqk_status cl_buffer_alloc(ropeqk_buffer *b)
 {
     ropeqk_ctx *ctx = b->ctx;
-    if (b->size > rq_cl(ctx)->max_alloc) {
+    /* the device's own limit: ROPEQK_MAX_ALLOC bounds the library's scratch only (cl_ctx.c) */
+    if (b->size > rq_cl(ctx)->dev_max_alloc) {
         rq_set_error("ropeqk_buffer_create: %llu bytes exceed the device's allocation limit (%llu)",
-                     (unsigned long long)b->size, (unsigned long long)rq_cl(ctx)->max_alloc);
+                     (unsigned long long)b->size, (unsigned long long)rq_cl(ctx)->dev_max_alloc);
         return ROPEQK_ERR_TOO_LARGE;
     }
     cl_mem_flags f = CL_MEM_READ_WRITE | (b->flags & ROPEQK_BUFFER_HOST_VISIBLE ? CL_MEM_ALLOC_HOST_PTR : 0);

@@ -44,7 +44,8 @@ typedef struct rq_cl_ctx {
     cl_command_queue queue;
     cl_device_id device;
     rq_program *programs;      /* cache keyed by (device, options), guarded by the context's lock */
-    cl_ulong max_alloc;        /* the device's largest buffer (or ROPEQK_MAX_ALLOC) */
+    cl_ulong max_alloc;        /* the device's largest buffer (or ROPEQK_MAX_ALLOC): the library's scratch */
+    cl_ulong dev_max_alloc;    /* the device's own largest buffer: ropeqk_buffer_create's bound */
     pthread_mutex_t pool_lock; /* guards the scratch pool and the deferred releases below */
     bool pool_lock_ok;
     rq_scratch *pool_free;     /* most recently returned first */
