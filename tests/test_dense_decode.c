@@ -16,6 +16,7 @@
  * default is 2 (src/vulkan/vk_tune.c).
  * Seed: ROPEQK_TEST_SEED or 20261201, named in every failure message. */
 #include "harness.h"
+#include "../src/core/path_runs.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -25,25 +26,9 @@
 
 TestSuite(dense_decode, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 900);
 
-/* src/opencl/cl_dense.c, src/vulkan/vk_dense.c: calls run through the paged kernels so far (not
- * exported: linked statically); a test runs on one backend, so the sum counts that backend's */
-#if RQ_HAVE_OPENCL
-long long rq_dense_decode_runs(void);
-#endif
-#if RQ_HAVE_VULKAN
-long long rq_vk_dense_decode_runs(void);
-#endif
-static long long dense_runs(void)
-{
-    long long n = 0;
-#if RQ_HAVE_OPENCL
-    n += rq_dense_decode_runs();
-#endif
-#if RQ_HAVE_VULKAN
-    n += rq_vk_dense_decode_runs();
-#endif
-    return n;
-}
+/* calls run through the paged kernels so far, counted by either backend (src/core/path_runs.h: not
+ * exported, the tests link the library statically; a test runs on one backend) */
+static long long dense_runs(void) { return rq_path_runs(RQ_PATH_DENSE_DECODE); }
 
 static uint64_t seed0(void) { return th_seed(20261201ull); }
 

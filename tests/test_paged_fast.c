@@ -14,6 +14,7 @@
  * 2.5 s on pocl (2 cores, GPU profile, warm kernel cache); on lavapipe TBD. Seed: ROPEQK_TEST_SEED
  * or 20261201, named in every failure message. */
 #include "paged_fixture.h"
+#include "../src/core/path_runs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,24 +23,8 @@
 
 TestSuite(paged_fast, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 600);
 
-/* launches of the fast pass 1 (not exported: linked statically); a test runs on one backend */
-#if RQ_HAVE_OPENCL
-long long rq_paged_fast_runs(void);
-#endif
-#if RQ_HAVE_VULKAN
-long long rq_vk_paged_fast_runs(void);
-#endif
-static long long fast_runs(void)
-{
-    long long n = 0;
-#if RQ_HAVE_OPENCL
-    n += rq_paged_fast_runs();
-#endif
-#if RQ_HAVE_VULKAN
-    n += rq_vk_paged_fast_runs();
-#endif
-    return n;
-}
+/* launches of the fast pass 1, counted by either backend (src/core/path_runs.h; a test runs on one) */
+static long long fast_runs(void) { return rq_path_runs(RQ_PATH_PAGED_FAST); }
 
 /* Whether the suite's context runs the fast pass 1: the GPU profile (OpenCL: ROPEQK_PROFILE=gpu on
  * pocl; Vulkan: a GPU), and on a Vulkan CPU device with ROPEQK_PAGED_FAST=1 (the suite's

@@ -10,6 +10,7 @@
  * pf_seed), named in every failure message. OpenCL only. */
 #include "ocl.h"
 #include "paged_fixture.h"
+#include "../src/core/path_runs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,8 +20,6 @@
 TestSuite(tune_paths, .init = th_ctx_init, .fini = th_ctx_fini, .timeout = 900);
 
 /* src/opencl/cl_paged_chunk.c, src/opencl/cl_dense.c: sequences and calls through each path so far */
-long long rq_paged_chunk_runs(void);
-long long rq_dense_decode_runs(void);
 
 /* Replaces the suite's context (run_case's) by one with these crossovers (0: default). */
 static void use_ctx(int32_t chunk_rows, int32_t dense_rows)
@@ -53,10 +52,10 @@ Test(tune_paths, chunk_rows_route_sequences)
         memcpy(c.qlens, ql, sizeof ql);
         c.kdt = c.vdt = ROPEQK_F16;
         c.p.causal = 1;
-        long long before = rq_paged_chunk_runs();
+        long long before = rq_path_runs(RQ_PATH_PAGED_CHUNK);
         run_case(&c, pf_seed() + (uint64_t)N);
-        cr_expect_eq(rq_paged_chunk_runs() - before, 1, "%s: %lld sequences took the chunk path, want 1 (seed %llu)",
-                     name, rq_paged_chunk_runs() - before, (unsigned long long)(pf_seed() + (uint64_t)N));
+        cr_expect_eq(rq_path_runs(RQ_PATH_PAGED_CHUNK) - before, 1, "%s: %lld sequences took the chunk path, want 1 (seed %llu)",
+                     name, rq_path_runs(RQ_PATH_PAGED_CHUNK) - before, (unsigned long long)(pf_seed() + (uint64_t)N));
     }
     /* the environment's value wins over the API's */
     setenv("ROPEQK_CHUNK_ROWS", "7", 1);
@@ -69,9 +68,9 @@ Test(tune_paths, chunk_rows_route_sequences)
     memcpy(c.lens, lens, sizeof lens);
     memcpy(c.qlens, ql, sizeof ql);
     c.p.causal = 1;
-    long long before = rq_paged_chunk_runs();
+    long long before = rq_path_runs(RQ_PATH_PAGED_CHUNK);
     run_case(&c, pf_seed() + 1);
-    cr_expect_eq(rq_paged_chunk_runs() - before, 1, "%s: %lld", c.name, rq_paged_chunk_runs() - before);
+    cr_expect_eq(rq_path_runs(RQ_PATH_PAGED_CHUNK) - before, 1, "%s: %lld", c.name, rq_path_runs(RQ_PATH_PAGED_CHUNK) - before);
     cr_expect(strstr(ropeqk_ctx_config_source(th_ctx), "ROPEQK_CHUNK_ROWS"), "%s", ropeqk_ctx_config_source(th_ctx));
 }
 
@@ -101,10 +100,10 @@ Test(tune_paths, chunk_path_8bit_caches)
         c.kdt = cs[i].k, c.vdt = cs[i].v;
         c.p.causal = 1;
         uint64_t seed = pf_seed() + 60 + (uint64_t)i;
-        long long before = rq_paged_chunk_runs();
+        long long before = rq_path_runs(RQ_PATH_PAGED_CHUNK);
         run_case(&c, seed);
-        cr_expect_eq(rq_paged_chunk_runs() - before, 1, "%s: %lld sequences took the chunk path, want 1 (seed %llu)",
-                     name, rq_paged_chunk_runs() - before, (unsigned long long)seed);
+        cr_expect_eq(rq_path_runs(RQ_PATH_PAGED_CHUNK) - before, 1, "%s: %lld sequences took the chunk path, want 1 (seed %llu)",
+                     name, rq_path_runs(RQ_PATH_PAGED_CHUNK) - before, (unsigned long long)seed);
     }
 }
 
@@ -128,11 +127,11 @@ static long long dense_call(int64_t Sq, uint64_t seed)
     double *r = malloc(ropeqk_tensor_extent(&o64)), err = INFINITY, lerr = 0;
     int64_t mism = 1;
     cr_assert(r);
-    long long before = rq_dense_decode_runs();
+    long long before = rq_path_runs(RQ_PATH_DENSE_DECODE);
     ropeqk_status st = ropeqk_attention(th_ctx, &p, &q.t, q.data, &k.t, k.data, &v.t, v.data, NULL, NULL, &o.t,
                                         o.data, NULL, NULL);
     cr_assert_eq(st, ROPEQK_SUCCESS, "Sq %lld: %s", (long long)Sq, ropeqk_last_error());
-    long long runs = rq_dense_decode_runs() - before;
+    long long runs = rq_path_runs(RQ_PATH_DENSE_DECODE) - before;
     cr_assert_eq(ropeqk_attention_ref(&p, &q.t, q.data, &k.t, k.data, &v.t, v.data, NULL, NULL, &o64, r, NULL, NULL),
                  ROPEQK_SUCCESS);
     cr_assert_eq(ropeqk_attention_max_error(&v.t, v.data, &o.t, o.data, &o64, r, NULL, NULL, NULL, NULL, &err, &lerr,

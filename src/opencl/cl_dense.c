@@ -20,19 +20,11 @@
  * windows, soft-capping, sinks, LSE, f32/f16/bf16 in and out, Dv != D, strided views, decode plans
  * (n_keys and offsets per step). */
 #include "ocl.h"
+#include "../core/path_runs.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Calls run this way, for the tests (tests/test_dense_decode.c links the library statically). */
-static atomic_llong dense_runs;
-
-long long rq_dense_decode_runs(void);
-long long rq_dense_decode_runs(void)
-{
-    return atomic_load(&dense_runs);
-}
 
 bool rq_dense_plan_wants(const ropeqk_plan *pl)
 {
@@ -179,7 +171,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
         return ROPEQK_SUCCESS;
     if (!st) {
         *taken = true;
-        atomic_fetch_add(&dense_runs, 1);
+        rq_path_hit(RQ_PATH_DENSE_DECODE);
     }
     return st;
 }

@@ -4,19 +4,9 @@
  * (paged_gather, cl/paged.cl) and its rows run through the attention kernel of the plan's companion
  * (plan->chunk, src/core/plan.c), which rotates the keys once and tiles the rows. */
 #include "ocl.h"
+#include "../core/path_runs.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
-
-/* Sequences run through the chunk path, for the tests (tests/test_tune_paths.c links the library
- * statically), as cl_dense.c counts its calls. */
-static atomic_llong chunk_runs;
-
-long long rq_paged_chunk_runs(void);
-long long rq_paged_chunk_runs(void)
-{
-    return atomic_load(&chunk_runs);
-}
 
 /* One gather of K or V (the cache view c, its buffer m; an 8-bit cache's scales sm) of sequence row
  * r0's pages into dst, as BHSD rows [hk][t] (dense_view): paged_gather copies a 16/32-bit cache's bytes, paged_gather_q8 writes an 8-bit
@@ -127,7 +117,7 @@ ropeqk_status rq_cl_paged_chunks_enqueue(ropeqk_plan *pl, cl_command_queue queue
         rq_scratch_put(ctx, sk, used ? 1 : 0, &used);
         rq_scratch_put(ctx, sv, used ? 1 : 0, &used);
         if (ev[2]) {
-            atomic_fetch_add(&chunk_runs, 1);
+            rq_path_hit(RQ_PATH_PAGED_CHUNK);
             clReleaseEvent(prev);
             prev = ev[2];
             ev[2] = NULL;

@@ -9,19 +9,11 @@
  * (rq_pfast_call_ok) where the caches' views sit at 16-byte multiples (offsets and strides) and their
  * extents stay below 2^32 units of 16 bytes (the kernel's 32-bit row offsets). */
 #include "ocl.h"
+#include "../core/path_runs.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Pass-1 launches of the fast kernel, for the tests (they link the library statically). */
-static atomic_llong fast_runs;
-
-long long rq_paged_fast_runs(void);
-long long rq_paged_fast_runs(void)
-{
-    return atomic_load(&fast_runs);
-}
 
 bool rq_pfast_shape_ok(const ropeqk_plan *pl)
 {
@@ -103,7 +95,7 @@ void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t c
     *kps = pps * page_size;
     g[0] = (size_t)ngroups * RQ_FWG, g[1] = (size_t)*nsplit, g[2] = (size_t)(pb->Hkv * a->ngc * a->ndvc);
     l[0] = RQ_FWG, l[1] = 1, l[2] = 1;
-    atomic_fetch_add(&fast_runs, 1);
+    rq_path_hit(RQ_PATH_PAGED_FAST);
 }
 
 ropeqk_status rq_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm)

@@ -10,8 +10,8 @@
  * largest call); a call with fewer rows or keys (a decode plan's step, the paged chunks' companion
  * plan) uses their first rows. */
 #include "vk.h"
+#include "../core/path_runs.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,11 +32,6 @@ struct rq_vk_cm {
     rq_vk_pipe *split, *main;
     rq_vk_buf qp, kp, vp, sc; /* planes (hi, then lo in accurate mode) and the undo factors */
 };
-
-/* Recordings taken by the path, for the tests (tests link the library statically). */
-static atomic_llong cm_runs, cm_emu_runs;
-long long rq_vk_cm_runs(bool emulated);
-long long rq_vk_cm_runs(bool emulated) { return atomic_load(emulated ? &cm_emu_runs : &cm_runs); }
 
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -318,6 +313,6 @@ ropeqk_status rq_vk_cm_record(ropeqk_plan *pl, VkCommandBuffer cmd, const ropeqk
         rq_vk_dispatch(pl->ctx, cmd, c->main, b, n, &pc, sizeof pc, (uint32_t)((Sk + c->bn - 1) / c->bn), gx,
                        (uint32_t)c->nbk);
     }
-    atomic_fetch_add(c->emu ? &cm_emu_runs : &cm_runs, 1);
+    rq_path_hit(c->emu ? RQ_PATH_VK_CM_EMU : RQ_PATH_VK_CM);
     return ROPEQK_SUCCESS;
 }

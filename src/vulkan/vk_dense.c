@@ -25,18 +25,10 @@
  * sinks are the old path's, shared); where the device cannot run the decode shaders at this shape
  * (the loop budget, shared memory, the storage-buffer range) the old path serves every call. */
 #include "vk_pg.h"
+#include "../core/path_runs.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 
-/* Calls run this way, for the tests (tests/test_dense_decode.c links the library statically). */
-static atomic_llong dense_runs;
-
-long long rq_vk_dense_decode_runs(void);
-long long rq_vk_dense_decode_runs(void)
-{
-    return atomic_load(&dense_runs);
-}
 
 ropeqk_status rq_vk_dense_init(ropeqk_plan *pl, const float *vfreq4)
 {
@@ -128,7 +120,7 @@ ropeqk_status rq_vk_dense_record(ropeqk_plan *pl, VkCommandBuffer cmd, const rop
         return ROPEQK_SUCCESS;
     if (!st) {
         *taken = true;
-        atomic_fetch_add(&dense_runs, 1);
+        rq_path_hit(RQ_PATH_DENSE_DECODE);
     }
     return st;
 }

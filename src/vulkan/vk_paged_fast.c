@@ -13,19 +13,11 @@
  * fit), no M-RoPE. A call takes it where the caches' views sit at 16-byte multiples (offsets and
  * strides) and the row groups fit the grid's first dimension. */
 #include "vk_pg.h"
+#include "../core/path_runs.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Runs of the fast pass 1, for the tests (they link the library statically). */
-static atomic_llong fast_runs;
-
-long long rq_vk_paged_fast_runs(void);
-long long rq_vk_paged_fast_runs(void)
-{
-    return atomic_load(&fast_runs);
-}
 
 /* Loop trips of one paged_fast.comp invocation per tile of RQ_VK_PF_WG keys, counted as the shader's
  * 14 loops are written (a loop entered once with n trips counting n + 1; spirv_val checks the number):
@@ -190,6 +182,6 @@ ropeqk_status rq_vkpf_prepare(ropeqk_plan *pl, const rq_vkpg_launch *L, const rq
     };
     r->pipe = pg->fast_pipe[fm == 8];
     r->grid[0] = (uint32_t)meta->ngroups, r->grid[1] = (uint32_t)r->nsplit, r->grid[2] = (uint32_t)heads;
-    atomic_fetch_add(&fast_runs, 1);
+    rq_path_hit(RQ_PATH_PAGED_FAST);
     return ROPEQK_SUCCESS;
 }

@@ -8,6 +8,7 @@
  * injected status; nothing leaks (run under ASan/LSan in the sanitizer build); and a rerun on the same
  * context gives the baseline's bits. */
 #include "harness.h"
+#include "../../src/core/path_runs.h"
 #include "ropeqk_opencl.h"
 #include "shim.h"
 
@@ -18,7 +19,6 @@
 TestSuite(fault_paged, .fini = th_leak_check);
 
 /* src/opencl/cl_paged_chunk.c: sequences through the chunk path (the library is linked statically) */
-long long rq_paged_chunk_runs(void);
 
 /* CH: the ragged step's chunk (>= the default chunk_rows, 16), beside one row of sequence 1; MAXQ
  * the plan's max_q_rows */
@@ -173,11 +173,11 @@ static void sweep(fault_fn f)
     pbufs b;
     cr_assert_eq(ropeqk_ctx_create(NULL, &ctx), 0);
     make_bufs(ctx, &base, &b);
-    long long chunks = rq_paged_chunk_runs();
+    long long chunks = rq_path_runs(RQ_PATH_PAGED_CHUNK);
     fault_arm(f, 0);
     run_all(ctx, &base, &b, st);
     fault_disarm();
-    cr_assert_eq(rq_paged_chunk_runs() - chunks, 1, "the ragged step's chunk did not take the chunk path");
+    cr_assert_eq(rq_path_runs(RQ_PATH_PAGED_CHUNK) - chunks, 1, "the ragged step's chunk did not take the chunk path");
     long n_calls = fault_calls(f);
     for (int i = 0; i < NSTEPS; i++)
         cr_assert_eq(st[i], ROPEQK_SUCCESS, "baseline step %d: %s", i, ropeqk_status_string(st[i]));
