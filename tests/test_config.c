@@ -17,6 +17,29 @@ static void no_platform_skip(void)
 
 TestSuite(config, .init = no_platform_skip, .fini = th_leak_check);
 
+/* Whether a backend of this build has the knob with ropeqk_tuning field `name` or environment
+ * variable `env` (either may be NULL), from the knob tables: a build without OpenCL
+ * (-Dopencl=disabled) has none of OpenCL's knobs, and its contexts neither read nor refuse their
+ * fields and variables (src/core/tuning.c walks the built backends' tables). */
+static bool knob_built(const char *name, const char *env)
+{
+    static const char *const backends[] = {"opencl", "vulkan"};
+    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++)
+        for (int32_t i = 0, n = ropeqk_knob_count(backends[b]); i < n; i++) {
+            ropeqk_knob k;
+            cr_assert_eq(ropeqk_knob_get_info(backends[b], i, &k), ROPEQK_SUCCESS, "%s knob %d", backends[b], (int)i);
+            if ((name && !strcmp(k.name, name)) || (env && k.env && !strcmp(k.env, env)))
+                return true;
+        }
+    return false;
+}
+
+/* The knob tables answer at all: chunk_rows is every backend's */
+static void assert_knob_tables(void)
+{
+    cr_assert(knob_built("chunk_rows", NULL) && knob_built(NULL, "ROPEQK_CHUNK_ROWS"), "no knob table has chunk_rows");
+}
+
 Test(config, profile_from_env_param_and_device)
 {
     ropeqk_tuning t, got;
@@ -41,7 +64,9 @@ Test(config, profile_from_env_param_and_device)
     cr_expect(vk || strncmp(ropeqk_ctx_config_source(x), "heuristic", 9) != 0 ||
                   strstr(ropeqk_ctx_build_options(x), "-DRQ_VK=1 ") != NULL,
               "%s: %s", ropeqk_ctx_config_source(x), ropeqk_ctx_build_options(x));
-    cr_expect_eq(got.decode, -1, "the GPU profile's decode kernel is off by default");
+    assert_knob_tables();
+    if (knob_built("decode", NULL)) /* OpenCL's */
+        cr_expect_eq(got.decode, -1, "the GPU profile's decode kernel is off by default");
     ropeqk_ctx_destroy(x);
 
     setenv("ROPEQK_PROFILE", "cpu", 1); /* the environment wins over the parameter */
@@ -56,6 +81,9 @@ Test(config, profile_from_env_param_and_device)
 
 Test(config, knobs_from_api_with_env_override)
 {
+    assert_knob_tables();
+    if (!knob_built("tq", NULL))
+        cr_skip_test("no backend of this build has the knobs tq, vk, nv and decode (OpenCL's)");
     ropeqk_tuning t, got;
     memset(&t, 0, sizeof t);
     t.profile = ROPEQK_PROFILE_CPU;
@@ -104,8 +132,12 @@ Test(config, malformed_environment_is_an_error)
     ropeqk_ctx *probe = th_ctx_tuned(NULL);
     bool vk = th_is_vulkan(probe);
     ropeqk_ctx_destroy(probe);
+    assert_knob_tables();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (vk && cases[i].opencl_only)
+            continue;
+        /* a knob's variable where a backend of this build has that knob (ROPEQK_PROFILE: the core's) */
+        if (!cases[i].opencl_only && strcmp(cases[i].name, "ROPEQK_PROFILE") && !knob_built(NULL, cases[i].name))
             continue;
         setenv(cases[i].name, cases[i].value, 1);
         ropeqk_ctx *x = (ropeqk_ctx *)1;
@@ -134,7 +166,13 @@ Test(config, out_of_range_api_values_are_errors)
     bad[7].chunk_rows = (1 << 20) + 1;
     bad[8].dense_rows = -2;
     bad[9].dense_rows = 1025;
+    /* the knob each case sets (profile: the core's), checked where a backend of this build has it */
+    static const char *const knob[10] = {"vk", "tq", "dkb", NULL, "decode", "nv", "chunk_rows", "chunk_rows",
+                                         "dense_rows", "dense_rows"};
+    assert_knob_tables();
     for (int i = 0; i < 10; i++) {
+        if (knob[i] && !knob_built(knob[i], NULL))
+            continue;
         ropeqk_ctx_params cp;
         memset(&cp, 0, sizeof cp);
         cp.tuning = bad[i];
