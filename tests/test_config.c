@@ -220,11 +220,15 @@ Test(config, decode_kernel_portable_forms_match_fp64)
     ropeqk_ctx_destroy(x);
 }
 
-/* The Vulkan knobs are checked by the same rules on every backend (the OpenCL kernels ignore them,
- * a malformed value is still an error): out-of-range API values, environment values, an override
- * noted in the configuration source, and the tuner refusing to run under an override. */
+/* The Vulkan knobs are checked by the same rules on every backend of a build that has them (the
+ * OpenCL kernels ignore them, a malformed value is still an error; a -Dvulkan=disabled build has no
+ * such knob): out-of-range API values, environment values, an override noted in the configuration
+ * source, and the tuner refusing to run under an override. */
 Test(config, vulkan_knobs_refused_and_overridden)
 {
+    assert_knob_tables();
+    if (!knob_built("vk_block", NULL))
+        cr_skip_test("no backend of this build has the knobs vk_block, vk_tk and vk_rows (Vulkan's)");
     ropeqk_tuning t;
     memset(&t, 0, sizeof t);
     static const struct {
