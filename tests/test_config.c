@@ -1,16 +1,12 @@
 /* Kernel configuration of a context, on either backend: profiles and where they come from, tuning
  * through the API and the environment (strictly parsed, the same rules for both backends: the OpenCL
- * knobs and the Vulkan ones), out-of-range values. OpenCL only: the build options a profile or knob
- * gives, the vendor switch's portable decode kernel, and the message and log of a failed program
- * build. Each Criterion test runs in its own process, so setenv() here touches no other test. */
+ * knobs and the Vulkan ones), out-of-range values, the vendor switch's portable decode kernel (it
+ * skips on Vulkan). The OpenCL backend's own (the CPU profile's vector width against the device, the
+ * message and log of a failed program build): tests/opencl/test_config.c. Each Criterion test runs in
+ * its own process, so setenv() here touches no other test. */
 #include "harness.h"
-#if RQ_HAVE_OPENCL
-#include "ropeqk_opencl.h"
-#endif
 
 #include <criterion/criterion.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,43 +17,27 @@ static void no_platform_skip(void)
 
 TestSuite(config, .init = no_platform_skip, .fini = th_leak_check);
 
-/* The CPU profile's heuristic (src/opencl/cl_tune.c, rq_cl_tuning_base): one float vector of keys per
- * block, so RQ_VK follows the device's CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: 16 where it is 16 or
- * unknown (AVX-512 pocl), 8 where it is 8..15 (AVX2 pocl, "pthread-haswell"), 4 below 8 (an NVIDIA
- * GPU reports 1), with 4 query rows and one vector per work-item below 16. The rule, not one
- * host's number: the suite runs on AVX-512 and AVX2 CI hosts and on GPUs. A tuner cache or a
- * shipped entry would replace the heuristic, so the context reads an empty cache directory. */
-static void expect_cpu_vector_rule(ropeqk_ctx *x, const ropeqk_tuning *got)
+/* Whether a backend of this build has the knob with ropeqk_tuning field `name` or environment
+ * variable `env` (either may be NULL), from the knob tables: a build without OpenCL
+ * (-Dopencl=disabled) has none of OpenCL's knobs, and its contexts neither read nor refuse their
+ * fields and variables (src/core/tuning.c walks the built backends' tables). */
+static bool knob_built(const char *name, const char *env)
 {
-#if RQ_HAVE_OPENCL
-    cl_uint nv = 0;
-    cl_int err = clGetDeviceInfo(ropeqk_opencl_device(x), CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof nv, &nv, NULL);
-    cr_assert_eq(err, CL_SUCCESS, "CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: %d", (int)err);
-    /* tests/avx2 runs this under a shim that makes pocl an AVX2 device: check that it took effect */
-    const char *want_width = getenv("ROPEQK_TEST_POCL_NATIVE_FLOAT_WIDTH");
-    char plat_name[128] = "";
-    cl_platform_id plat = NULL;
-    if (clGetDeviceInfo(ropeqk_opencl_device(x), CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) != CL_SUCCESS ||
-        clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof plat_name - 1, plat_name, NULL) != CL_SUCCESS)
-        plat_name[0] = '\0';
-    if (want_width && strstr(plat_name, "Portable Computing Language"))
-        cr_expect_eq(nv, (cl_uint)atoi(want_width), "%s: native float width %u, the shim should give %s",
-                     ropeqk_ctx_device_description(x), (unsigned)nv, want_width);
-    int want_vk = nv > 0 && nv < 16 ? (nv >= 8 ? 8 : 4) : 16, want_tq = nv > 0 && nv < 16 ? 4 : 12;
-    int want_nv = nv > 0 && nv < 16 ? 1 : 2;
-    const char *src = ropeqk_ctx_config_source(x), *o = ropeqk_ctx_build_options(x);
-    char note[64], opt[64];
-    snprintf(note, sizeof note, "native float vector width %u", (unsigned)nv);
-    cr_expect(strncmp(src, "heuristic", 9) == 0 && strstr(src, note), "device %s: source '%s', want the heuristic with '%s'",
-              ropeqk_ctx_device_description(x), src, note);
-    cr_expect(got->vk == want_vk && got->avk == want_vk && got->tq == want_tq && got->nv == want_nv,
-              "device %s, native float width %u: vk %d avk %d tq %d nv %d, want %d %d %d %d", ropeqk_ctx_device_description(x),
-              (unsigned)nv, got->vk, got->avk, got->tq, got->nv, want_vk, want_vk, want_tq, want_nv);
-    snprintf(opt, sizeof opt, "-DRQ_VK=%d ", want_vk);
-    cr_expect(strstr(o, opt) != NULL, "device %s: want '%s' in %s", ropeqk_ctx_device_description(x), opt, o);
-#else
-    (void)x, (void)got;
-#endif
+    static const char *const backends[] = {"opencl", "vulkan"};
+    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++)
+        for (int32_t i = 0, n = ropeqk_knob_count(backends[b]); i < n; i++) {
+            ropeqk_knob k;
+            cr_assert_eq(ropeqk_knob_get_info(backends[b], i, &k), ROPEQK_SUCCESS, "%s knob %d", backends[b], (int)i);
+            if ((name && !strcmp(k.name, name)) || (env && k.env && !strcmp(k.env, env)))
+                return true;
+        }
+    return false;
+}
+
+/* The knob tables answer at all: chunk_rows is every backend's */
+static void assert_knob_tables(void)
+{
+    cr_assert(knob_built("chunk_rows", NULL) && knob_built(NULL, "ROPEQK_CHUNK_ROWS"), "no knob table has chunk_rows");
 }
 
 Test(config, profile_from_env_param_and_device)
@@ -84,7 +64,9 @@ Test(config, profile_from_env_param_and_device)
     cr_expect(vk || strncmp(ropeqk_ctx_config_source(x), "heuristic", 9) != 0 ||
                   strstr(ropeqk_ctx_build_options(x), "-DRQ_VK=1 ") != NULL,
               "%s: %s", ropeqk_ctx_config_source(x), ropeqk_ctx_build_options(x));
-    cr_expect_eq(got.decode, -1, "the GPU profile's decode kernel is off by default");
+    assert_knob_tables();
+    if (knob_built("decode", NULL)) /* OpenCL's */
+        cr_expect_eq(got.decode, -1, "the GPU profile's decode kernel is off by default");
     ropeqk_ctx_destroy(x);
 
     setenv("ROPEQK_PROFILE", "cpu", 1); /* the environment wins over the parameter */
@@ -92,14 +74,16 @@ Test(config, profile_from_env_param_and_device)
     ropeqk_ctx_tuning(x, &got, &why);
     cr_expect_eq(got.profile, ROPEQK_PROFILE_CPU);
     cr_expect_str_eq(why, "ROPEQK_PROFILE=cpu");
-    if (!vk)
-        expect_cpu_vector_rule(x, &got);
+    /* the CPU profile's vector width against the OpenCL device's: opencl_config/profile_cpu_* */
     ropeqk_ctx_destroy(x);
     th_cache_home_remove(dir);
 }
 
 Test(config, knobs_from_api_with_env_override)
 {
+    assert_knob_tables();
+    if (!knob_built("tq", NULL))
+        cr_skip_test("no backend of this build has the knobs tq, vk, nv and decode (OpenCL's)");
     ropeqk_tuning t, got;
     memset(&t, 0, sizeof t);
     t.profile = ROPEQK_PROFILE_CPU;
@@ -148,8 +132,12 @@ Test(config, malformed_environment_is_an_error)
     ropeqk_ctx *probe = th_ctx_tuned(NULL);
     bool vk = th_is_vulkan(probe);
     ropeqk_ctx_destroy(probe);
+    assert_knob_tables();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (vk && cases[i].opencl_only)
+            continue;
+        /* a knob's variable where a backend of this build has that knob (ROPEQK_PROFILE: the core's) */
+        if (!cases[i].opencl_only && strcmp(cases[i].name, "ROPEQK_PROFILE") && !knob_built(NULL, cases[i].name))
             continue;
         setenv(cases[i].name, cases[i].value, 1);
         ropeqk_ctx *x = (ropeqk_ctx *)1;
@@ -178,7 +166,13 @@ Test(config, out_of_range_api_values_are_errors)
     bad[7].chunk_rows = (1 << 20) + 1;
     bad[8].dense_rows = -2;
     bad[9].dense_rows = 1025;
+    /* the knob each case sets (profile: the core's), checked where a backend of this build has it */
+    static const char *const knob[10] = {"vk", "tq", "dkb", NULL, "decode", "nv", "chunk_rows", "chunk_rows",
+                                         "dense_rows", "dense_rows"};
+    assert_knob_tables();
     for (int i = 0; i < 10; i++) {
+        if (knob[i] && !knob_built(knob[i], NULL))
+            continue;
         ropeqk_ctx_params cp;
         memset(&cp, 0, sizeof cp);
         cp.tuning = bad[i];
@@ -226,11 +220,15 @@ Test(config, decode_kernel_portable_forms_match_fp64)
     ropeqk_ctx_destroy(x);
 }
 
-/* The Vulkan knobs are checked by the same rules on every backend (the OpenCL kernels ignore them,
- * a malformed value is still an error): out-of-range API values, environment values, an override
- * noted in the configuration source, and the tuner refusing to run under an override. */
+/* The Vulkan knobs are checked by the same rules on every backend of a build that has them (the
+ * OpenCL kernels ignore them, a malformed value is still an error; a -Dvulkan=disabled build has no
+ * such knob): out-of-range API values, environment values, an override noted in the configuration
+ * source, and the tuner refusing to run under an override. */
 Test(config, vulkan_knobs_refused_and_overridden)
 {
+    assert_knob_tables();
+    if (!knob_built("vk_block", NULL))
+        cr_skip_test("no backend of this build has the knobs vk_block, vk_tk and vk_rows (Vulkan's)");
     ropeqk_tuning t;
     memset(&t, 0, sizeof t);
     static const struct {
@@ -316,72 +314,3 @@ Test(config, crossover_knobs_from_api_and_env)
         ropeqk_ctx_destroy(x);
     }
 }
-
-#if RQ_HAVE_OPENCL
-/* A context whose program build fails (ROPEQK_BUILD_OPTIONS); skips on Vulkan, whose SPIR-V is built
- * with the library. */
-static ropeqk_ctx *failing_build_ctx(void)
-{
-    setenv("ROPEQK_BUILD_OPTIONS", "-DRQ_TQ=(", 1);
-    ropeqk_ctx *x = th_ctx_tuned(NULL);
-    if (th_is_vulkan(x)) {
-        ropeqk_ctx_destroy(x);
-        cr_skip_test("OpenCL only: a program build failure (ROPEQK_BUILD_OPTIONS)");
-    }
-    return x;
-}
-
-/* A failed build names the device and its driver and quotes the log's first lines; the whole log
- * stays in ropeqk_ctx_build_log(). */
-Test(config, build_failure_message_names_device_driver_and_log)
-{
-    ropeqk_ctx *x = failing_build_ctx();
-    cr_assert_eq(ropeqk_ctx_warmup(x), ROPEQK_ERR_BUILD);
-    char name[256] = "", driver[128] = "";
-    clGetDeviceInfo(ropeqk_opencl_device(x), CL_DEVICE_NAME, sizeof name - 1, name, NULL);
-    clGetDeviceInfo(ropeqk_opencl_device(x), CL_DRIVER_VERSION, sizeof driver - 1, driver, NULL);
-    const char *m = ropeqk_last_error();
-    cr_expect(strstr(m, name) != NULL, "message does not name the device '%s': %s", name, m);
-    cr_expect(strstr(m, driver) != NULL, "message does not name the driver '%s': %s", driver, m);
-    cr_expect(strstr(m, "log:") != NULL, "message quotes no log: %s", m);
-    size_t n = ropeqk_ctx_build_log(x, NULL, 0);
-    cr_expect(n > 0, "full log is empty");
-    char small[8];
-    cr_expect_eq(ropeqk_ctx_build_log(x, small, sizeof small), n, "the full length whatever the buffer");
-    cr_expect_eq(strlen(small), sizeof small - 1, "truncated and NUL-terminated");
-    ropeqk_ctx_destroy(x);
-}
-
-/* One thread keeps failing builds (each failure replaces the context's log) while another reads
- * the log. With a pointer into the context's log, the reader could be handed freed memory (ASan's
- * heap-use-after-free in the sanitizer run); the copy-out under the lock cannot. */
-typedef struct {
-    ropeqk_ctx *x;
-    int iters, bad;
-} log_reader;
-
-static void *read_logs(void *v)
-{
-    log_reader *r = v;
-    char buf[4096];
-    for (int i = 0; i < r->iters; i++) {
-        size_t n = ropeqk_ctx_build_log(r->x, buf, sizeof buf);
-        if (n > 0 && strlen(buf) != (n < sizeof buf ? n : sizeof buf - 1))
-            r->bad++;
-    }
-    return NULL;
-}
-
-Test(config, build_log_read_during_failing_builds)
-{
-    ropeqk_ctx *x = failing_build_ctx();
-    log_reader r = {x, 20000, 0};
-    pthread_t th;
-    pthread_create(&th, NULL, read_logs, &r);
-    for (int i = 0; i < 30; i++)
-        cr_expect_eq(ropeqk_ctx_warmup(x), ROPEQK_ERR_BUILD);
-    pthread_join(th, NULL);
-    cr_expect_eq(r.bad, 0, "%d torn reads", r.bad);
-    ropeqk_ctx_destroy(x);
-}
-#endif

@@ -1,6 +1,7 @@
 /* The Vulkan backend's own API (include/ropeqk_vulkan.h): device list and specs, borrowed objects,
  * the record path's buffer checks, backends not mixed up; attention and scores over long rows
- * (lavapipe's loop limit, see attention_long_rows_wide_heads). Runs on the first Vulkan device
+ * (lavapipe's loop limit, see attention_long_rows_wide_heads); the OpenCL calls refusing Vulkan
+ * objects and the other way round: tests/interop/test_backends_apart.c. Runs on the first Vulkan device
  * (lavapipe in CI) with the Khronos validation layer: th_leak_check fails a test that made the layer
  * say anything. The backend-neutral suites (sweep, device, invalid, scaling, attn_sweep, plan,
  * threads, config, tune, paged, paged_invalid) also run on Vulkan (tests/meson.build): decode plans
@@ -8,9 +9,6 @@
  * test_threads.c's. */
 #include "harness.h"
 #include "ropeqk_vulkan.h"
-#if RQ_HAVE_OPENCL
-#include "ropeqk_opencl.h"
-#endif
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -53,9 +51,6 @@ Test(vulkan, device_list_and_specs)
     const char *backend = NULL;
     cr_expect_eq(ropeqk_ctx_backend_error(ctx, &backend), 0);
     cr_expect_str_eq(backend, "Vulkan");
-#if RQ_HAVE_OPENCL
-    cr_expect_null(ropeqk_opencl_context(ctx));
-#endif
     ropeqk_ctx_destroy(ctx);
     /* a name substring reaches a Vulkan device when no OpenCL device has that name */
     char needle[16];
@@ -127,41 +122,12 @@ Test(vulkan, record_path_buffer_checks)
     cr_expect_eq(ropeqk_vulkan_plan_record(pl, fake_cmd, &ok, &step), ROPEQK_ERR_BAD_PARAM, "fixed plan, step");
     cr_expect_eq(ropeqk_vulkan_plan_record(pl, VK_NULL_HANDLE, &ok, NULL), ROPEQK_ERR_NULL_POINTER);
     cr_expect_eq(ropeqk_vulkan_plan_record(NULL, fake_cmd, &ok, NULL), ROPEQK_ERR_NULL_POINTER);
-#if RQ_HAVE_OPENCL
-    /* the other backend's calls refuse a Vulkan plan */
-    ropeqk_opencl_args oa;
-    memset(&oa, 0, sizeof oa);
-    cr_expect_eq(ropeqk_opencl_plan_enqueue(pl, NULL, &oa, NULL, 0, NULL, NULL), ROPEQK_ERR_BAD_PARAM);
-#endif
     ropeqk_plan_destroy(pl);
     th_free(&q);
     th_free(&k);
     th_free(&o);
     ropeqk_ctx_destroy(ctx);
 }
-
-#if RQ_HAVE_OPENCL
-Test(vulkan, opencl_plan_refused_by_the_vulkan_record)
-{
-    ropeqk_ctx_params cp = {.device = "opencl:0:0"};
-    ropeqk_ctx *ctx = NULL;
-    if (ropeqk_ctx_create(&cp, &ctx) != ROPEQK_SUCCESS)
-        cr_skip_test("no OpenCL device");
-    cr_expect_null(ropeqk_vulkan_device(ctx));
-    th_case c = th_case_small();
-    ropeqk_tensor q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 6, 8), k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 1, 5, 8);
-    ropeqk_tensor o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 6, 5);
-    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = c.p, .q = q, .k = k, .out = o};
-    ropeqk_plan *pl = NULL;
-    cr_assert_eq(ropeqk_plan_create(ctx, &d, &pl), ROPEQK_SUCCESS);
-    ropeqk_vulkan_args a;
-    memset(&a, 0, sizeof a);
-    cr_expect_eq(ropeqk_vulkan_plan_record(pl, (VkCommandBuffer)(uintptr_t)0x3000, &a, NULL), ROPEQK_ERR_BAD_PARAM);
-    ropeqk_plan_destroy(pl);
-    ropeqk_ctx_destroy(ctx);
-}
-
-#endif
 
 Test(vulkan, borrowed_objects_outlive_the_borrowing_context)
 {
