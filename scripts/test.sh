@@ -54,7 +54,7 @@ t0=$SECONDS
 # dynamic TLS block whose address happens to be 16 mod 4096 for a pre-2.25 glibc one, reads a bogus
 # range before it, and LeakSanitizer's tracer dies with SIGSEGV after a test passed ("Tracer caught
 # signal 11", "DTLS ... at 0x...-0x..." with log_threads=1); which block lands there depends on
-# allocation patterns (the failing-build test in tests/test_config.c hit it once the program grew).
+# allocation patterns (the failing-build test in tests/neutral/test_config.c hit it once the program grew).
 # LSan then skips dynamic TLS blocks only: heap, stacks, globals and static TLS are still scanned.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 \
 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \

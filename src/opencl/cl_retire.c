@@ -1,7 +1,7 @@
 /* Deferred release of the library's own OpenCL objects (declared in ocl.h).
  *
  * Why: a call may enqueue commands that wait for the caller's events, a user event among them that
- * completes long after the call returned (tests/test_device.c enqueues behind one). The library
+ * completes long after the call returned (tests/neutral/test_device.c enqueues behind one). The library
  * then released what it made for the call (the metadata buffer of a paged call) or, in the one-shot
  * ropeqk_opencl_enqueue and in ropeqk_plan_destroy, the plan's kernels and constant buffers, while
  * those commands had not run yet. OpenCL says the objects live on until the commands that use them

@@ -1,7 +1,7 @@
 /* The two backends' own calls kept apart (suite backends_apart): OpenCL's calls on a Vulkan context
  * and plan, and Vulkan's record on an OpenCL plan, give nothing and refuse. Built only where both
  * backends are (tests/interop/meson.build), so it needs both headers and no #if; runs with the
- * Vulkan suites (the validation layer on). Moved from tests/test_vulkan.c. */
+ * Vulkan suites (the validation layer on). Moved from tests/vulkan/test_vulkan.c. */
 #include "harness.h"
 #include "ropeqk_opencl.h"
 #include "ropeqk_vulkan.h"

@@ -1,7 +1,7 @@
 /* The OpenCL backend's kernel configuration (suite opencl_config): the CPU profile's vector width
  * against the device's CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, and the message and log of a failed
  * program build (ROPEQK_BUILD_OPTIONS). Built with the OpenCL backend only (tests/opencl/meson.build);
- * what both backends share is tests/test_config.c's. Each Criterion test runs in its own process,
+ * what both backends share is tests/neutral/test_config.c's. Each Criterion test runs in its own process,
  * so setenv() here touches no other test. */
 #include "harness.h"
 #include "ropeqk_opencl.h"

@@ -2,7 +2,7 @@
  * caller's cl_mem with offsets, positions and a user event to wait for, a borrowed cl_context and
  * queue, device specs through ropeqk_opencl_select_device, and a failed program build's status and
  * backend code. Built with the OpenCL backend only (tests/opencl/meson.build); the device path on
- * either backend is tests/test_device.c's. Also run under tests/strictcl's release shim. */
+ * either backend is tests/neutral/test_device.c's. Also run under tests/strictcl's release shim. */
 #include "harness.h"
 #include "ropeqk_opencl.h"
 
@@ -12,7 +12,7 @@
 
 TestSuite(opencl_device, .init = th_ctx_init, .fini = th_ctx_fini);
 
-/* tests/test_device.c's base case */
+/* tests/neutral/test_device.c's base case */
 static th_case base_case(void)
 {
     th_case c;

@@ -2,7 +2,7 @@
  * caller's cl_mem (buffers too small, misaligned offsets, overlaps, NULLs) with the output left
  * untouched, and OpenCL's codes named by ropeqk_opencl_error_name, never by ropeqk_status_string.
  * Built with the OpenCL backend only (tests/opencl/meson.build); the statuses on every backend are
- * tests/test_invalid.c's. */
+ * tests/neutral/test_invalid.c's. */
 #include "harness.h"
 #include "ropeqk_opencl.h"
 
@@ -11,7 +11,7 @@
 
 TestSuite(opencl_invalid, .fini = th_leak_check);
 
-/* tests/test_invalid.c's valid call */
+/* tests/neutral/test_invalid.c's valid call */
 typedef struct {
     ropeqk_params p;
     ropeqk_tensor q, k, o;

@@ -1,6 +1,6 @@
 /* The OpenCL program's host-kernel contract (suite opencl_plan): every compiled kernel's argument
  * names against cl/contract.h, the names the host sets arguments by. Built with the OpenCL backend
- * only (tests/opencl/meson.build); plans on either backend are tests/test_plan.c's. Run in both
+ * only (tests/opencl/meson.build); plans on either backend are tests/neutral/test_plan.c's. Run in both
  * profiles (scripts/test.sh's stages 1 and 2), which build different GPU attention kernels. */
 #include "harness.h"
 #include "ropeqk_opencl.h"

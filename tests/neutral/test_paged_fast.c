@@ -14,7 +14,7 @@
  * 2.5 s on pocl (2 cores, GPU profile, warm kernel cache); on lavapipe TBD. Seed: ROPEQK_TEST_SEED
  * or 20261201, named in every failure message. */
 #include "paged_fixture.h"
-#include "../src/core/path_runs.h"
+#include "../../src/core/path_runs.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
  * default is 2 (src/vulkan/vk_tune.c).
  * Seed: ROPEQK_TEST_SEED or 20261201, named in every failure message. */
 #include "harness.h"
-#include "../src/core/path_runs.h"
+#include "../../src/core/path_runs.h"
 
 #include <criterion/criterion.h>
 #include <math.h>

@@ -269,7 +269,7 @@ Test(config, vulkan_knobs_refused_and_overridden)
 /* The crossovers (chunk_rows, dense_rows): API values and environment values in range are taken, the
  * environment winning and noted in the configuration source; ROPEQK_DENSE_DECODE=0 and API -1 turn
  * the dense decode off (reported as -1); the tuner refuses to run under either variable. Which path
- * a call then takes: tests/test_tune_paths.c. */
+ * a call then takes: tests/opencl/test_tune_paths.c. */
 Test(config, crossover_knobs_from_api_and_env)
 {
     ropeqk_tuning t, got;

@@ -10,7 +10,7 @@
  * pf_seed), named in every failure message. OpenCL only. */
 #include "ocl.h"
 #include "paged_fixture.h"
-#include "../src/core/path_runs.h"
+#include "../../src/core/path_runs.h"
 
 #include <math.h>
 #include <stdio.h>

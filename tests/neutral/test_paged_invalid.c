@@ -196,7 +196,7 @@ Test(paged, invalid_batches_write_nothing)
     cr_expect_eq(rqs_paged_run_wait(f.pl, &a, &good), ROPEQK_ERR_BUFFER_TOO_SMALL);
     cr_expect_eq(rqs_paged_run_wait(NULL, &ga, &good), ROPEQK_ERR_NULL_POINTER);
     cr_expect_eq(rqs_paged_run_wait(f.pl, &ga, NULL), ROPEQK_ERR_NULL_POINTER);
-    /* each backend's own entry point with no arguments: tests/test_run_interop.c (paged_entry_points) */
+    /* each backend's own entry point with no arguments: tests/interop/test_run_interop.c (paged_entry_points) */
     /* a paged plan through the generic run, and a scores plan through the paged one */
     ropeqk_args sa = {.q = dm_whole(f.b.q), .k = dm_whole(f.b.k), .out = dm_whole(f.b.o)};
     cr_expect_eq(rqs_plan_run_wait(f.pl, &sa, NULL), ROPEQK_ERR_BAD_PARAM);
@@ -338,4 +338,4 @@ Test(paged, one_plan_enqueued_from_four_threads)
     pfix_free(&f);
 }
 
-/* The paged kernels' arguments against cl/contract.h: tests/test_plan.c (one test for every kernel). */
+/* The paged kernels' arguments against cl/contract.h: tests/neutral/test_plan.c (one test for every kernel). */

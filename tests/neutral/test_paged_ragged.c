@@ -83,7 +83,7 @@ Test(paged_ragged, chunk_unmasked_mixed_dtypes)
  * scale, as f32 for the companion attention plan, so the fp64 reference from the stored values
  * (cache_elem) holds at 1e-5 as for a 16/32-bit cache. int8 K and V, causal, GQA: decode rows, a
  * speculative step and chunks of 37 and 130 rows (the last filling its one-page sequence). The
- * counter test of the chunk path taken is tests/test_tune_paths.c's chunk_path_8bit_caches (OpenCL). */
+ * counter test of the chunk path taken is tests/opencl/test_tune_paths.c's chunk_path_8bit_caches (OpenCL). */
 Test(paged_ragged, chunk_int8_causal_gqa)
 {
     pcase c = base_case("ragged int8 causal GQA: 1, 4, 37, 130 rows");
