@@ -314,6 +314,38 @@ th_case th_case_small(void)
     return c;
 }
 
+th_case th_case_gqa(void)
+{
+    th_case c = th_case_small();
+    c.Hq = 4, c.Hkv = 2, c.Sq = 9, c.Sk = 13, c.D = 16;
+    return c;
+}
+
+th_call th_valid_call(void)
+{
+    th_call c;
+    ropeqk_default_params(&c.p);
+    c.q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 4, 3, 8);
+    c.k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 5, 8);
+    c.o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 4, 3, 5);
+    return c;
+}
+
+ropeqk_ctx *th_ctx_on(const char *device, const ropeqk_tuning *t)
+{
+    ropeqk_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.device = device;
+    if (t)
+        cp.tuning = *t;
+    ropeqk_ctx *ctx = NULL;
+    ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
+    if (st == ROPEQK_ERR_NO_DEVICE)
+        cr_skip_test("no device '%s': %s", device ? device : "", ropeqk_last_error());
+    cr_assert_eq(st, ROPEQK_SUCCESS, "%s", ropeqk_last_error());
+    return ctx;
+}
+
 ropeqk_ctx *th_ctx;
 
 void th_ctx_init(void)

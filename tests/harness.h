@@ -61,6 +61,20 @@ typedef struct {
 
 /* A small case: B 1, Hq 2, Hkv 1, Sq 6, Sk 5, D 8, f32, default parameters. */
 th_case th_case_small(void);
+/* The device suites' base case (GQA 2): B 1, Hq 4, Hkv 2, Sq 9, Sk 13, D 16, f32, default parameters. */
+th_case th_case_gqa(void);
+
+/* A valid scores call (Hq 4, Hkv 2, Sq 3, Sk 5, D 8, f32) for the refusal tests to break one field
+ * at a time. */
+typedef struct {
+    ropeqk_params p;
+    ropeqk_tensor q, k, o;
+} th_call;
+th_call th_valid_call(void);
+
+/* A context on `device` with the tuning t (NULL: the defaults), or the test skips when there is no
+ * such device; any other failure fails the test. The caller destroys it. */
+ropeqk_ctx *th_ctx_on(const char *device, const ropeqk_tuning *t);
 /* Runs a case on the device and on the scalar path, compares with the metric of docs/conventions.md. */
 th_result th_run(ropeqk_ctx *ctx, const th_case *c, uint64_t seed);
 /* One line describing a case, for failure messages. */

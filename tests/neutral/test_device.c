@@ -10,16 +10,6 @@
 
 TestSuite(device, .init = th_ctx_init, .fini = th_ctx_fini);
 
-static th_case base_case(void)
-{
-    th_case c;
-    memset(&c, 0, sizeof c);
-    ropeqk_default_params(&c.p);
-    c.B = 1; c.Hq = 4; c.Hkv = 2; c.Sq = 9; c.Sk = 13; c.D = 16;
-    c.dtype = ROPEQK_F32;
-    return c;
-}
-
 static void expect_ok(const th_case *c, uint64_t seed)
 {
     th_result r = th_run(th_ctx, c, seed);
@@ -33,7 +23,7 @@ static void expect_ok(const th_case *c, uint64_t seed)
 
 Test(device, decode_gqa_llama_shape)
 {
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     c.Hq = 32; c.Hkv = 4; c.Sq = 1; c.Sk = 1000; c.D = 128;
     c.p.layout = ROPEQK_HALF_SPLIT; c.p.base = 500000; c.p.causal = 1;
     c.p.q_pos_offset = c.Sk - 1;
@@ -44,7 +34,7 @@ Test(device, positions_2_pow_20_both_layouts_f32_f16)
 {
     for (int lay = 0; lay < 2; lay++)
         for (int f16 = 0; f16 < 2; f16++) {
-            th_case c = base_case();
+            th_case c = th_case_gqa();
             c.D = 128; c.Sq = 33; c.Sk = 127; c.p.base = 1e6; c.p.layout = (ropeqk_layout)lay;
             c.dtype = f16 ? ROPEQK_F16 : ROPEQK_F32;
             c.p.k_pos_offset = (1 << 20) - c.Sk;
@@ -56,7 +46,7 @@ Test(device, positions_2_pow_20_both_layouts_f32_f16)
 
 Test(device, positions_near_int32_max)
 {
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     c.D = 64; c.p.base = 1e6;
     c.p.k_pos_offset = INT32_MAX - c.Sk + 1;
     c.p.q_pos_offset = INT32_MAX - c.Sq + 1;
@@ -68,7 +58,7 @@ Test(device, positions_near_int32_max)
 
 Test(device, fully_masked_rows_are_all_minus_inf)
 {
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     c.p.causal = 1;
     c.p.q_pos_offset = 0;
     c.p.k_pos_offset = 100; /* every key is in every query's future */
@@ -80,17 +70,17 @@ Test(device, fully_masked_rows_are_all_minus_inf)
 
 Test(device, mqa_and_one_by_one)
 {
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     c.Hq = 8; c.Hkv = 1;
     expect_ok(&c, 5);
-    c = base_case();
+    c = th_case_gqa();
     c.Sq = 1; c.Sk = 1; c.D = 2; c.Hq = 1; c.Hkv = 1;
     expect_ok(&c, 6);
 }
 
 Test(device, odd_head_dim_with_partial_rotary)
 {
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     c.D = 7; c.p.rotary_dim = 4;
     expect_ok(&c, 7);
     c.p.layout = ROPEQK_HALF_SPLIT;
@@ -102,7 +92,7 @@ Test(device, second_call_reuses_the_program)
     /* a warm-up builds; enqueueing afterwards must not need the compiler: the program count in the
      * cache is internal, so check the observable part: both calls succeed with equal results */
     cr_assert_eq(ropeqk_ctx_warmup(th_ctx), ROPEQK_SUCCESS);
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     th_result a = th_run(th_ctx, &c, 8), b = th_run(th_ctx, &c, 8);
     cr_expect_eq(a.status, 0);
     cr_expect_eq(b.status, 0);
@@ -124,7 +114,7 @@ Test(device, huge_requests_are_split_to_fit_the_allocation_limit)
 {
     TH_SKIP_ON_VULKAN(th_ctx, "the split of requests past CL_DEVICE_MAX_MEM_ALLOC_SIZE (ROPEQK_MAX_ALLOC)");
     ropeqk_ctx *x = small_ctx("16384"); /* 4096 floats of scratch at most */
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     c.Sq = 127; c.Sk = 512; c.D = 64; c.Hq = 4; c.Hkv = 2; c.p.causal = 1;
     c.p.q_pos_offset = (1 << 20) - 127; c.p.k_pos_offset = (1 << 20) - 512;
     for (int enq = 0; enq < 2; enq++) {
@@ -148,7 +138,7 @@ Test(device, huge_requests_are_split_to_fit_the_allocation_limit)
 
     /* one query row and one key of D = 256 need more than 64 bytes: refused, output untouched */
     x = small_ctx("64");
-    c = base_case();
+    c = th_case_gqa();
     c.D = 256;
     r = th_run(x, &c, 24);
     cr_expect_eq(r.status, ROPEQK_ERR_TOO_LARGE);

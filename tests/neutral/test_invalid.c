@@ -10,23 +10,8 @@
 
 TestSuite(invalid, .fini = th_leak_check);
 
-typedef struct {
-    ropeqk_params p;
-    ropeqk_tensor q, k, o;
-} call;
-
-static call valid(void)
-{
-    call c;
-    ropeqk_default_params(&c.p);
-    c.q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 4, 3, 8);
-    c.k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 5, 8);
-    c.o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 4, 3, 5);
-    return c;
-}
-
-typedef void (*mutator)(call *);
-#define M(name, body) static void name(call *c) { body; }
+typedef void (*mutator)(th_call *);
+#define M(name, body) static void name(th_call *c) { body; }
 M(odd_rotary, c->p.rotary_dim = 5)
 M(rotary_too_big, c->p.rotary_dim = 10)
 M(rotary_negative, c->p.rotary_dim = -2)
@@ -117,7 +102,7 @@ static void expect_untouched(const char *what)
 Test(invalid, scalar_path_statuses)
 {
     for (size_t i = 0; i < N_INVALID; i++) {
-        call c = valid();
+        th_call c = th_valid_call();
         cases[i].m(&c);
         fill();
         ropeqk_status st = ropeqk_scores_ref(&c.p, &c.q, qbuf, &c.k, kbuf, NULL, NULL, &c.o, obuf);
@@ -125,7 +110,7 @@ Test(invalid, scalar_path_statuses)
                      cases[i].want);
         expect_untouched(cases[i].name);
     }
-    call c = valid();
+    th_call c = th_valid_call();
     fill();
     cr_expect_eq(ropeqk_scores_ref(&c.p, &c.q, qbuf, &c.k, kbuf, NULL, NULL, &c.o, obuf), ROPEQK_SUCCESS);
     cr_expect_eq(ropeqk_scores_ref(NULL, &c.q, qbuf, &c.k, kbuf, NULL, NULL, &c.o, obuf), ROPEQK_ERR_NULL_POINTER);
@@ -141,14 +126,14 @@ Test(invalid, device_path_statuses)
     if (!ctx)
         cr_skip_test("%s", why);
     for (size_t i = 0; i < N_INVALID; i++) {
-        call c = valid();
+        th_call c = th_valid_call();
         cases[i].m(&c);
         fill();
         ropeqk_status st = ropeqk_scores(ctx, &c.p, &c.q, qbuf, &c.k, kbuf, NULL, NULL, &c.o, obuf);
         cr_expect_eq(st, cases[i].want, "%s: got %d (%s)", cases[i].name, st, ropeqk_status_string(st));
         expect_untouched(cases[i].name);
     }
-    call c = valid();
+    th_call c = th_valid_call();
     cr_expect_eq(ropeqk_scores(NULL, &c.p, &c.q, qbuf, &c.k, kbuf, NULL, NULL, &c.o, obuf), ROPEQK_ERR_NULL_POINTER);
     ropeqk_ctx_destroy(ctx);
 }

@@ -13,16 +13,6 @@
 TestSuite(opencl_device, .init = th_ctx_init, .fini = th_ctx_fini);
 
 /* tests/neutral/test_device.c's base case */
-static th_case base_case(void)
-{
-    th_case c;
-    memset(&c, 0, sizeof c);
-    ropeqk_default_params(&c.p);
-    c.B = 1; c.Hq = 4; c.Hkv = 2; c.Sq = 9; c.Sk = 13; c.D = 16;
-    c.dtype = ROPEQK_F32;
-    return c;
-}
-
 /* ---- the enqueue API with device buffers, offsets, positions and events -------------------- */
 
 typedef struct {
@@ -114,7 +104,7 @@ Test(opencl_device, borrowed_context_and_queue_survive_destroy)
     ropeqk_ctx *b = NULL;
     cr_assert_eq(ropeqk_opencl_ctx_create(&cp, &b), ROPEQK_SUCCESS);
     cr_expect_eq(ropeqk_opencl_context(b), cx);
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     th_result r = th_run(b, &c, 12);
     cr_expect_eq(r.status, 0);
     cr_expect(r.max_err <= 1e-5);
@@ -162,7 +152,7 @@ Test(opencl_device, build_failure_returns_status_and_log)
     cr_expect_eq(ropeqk_ctx_backend_error(x, &backend), CL_BUILD_PROGRAM_FAILURE);
     cr_expect_str_eq(backend, "OpenCL");
     cr_expect(ropeqk_ctx_build_log(x, NULL, 0) > 0, "build log is empty");
-    th_case c = base_case();
+    th_case c = th_case_gqa();
     th_result r = th_run(x, &c, 13);
     cr_expect_eq(r.status, ROPEQK_ERR_BUILD);
     ropeqk_ctx_destroy(x);

@@ -11,22 +11,6 @@
 
 TestSuite(opencl_invalid, .fini = th_leak_check);
 
-/* tests/neutral/test_invalid.c's valid call */
-typedef struct {
-    ropeqk_params p;
-    ropeqk_tensor q, k, o;
-} call;
-
-static call valid(void)
-{
-    call c;
-    ropeqk_default_params(&c.p);
-    c.q = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 4, 3, 8);
-    c.k = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 2, 5, 8);
-    c.o = ropeqk_tensor_bhsd(ROPEQK_F32, 1, 4, 3, 5);
-    return c;
-}
-
 Test(opencl_invalid, enqueue_buffer_checks)
 {
     char why[256];
@@ -41,7 +25,7 @@ Test(opencl_invalid, enqueue_buffer_checks)
     cl_mem out = clCreateBuffer(cx, CL_MEM_READ_WRITE, 4096, NULL, &err);
     float canary = 12345.0f;
     clEnqueueFillBuffer(ropeqk_opencl_queue(ctx), out, &canary, 4, 0, 4096, 0, NULL, NULL);
-    call c = valid();
+    th_call c = th_valid_call();
     ropeqk_opencl_mem q = {big, 0}, k = {big, 4096}, o = {out, 0}, none = {NULL, 0};
     /* q: 96 floats = 384 bytes; k: 80 floats = 320 bytes; out: 60 floats = 240 bytes */
     struct {

@@ -30,16 +30,10 @@ TestSuite(vk_attn_edges, .init = th_skip_without_validation, .fini = teardown, .
 
 static ropeqk_ctx *make(int rows)
 {
-    ropeqk_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    cp.device = "vulkan";
-    cp.tuning.vk_rows = rows;
-    ropeqk_ctx *ctx = NULL;
-    ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
-    if (st == ROPEQK_ERR_NO_DEVICE)
-        cr_skip_test("no Vulkan device: %s", ropeqk_last_error());
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    return ctx;
+    ropeqk_tuning t;
+    memset(&t, 0, sizeof t);
+    t.vk_rows = rows;
+    return th_ctx_on("vulkan", &t);
 }
 
 typedef struct {

@@ -44,16 +44,10 @@ static const char *vk_device(void)
 
 static ropeqk_ctx *cm_ctx(int mode)
 {
-    ropeqk_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    cp.device = vk_device();
-    cp.tuning.vk_coopmat = mode;
-    ropeqk_ctx *ctx = NULL;
-    ropeqk_status st = ropeqk_ctx_create(&cp, &ctx);
-    if (st == ROPEQK_ERR_NO_DEVICE)
-        cr_skip_test("no Vulkan device: %s", ropeqk_last_error());
-    cr_assert_eq(st, ROPEQK_SUCCESS, "%s", ropeqk_last_error());
-    return ctx;
+    ropeqk_tuning t;
+    memset(&t, 0, sizeof t);
+    t.vk_coopmat = mode;
+    return th_ctx_on(vk_device(), &t);
 }
 
 typedef struct {
