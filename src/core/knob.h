@@ -1,4 +1,4 @@
-/* A backend's tuning knobs as data (issue 27): each backend publishes a table of the knobs its
+/* A backend's tuning knobs as data: each backend publishes a table of the knobs its
  * kernels and host read (rq_backend.knobs: src/opencl/cl_knobs.c, src/vulkan/vk_knobs.c), with
  * their range, environment variable, per-profile defaults and the field of rq_tuning that holds
  * the value. The core never names a knob: resolution (tuning.c), the cache file (tune_cache.c), the

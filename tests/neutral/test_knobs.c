@@ -1,4 +1,4 @@
-/* The knobs as keys and values (issue 27; ropeqk.h: ropeqk_knob_count, ropeqk_knob_get_info,
+/* The knobs as keys and values (ropeqk.h: ropeqk_knob_count, ropeqk_knob_get_info,
  * ropeqk_tuning_get / _set, ropeqk_ctx_knob), on the default device (again on Vulkan as
  * knobs_vulkan): every ropeqk_tuning field is some backend's knob, get and set by name are the
  * fields and refuse what context creation refuses, the context's values are ropeqk_ctx_tuning's,
