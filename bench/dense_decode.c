@@ -8,7 +8,7 @@
  *   - paged: ROPEQK_OP_PAGED_DECODE over a cache of the same values in pages of 16 in order, one
  *     sequence per query row sharing the pages (the yardstick of issue 21's target).
  * For Sq = 1, 2, 4, 8, 16 query rows, then Hq 8 (no GQA) with Sq 1, 2, 4, 8 (the threshold,
- * rq_dense_plan_wants, is chosen from these). The outputs are
+ * rq_cl_dense_plan_wants, is chosen from these). The outputs are
  * compared first (max |a - b| over O; a difference over 1e-3 stops the mode, exit 3); then rounds
  * of one timed call of each in turn (enqueue .. clFinish), medians and best over RUNS rounds after
  * WARMUP. The host CPU line comes first (bench_print_cpu). */

@@ -103,8 +103,9 @@ ropeqk_status rq_attn_enqueue(ropeqk_plan *pl, cl_command_queue queue, const rop
     /* few query rows: the paged decode's kernels on the dense K and V, no K pre-pass (cl_dense.c); a call
      * on fewer rows than the plan's (a paged plan's chunk, cl_paged_chunk.c) takes the kernel below */
     bool taken = false;
-    ropeqk_status dst = Sq == pb->Sq ? rq_dense_enqueue(pl, queue, m, Sk, q_off, k_off, num_wait, wait, event, &taken)
-                                     : ROPEQK_SUCCESS;
+    ropeqk_status dst = ROPEQK_SUCCESS;
+    if (Sq == pb->Sq)
+        dst = rq_cl_dense_enqueue(pl, queue, m, Sk, q_off, k_off, num_wait, wait, event, &taken);
     if (dst || taken)
         return dst;
     /* Sq: the plan's rows, or fewer (a paged plan's chunk of one sequence, src/opencl/cl_paged_chunk.c) */

@@ -26,12 +26,12 @@
 #include <string.h>
 
 
-bool rq_dense_plan_wants(const ropeqk_plan *pl)
+bool rq_cl_dense_plan_wants(const ropeqk_plan *pl)
 {
     return pl->op == ROPEQK_OP_ATTENTION && !pl->pb.mrope && pl->pb.Sq <= pl->ctx->tune.dense_rows;
 }
 
-ropeqk_status rq_dense_plan_init(ropeqk_plan *pl, cl_program prog)
+ropeqk_status rq_cl_dense_plan_init(ropeqk_plan *pl, cl_program prog)
 {
     ropeqk_ctx *ctx = pl->ctx;
     rq_cl_plan *cp = rq_clp(pl);
@@ -81,7 +81,7 @@ static cl_int copy_qpos(ropeqk_plan *pl, cl_command_queue queue, ropeqk_opencl_m
     return err;
 }
 
-ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
+ropeqk_status rq_cl_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
                                int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait, cl_event *event,
                                bool *taken)
 {
@@ -102,7 +102,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
     ropeqk_tensor kv[2] = {*k, *v};
     kv[0].ne[2] = kv[1].ne[2] = Sk;
     const int64_t knb[3] = {ks, k->nb[1], k->nb[2]}, vnb[3] = {vs, v->nb[1], v->nb[2]};
-    int fast = rq_pfast_call_ok(pl, m->k.offset, knb, m->v.offset, vnb, ropeqk_tensor_extent(&kv[0]),
+    int fast = rq_cl_pfast_call_ok(pl, m->k.offset, knb, m->v.offset, vnb, ropeqk_tensor_extent(&kv[0]),
                                 ropeqk_tensor_extent(&kv[1]));
     rq_paged_meta meta;
     ropeqk_status st = fast ? rq_dense_meta_grouped(pl, Sk, q_off, k_off, qarr, X, Y, &meta)
@@ -110,7 +110,7 @@ ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ro
     /* pass 1's CPU shape reads row groups: one row each here (every row has its own page list, an empty
      * one for a masked row, which the grouping by shared lists would take for its neighbour's) */
     if (!st && (fast || rq_cl_paged_cpu_shape(pl)) &&
-        (st = fast ? rq_pfast_groups(pl, &meta, &fast) : rq_paged_meta_groups(&meta, 1)))
+        (st = fast ? rq_cl_pfast_groups(pl, &meta, &fast) : rq_paged_meta_groups(&meta, 1)))
         free(meta.v);
     if (st == ROPEQK_ERR_TOO_LARGE)
         return ROPEQK_SUCCESS;

@@ -145,7 +145,8 @@ static ropeqk_status paged_enqueue(ropeqk_plan *pl, cl_command_queue queue, cons
     const int64_t nchunks = rq_paged_chunk_mark(pl, batch, &meta);
     const ropeqk_tensor *k = &pl->k, *v = &pl->v;
     const int64_t knb[3] = {k->nb[0], k->nb[1], k->nb[2]}, vnb[3] = {v->nb[0], v->nb[1], v->nb[2]};
-    int fast = rq_pfast_call_ok(pl, args->k_cache.offset, knb, args->v_cache.offset, vnb, pb->k_extent, pb->v_extent);
+    int fast =
+        rq_cl_pfast_call_ok(pl, args->k_cache.offset, knb, args->v_cache.offset, vnb, pb->k_extent, pb->v_extent);
     if (nchunks == 0 && (st = rq_cl_paged_cpu_groups(pl, &meta, &fast))) { /* with chunks: decode_runs' own */
         free(meta.v);
         return st;

@@ -3,10 +3,10 @@
  * take it, its R(delta) table, its launch geometry. paged_attn_gpu stays the fallback for everything
  * else (the CPU profile keeps paged_attn_cpu); docs/paged-decode-gpu.md has the design and figures.
  *
- * A plan takes it (rq_pfast_plan_init) on the GPU profile where the shape fits the kernel: D % 8 == 0,
+ * A plan takes it (rq_cl_pfast_plan_init) on the GPU profile where the shape fits the kernel: D % 8 == 0,
  * Dv % 4 == 0, R % 16 == 0 with 16 <= R <= RQ_FR_MAX, rot_off % 8 == 0, at least 4 query vectors of D
  * dims in RQ_FQF floats, and where the device runs its 128 work-items and local memory. A call takes it
- * (rq_pfast_call_ok) where the caches' views sit at 16-byte multiples (offsets and strides) and their
+ * (rq_cl_pfast_call_ok) where the caches' views sit at 16-byte multiples (offsets and strides) and their
  * extents stay below 2^32 units of 16 bytes (the kernel's 32-bit row offsets). */
 #include "ocl.h"
 #include "../core/path_runs.h"
@@ -15,18 +15,18 @@
 #include <string.h>
 
 
-bool rq_pfast_shape_ok(const ropeqk_plan *pl)
+bool rq_cl_pfast_shape_ok(const ropeqk_plan *pl)
 {
     const rq_problem *pb = &pl->pb;
     return pl->ctx->tune.profile == ROPEQK_PROFILE_GPU && !pb->mrope && pb->D % 8 == 0 && pb->Dv % 4 == 0 &&
            pb->R % 16 == 0 && pb->R >= 16 && pb->R <= RQ_FR_MAX && pb->rot_off % 8 == 0 && 4 * pb->D <= RQ_FQF;
 }
 
-ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *freq4)
+ropeqk_status rq_cl_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *freq4)
 {
     ropeqk_ctx *ctx = pl->ctx;
     rq_cl_plan *cp = rq_clp(pl);
-    if (!ctx->tune.paged_fast || !rq_pfast_shape_ok(pl))
+    if (!ctx->tune.paged_fast || !rq_cl_pfast_shape_ok(pl))
         return ROPEQK_SUCCESS;
     static const char *const names[2] = {"paged_attn_fast4", "paged_attn_fast8"};
     cl_int err = CL_SUCCESS;
@@ -49,7 +49,7 @@ ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *
     return ROPEQK_SUCCESS;
 }
 
-bool rq_pfast_call_ok(const ropeqk_plan *pl, size_t k_off, const int64_t knb[3], size_t v_off, const int64_t vnb[3],
+bool rq_cl_pfast_call_ok(const ropeqk_plan *pl, size_t k_off, const int64_t knb[3], size_t v_off, const int64_t vnb[3],
                       size_t k_extent, size_t v_extent)
 {
     if (!rq_clp(pl)->fast)
@@ -59,7 +59,7 @@ bool rq_pfast_call_ok(const ropeqk_plan *pl, size_t k_off, const int64_t knb[3],
            (uint64_t)k_off + k_extent < lim && (uint64_t)v_off + v_extent < lim;
 }
 
-int64_t rq_pfast_rows(const ropeqk_plan *pl, int64_t most_rows, int *fm)
+int64_t rq_cl_pfast_rows(const ropeqk_plan *pl, int64_t most_rows, int *fm)
 {
     const rq_problem *pb = &pl->pb;
     /* query vectors a work-group holds: 4 or 8 (the two kernels), fewer where Q's D dims take more than
@@ -70,7 +70,7 @@ int64_t rq_pfast_rows(const ropeqk_plan *pl, int64_t most_rows, int *fm)
     return *fm / gpg;
 }
 
-void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t cus, int64_t max_pages,
+void rq_cl_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t cus, int64_t max_pages,
                        int64_t page_size, rq_paged_args *a, int64_t *nsplit, int64_t *kps, size_t g[3], size_t l[3])
 {
     const rq_problem *pb = &pl->pb;
@@ -98,7 +98,7 @@ void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t c
     rq_path_hit(RQ_PATH_PAGED_FAST);
 }
 
-ropeqk_status rq_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm)
+ropeqk_status rq_cl_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm)
 {
     /* the longest run of consecutive rows sharing a page list and first key position (a sequence's
      * rows: a speculative step, a dense decode's Sq rows), up to the kernels' 8 query vectors */
@@ -107,5 +107,5 @@ ropeqk_status rq_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm)
         run = m->v[r] == m->v[r - 1] && m->v[m->kpos_off + r] == m->v[m->kpos_off + r - 1] ? run + 1 : 1;
         most = run > most ? run : most;
     }
-    return rq_paged_meta_groups(m, rq_pfast_rows(pl, most, fm));
+    return rq_paged_meta_groups(m, rq_cl_pfast_rows(pl, most, fm));
 }

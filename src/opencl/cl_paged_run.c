@@ -62,7 +62,7 @@ cl_mem rq_cl_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_in
 ropeqk_status rq_cl_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast)
 {
     if (*fast)
-        return rq_pfast_groups(pl, m, fast);
+        return rq_cl_pfast_groups(pl, m, fast);
     if (!rq_cl_paged_cpu_shape(pl))
         return ROPEQK_SUCCESS;
     /* a task holds RQ_PCH (row, query head) pairs: all G heads of a KV head for as many rows as fit */
@@ -108,7 +108,7 @@ ropeqk_status rq_cl_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_
     size_t g1[3], l1[3];
     if (L->fast) { /* cl_paged_fast.c */
         kp1 = cp->kfast[L->fast == 8];
-        rq_pfast_geometry(pl, L->fast, L->ngroups, cp->cus, L->max_pages, L->page_size, &a, &nsplit, &kps, g1, l1);
+        rq_cl_pfast_geometry(pl, L->fast, L->ngroups, cp->cus, L->max_pages, L->page_size, &a, &nsplit, &kps, g1, l1);
     } else {
         head_groups(pb, gpu, cp->pwg, gpu ? 1 : L->group_rows, &a, &groups);
         const int64_t nt = gpu ? n : L->ngroups; /* pass 1's tasks per (split, head group) */

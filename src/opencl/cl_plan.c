@@ -75,7 +75,7 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     cl_program prog;
     unsigned ops = op == ROPEQK_OP_SCORES ? RQ_OPS_SCORES : op == ROPEQK_OP_ATTENTION ? RQ_OPS_ATTN : RQ_OPS_PAGED;
     /* few-row attention plans may run the paged kernels (cl_dense.c): their program holds both */
-    bool dense = rq_dense_plan_wants(pl);
+    bool dense = rq_cl_dense_plan_wants(pl);
     if (dense)
         ops |= RQ_OPS_PAGED;
     if ((st = rq_get_program(ctx, rq_cl(ctx)->device, ops, &prog)))
@@ -140,12 +140,12 @@ ropeqk_status rq_cl_plan_init(ropeqk_plan *pl, const float *freq4, const double 
     if (op == ROPEQK_OP_ATTENTION)
         st = rq_attn_plan_init(pl, prog);
     if (!st && dense) /* from the same program: rq_attn_plan_init may take an attention-only one */
-        st = rq_dense_plan_init(pl, prog);
+        st = rq_cl_dense_plan_init(pl, prog);
     else if (op == ROPEQK_OP_PAGED_DECODE)
         st = rq_cl_paged_plan_init(pl, prog);
     /* the GPU profile's fast pass 1 beside them (cl_paged_fast.c; its table from the frequencies) */
     if (!st && (op == ROPEQK_OP_PAGED_DECODE || cp->dense))
-        st = rq_pfast_plan_init(pl, prog, freq4);
+        st = rq_cl_pfast_plan_init(pl, prog, freq4);
 done:
     free(tab);
     return st; /* on failure the core calls rq_cl_plan_free */

@@ -210,7 +210,7 @@ typedef struct {
 } rq_cl_paged_launch;
 /* The CPU shape (rq_cl_paged_cpu_shape) serves a sequence's consecutive rows in one task: their row
  * groups appended to m (rq_paged_meta_groups, as many rows as RQ_PCH query heads hold); nothing for
- * the GPU shape. *fast nonzero (a call rq_pfast_call_ok takes): paged_attn_fast's groups instead,
+ * the GPU shape. *fast nonzero (a call rq_cl_pfast_call_ok takes): paged_attn_fast's groups instead,
  * *fast then the kernel (4 or 8). */
 ropeqk_status rq_cl_paged_cpu_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fast);
 ropeqk_status rq_cl_paged_run(ropeqk_plan *pl, cl_command_queue queue, const rq_cl_paged_launch *L, cl_kernel krot,
@@ -222,33 +222,33 @@ bool rq_cl_paged_cpu_shape(const ropeqk_plan *pl);
 ropeqk_status rq_cl_paged_gpu_fit(ropeqk_ctx *ctx, const rq_problem *pb, rq_cl_plan *cp);
 cl_mem rq_cl_paged_meta_upload(ropeqk_ctx *ctx, const rq_paged_meta *meta, cl_int *err);
 
-/* cl_paged_fast.c: the GPU profile's fast pass 1 (cl/paged_fast.cl). rq_pfast_shape_ok: whether the
- * plan's shape fits it; rq_pfast_plan_init: its kernels and R(delta) table where it does and the device
- * runs them (cp->fast; freq4: the plan's frequencies as the kernels get them); rq_pfast_call_ok: whether a call's cache views
- * do (16-byte offsets and strides, extents within 2^32 16-byte units); rq_pfast_rows: rows per group
- * for a call whose sequences have at most most_rows rows, and the kernel (*fm 4 or 8); rq_pfast_groups:
- * a metadata's row groups for it (rq_paged_meta_groups; *fm set); rq_pfast_geometry: its arguments'
+/* cl_paged_fast.c: the GPU profile's fast pass 1 (cl/paged_fast.cl). rq_cl_pfast_shape_ok: whether the
+ * plan's shape fits it; rq_cl_pfast_plan_init: its kernels and R(delta) table where it does and the device
+ * runs them (cp->fast; freq4: the plan's frequencies as the kernels get them); rq_cl_pfast_call_ok:
+ * whether a call's cache views do (16-byte offsets and strides, extents within 2^32 16-byte units); rq_cl_pfast_rows: rows per group
+ * for a call whose sequences have at most most_rows rows, and the kernel (*fm 4 or 8); rq_cl_pfast_groups:
+ * a metadata's row groups for it (rq_paged_meta_groups; *fm set); rq_cl_pfast_geometry: its arguments'
  * head chunks, V chunks and table range, the split and the launch. */
-bool rq_pfast_shape_ok(const ropeqk_plan *pl);
-ropeqk_status rq_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *freq4);
-bool rq_pfast_call_ok(const ropeqk_plan *pl, size_t k_off, const int64_t knb[3], size_t v_off, const int64_t vnb[3],
+bool rq_cl_pfast_shape_ok(const ropeqk_plan *pl);
+ropeqk_status rq_cl_pfast_plan_init(ropeqk_plan *pl, cl_program prog, const float *freq4);
+bool rq_cl_pfast_call_ok(const ropeqk_plan *pl, size_t k_off, const int64_t knb[3], size_t v_off, const int64_t vnb[3],
                       size_t k_extent, size_t v_extent);
-int64_t rq_pfast_rows(const ropeqk_plan *pl, int64_t most_rows, int *fm);
-ropeqk_status rq_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm);
-void rq_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t cus, int64_t max_pages,
+int64_t rq_cl_pfast_rows(const ropeqk_plan *pl, int64_t most_rows, int *fm);
+ropeqk_status rq_cl_pfast_groups(const ropeqk_plan *pl, rq_paged_meta *m, int *fm);
+void rq_cl_pfast_geometry(const ropeqk_plan *pl, int fm, int64_t ngroups, int64_t cus, int64_t max_pages,
                        int64_t page_size, rq_paged_args *a, int64_t *nsplit, int64_t *kps, size_t g[3], size_t l[3]);
 
 /* cl_dense.c: few-row dense attention through the paged decode's kernels, reading and rotating K as it
- * goes (no K pre-pass). rq_dense_plan_wants: whether a plan may take it (op, M-RoPE, query rows
+ * goes (no K pre-pass). rq_cl_dense_plan_wants: whether a plan may take it (op, M-RoPE, query rows
  * against the context's dense_rows: ROPEQK_DENSE_DECODE, its default and measurement in
  * src/core/tuning.c), decided before its program is built (the program then holds the
- * paged kernels too); rq_dense_plan_init: its kernels (cp->dense false where the device cannot run
- * them); rq_dense_enqueue: runs a call that way and sets *taken, or leaves *taken false (and
+ * paged kernels too); rq_cl_dense_plan_init: its kernels (cp->dense false where the device cannot run
+ * them); rq_cl_dense_enqueue: runs a call that way and sets *taken, or leaves *taken false (and
  * enqueues nothing) where the call needs the old path (per-token key positions, views whose pages
  * cannot be numbered, sizes). */
-bool rq_dense_plan_wants(const ropeqk_plan *pl);
-ropeqk_status rq_dense_plan_init(ropeqk_plan *pl, cl_program prog);
-ropeqk_status rq_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
+bool rq_cl_dense_plan_wants(const ropeqk_plan *pl);
+ropeqk_status rq_cl_dense_plan_init(ropeqk_plan *pl, cl_program prog);
+ropeqk_status rq_cl_dense_enqueue(ropeqk_plan *pl, cl_command_queue queue, const ropeqk_opencl_args *m, int64_t Sk,
                                int64_t q_off, int64_t k_off, cl_uint num_wait, const cl_event *wait, cl_event *event,
                                bool *taken);
 

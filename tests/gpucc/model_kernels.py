@@ -146,13 +146,13 @@ def fast_dtype(dt):
 def fast_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=False):
     """A decode call as the GPU profile makes it where the fast pass 1 takes the shape (D = Dv = R, full
     interleaved rotary, no soft-capping, no window): Q's rotation, paged_attn_fast4 or _fast8,
-    paged_combine (src/opencl/cl_paged_run.c rq_cl_paged_run with src/opencl/cl_paged_fast.c rq_pfast_geometry).
+    paged_combine (src/opencl/cl_paged_run.c rq_cl_paged_run with src/opencl/cl_paged_fast.c rq_cl_pfast_geometry).
     Paged: `n` sequences of one row and `tokens` keys each (pages of `page`); dense: one batch entry
     of Sq = `n` rows at the end of `tokens` keys (src/opencl/cl_dense.c: pages of RQ_DENSE_PAGE 64, the
-    rows sharing one page list, grouped: rq_pfast_groups)."""
+    rows sharing one page list, grouped: rq_cl_pfast_groups)."""
     G = hq // hkv
     wg, warps = c['RQ_FWG'], c['RQ_FWG'] // 32
-    # rq_pfast_groups / rq_pfast_rows: the longest run of rows sharing a page list (a dense call's Sq
+    # rq_cl_pfast_groups / rq_cl_pfast_rows: the longest run of rows sharing a page list (a dense call's Sq
     # rows, up to RQ_FM), the kernel for G x that many query vectors, rows per group
     most = min(n, c['RQ_FM']) if dense else 1
     cap = 8 if 8 * D <= c['RQ_FQF'] else 4
@@ -163,7 +163,7 @@ def fast_decode(c, tokens, hq, hkv, D, kv_es, n=1, page=16, q8=False, dense=Fals
     nr = min(rpg, n) if dense else 1
     M = nr * gpg
     nmb = cdiv(M, 4)
-    # rq_pfast_geometry: head chunks, V chunks, the split (whole tiles where the page size divides one)
+    # rq_cl_pfast_geometry: head chunks, V chunks, the split (whole tiles where the page size divides one)
     ngc = cdiv(G, gpg)
     dvch = min(D, wg // cdiv(fm, 4) * c['RQ_FVD'])
     ndvc = cdiv(D, dvch)
