@@ -13,8 +13,10 @@
  * still read, and those two keep the values they had before the file (the profile's defaults or a
  * shipped entry). Formats 1 and 2 lack kernel knobs: stale. vk_cm_rows and vk_cm_keys (the Vulkan
  * tensor-core tile) came later in format 4 and are optional in any file (RQ_KNOB_CACHE_OPT; absent:
- * kept as before). The reader takes the lines in any order. A build without one of the backends
- * writes and requires only the knobs of those it has, and calls another's key unknown (corrupt).
+ * kept as before). The reader takes the lines in any order. A file holds the knobs of every backend
+ * the writing build has; a reader requires those of the device's own backend, range-checks every
+ * knob of the backends it has, and skips a "name integer" line of a backend it lacks (so builds
+ * with other backend sets share a cache directory). Any other unknown line makes the file corrupt.
  * A file that does not parse is corrupt; one whose platform/device lines differ from the device's
  * is foreign (a hash collision or a copied file); one from another library or driver version is
  * stale. Each is ignored with a note (ropeqk_ctx_config_source), never an error: the library then
@@ -83,8 +85,29 @@ static const char *value_of(const char *line, const char *key)
     return strncmp(line, key, n) == 0 && line[n] == ' ' ? line + n + 1 : NULL;
 }
 
-rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, rq_tuning *t, char *note,
-                                   size_t note_len)
+/* Whether line is "<knob-like name> <integer>": a key of a backend this build lacks (skipped). */
+static bool other_knob_line(const char *line)
+{
+    const char *s = line;
+    while ((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_')
+        s++;
+    if (s == line || *s != ' ')
+        return false;
+    char *end = NULL;
+    (void)strtol(s + 1, &end, 10);
+    return end != s + 1 && *end == '\0';
+}
+
+static bool knob_in(const rq_knob *k, const rq_knob *own, size_t n_own)
+{
+    for (size_t i = 0; i < n_own; i++)
+        if (!strcmp(own[i].name, k->name))
+            return true;
+    return false;
+}
+
+rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, const rq_knob *own, size_t n_own, ropeqk_profile prof,
+                                   rq_tuning *t, char *note, size_t note_len)
 {
     char path[3200];
     note[0] = '\0';
@@ -159,7 +182,9 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
                 k++;
             char *end = NULL;
             long x = k < nk ? strtol(v, &end, 10) : 0;
-            if (k == nk || end == v || *end || x < kn[k]->lo || x > kn[k]->hi) {
+            if (k == nk && other_knob_line(line)) {
+                continue; /* another backend's knob (a build with more backends wrote it) */
+            } else if (k == nk || end == v || *end || x < kn[k]->lo || x > kn[k]->hi) {
                 res = RQ_CACHE_CORRUPT;
                 why = "an unknown key or a value out of range";
             } else {
@@ -171,8 +196,9 @@ rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, r
     bool read_error = ferror(f) != 0;
     fclose(f);
     unsigned long long need = 31;
-    for (size_t k = 0; k < nk; k++)
-        if (!(kn[k]->flags & RQ_KNOB_CACHE_OPT) && !(v3 && (kn[k]->flags & RQ_KNOB_CACHE_V4)))
+    for (size_t k = 0; k < nk; k++) /* the device's backend's knobs; another built-in backend's may be absent */
+        if (knob_in(kn[k], own, n_own) && !(kn[k]->flags & RQ_KNOB_CACHE_OPT) &&
+            !(v3 && (kn[k]->flags & RQ_KNOB_CACHE_V4)))
             need |= 32ull << k;
     if (res == RQ_CACHE_OK && (read_error || (seen & need) != need)) {
         res = RQ_CACHE_CORRUPT;

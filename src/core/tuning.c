@@ -104,7 +104,7 @@ static void pick_base(const rq_backend *be, const rq_devinfo *dev, rq_tuning *t)
 {
     be->tuning_base(dev, t); /* the backend's device heuristics, and the source note */
     char note[400];
-    rq_cache_result c = rq_tune_cache_load(dev, t->profile, t, note, sizeof note);
+    rq_cache_result c = rq_tune_cache_load(dev, be->knobs, be->n_knobs, t->profile, t, note, sizeof note);
     size_t n = strlen(t->config_source);
     if (c == RQ_CACHE_OK)
         snprintf(t->config_source, sizeof t->config_source, "cache (%s)", note);

@@ -64,9 +64,9 @@ typedef enum {
 int rq_tune_cache_dir(char *buf, size_t len);
 int rq_tune_cache_path(const rq_devinfo *dev, char *buf, size_t len);
 /* Applies the device's cached knobs to *t when the file is valid for this device, driver, library
- * and t->profile; note receives the path, or why the file was ignored ("" when there is none). */
-rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, ropeqk_profile prof, rq_tuning *t, char *note,
-                                   size_t note_len);
+ * and t->profile and holds the knobs `own` of the device's backend; note receives the path, or why the file was ignored ("" when there is none). */
+rq_cache_result rq_tune_cache_load(const rq_devinfo *dev, const rq_knob *own, size_t n_own, ropeqk_profile prof,
+                                   rq_tuning *t, char *note, size_t note_len);
 /* Writes t's knobs for this device, atomically; path receives the file name. */
 ropeqk_status rq_tune_cache_store(const rq_devinfo *dev, const rq_tuning *t, char *path, size_t path_len);
 
