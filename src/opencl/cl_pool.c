@@ -1,8 +1,4 @@
-#include "ocl.h"
-
-#include <stdlib.h>
-
-/* The scratch pool of a context (declared in ctx.h).
+/* The scratch pool of a context (declared in ocl.h).
  * Grow-only reuse of the Qr/Kt scratch across calls: at prefill sizes a fresh buffer is a fresh mmap
  * that the rotate pass page-faults in on every call. A call takes the smallest free buffer that is big
  * enough (or creates one) and hands it back with the events of the commands that use it; it becomes
@@ -10,6 +6,10 @@
  * (CL_EVENT_COMMAND_EXECUTION_STATUS; a failed command counts as done). The free list keeps at most
  * pool_budget bytes and RQ_POOL_MAX buffers, dropping the least recently returned, so a one-off huge
  * call does not pin its scratch for the life of the context. */
+#include "ocl.h"
+
+#include <stdlib.h>
+
 #define RQ_POOL_MAX 16
 
 static void scratch_release(rq_scratch *s)
