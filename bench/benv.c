@@ -132,3 +132,11 @@ int bench_ctx_with_env(benv *e, const char *name, const char *value, ropeqk_ctx 
         unsetenv(name);
     return err;
 }
+
+ropeqk_buffer *bench_wrap(ropeqk_ctx *ctx, cl_mem m, int *err)
+{
+    ropeqk_buffer *b = NULL;
+    if (!*err && m && (*err = ropeqk_opencl_buffer_wrap(ctx, m, &b)) != 0)
+        fprintf(stderr, "ropeqk-bench: ropeqk_opencl_buffer_wrap: %s\n", ropeqk_last_error());
+    return b;
+}

@@ -30,5 +30,10 @@ int bench_fail(const char *what, int err);
  * set to value (the variable restored after): a path of the library's turned off for a baseline in the
  * same run. Returns a ropeqk status. */
 int bench_ctx_with_env(benv *e, const char *name, const char *value, ropeqk_ctx **out);
+/* m wrapped (ropeqk_opencl_buffer_wrap) as a buffer of ctx for the neutral runs (ropeqk_plan_run,
+ * ropeqk_paged_run), which every timed run of the bench goes through; wrapping is the interop part,
+ * done once at setup. NULL for a NULL m, or when *err is set (nothing tried); a failure sets *err.
+ * The caller destroys it (ropeqk_buffer_destroy, NULL-safe). */
+ropeqk_buffer *bench_wrap(ropeqk_ctx *ctx, cl_mem m, int *err);
 
 #endif
