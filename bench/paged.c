@@ -8,7 +8,8 @@
  * run and on the same buffers, the copy kernel (float16 per work-item) moving the caches' bytes (read
  * + write), the yardstick of the decode rows in docs/performance.md. On the GPU profile also pass 1
  * before the fast kernel (paged_attn_gpu: a second context with ROPEQK_PAGED_FAST=0 on the same OpenCL
- * context), timed in the same run, and the ratio. */
+ * context), timed in the same run, and the ratio. Runs go through ropeqk_paged_run on the cl_mems wrapped
+ * once per context (bench_wrap), on the context's queue, the bench's. */
 #include "paged.h"
 
 #include "baseline.h"
@@ -26,7 +27,8 @@ enum { HQ = 32, HKV = 8, D = 128, PS = 16, RUNS = 9, WARMUP = 2 };
 
 typedef struct {
     ropeqk_plan *plan, *old; /* old: the plan on the ROPEQK_PAGED_FAST=0 context (NULL: none) */
-    ropeqk_opencl_paged_args args;
+    ropeqk_paged_args args[2]; /* for plan, old: each context runs on its own wrappers of the cl_mems */
+    ropeqk_buffer *w[2][6];    /* q, K, V, out, K scales, V scales wrapped for each context */
     ropeqk_paged_batch batch;
     cl_mem src[2], dst[2], scale[2];
     size_t bytes[2];
@@ -35,13 +37,15 @@ typedef struct {
 static int run_paged(benv *e, void *v)
 {
     pstate *s = v;
-    return ropeqk_opencl_paged_enqueue(s->plan, e->queue, &s->args, &s->batch, 0, NULL, NULL);
+    (void)e; /* the run goes to the context's queue, e->queue */
+    return ropeqk_paged_run(s->plan, &s->args[0], &s->batch, 0, NULL, NULL);
 }
 
 static int run_old(benv *e, void *v)
 {
     pstate *s = v;
-    return ropeqk_opencl_paged_enqueue(s->old, e->queue, &s->args, &s->batch, 0, NULL, NULL);
+    (void)e;
+    return ropeqk_paged_run(s->old, &s->args[1], &s->batch, 0, NULL, NULL);
 }
 
 static int run_copy(benv *e, void *v)
@@ -140,8 +144,19 @@ static int one_dtype(benv *e, ropeqk_ctx *old, ropeqk_dtype dt, int64_t len, int
     for (int i = 0; i < ns; i++)
         lens[i] = (int32_t)per, qpos[i] = (int32_t)per - 1;
     s.batch = (ropeqk_paged_batch){.n_seqs = ns, .page_table = table, .seq_lens = lens, .q_pos = qpos};
-    s.args = (ropeqk_opencl_paged_args){.q = {q, 0}, .k_cache = {s.src[0], 0}, .v_cache = {s.src[1], 0},
-                                        .out = {o, 0}, .k_scale = {s.scale[0], 0}, .v_scale = {s.scale[1], 0}};
+    for (int c = 0; c < 2 && !err; c++) {
+        ropeqk_ctx *cx = c ? old : e->rq;
+        if (!cx)
+            break;
+        const cl_mem m[6] = {q, s.src[0], s.src[1], o, s.scale[0], s.scale[1]};
+        for (int i = 0; i < 6; i++)
+            s.w[c][i] = bench_wrap(cx, m[i], &err);
+        ropeqk_buffer *const *w = s.w[c];
+        s.args[c] = (ropeqk_paged_args){.q = {w[0], 0}, .k_cache = {w[1], 0}, .v_cache = {w[2], 0},
+                                        .out = {w[3], 0}, .k_scale = {w[4], 0}, .v_scale = {w[5], 0}};
+    }
+    if (err)
+        goto done;
     double pm, pb, cm, cb, om = 0, ob = 0;
     if ((err = bench_time_ms(e, run_paged, &s, RUNS, WARMUP, &pm, &pb)) ||
         (err = bench_time_ms(e, run_copy, &s, RUNS, WARMUP, &cm, &cb)) ||
@@ -163,6 +178,9 @@ static int one_dtype(benv *e, ropeqk_ctx *old, ropeqk_dtype dt, int64_t len, int
 done:
     if (err)
         fprintf(stderr, "paged bench (%s): error %d\n", dt_name(dt), err);
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < 6; i++)
+            ropeqk_buffer_destroy(s.w[c][i]);
     for (int i = 0; i < 2; i++) {
         if (s.src[i]) clReleaseMemObject(s.src[i]);
         if (s.dst[i]) clReleaseMemObject(s.dst[i]);
