@@ -23,21 +23,23 @@
 #include <string.h>
 
 enum { HQMAX = 32, HKV = 8, D = 128, PS = 16, RUNS = 11, WARMUP = 2, NIMPL = 3 };
+enum { W_Q, W_K, W_V, W_OUT, W_QP = W_OUT + NIMPL, W_KP, W_VP, NW }; /* out: one per implementation */
 
 typedef struct {
     cl_command_queue queue;
     ropeqk_plan *dense[2];  /* new path, old path (a context with ROPEQK_DENSE_DECODE=0) */
-    ropeqk_opencl_args da;
-    ropeqk_plan *paged;
-    ropeqk_opencl_paged_args pa;
+    ropeqk_args da[2];      /* for dense[0], dense[1]: each context runs on its own wrappers */
+    ropeqk_plan *paged;     /* on the first context */
+    ropeqk_paged_args pa;
     ropeqk_paged_batch batch;
+    ropeqk_buffer *w[2][NW]; /* the cl_mems of one_shape wrapped for each context (W_* order) */
 } dstate;
 
 static int run_impl(dstate *s, int i)
 {
-    if (i < 2)
-        return ropeqk_opencl_plan_enqueue(s->dense[i], s->queue, &s->da, NULL, 0, NULL, NULL);
-    return ropeqk_opencl_paged_enqueue(s->paged, s->queue, &s->pa, &s->batch, 0, NULL, NULL);
+    if (i < 2) /* the neutral runs go to the contexts' queue: s->queue */
+        return ropeqk_plan_run(s->dense[i], &s->da[i], NULL, 0, NULL, NULL);
+    return ropeqk_paged_run(s->paged, &s->pa, &s->batch, 0, NULL, NULL);
 }
 
 static int read_out(dstate *s, cl_mem o, float *host, size_t bytes)
@@ -115,11 +117,21 @@ static int one_shape(cl_context cx, ropeqk_ctx *rq[2], cl_command_queue queue, i
         err = cerr;
         goto done;
     }
+    const cl_mem m[NW] = {qd, kd, vd, od[0], od[1], od[2], qpb, kp, vp};
+    for (int c = 0; c < 2; c++)
+        for (int j = 0; j < NW; j++)
+            s.w[c][j] = bench_wrap(rq[c], m[j], &err);
+    if (err)
+        goto done;
     s.batch = (ropeqk_paged_batch){.n_seqs = Sq, .page_table = table, .seq_lens = lens, .q_pos = qpos};
-    s.pa = (ropeqk_opencl_paged_args){.q = {qpb, 0}, .k_cache = {kp, 0}, .v_cache = {vp, 0}, .out = {od[2], 0}};
+    ropeqk_buffer **w = s.w[0];
+    s.pa = (ropeqk_paged_args){.q = {w[W_QP], 0}, .k_cache = {w[W_KP], 0}, .v_cache = {w[W_VP], 0},
+                               .out = {w[W_OUT + 2], 0}};
     /* each implementation into its own output, compared before timing */
     for (int i = 0; i < NIMPL && !err; i++) {
-        s.da = (ropeqk_opencl_args){.q = {qd, 0}, .k = {kd, 0}, .v = {vd, 0}, .out = {od[i], 0}};
+        for (int c = 0; c < 2; c++)
+            s.da[c] = (ropeqk_args){.q = {s.w[c][W_Q], 0}, .k = {s.w[c][W_K], 0}, .v = {s.w[c][W_V], 0},
+                                    .out = {s.w[c][W_OUT + i], 0}};
         err = run_impl(&s, i);
         if (!err)
             err = read_out(&s, od[i], out[i], ob);
@@ -140,7 +152,8 @@ static int one_shape(cl_context cx, ropeqk_ctx *rq[2], cl_command_queue queue, i
         err = 3;
         goto done;
     }
-    s.da.out.buf = od[0];
+    for (int c = 0; c < 2; c++)
+        s.da[c].out.buf = s.w[c][W_OUT];
     double t[NIMPL][RUNS];
     for (int r = 0; r < WARMUP + RUNS && !err; r++)
         for (int i = 0; i < NIMPL && !err; i++) {
@@ -164,6 +177,9 @@ static int one_shape(cl_context cx, ropeqk_ctx *rq[2], cl_command_queue queue, i
            (long long)HQ, (long long)Sq, med[0], best[0], med[1], best[1], med[2], best[2], med[0] / med[2], med[1] / med[0], d01,
            d02);
 done:
+    for (int c = 0; c < 2; c++)
+        for (int j = 0; j < NW; j++)
+            ropeqk_buffer_destroy(s.w[c][j]);
     for (int i = 0; i < NIMPL; i++) {
         if (od[i])
             clReleaseMemObject(od[i]);
