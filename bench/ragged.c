@@ -36,6 +36,7 @@ typedef struct {
     const scenario *sc;
     ropeqk_plan *paged, *dense[MAXS];
     cl_mem q, out, kc, vc, ks, vs, kd[MAXS], vd[MAXS]; /* ks, vs: an 8-bit cache's scales */
+    ropeqk_buffer *w[6], *wkd[MAXS], *wvd[MAXS]; /* the cl_mems wrapped for the neutral runs (w: as m[6]) */
     ropeqk_dtype cdt;                                  /* the caches' dtype */
     size_t dense_bytes[MAXS];
     int32_t *table, lens[MAXS], qpos[MAXS], ind[MAXS + 1];
@@ -47,9 +48,11 @@ typedef struct {
 static int run_ragged(benv *e, void *v)
 {
     const rstate *s = v;
-    ropeqk_opencl_paged_args a = {.q = {s->q, 0},     .k_cache = {s->kc, 0}, .v_cache = {s->vc, 0},
-                                  .out = {s->out, 0}, .k_scale = {s->ks, 0}, .v_scale = {s->vs, 0}};
-    return ropeqk_opencl_paged_enqueue(s->paged, e->queue, &a, &s->batch, 0, NULL, NULL);
+    ropeqk_buffer *const *w = s->w;
+    ropeqk_paged_args a = {.q = {w[0], 0},   .k_cache = {w[2], 0}, .v_cache = {w[3], 0},
+                           .out = {w[1], 0}, .k_scale = {w[4], 0}, .v_scale = {w[5], 0}};
+    (void)e; /* the run goes to the context's queue, e->queue */
+    return ropeqk_paged_run(s->paged, &a, &s->batch, 0, NULL, NULL);
 }
 
 static int run_dense(benv *e, void *v)
@@ -61,9 +64,9 @@ static int run_dense(benv *e, void *v)
             err = baseline_copy(e, s->kc, s->kd[i], s->dense_bytes[i]) ||
                   baseline_copy(e, s->vc, s->vd[i], s->dense_bytes[i]);
         size_t row = (size_t)s->ind[i] * HQ * D * sizeof(float);
-        ropeqk_opencl_args a = {.q = {s->q, row}, .k = {s->kd[i], 0}, .v = {s->vd[i], 0}, .out = {s->out, row}};
+        ropeqk_args a = {.q = {s->w[0], row}, .k = {s->wkd[i], 0}, .v = {s->wvd[i], 0}, .out = {s->w[1], row}};
         if (!err)
-            err = ropeqk_opencl_plan_enqueue(s->dense[i], e->queue, &a, NULL, 0, NULL, NULL);
+            err = ropeqk_plan_run(s->dense[i], &a, NULL, 0, NULL, NULL);
     }
     return err;
 }
@@ -72,6 +75,10 @@ static void free_state(rstate *s)
 {
     ropeqk_plan_destroy(s->paged);
     cl_mem m[6] = {s->q, s->out, s->kc, s->vc, s->ks, s->vs};
+    for (int i = 0; i < 6; i++)
+        ropeqk_buffer_destroy(s->w[i]);
+    for (int i = 0; i < MAXS; i++)
+        ropeqk_buffer_destroy(s->wkd[i]), ropeqk_buffer_destroy(s->wvd[i]);
     for (int i = 0; i < 6; i++)
         if (m[i])
             clReleaseMemObject(m[i]);
@@ -182,7 +189,12 @@ static int make_state(benv *e, const scenario *sc, ropeqk_dtype cdt, rstate *s)
             fprintf(stderr, "dense plan %d: %s\n", i, ropeqk_last_error());
             goto done;
         }
+        s->wkd[i] = bench_wrap(e->rq, s->kd[i], &err);
+        s->wvd[i] = bench_wrap(e->rq, s->vd[i], &err);
     }
+    const cl_mem m[6] = {s->q, s->out, s->kc, s->vc, s->ks, s->vs};
+    for (int i = 0; i < 6; i++)
+        s->w[i] = bench_wrap(e->rq, m[i], &err);
 done:
     free(perm), free(hq), free(f), free(h16);
     return err;
