@@ -137,8 +137,11 @@ static int32_t *positions(int64_t n, int streams, int64_t off)
     return a;
 }
 
+enum { W_Q, W_K, W_V, W_OUT, W_QP1, W_KP1, W_QP3, W_KP3 };
+
 typedef struct {
     cl_mem q, k, v, out, qp1, kp1, qp3, kp3;
+    ropeqk_buffer *w[8]; /* the cl_mems above wrapped for the neutral runs, in that order (W_*) */
     /* paged */
     ropeqk_paged_batch batch;
     int32_t *table, lens[1], qpos[1];
@@ -146,17 +149,18 @@ typedef struct {
 
 static int run_once(benv *e, const bshape *sh, bvar *v, bbufs *b)
 {
+    (void)e; /* the neutral runs go to the context's queue, e->queue */
+    ropeqk_buffer *const *w = b->w, *vb = w[v->alias ? W_K : W_V];
     if (sh->kind == K_PAGED) {
-        ropeqk_opencl_paged_args a = {.q = {b->q, 0}, .k_cache = {b->k, 0}, .v_cache = {v->alias ? b->k : b->v, 0},
-                                      .out = {b->out, 0}};
-        return ropeqk_opencl_paged_enqueue(v->plan, e->queue, &a, &b->batch, 0, NULL, NULL);
+        ropeqk_paged_args a = {.q = {w[W_Q], 0}, .k_cache = {w[W_K], 0}, .v_cache = {vb, 0}, .out = {w[W_OUT], 0}};
+        return ropeqk_paged_run(v->plan, &a, &b->batch, 0, NULL, NULL);
     }
-    ropeqk_opencl_args a = {.q = {b->q, 0}, .k = {b->k, 0}, .v = {v->alias ? b->k : b->v, 0}, .out = {b->out, 0}};
+    ropeqk_args a = {.q = {w[W_Q], 0}, .k = {w[W_K], 0}, .v = {vb, 0}, .out = {w[W_OUT], 0}};
     if (v->pos == 1)
-        a.q_pos = (ropeqk_opencl_mem){b->qp1, 0}, a.k_pos = (ropeqk_opencl_mem){b->kp1, 0};
+        a.q_pos = (ropeqk_mem){w[W_QP1], 0}, a.k_pos = (ropeqk_mem){w[W_KP1], 0};
     else if (v->pos == 3)
-        a.q_pos = (ropeqk_opencl_mem){b->qp3, 0}, a.k_pos = (ropeqk_opencl_mem){b->kp3, 0};
-    return ropeqk_opencl_plan_enqueue(v->plan, e->queue, &a, NULL, 0, NULL, NULL);
+        a.q_pos = (ropeqk_mem){w[W_QP3], 0}, a.k_pos = (ropeqk_mem){w[W_KP3], 0};
+    return ropeqk_plan_run(v->plan, &a, NULL, 0, NULL, NULL);
 }
 
 static int one_shape(benv *e, const bshape *sh, int runs)
@@ -212,6 +216,9 @@ static int one_shape(benv *e, const bshape *sh, int runs)
         if (!cerr)
             b.kp3 = bench_mkbuf(e, (size_t)(3 * sh->Sk) * 4, kp3, &cerr);
     }
+    const cl_mem m[8] = {b.q, b.k, b.v, b.out, b.qp1, b.kp1, b.qp3, b.kp3};
+    for (int i = 0; i < 8; i++)
+        b.w[i] = bench_wrap(e->rq, m[i], &cerr);
     if (cerr) {
         err = cerr;
         goto done;
@@ -289,6 +296,8 @@ done:
     for (int i = 0; i < nv; i++)
         ropeqk_plan_destroy(v[i].plan);
     cl_mem all[8] = {b.q, b.k, b.v, b.out, b.qp1, b.kp1, b.qp3, b.kp3};
+    for (int i = 0; i < 8; i++)
+        ropeqk_buffer_destroy(b.w[i]);
     for (int i = 0; i < 8; i++)
         if (all[i])
             clReleaseMemObject(all[i]);
