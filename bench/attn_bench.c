@@ -116,8 +116,7 @@ static double ev_span(cl_event a, int qa, cl_event b, int qb)
 static int one_run(benv *e, acase *c, bimpl i, double *wall, double *dev, double *kern)
 {
     bool host = i == IMPL_CBLAS;
-    if (c->last_ev) /* only fused runs set it */
-        clReleaseEvent(c->last_ev);
+    ropeqk_event_release(c->last_ev); /* only fused runs set it */
     c->last_ev = NULL;
     cl_event m0 = NULL, m1 = NULL;
     double t0 = rqs_now();
@@ -130,7 +129,8 @@ static int one_run(benv *e, acase *c, bimpl i, double *wall, double *dev, double
         err = clFinish(e->queue);
     *wall = (rqs_now() - t0) * 1e3;
     *dev = ev_span(m0, CL_PROFILING_COMMAND_END, m1, CL_PROFILING_COMMAND_END);
-    *kern = c->last_ev ? ev_span(c->last_ev, CL_PROFILING_COMMAND_START, c->last_ev, CL_PROFILING_COMMAND_END) : NAN;
+    cl_event ke = ropeqk_opencl_event_handle(c->last_ev); /* the kernel's cl_event, not retained */
+    *kern = ke ? ev_span(ke, CL_PROFILING_COMMAND_START, ke, CL_PROFILING_COMMAND_END) : NAN;
     if (m0) clReleaseEvent(m0);
     if (m1) clReleaseEvent(m1);
     return err;

@@ -1,7 +1,7 @@
 /* The attention implementations (attn_impl.h), all on the same inputs
  * (O = softmax(S) V, S = scale * RoPE(Q) RoPE(K)^T with the causal / window masks):
  *   fused            one ROPEQK_OP_ATTENTION plan per dtype (f32, and f16 Q/K/V), made once per shape,
- *                    enqueued per run; S never leaves the kernel.
+ *                    run per run (ropeqk_plan_run on the cl_mems wrapped once); S never leaves the kernel.
  *   unfused-clblast  the scores baseline's RoPE kernel on Q and K, CLBlastSgemmStridedBatched for
  *                    S = scale Q K^T (one batch entry per KV head: its G query heads are G*Sq
  *                    contiguous rows in BHSD), the softmax_rows kernel of the baseline program
@@ -74,6 +74,11 @@ int acase_init(benv *e, acase *c, const ashape *s, const bool *want)
     c->v[0] = bench_mkbuf(e, nv * 4, c->hv, &err), c->q[1] = bench_mkbuf(e, nq * 2, c->hq16, &err);
     c->k[1] = bench_mkbuf(e, nk * 2, c->hk16, &err), c->v[1] = bench_mkbuf(e, nv * 2, c->hv16, &err);
     c->out = bench_mkbuf(e, no * 4, NULL, &err);
+    for (int h = 0; h < 2; h++) {
+        c->wq[h] = bench_wrap(e->rq, c->q[h], &err), c->wk[h] = bench_wrap(e->rq, c->k[h], &err);
+        c->wv[h] = bench_wrap(e->rq, c->v[h], &err);
+    }
+    c->wout = bench_wrap(e->rq, c->out, &err);
     if (err)
         return err;
     for (int h = 0; h < 2; h++) {
@@ -127,12 +132,14 @@ void acase_free(acase *c)
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (m[i])
             clReleaseMemObject(m[i]);
+    ropeqk_buffer *w[] = {c->wq[0], c->wk[0], c->wv[0], c->wq[1], c->wk[1], c->wv[1], c->wout};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        ropeqk_buffer_destroy(w[i]);
     ropeqk_plan_destroy(c->plan[0]);
     ropeqk_plan_destroy(c->plan[1]);
     free(c->hq); free(c->hk); free(c->hv); free(c->hq16); free(c->hk16); free(c->hv16);
     free(c->hqr); free(c->hkr); free(c->hsp); free(c->hout); free(c->cs_q); free(c->cs_k);
-    if (c->last_ev)
-        clReleaseEvent(c->last_ev);
+    ropeqk_event_release(c->last_ev);
     memset(c, 0, sizeof *c);
 }
 
@@ -253,11 +260,10 @@ int aimpl_run(benv *e, acase *c, bimpl i)
     case IMPL_FUSED_F32:
     case IMPL_FUSED_F16: {
         int h = i == IMPL_FUSED_F16;
-        ropeqk_opencl_args a = {.q = {c->q[h], 0}, .k = {c->k[h], 0}, .v = {c->v[h], 0}, .out = {c->out, 0}};
-        if (c->last_ev)
-            clReleaseEvent(c->last_ev);
+        ropeqk_args a = {.q = {c->wq[h], 0}, .k = {c->wk[h], 0}, .v = {c->wv[h], 0}, .out = {c->wout, 0}};
+        ropeqk_event_release(c->last_ev);
         c->last_ev = NULL; /* the attention kernel's event: the table splits RoPE pass / attention kernel */
-        return ropeqk_opencl_plan_enqueue(c->plan[h], e->queue, &a, NULL, 0, NULL, &c->last_ev);
+        return ropeqk_plan_run(c->plan[h], &a, NULL, 0, NULL, &c->last_ev); /* on e->queue, the context's */
     }
 #ifdef HAVE_CLBLAST
     case IMPL_UNFUSED_CLBLAST:

@@ -29,10 +29,11 @@ typedef struct {
     float *hq, *hk, *hv;
     uint16_t *hq16, *hk16, *hv16;
     cl_mem q[2], k[2], v[2], out;
+    ropeqk_buffer *wq[2], *wk[2], *wv[2], *wout; /* fused: the same wrapped for ropeqk_plan_run */
     cl_mem qr, kr, inv, sp;                      /* unfused: rotated Q, K; S, then P in place */
     float *hqr, *hkr, *hsp, *hout, *cs_q, *cs_k; /* cblas: the same on the host, output, tables */
     size_t extra_bytes[IMPL_COUNT]; /* allocated beyond inputs and output (fused: estimated scratch) */
-    cl_event last_ev;                /* fused: the attention kernel's event */
+    ropeqk_event *last_ev;           /* fused: the run's signal, the attention kernel's event */
     bool has[IMPL_COUNT];
     const char *why_not[IMPL_COUNT];
 } acase;
