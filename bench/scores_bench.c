@@ -138,8 +138,7 @@ static int time_impl(benv *e, bcase *c, bimpl i, int warmup, int runs, sresult *
     int ndev = 0, nsc = 0, err;
     if (runs > MAX_RUNS)
         runs = MAX_RUNS;
-    if (c->last_ev) /* only fused runs set it */
-        clReleaseEvent(c->last_ev);
+    ropeqk_event_release(c->last_ev); /* only fused runs set it */
     c->last_ev = NULL;
     for (int r = 0; r < warmup; r++)
         if ((err = bimpl_run(e, c, i)) || (err = clFinish(e->queue)))
@@ -159,8 +158,9 @@ static int time_impl(benv *e, bcase *c, bimpl i, int warmup, int runs, sresult *
         if (m0 && m1 && !clGetEventProfilingInfo(m0, CL_PROFILING_COMMAND_END, sizeof a, &a, NULL) &&
             !clGetEventProfilingInfo(m1, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) && b >= a)
             dev[ndev++] = (double)(b - a) * 1e-6;
-        if (c->last_ev && !clGetEventProfilingInfo(c->last_ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) &&
-            !clGetEventProfilingInfo(c->last_ev, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) && b >= a)
+        cl_event ke = ropeqk_opencl_event_handle(c->last_ev); /* not retained */
+        if (ke && !clGetEventProfilingInfo(ke, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) &&
+            !clGetEventProfilingInfo(ke, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) && b >= a)
             sc[nsc++] = (double)(b - a) * 1e-6;
         if (m0) clReleaseEvent(m0);
         if (m1) clReleaseEvent(m1);

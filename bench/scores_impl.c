@@ -1,5 +1,6 @@
 /* The scores implementations (scores_impl.h), all on the same inputs:
- *   fused            ropeqk_opencl_enqueue (f32 and f16 storage).
+ *   fused            a scores plan made, run (ropeqk_plan_run on the cl_mems wrapped once) and destroyed
+ *                    per evaluation, as the one-shot ropeqk_opencl_enqueue did (f32 and f16 storage).
  *   unfused-clblast  what users write today: a RoPE-only OpenCL kernel writing rotated Q and K, then
  *                    CLBlast's SgemmStridedBatched for Q K^T (baseline.c).
  *   cblas            host RoPE (fp32 cos/sin table per call, single thread) + cblas_sgemm per KV head
@@ -46,6 +47,9 @@ int bcase_init(benv *e, bcase *c, const bshape *s, bool want_copy)
     c->q16 = bench_mkbuf(e, nq * 2, c->hq16, &err);
     c->k16 = bench_mkbuf(e, nk * 2, c->hk16, &err);
     c->out = bench_mkbuf(e, no * 4, NULL, &err);
+    c->wq32 = bench_wrap(e->rq, c->q32, &err), c->wk32 = bench_wrap(e->rq, c->k32, &err);
+    c->wq16 = bench_wrap(e->rq, c->q16, &err), c->wk16 = bench_wrap(e->rq, c->k16, &err);
+    c->wout = bench_wrap(e->rq, c->out, &err);
     if (err)
         return err;
     if (bimpl_available(IMPL_UNFUSED_CLBLAST)) {
@@ -90,8 +94,10 @@ void bcase_free(bcase *c)
     free(c->hq); free(c->hk); free(c->hq16); free(c->hk16);
     free(c->hqr); free(c->hkr); free(c->hout); free(c->cs_q); free(c->cs_k);
     free(c->ref_out);
-    if (c->last_ev)
-        clReleaseEvent(c->last_ev);
+    ropeqk_buffer *w[] = {c->wq32, c->wk32, c->wq16, c->wk16, c->wout};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        ropeqk_buffer_destroy(w[i]);
+    ropeqk_event_release(c->last_ev);
     memset(c, 0, sizeof *c);
 }
 
@@ -103,18 +109,22 @@ static bqk problem(const bcase *c)
 
 int bimpl_run(benv *e, bcase *c, bimpl i)
 {
-    ropeqk_opencl_mem none = {NULL, 0}, out = {c->out, 0};
     bqk p = problem(c);
     switch (i) {
     case IMPL_FUSED_F32:
     case IMPL_FUSED_F16: {
         bool h = i == IMPL_FUSED_F16;
-        ropeqk_opencl_mem q = {h ? c->q16 : c->q32, 0}, k = {h ? c->k16 : c->k32, 0};
-        if (c->last_ev)
-            clReleaseEvent(c->last_ev);
+        ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = c->p, .q = h ? c->tq16 : c->tq,
+                              .k = h ? c->tk16 : c->tk, .out = c->to};
+        ropeqk_args a = {.q = {h ? c->wq16 : c->wq32, 0}, .k = {h ? c->wk16 : c->wk32, 0}, .out = {c->wout, 0}};
+        ropeqk_event_release(c->last_ev);
         c->last_ev = NULL; /* the score kernel's event: lets the table split rope pass / score kernel */
-        return ropeqk_opencl_enqueue(e->rq, e->queue, &c->p, h ? &c->tq16 : &c->tq, q, h ? &c->tk16 : &c->tk, k,
-                                     none, none, &c->to, out, 0, NULL, &c->last_ev);
+        ropeqk_plan *pl;
+        int err = ropeqk_plan_create(e->rq, &d, &pl);
+        if (!err) /* on the context's queue, e->queue; the plan may go while the run is queued */
+            err = ropeqk_plan_run(pl, &a, NULL, 0, NULL, &c->last_ev);
+        ropeqk_plan_destroy(pl);
+        return err;
     }
     case IMPL_UNFUSED_CLBLAST:
         return baseline_device_scores(e, &p, c->q32, c->k32, c->inv, c->qr, c->kr, c->out);

@@ -25,12 +25,13 @@ typedef struct {
     float *hq, *hk;        /* host inputs, f32 */
     uint16_t *hq16, *hk16; /* the same values rounded to f16 */
     cl_mem q32, k32, q16, k16, out;
+    ropeqk_buffer *wq32, *wk32, *wq16, *wk16, *wout; /* fused: the same wrapped for ropeqk_plan_run */
     cl_mem qr, kr, inv;    /* unfused: rotated Q, K (f32) and fp32 inverse frequencies */
     cl_mem cpy_src, cpy_dst;
     size_t cpy_bytes;
     float *hqr, *hkr, *hout, *cs_q, *cs_k; /* cblas: rotated copies, output, cos/sin tables */
     double *ref_out;
-    cl_event last_ev;      /* fused: event of the last score kernel (NULL for other impls) */
+    ropeqk_event *last_ev; /* fused: the last run's signal, the score kernel's event (NULL for other impls) */
     bool has_unfused, has_cblas, has_copy;
 } bcase;
 
