@@ -2,12 +2,12 @@
  * the calling thread spends inside the library per call, which a generation loop pays per token.
  * `ropeqk-bench --host-cost [N]`: N calls (default 10,000) per variant, timed one by one around the
  * call alone; the queue is drained every 64 calls outside the timed region so it stays short.
- * Variants: the one-shot call (ropeqk_opencl_enqueue: a plan made and destroyed per call, which is
- * what every call cost before plans existed: validation, frequencies, tables, kernels) and a decode
- * plan (all of that once; per call only the step and buffer checks, scratch, arguments, enqueues).
- * A third variant runs the same plan through the backend-neutral ropeqk_plan_run on the same buffers
- * (wrapped as ropeqk_buffers), on the context's queue (the same one here), so its extra host cost
- * over the interop enqueue is the neutral layer's (checks, records, the message guard).
+ * Both variants are the backend-neutral run (ropeqk_plan_run) on the bench's cl_mems wrapped once as
+ * ropeqk_buffers, on the context's queue (the bench's): the one-shot (ropeqk_plan_create + run +
+ * ropeqk_plan_destroy per call, what every call cost before plans existed: validation, frequencies,
+ * tables, kernels) and a decode plan made once (per call only the step and buffer checks, scratch,
+ * arguments, enqueues). Before issue 27 both went through the OpenCL interop entry points
+ * (ropeqk_opencl_enqueue, ropeqk_opencl_plan_enqueue) and a third line, plan_run, timed the neutral run.
  * Measured on the 2-core dev machine (pocl 3.1, AVX-512), 10,000 calls, CPU profile: before plans
  * (ropeqk_enqueue at 284a5d7) median 197-204 us, mean 508-696 us; see docs/performance.md, "Host cost per call". */
 #include "host_cost.h"
@@ -23,7 +23,7 @@ typedef struct {
     ropeqk_params p;
     ropeqk_tensor q, k, o;
     cl_mem bq, bk, bo;
-    ropeqk_plan *plan; /* a decode plan over the same shapes */
+    ropeqk_plan *plan;           /* a decode plan over the same shapes */
     ropeqk_buffer *nq, *nk, *no; /* bq, bk, bo wrapped for ropeqk_plan_run */
     int64_t step;      /* calls made, so the plan's key count moves like a generation loop's */
 } hc_state;
@@ -32,23 +32,20 @@ typedef int (*hc_call)(hc_state *s);
 
 static int call_oneshot(hc_state *s)
 {
-    ropeqk_opencl_mem none = {NULL, 0};
-    return ropeqk_opencl_enqueue(s->e->rq, s->e->queue, &s->p, &s->q, (ropeqk_opencl_mem){s->bq, 0}, &s->k,
-                          (ropeqk_opencl_mem){s->bk, 0}, none, none, &s->o, (ropeqk_opencl_mem){s->bo, 0}, 0, NULL, NULL);
+    ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = s->p, .q = s->q, .k = s->k, .out = s->o};
+    ropeqk_args a = {.q = {s->nq, 0}, .k = {s->nk, 0}, .out = {s->no, 0}};
+    ropeqk_plan *pl;
+    int err = ropeqk_plan_create(s->e->rq, &d, &pl);
+    if (!err) /* the plan may go while its run is queued */
+        err = ropeqk_plan_run(pl, &a, NULL, 0, NULL, NULL);
+    ropeqk_plan_destroy(pl);
+    return err;
 }
 
 static int call_plan(hc_state *s)
 {
-    ropeqk_opencl_args a = {.q = {s->bq, 0}, .k = {s->bk, 0}, .out = {s->bo, 0}};
-    int64_t n = s->k.ne[2] - 63 + (s->step++ % 64); /* the last 64 key counts up to Sk */
-    ropeqk_step st = {.n_keys = n, .q_pos_offset = n - 1, .k_pos_offset = 0};
-    return ropeqk_opencl_plan_enqueue(s->plan, s->e->queue, &a, &st, 0, NULL, NULL);
-}
-
-static int call_neutral(hc_state *s)
-{
     ropeqk_args a = {.q = {s->nq, 0}, .k = {s->nk, 0}, .out = {s->no, 0}};
-    int64_t n = s->k.ne[2] - 63 + (s->step++ % 64);
+    int64_t n = s->k.ne[2] - 63 + (s->step++ % 64); /* the last 64 key counts up to Sk */
     ropeqk_step st = {.n_keys = n, .q_pos_offset = n - 1, .k_pos_offset = 0};
     return ropeqk_plan_run(s->plan, &a, &st, 0, NULL, NULL);
 }
@@ -105,6 +102,7 @@ int bench_host_cost(benv *e, int n)
         clEnqueueFillBuffer(e->queue, s.bk, &zero, 4, 0, (size_t)Hkv * Sk * D * 4, 0, NULL, NULL);
     }
     printf("host-cost: decode Hq %d Hkv %d Sq 1 Sk %d D %d f32, host time inside the call\n", Hq, Hkv, Sk, D);
+    s.nq = bench_wrap(e->rq, s.bq, &err), s.nk = bench_wrap(e->rq, s.bk, &err), s.no = bench_wrap(e->rq, s.bo, &err);
     int rc = err ? 1 : measure(&s, "one-shot", call_oneshot, n);
     ropeqk_plan_desc d = {.op = ROPEQK_OP_SCORES, .params = s.p, .q = s.q, .k = s.k, .out = s.o, .max_keys = Sk};
     if (!rc && (err = ropeqk_plan_create(e->rq, &d, &s.plan)) != 0) {
@@ -113,13 +111,6 @@ int bench_host_cost(benv *e, int n)
     }
     if (!rc)
         rc = measure(&s, "plan", call_plan, n);
-    if (!rc && (err = ropeqk_opencl_buffer_wrap(e->rq, s.bq, &s.nq) || ropeqk_opencl_buffer_wrap(e->rq, s.bk, &s.nk) ||
-                      ropeqk_opencl_buffer_wrap(e->rq, s.bo, &s.no)) != 0) {
-        printf("host-cost: ropeqk_opencl_buffer_wrap: %s\n", ropeqk_last_error());
-        rc = 1;
-    }
-    if (!rc)
-        rc = measure(&s, "plan_run", call_neutral, n);
     ropeqk_buffer_destroy(s.nq), ropeqk_buffer_destroy(s.nk), ropeqk_buffer_destroy(s.no);
     ropeqk_plan_destroy(s.plan);
     if (s.bq) clReleaseMemObject(s.bq);
