@@ -1,5 +1,5 @@
-/* ropeqk-bench --host-cost (host_cost.c): the host time per decode-shaped enqueue, one-shot call
- * against a plan. */
+/* ropeqk-bench --host-cost (host_cost.c): the host time per decode-shaped ropeqk_plan_run, a plan
+ * made and destroyed per call (one-shot) against a plan made once. */
 #ifndef ROPEQK_BENCH_HOST_COST_H
 #define ROPEQK_BENCH_HOST_COST_H
 
