@@ -6,7 +6,7 @@
  * ropeqk_buffers, on the context's queue (the bench's): the one-shot (ropeqk_plan_create + run +
  * ropeqk_plan_destroy per call, what every call cost before plans existed: validation, frequencies,
  * tables, kernels) and a decode plan made once (per call only the step and buffer checks, scratch,
- * arguments, enqueues). Before issue 27 both went through the OpenCL interop entry points
+ * arguments, enqueues). Before 2026-11-29 both went through the OpenCL interop entry points
  * (ropeqk_opencl_enqueue, ropeqk_opencl_plan_enqueue) and a third line, plan_run, timed the neutral run.
  * Measured on the 2-core dev machine (pocl 3.1, AVX-512), 10,000 calls, CPU profile: before plans
  * (ropeqk_enqueue at 284a5d7) median 197-204 us, mean 508-696 us; see docs/performance.md, "Host cost per call". */
